@@ -1,0 +1,246 @@
+"""CPU backend: runs a graph's layers with their numpy kernels as jobs on a thread pool.
+
+Layers run in dependency order. The calling thread runs a chain inline (no pool round-trip per
+layer); when several layers are ready at once, the others go to the pool, so parallel branches
+overlap. The ``threads`` setting bounds both the pool and the BLAS library's threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import ChainMap, deque
+from collections.abc import Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from wgsentis.errors import LayerError, UnsupportedOperatorError, WgSentisError
+from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ops import registry
+
+_blas_lock = threading.Lock()
+_blas_threads: int | None = None
+
+
+def set_blas_threads(threads: int) -> None:
+    """Bound the BLAS library's thread count (process-wide; only changed when it differs)."""
+    global _blas_threads
+    with _blas_lock:
+        if _blas_threads == threads:
+            return
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=threads, user_api="blas")
+        except Exception:  # threadpoolctl missing or no BLAS found: nothing to bound
+            pass
+        _blas_threads = threads
+
+
+class KernelContext:
+    """What a kernel may ask of the engine besides its inputs and attributes."""
+
+    __slots__ = ("layer", "program", "opset", "num_outputs", "outer", "rng")
+
+    def __init__(self, layer: Layer, program: GraphProgram) -> None:
+        self.layer = layer
+        self.program = program
+        self.opset = layer.opset
+        self.num_outputs = len(layer.outputs)
+        self.outer: Mapping[str, Any] = {}
+        self.rng: np.random.Generator | None = None
+
+    def output_wanted(self, index: int) -> bool:
+        """Whether output ``index`` exists and has a name (optional outputs may be omitted)."""
+        return index < self.num_outputs and bool(self.layer.outputs[index])
+
+    def run_graph(self, graph: Graph, inputs: list[Any], extra: Mapping[str, Any] | None = None) -> list[Any]:
+        """Run a subgraph with positional inputs; names of the enclosing scope stay visible."""
+        program = self.program.subprogram(graph)
+        scope: Mapping[str, Any] = self.outer if extra is None else ChainMap(dict(extra), self.outer)
+        feeds = {info.name: value for info, value in zip(graph.inputs, inputs, strict=False)}
+        return program.run(feeds, scope)
+
+    def random(self, seed: float | None) -> np.random.Generator:
+        """A generator seeded by the op's ``seed`` attribute (fresh entropy when absent)."""
+        return np.random.default_rng(None if seed is None else int(seed))
+
+
+class _Step:
+    __slots__ = ("activation", "attrs", "ctx", "inputs", "kernel", "layer", "outputs")
+
+    def __init__(self, layer: Layer, program: GraphProgram) -> None:
+        impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
+        if impl is None:
+            raise UnsupportedOperatorError(layer.op_type, layer.domain, layer.opset, layer.name)
+        self.layer = layer
+        self.kernel = impl.kernel
+        self.attrs = dict(layer.attrs)
+        self.inputs = list(layer.inputs)
+        self.outputs = list(layer.outputs)
+        self.ctx = KernelContext(layer, program)
+        self.activation = None
+        if layer.fused_activation is not None:
+            act_type, act_attrs = layer.fused_activation
+            act = registry.lookup(act_type, "", layer.opset)
+            if act is None:
+                raise UnsupportedOperatorError(act_type, "", layer.opset, layer.name, "fused activation")
+            self.activation = (act.kernel, act_attrs)
+
+
+def _shape_text(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype.name}{list(value.shape)}"
+    if isinstance(value, list):
+        return f"sequence[{len(value)}]"
+    return "none" if value is None else type(value).__name__
+
+
+class GraphProgram:
+    """A graph compiled for the CPU backend: steps, dependencies and tensor lifetimes."""
+
+    def __init__(self, graph: Graph, threads: int = 1, parent: GraphProgram | None = None) -> None:
+        self.graph = graph
+        self.threads = max(1, threads)
+        self.parent = parent
+        self._subprograms: dict[int, GraphProgram] = {}
+        self.steps = [_Step(layer, self) for layer in graph.layers]
+        self.output_names = [o.name for o in graph.outputs]
+        producers = {o: i for i, layer in enumerate(graph.layers) for o in layer.outputs if o}
+        self.deps: list[set[int]] = []
+        self.dependents: list[list[int]] = [[] for _ in graph.layers]
+        last_use: dict[str, int] = {}
+        for i, layer in enumerate(graph.layers):
+            needed = {n for n in layer.inputs if n} | captured_names(layer)
+            d = {producers[n] for n in needed if n in producers and producers[n] != i}
+            self.deps.append(d)
+            for j in d:
+                self.dependents[j].append(i)
+            for n in needed:
+                last_use[n] = i
+        keep = set(self.output_names)
+        # Tensors to drop after each step (frees memory early in long chains).
+        self.release: list[list[str]] = [[] for _ in graph.layers]
+        for name, i in last_use.items():
+            if name not in keep and name not in graph.constants:
+                self.release[i].append(name)
+        self.pool: ThreadPoolExecutor | None = None
+        if self.threads > 1 and parent is None and any(len(d) > 1 for d in self.dependents):
+            self.pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="wgsentis-cpu")
+
+    def subprogram(self, graph: Graph) -> GraphProgram:
+        program = self._subprograms.get(id(graph))
+        if program is None:
+            program = GraphProgram(graph, 1, parent=self)
+            self._subprograms[id(graph)] = program
+        return program
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
+            on_layer: Any = None) -> list[Any]:
+        """Run the graph on ``feeds``; returns the graph outputs in order."""
+        env: MutableMapping[str, Any] = dict(self.graph.constants)
+        env.update(feeds)
+        scope: MutableMapping[str, Any] = env if outer is None else ChainMap(env, outer)
+        with np.errstate(all="ignore"):
+            if self.pool is None:
+                for i, step in enumerate(self.steps):
+                    self._run_step(step, scope, on_layer)
+                    for name in self.release[i]:
+                        env.pop(name, None)
+            else:
+                self._run_parallel(scope, env, on_layer)
+        missing = [n for n in self.output_names if n not in scope]
+        if missing:
+            raise WgSentisError(f"graph '{self.graph.name}': outputs {missing} were never produced")
+        return [scope[n] for n in self.output_names]
+
+    def _run_parallel(self, scope: MutableMapping[str, Any], env: MutableMapping[str, Any], on_layer: Any) -> None:
+        remaining = [len(d) for d in self.deps]
+        ready = deque(i for i, n in enumerate(remaining) if n == 0)
+        cond = threading.Condition()
+        state = {"running": 0, "error": None}
+
+        def finish(i: int) -> None:
+            for name in self.release[i]:
+                env.pop(name, None)
+            for j in self.dependents[i]:
+                remaining[j] -= 1
+                if remaining[j] == 0:
+                    ready.append(j)
+
+        def pooled(i: int) -> None:
+            try:
+                self._run_step(self.steps[i], scope, on_layer)
+            except BaseException as exc:
+                with cond:
+                    state["error"] = state["error"] or exc
+                    state["running"] -= 1
+                    cond.notify_all()
+                return
+            with cond:
+                finish(i)
+                state["running"] -= 1
+                cond.notify_all()
+
+        spare = self.threads - 1
+        while True:
+            with cond:
+                while not ready and state["running"] and state["error"] is None:
+                    cond.wait()
+                if state["error"] is not None:
+                    while state["running"]:
+                        cond.wait()
+                    raise state["error"]
+                if not ready:
+                    break
+                i = ready.popleft()
+                while ready and state["running"] < spare:
+                    state["running"] += 1
+                    assert self.pool is not None
+                    self.pool.submit(pooled, ready.popleft())
+            try:
+                self._run_step(self.steps[i], scope, on_layer)
+            except BaseException:
+                with cond:
+                    while state["running"]:
+                        cond.wait()
+                raise
+            with cond:
+                finish(i)
+
+    def _run_step(self, step: _Step, scope: MutableMapping[str, Any], on_layer: Any) -> None:
+        layer = step.layer
+        try:
+            args = [scope[n] if n else None for n in step.inputs]
+        except KeyError as exc:
+            raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
+        ctx = step.ctx
+        ctx.outer = scope
+        try:
+            result = step.kernel(ctx, *args, **step.attrs)
+            if step.activation is not None:
+                act_kernel, act_attrs = step.activation
+                result = act_kernel(ctx, result, **act_attrs)
+        except WgSentisError as exc:
+            if isinstance(exc, LayerError):
+                raise
+            raise LayerError(layer.name, layer.op_type, str(exc)) from exc
+        except Exception as exc:
+            shapes = ", ".join(_shape_text(a) for a in args)
+            raise LayerError(layer.name, layer.op_type,
+                             f"{type(exc).__name__}: {exc} (inputs: {shapes})") from exc
+        if not isinstance(result, tuple):  # a tuple is several outputs; a list is one sequence
+            result = (result,)
+        for name, value in zip(step.outputs, result, strict=False):
+            if name:
+                scope[name] = np.asarray(value) if isinstance(value, np.generic) else value
+        if on_layer is not None:
+            on_layer(layer)
+

@@ -1,0 +1,380 @@
+"""ONNX ModelProto -> wgsentis Model: attribute decoding, opset selection, function expansion and
+safe external data. Knows nothing of backends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto
+
+from wgsentis import dtypes
+from wgsentis.errors import ExternalDataError, ModelLoadError, UnsupportedOperatorError
+from wgsentis.model import Dim, Graph, Layer, Model, TensorInfo
+from wgsentis.ops import registry
+
+MIN_OPSET = 1
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+
+def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None = None,
+               base_dir: str | os.PathLike | None = None, optimize: bool = True) -> Model:
+    """Import an ONNX model from a path, serialized bytes or a ModelProto.
+
+    External data is read only from ``base_dir`` (the model's folder when loading from a path).
+    """
+    source = ""
+    if isinstance(src, ModelProto):
+        proto = src
+    elif isinstance(src, bytes | bytearray | memoryview):
+        proto = _parse_bytes(bytes(src), "<bytes>")
+    elif isinstance(src, str | os.PathLike):
+        path = Path(src)
+        source = str(path)
+        if not path.is_file():
+            raise ModelLoadError(f"model file '{path}' does not exist or is not a file")
+        proto = _parse_bytes(path.read_bytes(), str(path))
+        base_dir = path.parent if base_dir is None else base_dir
+    else:
+        raise ModelLoadError(f"load_model expects a path, bytes or onnx.ModelProto, got {type(src).__name__}")
+    model_name = name or (Path(source).stem if source else (proto.graph.name or "model"))
+    return import_model(proto, name=model_name, source=source, base_dir=base_dir, optimize=optimize)
+
+
+def _parse_bytes(data: bytes, label: str) -> ModelProto:
+    proto = ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as exc:  # protobuf raises its own DecodeError family
+        raise ModelLoadError(f"model '{label}' is not a valid ONNX protobuf: {exc}") from None
+    if not proto.HasField("graph"):
+        raise ModelLoadError(f"model '{label}' has no graph (is it an ONNX model file?)")
+    return proto
+
+
+def import_model(proto: ModelProto, *, name: str = "model", source: str = "",
+                 base_dir: str | os.PathLike | None = None, optimize: bool = True) -> Model:
+    """Convert a ModelProto to a Model (see ``load_model``)."""
+    opsets: dict[str, int] = {}
+    for entry in proto.opset_import:
+        domain = "" if entry.domain in ("", "ai.onnx") else entry.domain
+        opsets[domain] = int(entry.version)
+    if not opsets:
+        opsets[""] = 1  # IR version 1 models carry no opset_import: ONNX treats them as opset 1
+    if opsets.get("", MIN_OPSET) > MAX_OPSET:
+        raise ModelLoadError(
+            f"model '{name}' uses default-domain opset {opsets['']}, newer than the newest this build "
+            f"knows ({MAX_OPSET}); upgrade onnx or export with an older opset"
+        )
+    if proto.functions:
+        try:
+            proto = onnx.inliner.inline_local_functions(proto)
+        except Exception as exc:
+            raise ModelLoadError(f"model '{name}': could not inline its local functions: {exc}") from None
+    value_types = _infer_types(proto)
+    ctx = _ImportContext(name=name, opsets=opsets, base_dir=Path(base_dir) if base_dir else None,
+                         value_types=value_types)
+    graph = ctx.graph(proto.graph, top_level=True)
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    model = Model.__new__(Model)
+    model.imported, model.opsets, model.name, model.source = graph, opsets, name, source
+    model.metadata, model._extra_outputs = metadata, []
+    model.graph = model._optimize() if optimize else graph
+    return model
+
+
+def _infer_types(proto: ModelProto) -> dict[str, TypeProto]:
+    """Types of every value, from ONNX's own shape inference when it succeeds (best effort)."""
+    types: dict[str, TypeProto] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except Exception:
+        inferred = proto
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        types[vi.name] = vi.type
+    for init in inferred.graph.initializer:
+        tp = TypeProto()
+        tp.tensor_type.elem_type = init.data_type
+        for d in init.dims:
+            tp.tensor_type.shape.dim.add().dim_value = d
+        types.setdefault(init.name, tp)
+    return types
+
+
+def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:
+    """TensorInfo of a TypeProto: tensors, sequences and optionals (their element's dtype/shape)."""
+    if tp is None:
+        return TensorInfo(name, None, None)
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        tt = tp.tensor_type
+        dtype = dtypes.ONNX_TO_NUMPY.get(tt.elem_type)
+        shape: tuple[Dim, ...] | None = None
+        if tt.HasField("shape"):
+            shape = tuple(
+                int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+            )
+        return TensorInfo(name, dtype, shape)
+    if which == "sequence_type":
+        inner = type_to_info(name, tp.sequence_type.elem_type)
+        return TensorInfo(name, inner.dtype, inner.shape, kind="sequence")
+    if which == "optional_type":
+        inner = type_to_info(name, tp.optional_type.elem_type)
+        return TensorInfo(name, inner.dtype, inner.shape, kind="optional")
+    if which == "map_type":
+        return TensorInfo(name, None, None, kind="map")
+    return TensorInfo(name, None, None)
+
+
+class _ImportContext:
+    """State shared while converting a model's graphs: names, opsets, types, external data folder."""
+
+    def __init__(self, name: str, opsets: dict[str, int], base_dir: Path | None,
+                 value_types: dict[str, TypeProto]) -> None:
+        self.model_name = name
+        self.opsets = opsets
+        self.base_dir = base_dir
+        self.value_types = value_types
+        self.used_names: set[str] = set()
+        self.fresh = 0
+
+    # -- graphs -----------------------------------------------------------------------------
+    def graph(self, gp: GraphProto, top_level: bool = False) -> Graph:
+        constants: dict[str, np.ndarray] = {}
+        for init in gp.initializer:
+            constants[init.name] = self.tensor(init, f"initializer '{init.name}'")
+        for sparse in gp.sparse_initializer:
+            constants[sparse.values.name] = self.sparse_tensor(sparse)
+        for vi in gp.value_info:
+            self.value_types.setdefault(vi.name, vi.type)
+        inputs = [type_to_info(vi.name, vi.type) for vi in gp.input if vi.name not in constants]
+        outputs = [type_to_info(vi.name, self.value_types.get(vi.name, vi.type)) for vi in gp.output]
+        if top_level:
+            for out in outputs:
+                if not out.name:
+                    raise ModelLoadError(f"model '{self.model_name}': a graph output has an empty name")
+        layers: list[Layer] = []
+        for index, node in enumerate(gp.node):
+            layers.extend(self.node(node, index))
+        value_info = {
+            n: type_to_info(n, t) for n, t in self.value_types.items()
+        } if top_level else {vi.name: type_to_info(vi.name, vi.type) for vi in gp.value_info}
+        return Graph(name=gp.name or self.model_name, inputs=inputs, outputs=outputs,
+                     constants=constants, layers=layers, value_info=value_info)
+
+    def node(self, node: NodeProto, index: int) -> list[Layer]:
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        node_name = node.name or f"{node.op_type}_{index}"
+        if node_name in self.used_names:
+            self.fresh += 1
+            node_name = f"{node_name}__{self.fresh}"
+        self.used_names.add(node_name)
+        if domain not in self.opsets:
+            raise UnsupportedOperatorError(node.op_type, domain, 0, node_name,
+                                           f"the model imports no opset for domain '{domain}'")
+        opset = self.opsets[domain]
+        impl = registry.lookup(node.op_type, domain, opset)
+        if impl is None:
+            expanded = self.expand_function(node, node_name, domain, opset)
+            if expanded is not None:
+                return expanded
+            detail = "no kernel is registered"
+            known = registry.supported_ops().get((domain, node.op_type))
+            if known:
+                detail = f"kernels exist from opset {known[0]} on, the model uses {opset}"
+            raise UnsupportedOperatorError(node.op_type, domain, opset, node_name, detail)
+        attrs = {a.name: self.attribute(a, node_name) for a in node.attribute}
+        unknown = [a for a in attrs if a not in impl.attr_names] if not impl.takes_any_attr else []
+        if unknown:
+            raise UnsupportedOperatorError(node.op_type, domain, opset, node_name,
+                                           f"attribute(s) {', '.join(unknown)} not supported")
+        n_in = len(node.input)
+        while n_in and node.input[n_in - 1] == "":
+            n_in -= 1
+        if n_in < impl.min_inputs or (impl.max_inputs is not None and n_in > impl.max_inputs):
+            expected = f"{impl.min_inputs}..{impl.max_inputs if impl.max_inputs is not None else 'any'}"
+            raise ModelLoadError(
+                f"model '{self.model_name}': node '{node_name}' ({node.op_type}) has {n_in} inputs, "
+                f"expected {expected}"
+            )
+        return [Layer(name=node_name, op_type=node.op_type, inputs=list(node.input)[:n_in],
+                      outputs=list(node.output), attrs=attrs, domain=domain, opset=opset)]
+
+    def expand_function(self, node: NodeProto, node_name: str, domain: str, opset: int) -> list[Layer] | None:
+        """Replace a node by its ONNX function body, when the schema defines one."""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, domain)
+        except onnx.defs.SchemaError:
+            return None
+        body: onnx.FunctionProto | None = None
+        if schema.has_function:
+            body = onnx.FunctionProto()
+            body.ParseFromString(schema.get_function_with_opset_version(schema.since_version))
+        elif schema.has_context_dependent_function:
+            types = [self.value_types.get(i) if i else TypeProto() for i in node.input]
+            if any(t is None for t in types):
+                return None
+            raw = schema.get_context_dependent_function_with_opset_version(
+                schema.since_version, node.SerializeToString(), [t.SerializeToString() for t in types])
+            if not raw:
+                return None
+            body = onnx.FunctionProto()
+            body.ParseFromString(raw)
+        if body is None or not body.node:
+            return None
+        for imp in body.opset_import:
+            d = "" if imp.domain in ("", "ai.onnx") else imp.domain
+            if self.opsets.get(d, imp.version) != imp.version and d != "":
+                return None
+        return self.inline(node, node_name, body)
+
+    def inline(self, node: NodeProto, node_name: str, body: onnx.FunctionProto) -> list[Layer]:
+        """Inline a function body: rename its values, bind attribute references, import its nodes."""
+        rename: dict[str, str] = {"": ""}
+        for formal, actual in zip(body.input, node.input, strict=False):
+            rename[formal] = actual
+        for formal in body.input[len(node.input):]:
+            rename[formal] = ""
+        for formal, actual in zip(body.output, node.output, strict=False):
+            rename[formal] = actual
+        given = {a.name: a for a in node.attribute}
+        defaults = {a.name: a for a in body.attribute_proto}
+        layers: list[Layer] = []
+        for i, inner in enumerate(body.node):
+            clone = NodeProto()
+            clone.CopyFrom(inner)
+            clone.name = f"{node_name}/{inner.name or inner.op_type + str(i)}"
+            for lst in (clone.input, clone.output):
+                for k, value in enumerate(lst):
+                    if value not in rename:
+                        rename[value] = f"{node_name}/{value}"
+                    lst[k] = rename[value]
+            kept = []
+            for attr in clone.attribute:
+                if attr.ref_attr_name:
+                    source = given.get(attr.ref_attr_name) or defaults.get(attr.ref_attr_name)
+                    if source is None:
+                        continue
+                    bound = AttributeProto()
+                    bound.CopyFrom(source)
+                    bound.name = attr.name
+                    kept.append(bound)
+                else:
+                    kept.append(attr)
+            del clone.attribute[:]
+            clone.attribute.extend(kept)
+            layers.extend(self.node(clone, i))
+        return layers
+
+    # -- attributes and tensors -------------------------------------------------------------
+    def attribute(self, attr: AttributeProto, node_name: str) -> Any:
+        kind = attr.type
+        where = f"attribute '{attr.name}' of node '{node_name}'"
+        if kind == AttributeProto.FLOAT:
+            return float(attr.f)
+        if kind == AttributeProto.INT:
+            return int(attr.i)
+        if kind == AttributeProto.STRING:
+            return attr.s.decode("utf-8", errors="replace")
+        if kind == AttributeProto.TENSOR:
+            return self.tensor(attr.t, where)
+        if kind == AttributeProto.SPARSE_TENSOR:
+            return self.sparse_tensor(attr.sparse_tensor)
+        if kind == AttributeProto.GRAPH:
+            return self.graph(attr.g)
+        if kind == AttributeProto.FLOATS:
+            return [float(v) for v in attr.floats]
+        if kind == AttributeProto.INTS:
+            return [int(v) for v in attr.ints]
+        if kind == AttributeProto.STRINGS:
+            return [s.decode("utf-8", errors="replace") for s in attr.strings]
+        if kind == AttributeProto.TENSORS:
+            return [self.tensor(t, where) for t in attr.tensors]
+        if kind == AttributeProto.GRAPHS:
+            return [self.graph(g) for g in attr.graphs]
+        if kind == AttributeProto.TYPE_PROTO:
+            return attr.tp
+        if kind == AttributeProto.TYPE_PROTOS:
+            return list(attr.type_protos)
+        raise ModelLoadError(f"model '{self.model_name}': {where} has unknown type {kind}")
+
+    def tensor(self, tp: TensorProto, where: str) -> np.ndarray:
+        if tp.data_type not in dtypes.ONNX_TO_NUMPY:
+            raise ModelLoadError(
+                f"model '{self.model_name}': {where} has unsupported element type "
+                f"{dtypes.onnx_type_name(tp.data_type)}"
+            )
+        if tp.data_location == TensorProto.EXTERNAL:
+            tp = self.read_external(tp, where)
+        try:
+            array = onnx.numpy_helper.to_array(tp)
+        except Exception as exc:
+            raise ModelLoadError(f"model '{self.model_name}': {where} could not be decoded: {exc}") from None
+        if array.dtype == object:
+            array = np.array([v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                              for v in array.ravel()], dtype=object).reshape(array.shape)
+        return array
+
+    def sparse_tensor(self, sp: onnx.SparseTensorProto) -> np.ndarray:
+        values = self.tensor(sp.values, "sparse tensor values")
+        indices = self.tensor(sp.indices, "sparse tensor indices").astype(np.int64)
+        dense = np.zeros(tuple(sp.dims), dtype=values.dtype)
+        if indices.ndim == 1:
+            dense.reshape(-1)[indices] = values
+        else:
+            dense[tuple(indices.T)] = values
+        return dense
+
+    def read_external(self, tp: TensorProto, where: str) -> TensorProto:
+        """Read external data only from inside the model folder, checking offsets and lengths."""
+        info = {e.key: e.value for e in tp.external_data}
+        location = info.get("location", "")
+        if self.base_dir is None:
+            raise ExternalDataError(
+                f"model '{self.model_name}': {where} refers to external data '{location}' but the model "
+                "was not loaded from a file; pass base_dir="
+            )
+        if not location or os.path.isabs(location) or ".." in Path(location).parts:
+            raise ExternalDataError(
+                f"model '{self.model_name}': {where} external data location '{location}' must be a relative "
+                "path inside the model's folder"
+            )
+        base = self.base_dir.resolve()
+        target = (base / location).resolve()  # follows symlinks, so a link out of the folder is caught
+        if base != target and base not in target.parents:
+            raise ExternalDataError(
+                f"model '{self.model_name}': {where} external data '{location}' resolves outside the model "
+                f"folder '{base}'"
+            )
+        if not target.is_file():
+            raise ExternalDataError(f"model '{self.model_name}': {where} external data file '{location}' is missing")
+        size = target.stat().st_size
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else size - offset
+        except ValueError:
+            raise ExternalDataError(f"model '{self.model_name}': {where} has a non-integer offset/length") from None
+        if offset < 0 or length < 0 or offset + length > size:
+            raise ExternalDataError(
+                f"model '{self.model_name}': {where} asks for bytes {offset}..{offset + length} of "
+                f"'{location}', which has {size}"
+            )
+        itemsize = dtypes.ONNX_TO_NUMPY[tp.data_type].itemsize
+        expected = int(np.prod(tp.dims, dtype=np.int64)) * itemsize
+        if tp.data_type not in (TensorProto.STRING,) and itemsize and length != expected and itemsize >= 1:
+            raise ExternalDataError(
+                f"model '{self.model_name}': {where} has {length} bytes of external data, its shape "
+                f"{list(tp.dims)} needs {expected}"
+            )
+        with open(target, "rb") as fh:
+            fh.seek(offset)
+            raw = fh.read(length)
+        loaded = TensorProto()
+        loaded.CopyFrom(tp)
+        del loaded.external_data[:]
+        loaded.data_location = TensorProto.DEFAULT
+        loaded.raw_data = raw
+        return loaded

@@ -1,0 +1,7 @@
+"""Operators of the matmul family (numpy kernels)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wgsentis.ops.registry import register

@@ -1,0 +1,17 @@
+"""Graph passes, run in one ordered list by ``optimize``. Each pass keeps every graph output."""
+
+from __future__ import annotations
+
+from wgsentis.model import Graph
+from wgsentis.passes.fold_constants import FoldConstants
+from wgsentis.passes.fuse import FuseActivation, FuseConvBatchNorm
+from wgsentis.passes.noops import RemoveNoOps, RemoveUnused
+
+PASSES = [FoldConstants(), RemoveNoOps(), FuseConvBatchNorm(), FuseActivation(), RemoveUnused()]
+
+
+def optimize(graph: Graph, opsets: dict[str, int]) -> Graph:
+    """Run every pass in order on ``graph`` (changed in place) and return it."""
+    for graph_pass in PASSES:
+        graph_pass.run(graph, opsets)
+    return graph

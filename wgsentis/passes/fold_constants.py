@@ -1,0 +1,60 @@
+"""Constant folding: layers whose inputs are all constants run once at load time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ops import registry
+
+# Folding a layer that makes a tensor this much bigger than its inputs only bloats the model
+# (e.g. Expand of a scalar), except for ConstantOfShape, which is how some exporters store weights.
+_MAX_GROWTH_BYTES = 64 << 20
+
+
+class FoldConstants:
+    """Replace constant-input layers by their outputs; keeps random ops and control flow."""
+
+    def run(self, graph: Graph, opsets: dict[str, int]) -> None:
+        from wgsentis.backends.cpu import GraphProgram
+
+        outputs = {o.name for o in graph.outputs}
+        kept: list[Layer] = []
+        for layer in graph.layers:
+            impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
+            foldable = (
+                impl is not None and impl.deterministic and not captured_names(layer)
+                and all((not n) or n in graph.constants for n in layer.inputs)
+                and not any(o in outputs for o in layer.outputs if o)
+                and layer.op_type not in ("If", "Loop", "Scan", "SequenceMap")
+            )
+            if foldable:
+                values = self._evaluate(layer, graph, GraphProgram)
+                if values is not None:
+                    for name, value in zip(layer.outputs, values, strict=False):
+                        if name:
+                            graph.constants[name] = value
+                    continue
+            kept.append(layer)
+        graph.layers = kept
+
+    @staticmethod
+    def _evaluate(layer: Layer, graph: Graph, program_cls: type) -> list[np.ndarray] | None:
+        sub = Graph(name=f"fold:{layer.name}", inputs=[], outputs=[], layers=[layer],
+                    constants={n: graph.constants[n] for n in layer.inputs if n})
+        from wgsentis.model import TensorInfo
+
+        sub.outputs = [TensorInfo(o, None, None) for o in layer.outputs if o]
+        try:
+            values = program_cls(sub, 1).run({})
+        except Exception:
+            return None  # leave it to run time, where the error names the layer and inputs
+        if not all(isinstance(v, np.ndarray) for v in values):
+            return None
+        in_bytes = sum(graph.constants[n].nbytes for n in layer.inputs if n)
+        out_bytes = sum(v.nbytes for v in values)
+        if layer.op_type != "ConstantOfShape" and out_bytes > max(in_bytes * 4, _MAX_GROWTH_BYTES):
+            return None
+        names = [o for o in layer.outputs if o]
+        by_name = dict(zip(names, values, strict=True))
+        return [by_name.get(o) if o else None for o in layer.outputs]

@@ -1,0 +1,106 @@
+"""Deferred tensors: a handle on a value a worker is computing, with Sentis' readback API."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from wgsentis.errors import TensorError
+
+
+class Tensor:
+    """A tensor whose data may not exist yet.
+
+    ``Tensor(array)`` wraps host data. Tensors returned by ``Worker.peek_output`` are deferred:
+    their value arrives when the scheduled work finishes. ``readback_and_clone`` blocks for it,
+    ``readback_and_clone_async`` awaits it, ``readback_request`` + ``is_readback_request_done``
+    poll, and ``download_to_array`` copies it out without consuming the tensor.
+    """
+
+    def __init__(self, data: Any = None, *, name: str = "", _future: Future | None = None,
+                 _backend: str = "cpu") -> None:
+        self.name = name
+        self.backend = _backend
+        self._future = _future
+        self._value: Any = None
+        self._requested = False
+        if _future is None:
+            if data is None:
+                raise TensorError("Tensor(data): data is required (an array-like or a list of arrays)")
+            self._value = data if isinstance(data, list) else np.asarray(data)
+
+    # -- state --------------------------------------------------------------------------------
+    def _resolve(self) -> Any:
+        if self._future is not None:
+            self._value = self._future.result()
+            self._future = None
+        return self._value
+
+    @property
+    def is_ready(self) -> bool:
+        """True once the value exists on the host side of its backend."""
+        return self._future is None or self._future.done()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tensor's shape (waits for the producing work when it is still running)."""
+        value = self._resolve()
+        return tuple(value.shape) if isinstance(value, np.ndarray) else (len(value),)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type (waits for the producing work when it is still running)."""
+        value = self._resolve()
+        if isinstance(value, np.ndarray):
+            return value.dtype
+        return value[0].dtype if value else np.dtype(np.float32)
+
+    # -- readback -----------------------------------------------------------------------------
+    def readback_request(self) -> None:
+        """Start bringing the data to the host without waiting for it."""
+        self._requested = True
+
+    def is_readback_request_done(self) -> bool:
+        """Whether a readback started by ``readback_request`` has completed."""
+        if not self._requested:
+            raise TensorError(f"tensor '{self.name}': is_readback_request_done() before readback_request()")
+        return self.is_ready
+
+    def readback_and_clone(self) -> Tensor:
+        """Block until the data is on the host; return a CPU copy of it."""
+        return Tensor(_copy(self._resolve()), name=self.name)
+
+    async def readback_and_clone_async(self) -> Tensor:
+        """Awaitable ``readback_and_clone``: the event loop runs while the work finishes."""
+        if self._future is not None:
+            await asyncio.wrap_future(self._future)
+        return self.readback_and_clone()
+
+    def download_to_array(self) -> Any:
+        """A numpy copy of the data (a list of arrays for a sequence); the tensor stays usable."""
+        return _copy(self._resolve())
+
+    def numpy(self) -> Any:
+        """Alias of ``download_to_array``."""
+        return self.download_to_array()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = np.asarray(self._resolve())
+        return value.astype(dtype) if dtype is not None else value
+
+    def __repr__(self) -> str:
+        if not self.is_ready:
+            return f"Tensor({self.name!r}, pending, backend={self.backend})"
+        value = self._resolve()
+        if isinstance(value, np.ndarray):
+            return f"Tensor({self.name!r}, {value.dtype.name}{list(value.shape)}, backend={self.backend})"
+        return f"Tensor({self.name!r}, sequence of {len(value)}, backend={self.backend})"
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return None if value is None else np.array(value, copy=True)

@@ -1,0 +1,222 @@
+"""Worker: validates inputs, schedules a model run on a backend and hands out deferred outputs."""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.cpu import GraphProgram, set_blas_threads
+from wgsentis.errors import BackendNotAvailableError, InputError, WgSentisError
+from wgsentis.model import Model, TensorInfo
+from wgsentis.tensor import Tensor
+
+
+class BackendType(enum.Enum):
+    """Where a worker runs its layers."""
+
+    CPU = "cpu"
+    GPU_COMPUTE = "gpu-compute"
+    GPU_PIXEL = "gpu-pixel"
+
+
+def _backend_of(backend: BackendType | str) -> BackendType:
+    if isinstance(backend, BackendType):
+        return backend
+    try:
+        return BackendType(str(backend).lower().replace("_", "-"))
+    except ValueError:
+        names = ", ".join(b.value for b in BackendType)
+        raise InputError(f"unknown backend '{backend}'; choose one of: {names}") from None
+
+
+class Worker:
+    """Runs a Model on one backend. ``schedule`` returns at once; outputs are deferred Tensors."""
+
+    def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
+                 threads: int | None = None) -> None:
+        if not isinstance(model, Model):
+            raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
+        self.backend = _backend_of(backend)
+        if self.backend is not BackendType.CPU:
+            raise BackendNotAvailableError(
+                f"backend '{self.backend.value}' is not available yet in this build; use 'cpu'"
+            )
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise InputError(f"Worker(threads={threads!r}): threads must be a positive integer")
+        self.model = model
+        self.threads = threads or min(os.cpu_count() or 1, 8)
+        self._graph = model.graph
+        self._program = GraphProgram(self._graph, self.threads)
+        # One run at a time per worker, in order; schedule() only queues it.
+        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wgsentis-worker")
+        self._lock = threading.Lock()
+        self._outputs: dict[str, Tensor] = {}
+        self._last_run: Future | None = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Wait for scheduled work, then release the worker's threads."""
+        if self._closed:
+            return
+        self._closed = True
+        self._runner.shutdown(wait=True)
+        self._program.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- running ------------------------------------------------------------------------------
+    def schedule(self, inputs: dict[str, Any] | None = None, **named: Any) -> Worker:
+        """Validate ``inputs`` (name -> array or Tensor) and queue a run; returns immediately."""
+        if self._closed:
+            raise WgSentisError(f"worker for model '{self.model.name}' is closed")
+        feeds = self._validate({**(inputs or {}), **named})
+        # Re-compile when add_output changed the model's graph after the worker was made.
+        if self.model.graph is not self._graph:
+            self._program.close()
+            self._graph = self.model.graph
+            self._program = GraphProgram(self._graph, self.threads)
+        program = self._program
+        threads = self.threads
+
+        def run() -> dict[str, Any]:
+            set_blas_threads(threads)
+            values = program.run(feeds)
+            return dict(zip(program.output_names, values, strict=True))
+
+        with self._lock:
+            future = self._runner.submit(run)
+            self._last_run = future
+            self._outputs = {
+                name: Tensor(name=name, _future=_pick(future, name), _backend=self.backend.value)
+                for name in program.output_names
+            }
+        return self
+
+    def peek_output(self, name: str | None = None) -> Tensor:
+        """The deferred output ``name`` of the last scheduled run (None: the first model output)."""
+        if not self._outputs:
+            raise WgSentisError(f"model '{self.model.name}': peek_output() before schedule()")
+        if name is None:
+            name = next(iter(self._outputs))
+        if name not in self._outputs:
+            raise InputError(
+                f"model '{self.model.name}' has no output '{name}'; outputs: {list(self._outputs)} "
+                "(use model.add_output to expose an intermediate tensor)"
+            )
+        return self._outputs[name]
+
+    def run(self, inputs: dict[str, Any] | None = None, **named: Any) -> dict[str, Any]:
+        """Schedule, wait and download every output: name -> numpy array (list for sequences)."""
+        self.schedule(inputs, **named)
+        return {name: t.download_to_array() for name, t in self._outputs.items()}
+
+    def stats(self) -> dict[str, Any]:
+        """Where layers ran and what crossed between host and device in the last run."""
+        return {
+            "backend": self.backend.value,
+            "threads": self.threads,
+            "gpu_layers": [],
+            "cpu_layers": [layer.name for layer in self._graph.layers],
+            "fallback_layers": [],
+            "uploads": 0,
+            "downloads": 0,
+            "upload_bytes": 0,
+            "download_bytes": 0,
+            "transfers": [],
+            "peak_device_bytes": 0,
+        }
+
+    # -- input validation -----------------------------------------------------------------------
+    def _validate(self, given: dict[str, Any]) -> dict[str, Any]:
+        expected = {info.name: info for info in self._graph.inputs}
+        unknown = [n for n in given if n not in expected]
+        if unknown:
+            raise InputError(
+                f"model '{self.model.name}' has no input(s) {unknown}; its inputs are {list(expected)}"
+            )
+        missing = [n for n in expected if n not in given]
+        if missing:
+            described = ", ".join(repr(expected[n]) for n in missing)
+            raise InputError(f"model '{self.model.name}': missing input(s): {described}")
+        symbols: dict[str, tuple[int, str]] = {}
+        feeds: dict[str, Any] = {}
+        for name, value in given.items():
+            feeds[name] = self._check_one(expected[name], value, symbols)
+        return feeds
+
+    def _check_one(self, info: TensorInfo, value: Any, symbols: dict[str, tuple[int, str]]) -> Any:
+        where = f"model '{self.model.name}': input '{info.name}'"
+        if isinstance(value, Tensor):
+            value = value.download_to_array()
+        if info.kind == "sequence":
+            if not isinstance(value, list | tuple):
+                raise InputError(f"{where} expects a sequence (list of arrays), got {type(value).__name__}")
+            return [np.asarray(v) for v in value]
+        if info.kind == "optional" and value is None:
+            return None
+        if isinstance(value, list | tuple) and info.dtype is not None:
+            value = np.asarray(value, dtype=info.dtype)
+        if not isinstance(value, np.ndarray | np.generic):
+            raise InputError(f"{where} expects a numpy array or wgsentis Tensor, got {type(value).__name__}")
+        value = np.asarray(value)
+        if info.dtype is not None and value.dtype != info.dtype:
+            if not (info.dtype == object and value.dtype.kind in "OUS"):
+                raise InputError(f"{where} expects dtype {info.dtype.name}, got {value.dtype.name}")
+            value = value.astype(object)
+        if info.shape is not None:
+            if value.ndim != len(info.shape):
+                raise InputError(
+                    f"{where} expects rank {len(info.shape)} shape {_fmt(info.shape)}, got shape {list(value.shape)}"
+                )
+            for axis, (want, got) in enumerate(zip(info.shape, value.shape, strict=True)):
+                if isinstance(want, int) and want != got:
+                    raise InputError(
+                        f"{where} expects shape {_fmt(info.shape)}, got {list(value.shape)} (axis {axis})"
+                    )
+                if isinstance(want, str):
+                    seen = symbols.setdefault(want, (got, info.name))
+                    if seen[0] != got:
+                        raise InputError(
+                            f"{where}: dimension '{want}' is {got} here but {seen[0]} in input '{seen[1]}'"
+                        )
+        return value
+
+
+def _fmt(shape: tuple[Any, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _pick(future: Future, name: str) -> Future:
+    """A future resolving to one entry of a run's output dict."""
+    picked: Future = Future()
+
+    def done(f: Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            picked.set_exception(exc)
+        else:
+            picked.set_result(f.result()[name])
+
+    future.add_done_callback(done)
+    return picked
+
+
+def as_array(value: Any) -> np.ndarray:
+    """Convert a Tensor or array-like to a numpy array."""
+    return value.download_to_array() if isinstance(value, Tensor) else np.asarray(value)
