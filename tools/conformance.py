@@ -16,7 +16,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx.backend.test.case.node import collect_testcases
 from onnx.backend.test.runner import Runner

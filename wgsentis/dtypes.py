@@ -44,6 +44,12 @@ for _onnx_name, _ml_name in _NARROW.items():
     if hasattr(TensorProto, _onnx_name) and hasattr(ml_dtypes, _ml_name):
         ONNX_TO_NUMPY[getattr(TensorProto, _onnx_name)] = np.dtype(getattr(ml_dtypes, _ml_name))
 
+# Element types stored packed, several per byte: their byte size is not itemsize * count.
+PACKED_TYPES = frozenset(
+    getattr(TensorProto, n) for n in ("UINT4", "INT4", "FLOAT4E2M1", "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2")
+    if hasattr(TensorProto, n)
+)
+
 NUMPY_TO_ONNX: dict[np.dtype, int] = {v: k for k, v in ONNX_TO_NUMPY.items()}
 
 

@@ -114,9 +114,7 @@ def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:
         dtype = dtypes.ONNX_TO_NUMPY.get(tt.elem_type)
         shape: tuple[Dim, ...] | None = None
         if tt.HasField("shape"):
-            shape = tuple(
-                int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
-            )
+            shape = tuple(_dim(d) for d in tt.shape.dim)
         return TensorInfo(name, dtype, shape)
     if which == "sequence_type":
         inner = type_to_info(name, tp.sequence_type.elem_type)
@@ -127,6 +125,13 @@ def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:
     if which == "map_type":
         return TensorInfo(name, None, None, kind="map")
     return TensorInfo(name, None, None)
+
+
+def _dim(d: onnx.TensorShapeProto.Dimension) -> Dim:
+    """A dimension: its size, its symbol, or None where exporters wrote -1, '?' or nothing."""
+    if d.HasField("dim_value"):
+        return int(d.dim_value) if d.dim_value >= 0 else None
+    return d.dim_param if d.dim_param and d.dim_param != "?" else None
 
 
 class _ImportContext:
@@ -362,9 +367,9 @@ class _ImportContext:
                 f"model '{self.model_name}': {where} asks for bytes {offset}..{offset + length} of "
                 f"'{location}', which has {size}"
             )
-        itemsize = dtypes.ONNX_TO_NUMPY[tp.data_type].itemsize
-        expected = int(np.prod(tp.dims, dtype=np.int64)) * itemsize
-        if tp.data_type not in (TensorProto.STRING,) and itemsize and length != expected and itemsize >= 1:
+        expected = int(np.prod(tp.dims, dtype=np.int64)) * dtypes.ONNX_TO_NUMPY[tp.data_type].itemsize
+        sized = tp.data_type != TensorProto.STRING and tp.data_type not in dtypes.PACKED_TYPES
+        if sized and length != expected:
             raise ExternalDataError(
                 f"model '{self.model_name}': {where} has {length} bytes of external data, its shape "
                 f"{list(tp.dims)} needs {expected}"

@@ -41,7 +41,7 @@ def set_blas_threads(threads: int) -> None:
 class KernelContext:
     """What a kernel may ask of the engine besides its inputs and attributes."""
 
-    __slots__ = ("layer", "program", "opset", "num_outputs", "outer", "rng")
+    __slots__ = ("layer", "num_outputs", "opset", "outer", "program", "rng")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         self.layer = layer
@@ -238,9 +238,10 @@ class GraphProgram:
                              f"{type(exc).__name__}: {exc} (inputs: {shapes})") from exc
         if not isinstance(result, tuple):  # a tuple is several outputs; a list is one sequence
             result = (result,)
-        for name, value in zip(step.outputs, result, strict=False):
+        values = [np.asarray(v) if isinstance(v, np.generic) else v for v in result]
+        for name, value in zip(step.outputs, values, strict=False):
             if name:
-                scope[name] = np.asarray(value) if isinstance(value, np.generic) else value
+                scope[name] = value
         if on_layer is not None:
-            on_layer(layer)
+            on_layer(layer, values)
 

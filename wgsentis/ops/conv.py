@@ -1,7 +1,414 @@
-"""Operators of the conv family (numpy kernels)."""
+"""Convolution operators: Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv.
+
+Every convolution is lowered onto BLAS: the input windows are gathered (im2col) with
+``as_strided`` views on the padded input, laid out as ``(N, group, C_g * K, P)`` so that one
+batched ``np.matmul`` with the ``(group, M_g, C_g * K)`` weights yields the output directly in
+NCHW order. Two shapes get their own path because they dominate CNN latency: a 1x1 convolution
+is a plain matmul on the reshaped input (no im2col at all), and a depthwise convolution is a
+sum over kernel taps of shifted-slice multiply-adds (k*k vectorised ops, no matmul).
+Transposed convolution is the adjoint: one matmul produces the columns, which are scatter-added
+(col2im) tap by tap into the output.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import itertools
+import math
 
-from wgsentis.ops.registry import register
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from wgsentis.ops.registry import register, register_flops
+
+_FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# --------------------------------------------------------------------------------------------
+# Shared geometry helpers (also used by pool.py)
+# --------------------------------------------------------------------------------------------
+
+def spatial_attrs(nd: int, kernel_shape, strides, dilations, pads) -> tuple[list[int], list[int], list[int]]:
+    """Strides, dilations and pads with their ONNX defaults for ``nd`` spatial dims."""
+    del kernel_shape
+    strides = [int(s) for s in strides] if strides else [1] * nd
+    dilations = [int(d) for d in dilations] if dilations else [1] * nd
+    pads = [int(p) for p in pads] if pads else [0] * (2 * nd)
+    if len(strides) != nd or len(dilations) != nd or len(pads) != 2 * nd:
+        raise ValueError(f"strides/dilations/pads do not match {nd} spatial dims "
+                         f"(strides={strides}, dilations={dilations}, pads={pads})")
+    return strides, dilations, pads
+
+
+def conv_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad: str
+                  ) -> tuple[list[int], list[int], list[int]]:
+    """(pads_begin, pads_end, out_spatial) of a convolution, resolving ``auto_pad``."""
+    begins, ends, outs = [], [], []
+    nd = len(in_spatial)
+    for i in range(nd):
+        size, span, s = in_spatial[i], (kernel[i] - 1) * dilations[i] + 1, strides[i]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + span - size)
+            small = total // 2
+            b, e = (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+        elif auto_pad == "VALID":
+            b = e = 0
+            out = (size - span) // s + 1
+        elif auto_pad in ("NOTSET", ""):
+            b, e = pads[i], pads[nd + i]
+            out = (size + b + e - span) // s + 1
+        else:
+            raise ValueError(f"unknown auto_pad {auto_pad!r}")
+        if out <= 0:
+            raise ValueError(f"convolution output would be empty: input {list(in_spatial)}, kernel "
+                             f"{list(kernel)}, strides {strides}, dilations {dilations}, pads {b},{e}")
+        begins.append(b)
+        ends.append(e)
+        outs.append(out)
+    return begins, ends, outs
+
+
+def pad_spatial(x: np.ndarray, begins, ends, value=0) -> np.ndarray:
+    """Pad the spatial dims (2..) of ``x``; returns ``x`` itself when no padding is needed."""
+    if not any(begins) and not any(ends):
+        return x
+    out = np.full(x.shape[:2] + tuple(x.shape[2 + i] + b + e for i, (b, e) in enumerate(zip(begins, ends,
+                                                                                           strict=True))),
+                  value, dtype=x.dtype)
+    inner = (slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(begins, x.shape[2:], strict=True))
+    out[inner] = x
+    return out
+
+
+def window_view(xp: np.ndarray, kernel, strides, dilations, out_spatial) -> np.ndarray:
+    """Read-only view ``(N, C, *kernel, *out)`` of the windows of the padded input ``xp``."""
+    s_n, s_c, *s_sp = xp.strides
+    shape = tuple(xp.shape[:2]) + tuple(kernel) + tuple(out_spatial)
+    view_strides = ((s_n, s_c) + tuple(s * d for s, d in zip(s_sp, dilations, strict=True))
+                    + tuple(s * st for s, st in zip(s_sp, strides, strict=True)))
+    return as_strided(xp, shape, view_strides, writeable=False)
+
+
+def tap_slices(tap, strides, dilations, out_spatial) -> tuple[slice, ...]:
+    """Slices of the padded input that kernel position ``tap`` reads for every output position."""
+    return (slice(None), slice(None)) + tuple(
+        slice(t * d, t * d + (o - 1) * s + 1, s)
+        for t, d, s, o in zip(tap, dilations, strides, out_spatial, strict=True))
+
+
+def compute_dtype(x: np.ndarray) -> np.dtype:
+    """float32/float64 compute as themselves; narrower floats (float16, bfloat16) go through float32."""
+    return x.dtype if x.dtype in _FLOAT_KINDS else np.dtype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Conv
+# --------------------------------------------------------------------------------------------
+
+def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spatial) -> np.ndarray:
+    """Depthwise conv (one filter per channel): sum over kernel taps of slice * per-channel weight."""
+    n, c = xp.shape[:2]
+    kernel = w.shape[2:]
+    nd = len(kernel)
+    y = np.empty((n, c, *out_spatial), dtype=xp.dtype)
+    tmp = np.empty_like(y)
+    w_cols = w.reshape(c, -1)  # (C, K)
+    bshape = (1, c) + (1,) * nd
+    for k_index, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
+        src = xp[tap_slices(tap, strides, dilations, out_spatial)]
+        w_tap = w_cols[:, k_index].reshape(bshape)
+        if k_index == 0:
+            np.multiply(src, w_tap, out=y)
+        else:
+            np.multiply(src, w_tap, out=tmp)
+            y += tmp
+    return y
+
+
+def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, strides, dilations,
+            pads, auto_pad: str) -> np.ndarray:
+    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w`` already that dtype)."""
+    if x.ndim < 3 or w.ndim != x.ndim:
+        raise ValueError(f"Conv expects X and W of equal rank >= 3, got X{list(x.shape)} W{list(w.shape)}")
+    n, c = x.shape[:2]
+    m, c_g = w.shape[:2]
+    kernel = w.shape[2:]
+    nd = len(kernel)
+    if c != c_g * group or m % group:
+        raise ValueError(f"Conv channels do not match: X has {c} channels, W {list(w.shape)}, group {group}")
+    begins, ends, outs = conv_geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    m_g = m // group
+    out_size = math.prod(outs)
+    k_size = math.prod(kernel)
+
+    if k_size == 1 and not any(begins) and not any(ends):
+        # 1x1: no im2col; (G, M_g, C_g) @ (N, G, C_g, P) gives NCHW directly.
+        xs = x
+        if any(s != 1 for s in strides):
+            xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s)
+                                                      for o, s in zip(outs, strides, strict=True))]
+        if group == 1:
+            y = np.matmul(w.reshape(m, c), xs.reshape(n, c, out_size))
+        else:
+            y = np.matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size))
+    elif group == c and c_g == 1 and m == c:
+        xp = pad_spatial(x, begins, ends)
+        y = _conv_depthwise(xp, w, strides, dilations, outs)
+    else:
+        xp = pad_spatial(x, begins, ends)
+        windows = window_view(xp, kernel, strides, dilations, outs)  # (N, C, *K, *out)
+        if group == 1:
+            cols = windows.reshape(n, c * k_size, out_size)  # copies: (N, C*K, P)
+            y = np.matmul(w.reshape(m, c * k_size), cols)
+        else:
+            cols = windows.reshape(n, group, c_g * k_size, out_size)
+            y = np.matmul(w.reshape(group, m_g, c_g * k_size), cols)
+    y = y.reshape((n, m, *outs))
+    if b is not None:
+        y += b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
+    return y
+
+
+@register("Conv", 1)
+def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+         strides=None):
+    """Conv: N-D convolution with auto_pad, pads, strides, dilations and groups."""
+    nd = X.ndim - 2
+    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+    if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
+        raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
+    dtype = compute_dtype(X)
+    y = conv_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
+                None if B is None else B.astype(dtype, copy=False),
+                group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad)
+    return y.astype(X.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# ConvTranspose
+# --------------------------------------------------------------------------------------------
+
+def conv_transpose_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad, output_padding,
+                            output_shape) -> tuple[list[int], list[int]]:
+    """(pads_begin, out_spatial) of a transposed convolution, following the ONNX spec's rules."""
+    nd = len(in_spatial)
+    full = [strides[i] * (in_spatial[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
+            for i in range(nd)]
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if output_shape is None:
+            out = [in_spatial[i] * strides[i] for i in range(nd)]
+        else:
+            out = [int(v) for v in output_shape][-nd:]
+        begins = []
+        for i in range(nd):
+            total = full[i] - out[i]
+            begins.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+        return begins, out
+    begins = pads[:nd] if auto_pad != "VALID" else [0] * nd
+    ends = pads[nd:] if auto_pad != "VALID" else [0] * nd
+    return list(begins), [full[i] - begins[i] - ends[i] for i in range(nd)]
+
+
+def conv_transpose_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, strides, dilations,
+                      begins, outs) -> np.ndarray:
+    """Transposed convolution: columns = W^T @ X per group, then col2im scatter-add per kernel tap."""
+    n, c = x.shape[:2]
+    in_spatial = x.shape[2:]
+    kernel = w.shape[2:]
+    nd = len(kernel)
+    if w.shape[0] != c or c % group:
+        raise ValueError(f"ConvTranspose channels do not match: X{list(x.shape)} W{list(w.shape)} group {group}")
+    c_g, m_g = c // group, w.shape[1]
+    m = m_g * group
+    k_size = math.prod(kernel)
+    in_size = math.prod(in_spatial)
+    # (G, M_g*K, C_g) @ (N, G, C_g, P_in) -> (N, G, M_g*K, P_in)
+    w_t = w.reshape(group, c_g, m_g * k_size).transpose(0, 2, 1)
+    cols = np.matmul(w_t, x.reshape(n, group, c_g, in_size))
+    cols = cols.reshape((n, m, *kernel, *in_spatial))
+    # Buffer covering both the full scatter range and the requested window (pads may be negative).
+    lead = [max(0, -bg) for bg in begins]
+    full = [(in_spatial[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 for i in range(nd)]
+    buf_shape = [max(lead[i] + full[i], lead[i] + begins[i] + outs[i]) for i in range(nd)]
+    buf = np.zeros((n, m, *buf_shape), dtype=cols.dtype)
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        region = (slice(None), slice(None)) + tuple(
+            slice(lead[i] + tap[i] * dilations[i], lead[i] + tap[i] * dilations[i]
+                  + (in_spatial[i] - 1) * strides[i] + 1, strides[i]) for i in range(nd))
+        buf[region] += cols[(slice(None), slice(None)) + tap]
+    crop = (slice(None), slice(None)) + tuple(slice(lead[i] + begins[i], lead[i] + begins[i] + outs[i])
+                                              for i in range(nd))
+    y = buf[crop]
+    if b is not None:
+        y = y + b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
+    return np.ascontiguousarray(y)
+
+
+@register("ConvTranspose", 1)
+def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None):
+    """ConvTranspose: output_padding, output_shape, auto_pad, groups and dilations."""
+    nd = X.ndim - 2
+    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+    output_padding = [int(v) for v in output_padding] if output_padding else [0] * nd
+    output_padding = output_padding[-nd:] if len(output_padding) >= nd else output_padding + [0] * nd
+    begins, outs = conv_transpose_geometry(X.shape[2:], W.shape[2:], strides, dilations, pads, auto_pad,
+                                           output_padding, output_shape)
+    dtype = compute_dtype(X)
+    y = conv_transpose_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
+                          None if B is None else B.astype(dtype, copy=False), group=int(group),
+                          strides=strides, dilations=dilations, begins=begins, outs=outs)
+    return y.astype(X.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Quantized convolutions
+# --------------------------------------------------------------------------------------------
+
+def _zero_point_shaped(zp, channels: int | None, ndim: int, axis: int = 1) -> np.ndarray | float:
+    """A zero point as a float64 scalar or a per-channel array broadcastable along ``axis``."""
+    if zp is None:
+        return 0.0
+    zp = np.asarray(zp).astype(np.float64)
+    if zp.size == 1:
+        return float(zp.reshape(()))
+    shape = [1] * ndim
+    shape[axis] = zp.size
+    return zp.reshape(shape)
+
+
+def _integer_conv(x, w, x_zero_point, w_zero_point, *, group, strides, dilations, pads, auto_pad):
+    """Exact integer convolution accumulated in float64 (exact below 2**53); returns float64."""
+    nd = x.ndim - 2
+    xf = x.astype(np.float64) - _zero_point_shaped(x_zero_point, None, x.ndim)
+    # Per-output-channel weight zero points run along W's axis 0.
+    wf = w.astype(np.float64) - _zero_point_shaped(w_zero_point, w.shape[0], w.ndim, axis=0)
+    strides, dilations, pads = spatial_attrs(nd, None, strides, dilations, pads)
+    return conv_nd(xf, wf, None, group=int(group), strides=strides, dilations=dilations, pads=pads,
+                   auto_pad=auto_pad)
+
+
+@register("ConvInteger", 10)
+def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET", dilations=None,
+                 group=1, kernel_shape=None, pads=None, strides=None):
+    """ConvInteger: (x - x_zero_point) conv (w - w_zero_point) as int32; zero-padding pads with the zero point."""
+    # Padding must use x's zero point (so padded taps contribute 0): the float64 shift does exactly that.
+    y = _integer_conv(x, w, x_zero_point, w_zero_point, group=group, strides=strides, dilations=dilations,
+                      pads=pads, auto_pad=auto_pad)
+    return np.rint(y).astype(np.int32)
+
+
+def _saturate_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round half to even and saturate into the integer ``dtype``."""
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+
+
+@register("QLinearConv", 10)
+def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, *,
+                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    """QLinearConv: integer conv accumulated exactly, requantized with x_scale*w_scale/y_scale."""
+    acc = _integer_conv(x, w, x_zero_point, w_zero_point, group=group, strides=strides, dilations=dilations,
+                        pads=pads, auto_pad=auto_pad)
+    nd = x.ndim - 2
+    if B is not None:
+        acc = acc + B.astype(np.float64).reshape((1, -1) + (1,) * nd)
+    w_scale = np.asarray(w_scale, dtype=np.float64)
+    if w_scale.size > 1:
+        w_scale = w_scale.reshape((1, -1) + (1,) * nd)
+    scale = float(np.asarray(x_scale, dtype=np.float64).reshape(())) * w_scale
+    scale = scale / float(np.asarray(y_scale, dtype=np.float64).reshape(()))
+    out_dtype = np.asarray(y_zero_point).dtype
+    zp = float(np.asarray(y_zero_point).astype(np.float64).reshape(()))
+    return _saturate_to(np.rint(acc * scale) + zp, out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# DeformConv
+# --------------------------------------------------------------------------------------------
+
+def _bilinear_gather(img: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """Bilinear samples of ``img`` (N, G, Cg, H, W) at (N, G, *P) positions; zero outside the image."""
+    n, g, c_g, h, w = img.shape
+    y0 = np.floor(ys)
+    x0 = np.floor(xs)
+    wy1 = ys - y0
+    wx1 = xs - x0
+    y0 = y0.astype(np.int64)
+    x0 = x0.astype(np.int64)
+    flat = img.reshape(n, g, c_g, h * w)
+    out = np.zeros((n, g, c_g) + ys.shape[2:], dtype=img.dtype)
+    n_idx = np.arange(n).reshape((n, 1) + (1,) * (ys.ndim - 2))
+    g_idx = np.arange(g).reshape((1, g) + (1,) * (ys.ndim - 2))
+    for dy, dx in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        yy = y0 + dy
+        xx = x0 + dx
+        weight = (wy1 if dy else 1 - wy1) * (wx1 if dx else 1 - wx1)
+        valid = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+        index = np.where(valid, yy * w + xx, 0)
+        # (N, G, *P, Cg) -> move channels next to group
+        vals = flat.transpose(0, 1, 3, 2)[n_idx, g_idx, index]
+        vals = np.moveaxis(vals, -1, 2)
+        out += vals * np.where(valid, weight, 0).astype(img.dtype)[:, :, None]
+    return out
+
+
+@register("DeformConv", 19)
+def deform_conv(ctx, X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
+                offset_group=1, pads=None, strides=None):
+    """DeformConv (2-D): bilinear sampling at offset kernel positions, optional mask, then one grouped gemm."""
+    if X.ndim != 4:
+        raise ValueError("DeformConv supports 2-D inputs (N, C, H, W) only")
+    dtype = compute_dtype(X)
+    x = X.astype(dtype, copy=False)
+    w = W.astype(dtype, copy=False)
+    n, c, h, wd = x.shape
+    m, c_g = w.shape[:2]
+    kh, kw = w.shape[2:]
+    strides, dilations, pads = spatial_attrs(2, kernel_shape, strides, dilations, pads)
+    _, _, (oh, ow) = conv_geometry((h, wd), (kh, kw), strides, dilations, pads, "NOTSET")
+    og = int(offset_group)
+    k_size = kh * kw
+    off = offset.astype(dtype, copy=False).reshape(n, og, k_size, 2, oh, ow)
+    msk = None if mask is None else mask.astype(dtype, copy=False).reshape(n, og, k_size, oh, ow)
+    base_y = (np.arange(oh) * strides[0] - pads[0]).astype(dtype)[:, None]  # (oh, 1)
+    base_x = (np.arange(ow) * strides[1] - pads[1]).astype(dtype)[None, :]  # (1, ow)
+    img = x.reshape(n, og, c // og, h, wd)
+    cols = np.empty((n, og, c // og, k_size, oh, ow), dtype=dtype)
+    for k_index, (ki, kj) in enumerate(itertools.product(range(kh), range(kw))):
+        ys = base_y + ki * dilations[0] + off[:, :, k_index, 0]  # (N, og, oh, ow)
+        xs = base_x + kj * dilations[1] + off[:, :, k_index, 1]
+        sampled = _bilinear_gather(img, ys, xs)  # (N, og, C/og, oh, ow)
+        if msk is not None:
+            sampled *= msk[:, :, k_index][:, :, None]
+        cols[:, :, :, k_index] = sampled
+    cols = cols.reshape(n, group, c_g * k_size, oh * ow)
+    y = np.matmul(w.reshape(group, m // group, c_g * k_size), cols).reshape(n, m, oh, ow)
+    if B is not None:
+        y += B.astype(dtype).reshape(1, m, 1, 1)
+    return y.astype(X.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------
+
+@register_flops("Conv", "ConvInteger", "QLinearConv", "DeformConv")
+def conv_flops(layer, in_shapes, out_shapes) -> int:
+    """2 FLOPs per multiply-add: 2 * N * M * prod(out_spatial) * (C / group) * prod(kernel), + bias adds."""
+    w_index = 3 if layer.op_type == "QLinearConv" else 1
+    if not out_shapes or out_shapes[0] is None or len(in_shapes) <= w_index or in_shapes[w_index] is None:
+        return 0
+    w_shape = in_shapes[w_index]
+    macs = math.prod(out_shapes[0]) * math.prod(w_shape[1:])
+    return 2 * macs + (math.prod(out_shapes[0]) if len(in_shapes) > 2 and layer.op_type == "Conv"
+                       and in_shapes[2] is not None else 0)
+
+
+@register_flops("ConvTranspose")
+def conv_transpose_flops(layer, in_shapes, out_shapes) -> int:
+    """2 FLOPs per multiply-add: 2 * N * C_in * prod(in_spatial) * (M / group) * prod(kernel)."""
+    if len(in_shapes) < 2 or in_shapes[0] is None or in_shapes[1] is None:
+        return 0
+    x_shape, w_shape = in_shapes[0], in_shapes[1]
+    return 2 * math.prod(x_shape) * math.prod(w_shape[1:])

@@ -1,7 +1,291 @@
-"""Operators of the pool family (numpy kernels)."""
+"""Pooling operators: MaxPool, AveragePool, LpPool, their Global variants, MaxUnpool, MaxRoiPool.
+
+Windowed pools are vectorised over kernel taps, never over outputs: the input is padded once
+and each of the k*k taps contributes one strided slice covering every output position, folded
+in with ``np.maximum`` / ``+=``. Averages divide by a count that is separable per spatial dim
+(pads and the ceil-mode overhang are boxes), computed once as an outer product.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
-from wgsentis.ops.registry import register
+from wgsentis.ops.conv import pad_spatial, spatial_attrs, tap_slices
+from wgsentis.ops.registry import register, register_flops
+
+_FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def pool_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad: str, ceil_mode: int
+                  ) -> tuple[list[int], list[int], list[int]]:
+    """(pads_begin, pads_end, out_spatial) of a pool; ``pads_end`` excludes any ceil-mode overhang."""
+    nd = len(in_spatial)
+    begins, ends, outs = [], [], []
+    for i in range(nd):
+        size, s = in_spatial[i], strides[i]
+        span = (kernel[i] - 1) * dilations[i] + 1
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + span - size)
+            small = total // 2
+            b, e = (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+        elif auto_pad == "VALID":
+            b = e = 0
+            out = (size - span) // s + 1
+        elif auto_pad in ("NOTSET", ""):
+            b, e = pads[i], pads[nd + i]
+            room = size + b + e - span
+            if ceil_mode:
+                out = -(-room // s) + 1
+                # The last window must start inside the input or the begin padding.
+                if (out - 1) * s >= size + b:
+                    out -= 1
+            else:
+                out = room // s + 1
+        else:
+            raise ValueError(f"unknown auto_pad {auto_pad!r}")
+        if out <= 0:
+            raise ValueError(f"pool output would be empty: input {list(in_spatial)}, kernel {list(kernel)}, "
+                             f"strides {strides}, pads {b},{e}")
+        begins.append(b)
+        ends.append(e)
+        outs.append(out)
+    return begins, ends, outs
+
+
+def _padded(x: np.ndarray, begins, outs, kernel, strides, dilations, value) -> np.ndarray:
+    """``x`` padded with ``value``: ``begins`` before, and after as far as the last window reaches."""
+    ends = [max(0, (o - 1) * s + (k - 1) * d + 1 - b - n)
+            for o, s, k, d, b, n in zip(outs, strides, kernel, dilations, begins, x.shape[2:], strict=True)]
+    return pad_spatial(x, begins, ends, value)
+
+
+def _taps(kernel):
+    return itertools.product(*(range(k) for k in kernel))
+
+
+def _min_value(dtype: np.dtype):
+    if np.issubdtype(dtype, np.integer):
+        return np.iinfo(dtype).min
+    return -np.inf
+
+
+def _resolve(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
+    if kernel_shape is None:
+        raise ValueError("pool requires kernel_shape")
+    nd = x.ndim - 2
+    kernel = [int(k) for k in kernel_shape]
+    if len(kernel) != nd:
+        raise ValueError(f"kernel_shape {kernel} does not match input rank {x.ndim}")
+    strides, dilations, pads = spatial_attrs(nd, kernel, strides, dilations, pads)
+    begins, ends, outs = pool_geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    return kernel, strides, dilations, begins, ends, outs
+
+
+# --------------------------------------------------------------------------------------------
+# MaxPool
+# --------------------------------------------------------------------------------------------
+
+@register("MaxPool", 1)
+def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None,
+             storage_order=0, strides=None):
+    """MaxPool with ceil_mode, dilations, auto_pad and the optional Indices output (flat, NCHW-based)."""
+    kernel, strides, dilations, begins, _ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
+                                                               auto_pad, ceil_mode)
+    x = X if X.dtype in _FLOAT_KINDS or np.issubdtype(X.dtype, np.integer) else X.astype(np.float32)
+    xp = _padded(x, begins, outs, kernel, strides, dilations, _min_value(x.dtype))
+    want_indices = ctx.output_wanted(1)
+    y = None
+    best_tap = np.zeros((*x.shape[:2], *outs), dtype=np.int64) if want_indices else None
+    for k_index, tap in enumerate(_taps(kernel)):
+        src = xp[tap_slices(tap, strides, dilations, outs)]
+        if y is None:
+            y = src.copy()
+        elif want_indices:
+            better = src > y
+            np.copyto(y, src, where=better)
+            best_tap[better] = k_index
+        else:
+            np.maximum(y, src, out=y)
+    y = y.astype(X.dtype, copy=False)
+    if not want_indices:
+        return (y, None) if ctx.num_outputs > 1 else y
+    # Flat index into the unpadded input, row-major (storage_order 0) or column-major spatial dims.
+    nd = len(kernel)
+    tap_coords = np.unravel_index(best_tap, kernel)
+    spatial = x.shape[2:]
+    positions = []
+    for i in range(nd):
+        o_shape = [1] * (nd + 2)
+        o_shape[2 + i] = outs[i]
+        start = (np.arange(outs[i]) * strides[i] - begins[i]).reshape(o_shape)
+        positions.append(start + tap_coords[i] * dilations[i])
+    spatial_size = math.prod(spatial)
+    base = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2] + (1,) * nd) * spatial_size
+    index = np.zeros_like(best_tap)
+    order = range(nd) if not storage_order else reversed(range(nd))
+    for i in order:
+        index = index * spatial[i] + positions[i]
+    return y, (index + base).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# AveragePool / LpPool
+# --------------------------------------------------------------------------------------------
+
+def _window_counts(in_spatial, kernel, strides, dilations, begins, ends, outs, include_pad: bool) -> np.ndarray:
+    """Number of taps per output that fall in the input (plus the explicit pads if ``include_pad``)."""
+    counts = None
+    for i in range(len(kernel)):
+        lo, hi = (-begins[i], in_spatial[i] + ends[i]) if include_pad else (0, in_spatial[i])
+        pos = (np.arange(outs[i])[:, None] * strides[i] - begins[i]
+               + np.arange(kernel[i])[None, :] * dilations[i])  # (out_i, k_i)
+        per_dim = ((pos >= lo) & (pos < hi)).sum(axis=1)
+        counts = per_dim if counts is None else np.multiply.outer(counts, per_dim)
+    return counts
+
+
+def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None):
+    """Sum over each window (zero padding) of x, or of |x|**power."""
+    xp = _padded(x, begins, outs, kernel, strides, dilations, 0)
+    y = np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
+    for tap in _taps(kernel):
+        src = xp[tap_slices(tap, strides, dilations, outs)]
+        if power is None:
+            y += src
+        elif power == 1:
+            y += np.abs(src)
+        elif power == 2:
+            y += src * src
+        else:
+            y += np.abs(src) ** power
+    return y
+
+
+@register("AveragePool", 1)
+def average_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                 kernel_shape=None, pads=None, strides=None):
+    """AveragePool with count_include_pad, ceil_mode and dilations (overhang never counts)."""
+    kernel, strides, dilations, begins, ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
+                                                              auto_pad, ceil_mode)
+    x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
+    y = _sum_pool(x, kernel, strides, dilations, begins, outs)
+    counts = _window_counts(x.shape[2:], kernel, strides, dilations, begins, ends, outs,
+                            bool(count_include_pad))
+    y /= np.maximum(counts, 1).astype(y.dtype)
+    return y.astype(X.dtype, copy=False)
+
+
+@register("LpPool", 1)
+def lp_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, p=2, pads=None,
+            strides=None):
+    """LpPool: (sum over the window of |x|^p)^(1/p), zero padding."""
+    kernel, strides, dilations, begins, _ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
+                                                               auto_pad, ceil_mode)
+    x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
+    p = float(p)
+    power = int(p) if p.is_integer() else p
+    y = _sum_pool(x, kernel, strides, dilations, begins, outs, power=power)
+    y = np.sqrt(y) if power == 2 else y ** (1.0 / p)
+    return y.astype(X.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Global pools
+# --------------------------------------------------------------------------------------------
+
+@register("GlobalAveragePool", 1)
+def global_average_pool(ctx, X):
+    axes = tuple(range(2, X.ndim))
+    x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
+    return np.asarray(x.mean(axis=axes, keepdims=True)).astype(X.dtype, copy=False)
+
+
+@register("GlobalMaxPool", 1)
+def global_max_pool(ctx, X):
+    axes = tuple(range(2, X.ndim))
+    return np.asarray(X.max(axis=axes, keepdims=True))
+
+
+@register("GlobalLpPool", 1)
+def global_lp_pool(ctx, X, *, p=2):
+    axes = tuple(range(2, X.ndim))
+    x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
+    p = float(p)
+    y = (np.abs(x) ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+    return np.asarray(y).astype(X.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# MaxUnpool / MaxRoiPool
+# --------------------------------------------------------------------------------------------
+
+@register("MaxUnpool", 9)
+def max_unpool(ctx, X, I, output_shape=None, *, kernel_shape=None, pads=None, strides=None):
+    """MaxUnpool: scatter X to the flat positions I of the inferred (or given) output shape."""
+    nd = X.ndim - 2
+    kernel = [int(k) for k in kernel_shape]
+    strides, _, pads = spatial_attrs(nd, kernel, strides, None, pads)
+    inferred = list(X.shape[:2]) + [(X.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i]
+                                    for i in range(nd)]
+    flat = np.zeros(math.prod(inferred), dtype=X.dtype)
+    flat[np.asarray(I, dtype=np.int64).reshape(-1)] = X.reshape(-1)
+    y = flat.reshape(inferred)
+    if output_shape is None:
+        return y
+    shape = [int(v) for v in np.asarray(output_shape).reshape(-1)]
+    if shape == inferred:
+        return y
+    out = np.zeros(shape, dtype=X.dtype)
+    region = tuple(slice(0, min(a, b)) for a, b in zip(inferred, shape, strict=True))
+    out[region] = y[region]
+    return out
+
+
+@register("MaxRoiPool", 1)
+def max_roi_pool(ctx, X, rois, *, pooled_shape=None, spatial_scale=1.0):
+    """MaxRoiPool (Caffe/Fast R-CNN semantics): max over each of pooled_h x pooled_w bins per ROI."""
+    if pooled_shape is None:
+        raise ValueError("MaxRoiPool requires pooled_shape")
+    ph, pw = (int(v) for v in pooled_shape)
+    _, c, h, w = X.shape
+    y = np.zeros((rois.shape[0], c, ph, pw), dtype=X.dtype)
+    for r, roi in enumerate(np.asarray(rois, dtype=np.float64)):
+        batch = int(roi[0])
+        x1, y1, x2, y2 = (int(np.round(v * spatial_scale)) for v in roi[1:5])
+        roi_h = max(y2 - y1 + 1, 1)
+        roi_w = max(x2 - x1 + 1, 1)
+        bin_h, bin_w = roi_h / ph, roi_w / pw
+        for i in range(ph):
+            hs = min(max(int(math.floor(i * bin_h)) + y1, 0), h)
+            he = min(max(int(math.ceil((i + 1) * bin_h)) + y1, 0), h)
+            for j in range(pw):
+                ws = min(max(int(math.floor(j * bin_w)) + x1, 0), w)
+                we = min(max(int(math.ceil((j + 1) * bin_w)) + x1, 0), w)
+                if he > hs and we > ws:
+                    y[r, :, i, j] = X[batch, :, hs:he, ws:we].max(axis=(1, 2))
+    return y
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------
+
+@register_flops("MaxPool", "AveragePool", "LpPool")
+def pool_flops(layer, in_shapes, out_shapes) -> int:
+    """One FLOP per window element read per output: prod(output shape) * prod(kernel_shape)."""
+    if not out_shapes or out_shapes[0] is None:
+        return 0
+    kernel = layer.attrs.get("kernel_shape") or []
+    return math.prod(out_shapes[0]) * math.prod(int(k) for k in kernel)
+
+
+@register_flops("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def global_pool_flops(layer, in_shapes, out_shapes) -> int:
+    """One FLOP per input element read (the window is the whole spatial extent)."""
+    if not in_shapes or in_shapes[0] is None:
+        return 0
+    return math.prod(in_shapes[0])

@@ -1,10 +1,77 @@
-"""Tensor manipulation operators: constants, identity, shapes, views, copies, gathers, scatters."""
+"""Tensor manipulation operators: constants, identity, shapes, views, copies, gathers, scatters.
+
+Reshape, Flatten, Squeeze, Unsqueeze and Transpose return numpy views of their input wherever
+numpy allows one; kernels never write into their inputs, so sharing memory is safe.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
+from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops.registry import register
+
+# -- shared helpers ---------------------------------------------------------------------------
+
+
+def _axis(axis: int, rank: int, what: str = "axis") -> int:
+    """Normalize a possibly negative axis into [0, rank)."""
+    axis = int(axis)
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"{what} {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def _axes(axes, rank: int) -> list[int]:
+    """Normalize a list of axes; duplicates are an error."""
+    out = [_axis(a, rank, "axes entry") for a in axes]
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes {list(axes)} repeat an axis")
+    return out
+
+
+def _ints(value) -> list[int]:
+    """A 0-d or 1-d integer tensor (or list) as a list of Python ints."""
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _scalar(value) -> int:
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ValueError(f"expected a scalar, got shape {arr.shape}")
+    return int(arr.reshape(-1)[0])
+
+
+def _index_grid(indices: np.ndarray, axis: int, axis_len: int) -> tuple:
+    """Open index grids over ``indices.shape`` with ``indices`` (wrapped, bounds-checked) on ``axis``."""
+    idx = np.asarray(indices).astype(np.int64, copy=False)
+    if idx.size and (idx.min() < -axis_len or idx.max() >= axis_len):
+        raise IndexError(f"index out of range [-{axis_len}, {axis_len - 1}] on axis {axis}")
+    idx = np.where(idx < 0, idx + axis_len, idx)
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[axis] = idx
+    return tuple(grid)
+
+
+_SCATTER_UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter_into(out: np.ndarray, index: tuple, updates: np.ndarray, reduction: str) -> np.ndarray:
+    """Write ``updates`` at ``index`` (fancy index) into ``out``, combining with ``reduction``."""
+    updates = np.asarray(updates, dtype=out.dtype)
+    if reduction == "none":
+        out[index] = updates
+    elif reduction in _SCATTER_UFUNC:
+        _SCATTER_UFUNC[reduction].at(out, index, updates)
+    else:
+        raise ValueError(f"unknown reduction '{reduction}'")
+    return out
+
+
+# -- constants and identity -------------------------------------------------------------------
 
 
 @register("Identity", 1)
@@ -32,3 +99,668 @@ def constant(ctx, *, value=None, value_float=None, value_floats=None, value_int=
     if value_strings is not None:
         return np.array(value_strings, dtype=object)
     raise ValueError("Constant has no value attribute")
+
+
+@register("ConstantOfShape", 9, host_inputs=(0,))
+def constant_of_shape(ctx, shape, *, value=None):
+    dims = _ints(shape)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"ConstantOfShape: negative dimension in {dims}")
+    if value is None:
+        return np.zeros(dims, dtype=np.float32)
+    fill = np.asarray(value)
+    if fill.size != 1:
+        raise ValueError("ConstantOfShape: value must hold exactly one element")
+    return np.full(dims, fill.reshape(-1)[0], dtype=fill.dtype)
+
+
+# -- shapes and views -------------------------------------------------------------------------
+
+
+def _reshape_target(in_shape: tuple[int, ...], shape: list[int], allowzero: int) -> list[int]:
+    """Resolve 0 (copy input dim unless allowzero) and -1 (inferred) in a Reshape target."""
+    out = list(shape)
+    for i, d in enumerate(shape):
+        if d == 0 and not allowzero:
+            if i >= len(in_shape):
+                raise ValueError(f"Reshape: 0 at position {i} but input has rank {len(in_shape)}")
+            out[i] = in_shape[i]
+        elif d < -1:
+            raise ValueError(f"Reshape: invalid dimension {d}")
+    unknown = [i for i, d in enumerate(out) if d == -1]
+    total = math.prod(in_shape)
+    if len(unknown) > 1:
+        raise ValueError(f"Reshape: more than one -1 in {shape}")
+    if unknown:
+        known = math.prod(d for d in out if d != -1)
+        if known == 0 or total % known:
+            raise ValueError(f"Reshape: cannot infer -1 reshaping {in_shape} to {shape}")
+        out[unknown[0]] = total // known
+    if math.prod(out) != total:
+        raise ValueError(f"Reshape: cannot reshape {in_shape} ({total} elements) to {out}")
+    return out
+
+
+@register("Reshape", 1)
+def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
+    if shape is None:
+        raise ValueError("Reshape-1 needs the 'shape' attribute")
+    return data.reshape(_reshape_target(data.shape, list(shape), 0))
+
+
+@register("Reshape", 5, host_inputs=(1,))
+def reshape(ctx, data, shape, *, allowzero=0):
+    return data.reshape(_reshape_target(data.shape, _ints(shape), allowzero))
+
+
+@register("Flatten", 1)
+def flatten(ctx, x, *, axis=1):
+    rank = x.ndim
+    if not -rank <= axis <= rank:
+        raise ValueError(f"Flatten: axis {axis} out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def _squeeze(data: np.ndarray, axes) -> np.ndarray:
+    if axes is None or len(axes) == 0:
+        return data.reshape([d for d in data.shape if d != 1])
+    axes = _axes(axes, data.ndim)
+    for a in axes:
+        if data.shape[a] != 1:
+            raise ValueError(f"Squeeze: axis {a} has size {data.shape[a]}, not 1")
+    return data.reshape([d for i, d in enumerate(data.shape) if i not in axes])
+
+
+@register("Squeeze", 1)
+def squeeze_v1(ctx, data, *, axes=None):
+    return _squeeze(data, axes)
+
+
+@register("Squeeze", 13, host_inputs=(1,))
+def squeeze(ctx, data, axes=None):
+    return _squeeze(data, None if axes is None else _ints(axes))
+
+
+def _unsqueeze(data: np.ndarray, axes) -> np.ndarray:
+    rank = data.ndim + len(axes)
+    axes = set(_axes(axes, rank))
+    dims = iter(data.shape)
+    return data.reshape([1 if i in axes else next(dims) for i in range(rank)])
+
+
+@register("Unsqueeze", 1)
+def unsqueeze_v1(ctx, data, *, axes=None):
+    if axes is None:
+        raise ValueError("Unsqueeze needs the 'axes' attribute")
+    return _unsqueeze(data, axes)
+
+
+@register("Unsqueeze", 13, host_inputs=(1,))
+def unsqueeze(ctx, data, axes):
+    return _unsqueeze(data, _ints(axes))
+
+
+@register("Transpose", 1)
+def transpose(ctx, data, *, perm=None):
+    if perm is None:
+        return data.transpose()
+    if sorted(perm) != list(range(data.ndim)):
+        raise ValueError(f"Transpose: perm {perm} is not a permutation of rank {data.ndim}")
+    return data.transpose(perm)
+
+
+@register("Shape", 1)
+def shape_v1(ctx, data):
+    return np.array(np.shape(data), dtype=np.int64)
+
+
+@register("Shape", 15)
+def shape(ctx, data, *, start=0, end=None):
+    dims = np.shape(data)
+    rank = len(dims)
+    # Out-of-range start/end are clamped, as Python slicing does.
+    return np.array(dims[start:rank if end is None else end], dtype=np.int64)
+
+
+@register("Size", 1)
+def size(ctx, data):
+    return np.array(np.size(data), dtype=np.int64)
+
+
+# -- joining and splitting ------------------------------------------------------------------------
+
+
+@register("Concat", 1)
+def concat_v1(ctx, *inputs, axis=1):
+    return concat(ctx, *inputs, axis=axis)
+
+
+@register("Concat", 4)
+def concat(ctx, *inputs, axis=None):
+    if axis is None:
+        raise ValueError("Concat needs the 'axis' attribute")
+    if not inputs:
+        raise ValueError("Concat needs at least one input")
+    rank = np.ndim(inputs[0])
+    return np.concatenate(inputs, axis=_axis(axis, rank))
+
+
+def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tuple:
+    axis = _axis(axis, x.ndim)
+    dim = x.shape[axis]
+    if sizes is None:
+        if count <= 0:
+            raise ValueError("Split: number of outputs must be positive")
+        chunk = -(-dim // count)  # ceil: the last chunk may be smaller
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        raise ValueError(f"Split: sizes {sizes} do not add up to dimension {dim}")
+    bounds = np.cumsum([0, *sizes])
+    index = [slice(None)] * x.ndim
+    parts = []
+    for start, stop in itertools.pairwise(bounds):
+        index[axis] = slice(int(start), int(stop))
+        parts.append(x[tuple(index)])
+    return tuple(parts)
+
+
+@register("Split", 1)
+def split_v1(ctx, x, split_sizes=None, *, axis=0, split=None):
+    # Split-1 takes the sizes either as the optional second input or as the 'split' attribute.
+    sizes = _ints(split_sizes) if split_sizes is not None else split
+    return _split(x, axis, None if sizes is None else list(sizes), ctx.num_outputs)
+
+
+@register("Split", 2)
+def split_v2(ctx, x, *, axis=0, split=None):
+    return _split(x, axis, None if split is None else list(split), ctx.num_outputs)
+
+
+@register("Split", 13, host_inputs=(1,))
+def split_v13(ctx, x, split=None, *, axis=0):
+    return _split(x, axis, None if split is None else _ints(split), ctx.num_outputs)
+
+
+@register("Split", 18, host_inputs=(1,))
+def split_v18(ctx, x, split=None, *, axis=0, num_outputs=None):
+    if split is not None and num_outputs is not None:
+        raise ValueError("Split: give either the 'split' input or 'num_outputs', not both")
+    count = ctx.num_outputs if num_outputs is None else num_outputs
+    return _split(x, axis, None if split is None else _ints(split), count)
+
+
+def _slice(data: np.ndarray, starts, ends, axes, steps) -> np.ndarray:
+    """Basic slicing with ONNX clamping rules (always a numpy view)."""
+    if axes is None:
+        axes = list(range(len(starts)))
+    axes = _axes(axes, data.ndim)
+    if steps is None:
+        steps = [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ValueError("Slice: starts, ends, axes and steps must have the same length")
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        dim = data.shape[axis]
+        if step == 0:
+            raise ValueError("Slice: step cannot be 0")
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start = min(max(start, 0), dim)
+            end = min(max(end, 0), dim)
+            index[axis] = slice(start, end, step)
+        else:
+            start = min(max(start, 0), dim - 1)
+            end = min(max(end, -1), dim - 1)
+            index[axis] = slice(start, None if end < 0 else end, step)
+    return data[tuple(index)]
+
+
+@register("Slice", 1)
+def slice_v1(ctx, data, *, starts=None, ends=None, axes=None):
+    if starts is None or ends is None:
+        raise ValueError("Slice-1 needs 'starts' and 'ends'")
+    return _slice(data, list(starts), list(ends), axes, None)
+
+
+@register("Slice", 10, host_inputs=(1, 2, 3, 4))
+def slice_(ctx, data, starts, ends, axes=None, steps=None):
+    return _slice(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
+                  None if steps is None else _ints(steps))
+
+
+# -- gathers and scatters -------------------------------------------------------------------------
+
+
+@register("Gather", 1)
+def gather(ctx, data, indices, *, axis=0):
+    axis = _axis(axis, data.ndim)
+    idx = np.asarray(indices).astype(np.int64, copy=False)
+    return np.take(data, idx, axis=axis)
+
+
+@register("GatherElements", 11)
+def gather_elements(ctx, data, indices, *, axis=0):
+    axis = _axis(axis, data.ndim)
+    if np.ndim(indices) != data.ndim:
+        raise ValueError("GatherElements: indices must have the rank of data")
+    return data[_index_grid(indices, axis, data.shape[axis])]
+
+
+def _nd_index(data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int) -> tuple:
+    """The fancy index selecting GatherND/ScatterND's slices: (batch, idx0, ..., idx_{k-1})."""
+    idx = np.asarray(indices).astype(np.int64, copy=False)
+    k = idx.shape[-1]
+    if batch_dims + k > len(data_shape):
+        raise ValueError(f"indices last dimension {k} too large for data rank {len(data_shape)}")
+    parts = []
+    b_shape = idx.shape[:batch_dims]
+    middle = idx.ndim - 1 - batch_dims
+    for b, n in enumerate(b_shape):  # batch coordinates broadcast over the index tuples
+        parts.append(np.arange(n).reshape((1,) * b + (n,) + (1,) * (batch_dims - b - 1 + middle)))
+    for j in range(k):
+        dim = data_shape[batch_dims + j]
+        comp = idx[..., j]
+        if comp.size and (comp.min() < -dim or comp.max() >= dim):
+            raise IndexError(f"index out of range on data axis {batch_dims + j} (size {dim})")
+        parts.append(np.where(comp < 0, comp + dim, comp))
+    return tuple(parts)
+
+
+@register("GatherND", 11)
+def gather_nd(ctx, data, indices, *, batch_dims=0):
+    if data.shape[:batch_dims] != np.shape(indices)[:batch_dims]:
+        raise ValueError("GatherND: batch dimensions of data and indices differ")
+    return data[_nd_index(data.shape, indices, batch_dims)]
+
+
+@register("ScatterElements", 11)
+def scatter_elements(ctx, data, indices, updates, *, axis=0, reduction="none"):
+    axis = _axis(axis, data.ndim)
+    if np.shape(indices) != np.shape(updates):
+        raise ValueError("ScatterElements: indices and updates must have the same shape")
+    out = data.copy()
+    return _scatter_into(out, _index_grid(indices, axis, data.shape[axis]), updates, reduction)
+
+
+@register("Scatter", 9)
+def scatter(ctx, data, indices, updates, *, axis=0):
+    return scatter_elements(ctx, data, indices, updates, axis=axis)
+
+
+@register("ScatterND", 11)
+def scatter_nd(ctx, data, indices, updates, *, reduction="none"):
+    out = data.copy()
+    return _scatter_into(out, _nd_index(data.shape, indices, 0), updates, reduction)
+
+
+@register("TensorScatter", 24)
+def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
+    """KV-cache update: writes ``update`` into ``past_cache`` along ``axis`` at per-batch offsets."""
+    axis = _axis(axis, past_cache.ndim)
+    if axis == 0:
+        raise ValueError("TensorScatter: axis cannot be the batch axis 0")
+    batch, max_len, seq_len = past_cache.shape[0], past_cache.shape[axis], update.shape[axis]
+    starts = np.zeros(batch, np.int64) if write_indices is None else _ints(write_indices)
+    out = past_cache.copy()
+    for b in range(batch):
+        positions = int(starts[b]) + np.arange(seq_len)
+        if mode == "circular":
+            positions %= max_len
+        elif mode != "linear":
+            raise ValueError(f"TensorScatter: unknown mode '{mode}'")
+        elif seq_len and positions[-1] >= max_len:
+            raise ValueError("TensorScatter: write_indices + sequence_length exceeds max_sequence_length")
+        target = out[b]  # view: (D1, ..., max_len, ..., Dn)
+        index = [slice(None)] * target.ndim
+        index[axis - 1] = positions
+        target[tuple(index)] = update[b]
+    return out
+
+
+# -- broadcasting, tiling, padding ----------------------------------------------------------------
+
+
+@register("Expand", 8, host_inputs=(1,))
+def expand(ctx, x, shape):
+    target = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
+    return np.array(np.broadcast_to(x, target))
+
+
+@register("Tile", 1, host_inputs=(1, 2))
+def tile_v1(ctx, x, tiles, axis):
+    reps = [1] * x.ndim
+    reps[_axis(_scalar(axis), x.ndim)] = _scalar(tiles)
+    return np.tile(x, reps)
+
+
+@register("Tile", 6, host_inputs=(1,))
+def tile(ctx, x, repeats):
+    reps = _ints(repeats)
+    if len(reps) != x.ndim:
+        raise ValueError(f"Tile: repeats has {len(reps)} entries for rank {x.ndim}")
+    return np.tile(x, reps)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pad(data: np.ndarray, pads: list[int], mode: str, value, axes) -> np.ndarray:
+    rank = data.ndim
+    axes = list(range(rank)) if axes is None else _axes(axes, rank)
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"Pad: {len(pads)} pads for {len(axes)} axes")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"Pad: unknown mode '{mode}'")
+    begin = [0] * rank
+    end = [0] * rank
+    for i, a in enumerate(axes):
+        begin[a] = pads[i]
+        end[a] = pads[i + len(axes)]
+    # Negative pads crop: slice them off first, then pad with the non-negative remainder.
+    if any(p < 0 for p in begin + end):
+        index = tuple(slice(-b if b < 0 else 0, (d + e) if e < 0 else d)
+                      for b, e, d in zip(begin, end, data.shape, strict=True))
+        data = data[index]
+    width = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end, strict=True)]
+    if not any(b or e for b, e in width):
+        return data.copy()
+    if mode == "constant":
+        fill = np.asarray(0 if value is None else value).reshape(-1)
+        fill_value = fill[0] if fill.size else 0
+        if data.dtype == object:
+            fill_value = fill_value if value is not None else ""
+            return np.pad(data, width, mode="constant", constant_values=fill_value)
+        return np.pad(data, width, mode="constant", constant_values=np.asarray(fill_value).astype(data.dtype))
+    for a, (b, e) in enumerate(width):
+        if (b or e) and data.shape[a] == 0:
+            raise ValueError(f"Pad: mode '{mode}' cannot pad empty axis {a}")
+    return np.pad(data, width, mode=_PAD_MODES[mode])
+
+
+@register("Pad", 1)
+def pad_v1(ctx, data, *, mode="constant", paddings=None, value=0.0):
+    if paddings is None:
+        raise ValueError("Pad-1 needs 'paddings'")
+    return _pad(data, list(paddings), mode, value, None)
+
+
+@register("Pad", 2)
+def pad_v2(ctx, data, *, mode="constant", pads=None, value=0.0):
+    if pads is None:
+        raise ValueError("Pad-2 needs 'pads'")
+    return _pad(data, list(pads), mode, value, None)
+
+
+@register("Pad", 11, host_inputs=(1, 3))
+def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
+    return _pad(data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
+
+
+@register("CenterCropPad", 18, host_inputs=(1,))
+def center_crop_pad(ctx, input_data, shape, *, axes=None):
+    """Crop (window start rounded down) or zero-pad (extra pixel on the right) each axis to ``shape``."""
+    rank = input_data.ndim
+    axes = list(range(rank)) if axes is None else _axes(axes, rank)
+    target = _ints(shape)
+    if len(target) != len(axes):
+        raise ValueError(f"CenterCropPad: {len(target)} sizes for {len(axes)} axes")
+    src = [slice(None)] * rank
+    dst = [slice(None)] * rank
+    out_shape = list(input_data.shape)
+    for a, size in zip(axes, target, strict=True):
+        dim = input_data.shape[a]
+        out_shape[a] = size
+        if size < dim:
+            start = (dim - size) // 2
+            src[a] = slice(start, start + size)
+        elif size > dim:
+            start = (size - dim) // 2
+            dst[a] = slice(start, start + dim)
+    out = np.zeros(out_shape, dtype=input_data.dtype)
+    out[tuple(dst)] = input_data[tuple(src)]
+    return out
+
+
+# -- generators -------------------------------------------------------------------------------
+
+
+@register("Range", 11, host_inputs=(0, 1, 2))
+def range_(ctx, start, limit, delta, *, stash_type=1):
+    dtype = np.asarray(start).dtype
+    s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if d == 0:
+        raise ValueError("Range: delta cannot be 0")
+    if dtype.kind in "iu":
+        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        return (int(s) + np.arange(count, dtype=np.int64) * int(d)).astype(dtype)
+    # Compute in float64 (at least the stash precision) and round once at the end.
+    s64, lim64, d64 = float(s), float(lim), float(d)
+    count = max(math.ceil((lim64 - s64) / d64), 0)
+    return (s64 + np.arange(count, dtype=np.float64) * d64).astype(dtype)
+
+
+@register("EyeLike", 9)
+def eye_like(ctx, x, *, dtype=None, k=0):
+    if x.ndim != 2:
+        raise ValueError("EyeLike: input must be 2-D")
+    out_dtype = x.dtype if dtype is None else ONNX_TO_NUMPY[dtype]
+    return np.eye(x.shape[0], x.shape[1], k=k, dtype=out_dtype)
+
+
+@register("OneHot", 9, host_inputs=(1,))
+def one_hot(ctx, indices, depth, values, *, axis=-1):
+    depth = int(np.asarray(depth).reshape(-1)[0])
+    values = np.asarray(values).reshape(-1)
+    if values.size != 2:
+        raise ValueError("OneHot: values must be [off_value, on_value]")
+    idx = np.asarray(indices)
+    idx = idx.astype(np.int64) if idx.dtype.kind in "iub" else np.trunc(idx).astype(np.int64)
+    rank = idx.ndim + 1
+    axis = _axis(axis, rank)
+    idx = np.where(idx < 0, idx + depth, idx)
+    hot = np.arange(depth).reshape((depth,) + (1,) * (rank - 1 - axis))
+    mask = np.expand_dims(idx, axis) == hot  # out-of-range indices match nothing: all off
+    return np.where(mask, values[1], values[0]).astype(values.dtype)
+
+
+@register("Trilu", 14, host_inputs=(1,))
+def trilu(ctx, x, k=None, *, upper=1):
+    shift = 0 if k is None else _scalar(k)
+    if x.ndim < 2:
+        raise ValueError("Trilu: input must have rank >= 2")
+    return np.triu(x, shift) if upper else np.tril(x, shift)
+
+
+# -- selection ------------------------------------------------------------------------------------
+
+
+@register("NonZero", 9)
+def non_zero(ctx, x):
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.zeros((0, int(bool(x))), dtype=np.int64)
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+@register("Compress", 9)
+def compress(ctx, x, condition, *, axis=None):
+    cond = np.asarray(condition).reshape(-1).astype(bool)
+    if axis is None:
+        return np.compress(cond, x.reshape(-1))
+    axis = _axis(axis, x.ndim)
+    cond = cond[:x.shape[axis]]  # a longer condition selects nothing beyond the axis
+    return np.compress(cond, x, axis=axis)
+
+
+def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k along ``axis``, sorted; ties keep the smaller index first."""
+    axis = _axis(axis, x.ndim)
+    n = x.shape[axis]
+    if not 0 <= k <= n:
+        raise ValueError(f"TopK: k={k} is out of range for axis size {n}")
+    if largest:
+        # Sort the reversed axis ascending (stable), then reverse: descending values with
+        # equal values in increasing original index.
+        rev = np.flip(x, axis)
+        order = np.flip(np.argsort(rev, axis=axis, kind="stable"), axis)
+        order = (n - 1) - order
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
+    order = np.take(order, np.arange(k), axis=axis).astype(np.int64)
+    return np.take_along_axis(x, order, axis=axis), order
+
+
+@register("TopK", 1)
+def top_k_v1(ctx, x, *, axis=-1, k=None):
+    if k is None:
+        raise ValueError("TopK-1 needs 'k'")
+    return _top_k(x, k, axis, 1)
+
+
+@register("TopK", 10, host_inputs=(1,))
+def top_k_v10(ctx, x, K, *, axis=-1):
+    return _top_k(x, _scalar(K), axis, 1)
+
+
+@register("TopK", 11, host_inputs=(1,))
+def top_k(ctx, x, K, *, axis=-1, largest=1, sorted=1):
+    # Unsorted output may be in any order; sorted is as good as any.
+    return _top_k(x, _scalar(K), axis, largest)
+
+
+@register("Unique", 11)
+def unique(ctx, x, *, axis=None, sorted=1):
+    """Unique values (or slices along ``axis``): Y, first indices, inverse indices, counts."""
+    if axis is not None:
+        axis = _axis(axis, x.ndim)
+    src = x.reshape(-1) if axis is None else x
+    if src.dtype == object:
+        # np.unique with axis cannot sort object arrays; strings only ever come flattened here.
+        values, first, inverse, counts = np.unique(src.astype(str), return_index=True,
+                                                   return_inverse=True, return_counts=True)
+        values = src[first]
+    else:
+        values, first, inverse, counts = np.unique(src, return_index=True, return_inverse=True,
+                                                   return_counts=True, axis=axis)
+    inverse = inverse.reshape(-1)
+    if not sorted:
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        values = np.take(values, order, axis=0 if axis is None else axis)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    outs = (values, first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64))
+    return outs[:ctx.num_outputs] if ctx.num_outputs > 1 else outs[0]
+
+
+# -- scans --------------------------------------------------------------------------------------
+
+
+def _cumulative(x: np.ndarray, axis, exclusive: int, reverse: int, op: np.ufunc,
+                identity_value) -> np.ndarray:
+    axis = _axis(_scalar(axis), x.ndim)
+    data = np.flip(x, axis) if reverse else x
+    out = op.accumulate(data, axis=axis, dtype=x.dtype)
+    if exclusive:
+        first = [slice(None)] * x.ndim
+        first[axis] = slice(0, 1)
+        head = np.full_like(out[tuple(first)], identity_value)
+        rest = [slice(None)] * x.ndim
+        rest[axis] = slice(0, -1)
+        out = np.concatenate([head, out[tuple(rest)]], axis=axis)
+    return np.ascontiguousarray(np.flip(out, axis)) if reverse else out
+
+
+@register("CumSum", 11, host_inputs=(1,))
+def cum_sum(ctx, x, axis, *, exclusive=0, reverse=0):
+    return _cumulative(x, axis, exclusive, reverse, np.add, 0)
+
+
+@register("CumProd", 26, host_inputs=(1,))
+def cum_prod(ctx, x, axis, *, exclusive=0, reverse=0):
+    return _cumulative(x, axis, exclusive, reverse, np.multiply, 1)
+
+
+# -- layout rearrangements ------------------------------------------------------------------------
+
+
+@register("DepthToSpace", 1)
+def depth_to_space(ctx, x, *, blocksize=None, mode="DCR"):
+    if blocksize is None or x.ndim != 4:
+        raise ValueError("DepthToSpace needs a 4-D input and 'blocksize'")
+    b, c, h, w = x.shape  # (N, C, H, W)
+    bs = blocksize
+    if c % (bs * bs):
+        raise ValueError(f"DepthToSpace: channels {c} not divisible by blocksize^2 {bs * bs}")
+    if mode == "DCR":
+        tmp = x.reshape(b, bs, bs, c // (bs * bs), h, w).transpose(0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        tmp = x.reshape(b, c // (bs * bs), bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    else:
+        raise ValueError(f"DepthToSpace: unknown mode '{mode}'")
+    return tmp.reshape(b, c // (bs * bs), h * bs, w * bs)
+
+
+@register("SpaceToDepth", 1)
+def space_to_depth(ctx, x, *, blocksize=None, mode="DCR"):
+    if blocksize is None or x.ndim != 4:
+        raise ValueError("SpaceToDepth needs a 4-D input and 'blocksize'")
+    b, c, h, w = x.shape  # (N, C, H, W)
+    bs = blocksize
+    if h % bs or w % bs:
+        raise ValueError(f"SpaceToDepth: spatial size {h}x{w} not divisible by blocksize {bs}")
+    tmp = x.reshape(b, c, h // bs, bs, w // bs, bs)
+    if mode == "DCR":
+        tmp = tmp.transpose(0, 3, 5, 1, 2, 4)
+    elif mode == "CRD":
+        tmp = tmp.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        raise ValueError(f"SpaceToDepth: unknown mode '{mode}'")
+    return tmp.reshape(b, c * bs * bs, h // bs, w // bs)
+
+
+@register("ReverseSequence", 10)
+def reverse_sequence(ctx, x, sequence_lens, *, batch_axis=1, time_axis=0):
+    batch_axis, time_axis = _axis(batch_axis, x.ndim), _axis(time_axis, x.ndim)
+    if batch_axis == time_axis:
+        raise ValueError("ReverseSequence: batch_axis and time_axis must differ")
+    lens = _ints(sequence_lens)
+    out = x.copy()
+    for b, n in enumerate(lens):
+        if not 0 <= n <= x.shape[time_axis]:
+            raise ValueError(f"ReverseSequence: sequence length {n} out of range")
+        src = [slice(None)] * x.ndim
+        src[batch_axis] = b
+        src[time_axis] = slice(0, n)
+        out[tuple(src)] = np.flip(x[tuple(src)], axis=time_axis - (batch_axis < time_axis))
+    return out
+
+
+@register("Col2Im", 18, host_inputs=(1, 2))
+def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """Sum sliding blocks (N, C*prod(block), L) back into an image (N, C, *image_shape)."""
+    image = _ints(image_shape)
+    block = _ints(block_shape)
+    nd = len(image)
+    dil = list(dilations) if dilations else [1] * nd
+    stride = list(strides) if strides else [1] * nd
+    pad = list(pads) if pads else [0] * (2 * nd)
+    n, cols, length = x.shape
+    kernel_size = math.prod(block)
+    if cols % kernel_size:
+        raise ValueError(f"Col2Im: input dim 1 ({cols}) not divisible by block size {kernel_size}")
+    channels = cols // kernel_size
+    padded = [image[d] + pad[d] + pad[d + nd] for d in range(nd)]
+    counts = [(padded[d] - dil[d] * (block[d] - 1) - 1) // stride[d] + 1 for d in range(nd)]
+    if math.prod(counts) != length:
+        raise ValueError(f"Col2Im: {length} blocks given, the geometry implies {math.prod(counts)}")
+    cols_view = x.reshape(n, channels, *block, *counts)  # (N, C, *block, *blocks)
+    out = np.zeros((n, channels, *padded), dtype=x.dtype)
+    for offset in np.ndindex(*block):
+        window = tuple(slice(o * dl, o * dl + st * (c - 1) + 1, st)
+                       for o, dl, st, c in zip(offset, dil, stride, counts, strict=True))
+        out[(slice(None), slice(None), *window)] += cols_view[(slice(None), slice(None), *offset)]
+    crop = tuple(slice(pad[d], pad[d] + image[d]) for d in range(nd))
+    return out[(slice(None), slice(None), *crop)]

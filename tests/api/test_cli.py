@@ -1,0 +1,48 @@
+"""The command line on the built-in sample model and on files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from wgsentis.cli import main
+
+
+def test_run_sample(capsys):
+    assert main(["run"]) == 0
+    out = capsys.readouterr().out
+    assert "built-in sample" in out and "output  probabilities: float32[1, 10]" in out and "top-5" in out
+
+
+def test_run_with_input_file_and_output_dir(tmp_path, capsys):
+    x = np.random.default_rng(5).random((2, 3, 32, 32), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", "--input", f"image={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path / "out"),
+                 "--repeat", "3"]) == 0
+    probs = np.load(tmp_path / "out" / "probabilities.npy")
+    assert probs.shape == (2, 10)
+    np.testing.assert_allclose(probs.sum(axis=1), 1, rtol=1e-5)
+    assert "median of 2 more" in capsys.readouterr().out
+
+
+def test_inspect_sample(capsys):
+    assert main(["inspect"]) == 0
+    out = capsys.readouterr().out
+    assert "stem_conv" in out and "Conv+Relu" in out and "parameters" in out and "FLOPs" in out
+
+
+def test_errors_exit_nonzero_with_message(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "missing.onnx")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["run", "--input", "nope=x.npy"]) == 1
+    assert "has no input 'nope'" in capsys.readouterr().err
+    assert main(["run", "--backend", "gpu-compute"]) == 1
+    assert "not available yet" in capsys.readouterr().err
+
+
+def test_console_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "wgsentis", "inspect"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "layers" in proc.stdout

@@ -1,0 +1,60 @@
+"""Bad inputs to a worker get an InputError naming the input, the expected and the actual value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import F, make_model
+from onnx import helper
+
+import wgsentis as ws
+from wgsentis.errors import InputError, LayerError
+
+
+@pytest.fixture
+def worker():
+    model = make_model([helper.make_node("Add", ["a", "b"], ["c"], name="add")],
+                       [("a", F, ["n", 3]), ("b", F, ["n", 3])], [("c", F, ["n", 3])])
+    with ws.Worker(ws.load_model(model, name="adder"), "cpu") as w:
+        yield w
+
+
+def test_unknown_input_name(worker):
+    with pytest.raises(InputError, match=r"model 'adder' has no input\(s\) \['z'\]; its inputs are \['a', 'b'\]"):
+        worker.schedule({"a": np.ones((1, 3), np.float32), "b": np.ones((1, 3), np.float32), "z": 1})
+
+
+def test_missing_input(worker):
+    with pytest.raises(InputError, match=r"missing input.*'b'"):
+        worker.schedule({"a": np.ones((1, 3), np.float32)})
+
+
+def test_wrong_dtype(worker):
+    with pytest.raises(InputError, match="input 'a' expects dtype float32, got float64"):
+        worker.schedule({"a": np.ones((1, 3)), "b": np.ones((1, 3), np.float32)})
+
+
+def test_wrong_rank_and_fixed_dim(worker):
+    with pytest.raises(InputError, match=r"input 'a' expects rank 2 shape \[n, 3\], got shape \[3\]"):
+        worker.schedule({"a": np.ones(3, np.float32), "b": np.ones((1, 3), np.float32)})
+    with pytest.raises(InputError, match=r"input 'b' expects shape \[n, 3\], got \[1, 4\] \(axis 1\)"):
+        worker.schedule({"a": np.ones((1, 3), np.float32), "b": np.ones((1, 4), np.float32)})
+
+
+def test_inconsistent_symbolic_dim(worker):
+    with pytest.raises(InputError, match="dimension 'n' is 2 here but 1 in input 'a'"):
+        worker.schedule({"a": np.ones((1, 3), np.float32), "b": np.ones((2, 3), np.float32)})
+
+
+def test_not_an_array(worker):
+    with pytest.raises(InputError, match="expects a numpy array"):
+        worker.schedule({"a": "hello", "b": np.ones((1, 3), np.float32)})
+
+
+def test_runtime_failure_names_layer_and_inputs():
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="bad_reshape")],
+                       [("x", F, [6]), ("s", ws.onnx_import.onnx.TensorProto.INT64, [2])], [("y", F, None)])
+    with ws.Worker(ws.load_model(model), "cpu") as worker:
+        worker.schedule({"x": np.ones(6, np.float32), "s": np.array([4, 4], np.int64)})
+        with pytest.raises(LayerError, match=r"layer 'bad_reshape' \(Reshape\).*float32\[6\]"):
+            worker.peek_output().readback_and_clone()

@@ -1,0 +1,99 @@
+"""Graph passes keep results exact; the CPU pool overlaps parallel branches and bounds threads."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from helpers import F, make_model
+from onnx import helper
+
+import wgsentis as ws
+from wgsentis.ops.registry import register
+
+
+def _ort(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def test_conv_bn_relu_fold_and_fuse_match_onnxruntime():
+    rng = np.random.default_rng(3)
+    c = 8
+    inits = {"w": rng.standard_normal((c, 4, 3, 3)).astype(np.float32), "b": rng.standard_normal(c).astype(np.float32),
+             "s": rng.random(c).astype(np.float32) + 0.5, "beta": rng.standard_normal(c).astype(np.float32),
+             "m": rng.standard_normal(c).astype(np.float32), "v": rng.random(c).astype(np.float32) + 0.1}
+    model = make_model(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "s", "beta", "m", "v"], ["bn"], name="bn", epsilon=1e-3),
+         helper.make_node("Relu", ["bn"], ["y"], name="relu")],
+        [("x", F, [1, 4, 9, 9])], [("y", F, [1, c, 9, 9])], inits)
+    wg = ws.load_model(model)
+    assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
+        ("Conv", "Relu")]
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    np.testing.assert_allclose(ws.Worker(wg, "cpu").run({"x": x})["y"], _ort(model, {"x": x})[0],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_noops_and_constants_are_removed():
+    model = make_model(
+        [helper.make_node("Identity", ["x"], ["i"], name="id"),
+         helper.make_node("Dropout", ["i"], ["d"], name="drop"),
+         helper.make_node("Add", ["k1", "k2"], ["k"], name="const_add"),
+         helper.make_node("Mul", ["d", "k"], ["y"], name="mul")],
+        [("x", F, [3])], [("y", F, [3])],
+        {"k1": np.ones(3, np.float32), "k2": np.full(3, 2, np.float32)})
+    wg = ws.load_model(model)
+    assert [layer.name for layer in wg.layers] == ["mul"]
+    np.testing.assert_array_equal(ws.Worker(wg, "cpu").run({"x": np.arange(3, dtype=np.float32)})["y"],
+                                  [0, 3, 6])
+
+
+@register("Sleep", 1, domain="test.wgsentis")
+def _sleep(ctx, x, *, seconds=0.2):
+    time.sleep(seconds)  # releases the GIL, like BLAS and most numpy kernels
+    return x + 1
+
+
+def _branchy_model():
+    return make_model(
+        [helper.make_node("Sleep", ["x"], ["a"], name="left", domain="test.wgsentis"),
+         helper.make_node("Sleep", ["x"], ["b"], name="right", domain="test.wgsentis"),
+         helper.make_node("Add", ["a", "b"], ["y"], name="join")],
+        [("x", F, [2])], [("y", F, [2])], domains=[("test.wgsentis", 1)])
+
+
+@pytest.mark.parametrize("threads,low,high", [(1, 0.39, 10.0), (2, 0.0, 0.35)])
+def test_parallel_branches_overlap_only_with_threads(threads, low, high):
+    model = ws.load_model(_branchy_model())
+    with ws.Worker(model, "cpu", threads=threads) as worker:
+        start = time.perf_counter()
+        out = worker.run({"x": np.zeros(2, np.float32)})["y"]
+        elapsed = time.perf_counter() - start
+    np.testing.assert_array_equal(out, [2, 2])
+    assert low <= elapsed < high
+
+
+def test_threads_bound_blas():
+    from threadpoolctl import threadpool_info
+
+    model = ws.load_model(make_model([helper.make_node("MatMul", ["x", "x"], ["y"])], [("x", F, [4, 4])],
+                                     [("y", F, [4, 4])]))
+    with ws.Worker(model, "cpu", threads=1) as worker:
+        worker.run({"x": np.eye(4, dtype=np.float32)})
+        blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+        assert blas and all(i["num_threads"] == 1 for i in blas)
+
+
+def test_layer_failure_in_a_parallel_branch_is_reported():
+    model = make_model(
+        [helper.make_node("Sleep", ["x"], ["a"], name="left", domain="test.wgsentis", seconds=0.05),
+         helper.make_node("Reshape", ["x", "shape"], ["b"], name="bad"),
+         helper.make_node("Add", ["a", "b"], ["y"], name="join")],
+        [("x", F, [2])], [("y", F, [2])], {"shape": np.array([3], np.int64)}, domains=[("test.wgsentis", 1)])
+    with ws.Worker(ws.load_model(model), "cpu", threads=2) as worker:
+        with pytest.raises(ws.errors.LayerError, match="'bad'"):
+            worker.run({"x": np.zeros(2, np.float32)})

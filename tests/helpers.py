@@ -1,0 +1,25 @@
+"""Small model builders shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17, domains=()) -> onnx.ModelProto:
+    """A ModelProto from nodes and (name, elem_type, shape) input/output triples."""
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(initializers).items()],
+    )
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in domains]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64

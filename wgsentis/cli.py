@@ -1,0 +1,181 @@
+"""Command line: ``wgsentis run`` and ``wgsentis inspect`` (built-in sample model when MODEL is omitted)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wgsentis.errors import InputError, WgSentisError
+
+SAMPLE_NAME = "sample.onnx"
+
+
+def sample_model_path() -> Path:
+    """Path of the built-in sample model shipped inside the package."""
+    return Path(str(resources.files("wgsentis") / "data" / SAMPLE_NAME))
+
+
+def _load(path: str | None) -> Any:
+    import wgsentis as ws
+
+    return ws.load_model(path or sample_model_path(), name=None if path else "sample")
+
+
+def _parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name or not value:
+            raise InputError(f"{what} '{pair}' must look like NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def _inputs_for(model: Any, args: argparse.Namespace) -> dict[str, np.ndarray]:
+    from wgsentis.shapes import sample_inputs
+
+    dims = {k: int(v) for k, v in _parse_pairs(args.dim, "--dim").items()}
+    files = _parse_pairs(args.input, "--input")
+    known = {i.name for i in model.inputs}
+    for name in files:
+        if name not in known:
+            raise InputError(f"--input {name}=...: model '{model.name}' has no input '{name}'; inputs: {sorted(known)}")
+    feeds = sample_inputs(model, dims, seed=args.seed) if len(files) < len(known) else {}
+    for name, file in files.items():
+        try:
+            feeds[name] = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--input {name}={file}: cannot read a .npy array: {exc}") from None
+    return feeds
+
+
+def _summary(value: Any) -> str:
+    if isinstance(value, list):
+        return f"sequence of {len(value)}"
+    arr = np.asarray(value)
+    text = f"{arr.dtype.name}{list(arr.shape)}"
+    if arr.size and arr.dtype.kind in "fiub":
+        f = arr.astype(np.float64)
+        text += f"  min {f.min():.6g}  max {f.max():.6g}  mean {f.mean():.6g}"
+        if arr.ndim == 2 and arr.shape[0] == 1 and arr.shape[1] > 1 and arr.dtype.kind == "f":
+            top = np.argsort(-f[0])[:5]
+            text += "  top-5 " + ", ".join(f"{i}:{f[0, i]:.4f}" for i in top)
+    return text
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import wgsentis as ws
+
+    model = _load(args.model)
+    feeds = _inputs_for(model, args)
+    with ws.Worker(model, args.backend, threads=args.threads) as worker:
+        start = time.perf_counter()
+        outputs = worker.run(feeds)
+        first_ms = (time.perf_counter() - start) * 1e3
+        times = []
+        for _ in range(args.repeat - 1):
+            start = time.perf_counter()
+            outputs = worker.run(feeds)
+            times.append((time.perf_counter() - start) * 1e3)
+        stats = worker.stats()
+    print(f"model   {model.name} ({args.model or 'built-in sample'})")
+    print(f"backend {args.backend}  threads {worker.threads}  layers {len(model.layers)}")
+    for name, value in feeds.items():
+        print(f"input   {name}: {_summary(value)}")
+    for name, value in outputs.items():
+        print(f"output  {name}: {_summary(value)}")
+    timing = f"first run {first_ms:.2f} ms"
+    if times:
+        timing += f", median of {len(times)} more {float(np.median(times)):.2f} ms"
+    print(f"time    {timing}")
+    print(f"layers  cpu {len(stats['cpu_layers'])}, gpu {len(stats['gpu_layers'])}, "
+          f"fallback {len(stats['fallback_layers'])}; transfers: {stats['uploads']} uploads "
+          f"({stats['upload_bytes']} B), {stats['downloads']} downloads ({stats['download_bytes']} B)")
+    if args.output_dir:
+        out_dir = Path(args.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+            np.save(out_dir / f"{safe}.npy", np.asarray(value))
+        print(f"wrote   {len(outputs)} output(s) to {out_dir}/")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from wgsentis.ops.registry import flops_of
+    from wgsentis.shapes import layer_shapes
+
+    model = _load(args.model)
+    print(f"model   {model.name} ({args.model or 'built-in sample'})")
+    print("opsets  " + ", ".join(f"{d or 'ai.onnx'}:{v}" for d, v in sorted(model.opsets.items())))
+    for info in model.inputs:
+        print(f"input   {info!r}")
+    for info in model.outputs:
+        print(f"output  {info!r}")
+    shapes = layer_shapes(model, _inputs_for(model, args))
+    consts = model.constants
+    rows = []
+    total_flops = total_params = 0
+    for layer in model.layers:
+        params = sum(int(consts[n].size) for n in layer.inputs if n in consts)
+        flops = flops_of(layer, [shapes.get(n) for n in layer.inputs], [shapes.get(n) for n in layer.outputs])
+        total_flops += flops
+        total_params += params
+        op = layer.op_type + (f"+{layer.fused_activation[0]}" if layer.fused_activation else "")
+        out_shape = shapes.get(layer.outputs[0]) if layer.outputs else None
+        rows.append((layer.name, op, str(list(out_shape)) if out_shape is not None else "?", params, flops))
+    w = max([len(r[0]) for r in rows] + [5])
+    print(f"\n{'layer':<{w}}  {'op':<22} {'output shape':<22} {'params':>10} {'FLOPs':>14}")
+    for name, op, shape, params, flops in rows:
+        print(f"{name:<{w}}  {op:<22} {shape:<22} {params:>10,} {flops:>14,}")
+    print(f"\n{len(rows)} layers, {total_params:,} parameters, {total_flops:,} FLOPs "
+          "(a multiply-add counts 2; shapes from one CPU run on sample inputs)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wgsentis", description="Run and inspect ONNX models with wgsentis.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", nargs="?", help="ONNX model file (default: the built-in sample model)")
+        p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input from a .npy file")
+        p.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
+        p.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
+
+    run = sub.add_parser("run", help="run a model and summarise its outputs")
+    common(run)
+    run.add_argument("--backend", default="cpu", help="cpu | gpu-compute | gpu-pixel")
+    run.add_argument("--threads", type=int, default=None, help="CPU threads (pool and BLAS)")
+    run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
+    run.add_argument("--output-dir", help="write each output as NAME.npy here")
+    run.set_defaults(func=cmd_run)
+
+    inspect = sub.add_parser("inspect", help="list inputs, outputs and layers with params and FLOPs")
+    common(inspect)
+    inspect.set_defaults(func=cmd_inspect)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "repeat", 1) < 1:
+        print("wgsentis: error: --repeat must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except WgSentisError as exc:
+        print(f"wgsentis: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
