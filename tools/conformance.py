@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx.numpy_helper
 from onnx.backend.test.case.node import collect_testcases
 from onnx.backend.test.runner import Runner
 
@@ -42,7 +43,7 @@ def case_op(case: Any) -> str:
     return nodes[-1].op_type
 
 
-def run_case(case: Any, backend: str, threads: int = 1) -> tuple[str, str, bool]:
+def run_case(case: Any, backend: str, threads: int = 2) -> tuple[str, str, bool]:
     """Run one case; returns (status, detail, used_fallback) with status pass|fail|unsupported|error."""
     try:
         model = ws.load_model(case.model, name=case.name)
@@ -58,6 +59,8 @@ def run_case(case: Any, backend: str, threads: int = 1) -> tuple[str, str, bool]
                 feeds = dict(zip(names, inputs, strict=False))
                 feeds = {k: v for k, v in feeds.items() if k in {i.name for i in model.inputs}}
                 got = worker.run(feeds)
+                expected = [onnx.numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) else e
+                            for e in expected]
                 outputs = [got[o.name] for o in model.outputs]
                 fallback = fallback or bool(worker.stats().get("fallback_layers"))
                 with warnings.catch_warnings():

@@ -9,6 +9,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 
 from wgsentis.backends.cpu import GraphProgram, set_blas_threads
 from wgsentis.errors import BackendNotAvailableError, InputError, WgSentisError
@@ -164,12 +166,16 @@ class Worker:
         where = f"model '{self.model.name}': input '{info.name}'"
         if isinstance(value, Tensor):
             value = value.download_to_array()
+        elif isinstance(value, onnx.TensorProto):
+            value = onnx.numpy_helper.to_array(value)
         if info.kind == "sequence":
             if not isinstance(value, list | tuple):
                 raise InputError(f"{where} expects a sequence (list of arrays), got {type(value).__name__}")
             return [np.asarray(v) for v in value]
         if info.kind == "optional" and value is None:
             return None
+        if info.kind == "optional" and isinstance(value, list | tuple):
+            return [np.asarray(v) for v in value]  # an optional holding a sequence
         if isinstance(value, list | tuple) and info.dtype is not None:
             value = np.asarray(value, dtype=info.dtype)
         if not isinstance(value, np.ndarray | np.generic):

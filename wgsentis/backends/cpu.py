@@ -62,9 +62,13 @@ class KernelContext:
         feeds = {info.name: value for info, value in zip(graph.inputs, inputs, strict=False)}
         return program.run(feeds, scope)
 
-    def random(self, seed: float | None) -> np.random.Generator:
-        """A generator seeded by the op's ``seed`` attribute (fresh entropy when absent)."""
-        return np.random.default_rng(None if seed is None else int(seed))
+    def random(self, seed: float | None) -> np.random.RandomState:
+        """A generator seeded by the op's ``seed`` attribute (fresh entropy when absent).
+
+        NumPy's MT19937 ``RandomState``, the generator ONNX's own reference outputs use, so a seeded
+        random op reproduces them bit for bit.
+        """
+        return np.random.RandomState(None if seed is None else int(seed) & 0xFFFFFFFF)
 
 
 class _Step:
@@ -120,13 +124,24 @@ class GraphProgram:
             for n in needed:
                 last_use[n] = i
         keep = set(self.output_names)
-        # Tensors to drop after each step (frees memory early in long chains).
+        # Tensors to drop after each step (frees memory early in long chains). In sequential runs a
+        # tensor dies after its last reader in list order; parallel runs count readers instead,
+        # since layers may finish out of order.
         self.release: list[list[str]] = [[] for _ in graph.layers]
+        self.readers: dict[str, int] = {}
+        self.reads: list[list[str]] = []
+        for i, layer in enumerate(graph.layers):
+            names = sorted({n for n in layer.inputs if n} | captured_names(layer))
+            names = [n for n in names if n not in keep and n not in graph.constants]
+            self.reads.append(names)
+            for n in names:
+                self.readers[n] = self.readers.get(n, 0) + 1
         for name, i in last_use.items():
             if name not in keep and name not in graph.constants:
                 self.release[i].append(name)
         self.pool: ThreadPoolExecutor | None = None
-        if self.threads > 1 and parent is None and any(len(d) > 1 for d in self.dependents):
+        branches = sum(1 for d in self.deps if not d) > 1 or any(len(d) > 1 for d in self.dependents)
+        if self.threads > 1 and parent is None and branches:
             self.pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="wgsentis-cpu")
 
     def subprogram(self, graph: Graph) -> GraphProgram:
@@ -163,13 +178,16 @@ class GraphProgram:
 
     def _run_parallel(self, scope: MutableMapping[str, Any], env: MutableMapping[str, Any], on_layer: Any) -> None:
         remaining = [len(d) for d in self.deps]
+        readers = dict(self.readers)
         ready = deque(i for i, n in enumerate(remaining) if n == 0)
         cond = threading.Condition()
         state = {"running": 0, "error": None}
 
         def finish(i: int) -> None:
-            for name in self.release[i]:
-                env.pop(name, None)
+            for name in self.reads[i]:
+                readers[name] -= 1
+                if readers[name] == 0:
+                    env.pop(name, None)
             for j in self.dependents[i]:
                 remaining[j] -= 1
                 if remaining[j] == 0:

@@ -5,6 +5,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     cast,
     control,
     conv,
+    dropout,
     elementwise,
     image,
     matmul,

@@ -211,6 +211,8 @@ def rotary_embedding(ctx, X, cos_cache, sin_cache, position_ids=None, *, interle
         sin_cache = sin_cache[position_ids]
     if cos_cache.shape[-1] != half or sin_cache.shape[-1] != half:
         raise ValueError(f"cos/sin cache last dim must be rotary_embedding_dim/2 = {half}")
+    if cos_cache.ndim == 2:  # (S, half) shared by the whole batch
+        cos_cache, sin_cache = cos_cache[None], sin_cache[None]
     cos = cos_cache[:, :, None, :]  # (B, S, 1, half)
     sin = sin_cache[:, :, None, :]
     x_rot = x[..., :rot_dim]

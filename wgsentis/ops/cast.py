@@ -1,7 +1,405 @@
-"""Operators of the cast family (numpy kernels)."""
+"""Type conversion operators (numpy kernels): Cast, CastLike, BitCast, and the linear quantizers
+QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear.
+
+Narrow types (bfloat16, float8, float4, int4/uint4, int2/uint2, float8e8m0) are ml_dtypes numpy
+dtypes holding one element per byte, so conversions to and from them are plain ``astype`` calls
+plus the spec's saturation and rounding rules.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import ml_dtypes
+import numpy as np
+from onnx import TensorProto
+
+from wgsentis.dtypes import NUMPY_TO_ONNX, to_numpy_dtype
 from wgsentis.ops.registry import register
+
+_FLOAT8 = frozenset({TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+                     TensorProto.FLOAT8E5M2FNUZ})
+_FLOAT8E8M0 = getattr(TensorProto, "FLOAT8E8M0", -1)
+# Narrow floats without an Inf/NaN encoding of overflow: ml_dtypes already saturates them.
+_SATURATING_FLOATS = frozenset(getattr(TensorProto, n) for n in ("FLOAT4E2M1", "FLOAT6E2M3", "FLOAT6E3M2")
+                               if hasattr(TensorProto, n))
+_INT_RANGES: dict[int, tuple[int, int]] = {
+    TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127),
+    TensorProto.UINT16: (0, 65535), TensorProto.INT16: (-32768, 32767),
+    TensorProto.UINT4: (0, 15), TensorProto.INT4: (-8, 7),
+}
+for _name, _range in (("UINT2", (0, 3)), ("INT2", (-2, 1))):
+    if hasattr(TensorProto, _name):
+        _INT_RANGES[getattr(TensorProto, _name)] = _range
+
+
+def _onnx_type(to: int | str) -> int:
+    """The ONNX element type of a ``to`` attribute (opset 1 spelled it as a name, e.g. 'FLOAT')."""
+    if isinstance(to, str):
+        try:
+            return TensorProto.DataType.Value(to.upper())
+        except ValueError:
+            raise ValueError(f"unknown element type name {to!r}") from None
+    return int(to)
+
+
+def _onnx_type_of(dtype: np.dtype) -> int:
+    """The ONNX element type of a numpy dtype (object and unicode arrays are strings)."""
+    if dtype.kind in "OUS":
+        return TensorProto.STRING
+    try:
+        return NUMPY_TO_ONNX[dtype]
+    except KeyError:
+        raise TypeError(f"no ONNX element type for numpy dtype {dtype}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Cast
+# ---------------------------------------------------------------------------------------------
+
+
+def _to_strings(x: np.ndarray) -> np.ndarray:
+    """Numbers to strings: the shortest repr that round-trips (e.g. '0.47892547', 'nan', '-inf')."""
+    if x.dtype.kind == "O":
+        return x.copy()
+    if x.dtype.kind == "V":  # ml_dtypes scalars format themselves; numpy cannot cast them to str
+        flat = [str(v) for v in x.ravel()]
+        return np.array(flat, dtype=object).reshape(x.shape)
+    return x.astype(np.str_).astype(object)
+
+
+def _parse_float(text: Any) -> float:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    s = s.strip()
+    # 'INF', '+INF', '-INF' and 'NaN' match case-insensitively; Python's float() accepts them all.
+    return float(s)
+
+
+def _parse_int(text: Any) -> int:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    try:
+        return int(s.strip())
+    except ValueError:
+        return int(float(s))  # '100.5' -> 100, as the spec allows
+
+
+def _from_strings(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Strings to numbers: plain or scientific notation, with INF/NaN literals."""
+    flat = x.ravel()
+    if dtype.kind in "iu":
+        values = np.array([_parse_int(v) for v in flat], dtype=np.int64 if dtype.kind == "i" else np.uint64)
+    elif dtype.kind == "b":
+        values = np.array([_parse_float(v) != 0 for v in flat], dtype=np.bool_)
+    else:
+        values = np.array([_parse_float(v) for v in flat], dtype=np.float64)
+    return values.reshape(x.shape)
+
+
+def _saturate(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Clamp finite and infinite values to the target float's range (NaN stays NaN)."""
+    info = ml_dtypes.finfo(dtype)
+    if x.dtype.kind == "V":
+        x = x.astype(np.float32)
+    return np.clip(x, float(info.min), float(info.max))
+
+
+def to_float8e8m0(x: np.ndarray, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """Convert to float8e8m0 (a bare exponent): keeps float32's exponent, rounding the mantissa
+    away ('up'), to nearest even ('nearest') or truncating ('down'); Inf and NaN become NaN (0xFF)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "nearest":
+        guard = (bits & 0x400000) != 0
+        rest = (bits & 0x3FFFFF) != 0
+        odd = exponent > 0  # the implicit leading bit of the kept value
+        round_up = guard & (rest | odd)
+    elif round_mode == "up":
+        round_up = (bits & 0x7FFFFF) != 0
+    elif round_mode == "down":
+        round_up = np.zeros(bits.shape, dtype=np.bool_)
+    else:
+        raise ValueError(f"unsupported round_mode {round_mode!r} (expected 'up', 'down' or 'nearest')")
+    round_up &= ~special
+    if saturate:
+        round_up &= exponent != 0xFE
+    exponent += round_up
+    out = np.where(special, 0xFF, exponent).astype(np.uint8)
+    return out.view(ml_dtypes.float8_e8m0fnu)
+
+
+def cast_to(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
+    """Convert ``x`` to the ONNX element type ``to`` following the Cast rules."""
+    if to == TensorProto.STRING:
+        return _to_strings(x)
+    dtype = to_numpy_dtype(to)
+    if x.dtype.kind in "OUS":
+        x = _from_strings(x, dtype)
+    if x.dtype == dtype:
+        return x
+    if to in _FLOAT8 and saturate and x.dtype.kind in "fViu":
+        return _saturate(x, dtype).astype(dtype)
+    if to == _FLOAT8E8M0:
+        return to_float8e8m0(x, bool(saturate), round_mode)
+    return x.astype(dtype)
+
+
+@register("Cast", 1)
+@register("Cast", 6)
+@register("Cast", 9)
+@register("Cast", 13)
+def cast_1(ctx, input, *, to=None):
+    """Cast (opset 1-18): element type conversion."""
+    if to is None:
+        raise ValueError("Cast: the 'to' attribute is required")
+    return cast_to(input, _onnx_type(to))
+
+
+@register("Cast", 19)
+@register("Cast", 21)
+@register("Cast", 23)
+def cast_19(ctx, input, *, to=None, saturate=1):
+    """Cast (opset 19-23): conversions to float8 clamp to the finite range when ``saturate``."""
+    if to is None:
+        raise ValueError("Cast: the 'to' attribute is required")
+    return cast_to(input, _onnx_type(to), saturate)
+
+
+@register("Cast", 24)
+@register("Cast", 25)
+@register("Cast", 28)
+def cast_24(ctx, input, *, to=None, saturate=1, round_mode="up"):
+    """Cast (opset 24+): ``round_mode`` picks the rounding of conversions to float8e8m0."""
+    if to is None:
+        raise ValueError("Cast: the 'to' attribute is required")
+    return cast_to(input, _onnx_type(to), saturate, round_mode)
+
+
+@register("CastLike", 15)
+def cast_like_15(ctx, input, target_type):
+    """CastLike: Cast to the element type of ``target_type``."""
+    return cast_to(input, _onnx_type_of(target_type.dtype))
+
+
+@register("CastLike", 19)
+@register("CastLike", 21)
+@register("CastLike", 23)
+def cast_like_19(ctx, input, target_type, *, saturate=1):
+    return cast_to(input, _onnx_type_of(target_type.dtype), saturate)
+
+
+@register("CastLike", 24)
+@register("CastLike", 25)
+def cast_like_24(ctx, input, target_type, *, saturate=1, round_mode="up"):
+    return cast_to(input, _onnx_type_of(target_type.dtype), saturate, round_mode)
+
+
+@register("BitCast", 26)
+def bit_cast(ctx, input, *, to=None):
+    """BitCast: reinterpret the bits of each element as another type of the same width."""
+    if to is None:
+        raise ValueError("BitCast: the 'to' attribute is required")
+    to = _onnx_type(to)
+    if to == TensorProto.STRING or input.dtype.kind in "OUS":
+        raise TypeError("BitCast: strings have no fixed bit width")
+    dtype = to_numpy_dtype(to)
+    if dtype.itemsize != input.dtype.itemsize or _bit_width(dtype) != _bit_width(input.dtype):
+        raise TypeError(f"BitCast: {input.dtype} and {dtype} differ in bit width")
+    if _bit_width(dtype) < 8:
+        # Sub-byte types hold one element per byte: keep the low bits, then sign-extend if needed.
+        bits = _bit_width(dtype)
+        raw = input.view(np.uint8) & np.uint8((1 << bits) - 1)
+        if dtype in (np.dtype(ml_dtypes.int4), np.dtype(getattr(ml_dtypes, "int2", ml_dtypes.int4))):
+            signed = (raw.astype(np.int8) ^ np.int8(1 << (bits - 1))) - np.int8(1 << (bits - 1))
+            return signed.astype(dtype)
+        if dtype.kind == "V" and dtype.name.startswith("uint"):
+            return raw.astype(dtype)
+        return raw.view(dtype)
+    # (ascontiguousarray would turn a 0-d input into 1-d)
+    return np.array(input, order="C", copy=True).view(dtype)
+
+
+def _bit_width(dtype: np.dtype) -> int:
+    if dtype.kind == "V":
+        name = dtype.name
+        if name in ("int4", "uint4", "float4_e2m1fn"):
+            return 4
+        if name in ("int2", "uint2"):
+            return 2
+        if name.startswith("float6"):
+            return 6
+    return dtype.itemsize * 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear quantization
+# ---------------------------------------------------------------------------------------------
+
+
+def _expand_param(value: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int) -> np.ndarray:
+    """Make a scale/zero point broadcastable to the data: scalar (per tensor), 1-D along ``axis``
+    (per axis), or same rank with ``axis`` blocked by ``block_size`` (blocked)."""
+    if value.ndim == 0:
+        return value
+    if value.size == 1 and not block_size:
+        return value.reshape(())
+    rank = len(shape)
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for input rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    if not block_size:
+        if value.ndim != 1 or value.size != shape[axis]:
+            raise ValueError(f"per-axis scale/zero point of shape {value.shape} does not match "
+                             f"input dimension {shape[axis]} on axis {axis}")
+        dims = [1] * rank
+        dims[axis] = value.size
+        return value.reshape(dims)
+    if block_size < 0:
+        raise ValueError("block_size must be positive")
+    if value.ndim != rank:
+        raise ValueError(f"blocked scale/zero point must have the input's rank {rank}, got {value.shape}")
+    expanded = np.repeat(value, block_size, axis=axis)
+    if expanded.shape[axis] < shape[axis]:
+        raise ValueError(f"blocked scale of shape {value.shape} with block_size {block_size} does not "
+                         f"cover input dimension {shape[axis]}")
+    if expanded.shape[axis] != shape[axis]:  # the last block may be partial
+        expanded = np.take(expanded, np.arange(shape[axis]), axis=axis)
+    if expanded.shape != tuple(shape):
+        raise ValueError(f"blocked scale of shape {value.shape} does not match input shape {tuple(shape)}")
+    return expanded
+
+
+def _quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int = 1,
+              saturate: int = 1, block_size: int = 0, output_dtype: int = 0,
+              precision: int = 0) -> np.ndarray:
+    """y = saturate(round(x / scale) + zero_point), rounding half to even."""
+    target = output_dtype or TensorProto.UINT8
+    if zero_point is not None:
+        zp_type = _onnx_type_of(zero_point.dtype)
+        if output_dtype and output_dtype != zp_type:
+            raise ValueError(f"output_dtype {output_dtype} differs from the zero point's type {zp_type}")
+        target = zp_type
+    dtype = to_numpy_dtype(target)
+    scale_b = _expand_param(scale, x.shape, axis, block_size)
+    if precision:
+        work = to_numpy_dtype(precision)
+        scaled = x.astype(work) / scale_b.astype(work)
+    elif x.dtype.kind == "V" or scale_b.dtype.kind == "V":
+        scaled = x.astype(np.float32) / scale_b.astype(np.float32)
+    else:
+        scaled = x / scale_b
+    if target in _INT_RANGES:
+        lo, hi = _INT_RANGES[target]
+        y = np.rint(scaled)
+        if y.dtype.itemsize < 4:  # float16 cannot hold every zero point + value exactly
+            y = y.astype(np.float32)
+        if zero_point is not None:
+            y += _expand_param(zero_point, x.shape, axis, block_size).astype(y.dtype)
+        np.clip(y, lo, hi, out=y)
+        return y.astype(dtype)
+    if target in _FLOAT8:
+        # A float8 zero point must be 0, so it is not added.
+        return (_saturate(scaled, dtype) if saturate else scaled).astype(dtype)
+    if target in _SATURATING_FLOATS:
+        if zero_point is not None:
+            scaled = scaled + _expand_param(zero_point, x.shape, axis, block_size).astype(np.float32)
+        return np.asarray(scaled).astype(dtype)
+    raise TypeError(f"QuantizeLinear: {dtype} is not a quantized type")
+
+
+@register("QuantizeLinear", 10)
+def quantize_linear_10(ctx, x, y_scale, y_zero_point=None):
+    """QuantizeLinear (opset 10): per-tensor scale and zero point."""
+    return _quantize(x, y_scale, y_zero_point)
+
+
+@register("QuantizeLinear", 13)
+def quantize_linear_13(ctx, x, y_scale, y_zero_point=None, *, axis=1):
+    """QuantizeLinear (opset 13): per-tensor or per-axis."""
+    return _quantize(x, y_scale, y_zero_point, axis)
+
+
+@register("QuantizeLinear", 19)
+def quantize_linear_19(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1):
+    """QuantizeLinear (opset 19): adds float8 targets with ``saturate``."""
+    return _quantize(x, y_scale, y_zero_point, axis, saturate)
+
+
+@register("QuantizeLinear", 21)
+def quantize_linear_21(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1, block_size=0,
+                       output_dtype=0):
+    """QuantizeLinear (opset 21): adds blocked quantization and ``output_dtype``."""
+    return _quantize(x, y_scale, y_zero_point, axis, saturate, block_size, output_dtype)
+
+
+@register("QuantizeLinear", 23)
+@register("QuantizeLinear", 24)
+@register("QuantizeLinear", 25)
+@register("QuantizeLinear", 28)
+def quantize_linear_23(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1, block_size=0,
+                       output_dtype=0, precision=0):
+    """QuantizeLinear (opset 23+): ``precision`` sets the type of the division x / scale."""
+    return _quantize(x, y_scale, y_zero_point, axis, saturate, block_size, output_dtype, precision)
+
+
+def _dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int = 1,
+                block_size: int = 0, output_dtype: int = 0) -> np.ndarray:
+    """y = (x - zero_point) * scale, in float32, returned in the scale's type (or output_dtype)."""
+    x_type = _onnx_type_of(x.dtype)
+    y = x.astype(np.float32)
+    # Float8 and float4 data carry no zero point (it must be 0 when given).
+    if zero_point is not None and x_type not in _FLOAT8 and x_type not in _SATURATING_FLOATS:
+        if zero_point.dtype != x.dtype:
+            raise TypeError(f"DequantizeLinear: zero point type {zero_point.dtype} differs from x's {x.dtype}")
+        y -= _expand_param(zero_point, x.shape, axis, block_size).astype(np.float32)
+    scale_b = _expand_param(scale, x.shape, axis, block_size)
+    y *= scale_b.astype(np.float32) if scale_b.dtype != np.float32 else scale_b
+    out = to_numpy_dtype(output_dtype) if output_dtype else scale.dtype
+    return y.astype(out, copy=False)
+
+
+@register("DequantizeLinear", 10)
+def dequantize_linear_10(ctx, x, x_scale, x_zero_point=None):
+    """DequantizeLinear (opset 10): per-tensor scale and zero point."""
+    return _dequantize(x, x_scale, x_zero_point)
+
+
+@register("DequantizeLinear", 13)
+@register("DequantizeLinear", 19)
+def dequantize_linear_13(ctx, x, x_scale, x_zero_point=None, *, axis=1):
+    """DequantizeLinear (opset 13-20): per-tensor or per-axis."""
+    return _dequantize(x, x_scale, x_zero_point, axis)
+
+
+@register("DequantizeLinear", 21)
+def dequantize_linear_21(ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
+    """DequantizeLinear (opset 21-22): adds blocked dequantization."""
+    return _dequantize(x, x_scale, x_zero_point, axis, block_size)
+
+
+@register("DequantizeLinear", 23)
+@register("DequantizeLinear", 24)
+@register("DequantizeLinear", 25)
+@register("DequantizeLinear", 28)
+def dequantize_linear_23(ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0):
+    """DequantizeLinear (opset 23+): ``output_dtype`` overrides the scale's type for the output."""
+    return _dequantize(x, x_scale, x_zero_point, axis, block_size, output_dtype)
+
+
+@register("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(ctx, x):
+    """DynamicQuantizeLinear: uint8 quantization with scale and zero point from the data's range
+    (which always includes 0). Returns (y, y_scale, y_zero_point)."""
+    qmin, qmax = 0, 255
+    x32 = x.astype(np.float32, copy=False)
+    if x32.size:
+        hi = np.float32(max(0.0, float(np.max(x32))))
+        lo = np.float32(min(0.0, float(np.min(x32))))
+    else:
+        hi = lo = np.float32(0)
+    scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(qmax - qmin)
+    zero_point = np.rint(np.clip(np.float32(qmin) - lo / scale, qmin, qmax))
+    y = np.rint(x32 / scale)
+    y += zero_point
+    np.clip(y, qmin, qmax, out=y)
+    return (y.astype(np.uint8), np.array(scale, dtype=x.dtype), np.array(zero_point, dtype=np.uint8))

@@ -69,14 +69,19 @@ def conv_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad: str
 
 
 def pad_spatial(x: np.ndarray, begins, ends, value=0) -> np.ndarray:
-    """Pad the spatial dims (2..) of ``x``; returns ``x`` itself when no padding is needed."""
+    """Pad the spatial dims (2..) of ``x`` (negative pads crop); returns ``x`` itself when nothing changes."""
     if not any(begins) and not any(ends):
         return x
-    out = np.full(x.shape[:2] + tuple(x.shape[2 + i] + b + e for i, (b, e) in enumerate(zip(begins, ends,
-                                                                                           strict=True))),
-                  value, dtype=x.dtype)
-    inner = (slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(begins, x.shape[2:], strict=True))
-    out[inner] = x
+    if any(b < 0 for b in begins) or any(e < 0 for e in ends):
+        crop = tuple(slice(max(0, -b), n - max(0, -e)) for b, e, n in zip(begins, ends, x.shape[2:], strict=True))
+        x = x[(slice(None), slice(None), *crop)]
+        begins = [max(0, b) for b in begins]
+        ends = [max(0, e) for e in ends]
+        if not any(begins) and not any(ends):
+            return x
+    sizes = tuple(n + b + e for n, b, e in zip(x.shape[2:], begins, ends, strict=True))
+    out = np.full(x.shape[:2] + sizes, value, dtype=x.dtype)
+    out[(slice(None), slice(None), *(slice(b, b + n) for b, n in zip(begins, x.shape[2:], strict=True)))] = x
     return out
 
 
@@ -84,16 +89,16 @@ def window_view(xp: np.ndarray, kernel, strides, dilations, out_spatial) -> np.n
     """Read-only view ``(N, C, *kernel, *out)`` of the windows of the padded input ``xp``."""
     s_n, s_c, *s_sp = xp.strides
     shape = tuple(xp.shape[:2]) + tuple(kernel) + tuple(out_spatial)
-    view_strides = ((s_n, s_c) + tuple(s * d for s, d in zip(s_sp, dilations, strict=True))
-                    + tuple(s * st for s, st in zip(s_sp, strides, strict=True)))
+    tap_steps = tuple(s * d for s, d in zip(s_sp, dilations, strict=True))
+    out_steps = tuple(s * st for s, st in zip(s_sp, strides, strict=True))
+    view_strides = (s_n, s_c, *tap_steps, *out_steps)
     return as_strided(xp, shape, view_strides, writeable=False)
 
 
 def tap_slices(tap, strides, dilations, out_spatial) -> tuple[slice, ...]:
     """Slices of the padded input that kernel position ``tap`` reads for every output position."""
-    return (slice(None), slice(None)) + tuple(
-        slice(t * d, t * d + (o - 1) * s + 1, s)
-        for t, d, s, o in zip(tap, dilations, strides, out_spatial, strict=True))
+    spans = zip(tap, dilations, strides, out_spatial, strict=True)
+    return (slice(None), slice(None), *(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, s, o in spans))
 
 
 def compute_dtype(x: np.ndarray) -> np.dtype:
@@ -145,8 +150,8 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         # 1x1: no im2col; (G, M_g, C_g) @ (N, G, C_g, P) gives NCHW directly.
         xs = x
         if any(s != 1 for s in strides):
-            xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s)
-                                                      for o, s in zip(outs, strides, strict=True))]
+            xs = x[(slice(None), slice(None),
+                    *(slice(0, (o - 1) * s + 1, s) for o, s in zip(outs, strides, strict=True)))]
         if group == 1:
             y = np.matmul(w.reshape(m, c), xs.reshape(n, c, out_size))
         else:
@@ -196,7 +201,9 @@ def conv_transpose_geometry(in_spatial, kernel, strides, dilations, pads, auto_p
             for i in range(nd)]
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         if output_shape is None:
-            out = [in_spatial[i] * strides[i] for i in range(nd)]
+            # SAME: in * stride, but never beyond the full scatter extent (as onnxruntime, which
+            # clamps the total padding at zero when kernel < stride).
+            out = [min(in_spatial[i] * strides[i], full[i]) for i in range(nd)]
         else:
             out = [int(v) for v in output_shape][-nd:]
         begins = []
@@ -232,12 +239,13 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, gro
     buf_shape = [max(lead[i] + full[i], lead[i] + begins[i] + outs[i]) for i in range(nd)]
     buf = np.zeros((n, m, *buf_shape), dtype=cols.dtype)
     for tap in itertools.product(*(range(k) for k in kernel)):
-        region = (slice(None), slice(None)) + tuple(
-            slice(lead[i] + tap[i] * dilations[i], lead[i] + tap[i] * dilations[i]
-                  + (in_spatial[i] - 1) * strides[i] + 1, strides[i]) for i in range(nd))
-        buf[region] += cols[(slice(None), slice(None)) + tap]
-    crop = (slice(None), slice(None)) + tuple(slice(lead[i] + begins[i], lead[i] + begins[i] + outs[i])
-                                              for i in range(nd))
+        starts = [lead[i] + tap[i] * dilations[i] for i in range(nd)]
+        region = (slice(None), slice(None),
+                  *(slice(starts[i], starts[i] + (in_spatial[i] - 1) * strides[i] + 1, strides[i])
+                    for i in range(nd)))
+        buf[region] += cols[(slice(None), slice(None), *tap)]
+    crop = (slice(None), slice(None),
+            *(slice(lead[i] + begins[i], lead[i] + begins[i] + outs[i]) for i in range(nd)))
     y = buf[crop]
     if b is not None:
         y = y + b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
@@ -337,7 +345,7 @@ def _bilinear_gather(img: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndar
     y0 = y0.astype(np.int64)
     x0 = x0.astype(np.int64)
     flat = img.reshape(n, g, c_g, h * w)
-    out = np.zeros((n, g, c_g) + ys.shape[2:], dtype=img.dtype)
+    out = np.zeros((n, g, c_g, *ys.shape[2:]), dtype=img.dtype)
     n_idx = np.arange(n).reshape((n, 1) + (1,) * (ys.ndim - 2))
     g_idx = np.arange(g).reshape((1, g) + (1,) * (ys.ndim - 2))
     for dy, dx in ((0, 0), (0, 1), (1, 0), (1, 1)):

@@ -1,7 +1,595 @@
-"""Operators of the image family (numpy kernels)."""
+"""Image operators (numpy kernels): Resize / Upsample (separable per-axis interpolation with
+precomputed taps and weights), GridSample, AffineGrid, RoiAlign and NonMaxSuppression.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from wgsentis.ops.registry import register
+from wgsentis.ops.registry import register, register_flops
+
+# ----------------------------------------------------------------------------------------------
+# Resize / Upsample
+# ----------------------------------------------------------------------------------------------
+
+
+def _source_coords(mode: str, out_len: int, in_len: int, scale: float, roi_lo: float, roi_hi: float) -> np.ndarray:
+    """Source coordinate of every output index along one axis, for a coordinate_transformation_mode."""
+    y = np.arange(out_len, dtype=np.float64)
+    out_width = scale * in_len  # the un-rounded output length
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (y + 0.5) / scale - 0.5 if out_len > 1 else np.full(out_len, -0.5)
+    if mode == "align_corners":
+        return y * (in_len - 1) / (out_width - 1) if out_width != 1 else np.zeros(out_len)
+    if mode == "asymmetric":
+        return y / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (y + 0.5) / scale
+    if mode == "half_pixel_symmetric":
+        adjustment = out_len / out_width
+        offset = in_len / 2 * (1 - adjustment)
+        return offset + (y + 0.5) / scale - 0.5
+    if mode == "tf_crop_and_resize":
+        if out_width == 1:
+            x = np.full(out_len, (roi_hi - roi_lo) * (in_len - 1) / 2)
+        else:
+            x = y * (roi_hi - roi_lo) * (in_len - 1) / (out_width - 1)
+        return x + roi_lo * (in_len - 1)
+    raise ValueError(f"unknown coordinate_transformation_mode {mode!r}")
+
+
+def _nearest_index(x: np.ndarray, nearest_mode: str, downsampling: bool) -> np.ndarray:
+    if nearest_mode == "round_prefer_floor":
+        return np.ceil(x - 0.5)
+    if nearest_mode == "round_prefer_ceil":
+        return np.floor(x + 0.5)
+    if nearest_mode == "floor":
+        return np.floor(x)
+    if nearest_mode == "ceil":
+        return np.ceil(x)
+    if nearest_mode == "simple":  # opset < 11 (Upsample, Resize-10)
+        return np.ceil(x) if downsampling else np.floor(x)
+    raise ValueError(f"unknown nearest_mode {nearest_mode!r}")
+
+
+def _cubic_kernel(d: np.ndarray, a: float) -> np.ndarray:
+    d = np.abs(d)
+    d2, d3 = d * d, d * d * d
+    near = (a + 2) * d3 - (a + 3) * d2 + 1
+    far = a * d3 - 5 * a * d2 + 8 * a * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def _axis_taps(mode: str, x: np.ndarray, in_len: int, scale: float, *, nearest_mode: str, cubic_a: float,
+               antialias: bool, exclude_outside: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Tap indices (out, taps) into the input axis and their weights (None for nearest)."""
+    if mode == "nearest":
+        idx = _nearest_index(x, nearest_mode, scale < 1).astype(np.int64)
+        return idx[:, None], None
+    # The kernel is stretched by 1/scale when antialiasing a downsample.
+    support_scale = min(scale, 1.0) if antialias else 1.0
+    if mode == "linear":
+        start = int(np.floor(-1 / support_scale) + 1)
+    elif mode == "cubic":
+        start = int(np.floor(-2 / support_scale) + 1)
+    else:
+        raise ValueError(f"unknown Resize mode {mode!r}")
+    offsets = np.arange(start, 2 - start)  # e.g. [0, 1] for linear, [-1, 0, 1, 2] for cubic
+    base = np.floor(x)
+    taps = base[:, None] + offsets[None, :]  # (out, n)
+    distance = (taps - x[:, None]) * support_scale
+    if mode == "linear":
+        weights = np.clip(1 - np.abs(distance), 0, 1)
+    else:
+        weights = _cubic_kernel(distance, cubic_a)
+    if antialias:
+        weights = weights / weights.sum(axis=1, keepdims=True)
+    taps = taps.astype(np.int64)
+    if exclude_outside:
+        outside = (taps < 0) | (taps >= in_len)
+        weights = np.where(outside, 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    # Taps past either end read the border sample (edge padding); the caller clamps them.
+    return taps, weights
+
+
+def _periodic_plan(taps: np.ndarray, weights: np.ndarray, in_len: int) -> list | None:
+    """For an integer upscale k, per output phase r: (first tap offset, weights), else None.
+
+    With out = k * in and phase r = j % k, tap t of output j is ``j // k + c_r + t`` with weights
+    that depend only on r (away from the clamped borders), so each phase is a few shifted slices
+    of the edge-padded input instead of gathers (which are slow along the innermost axis).
+    """
+    out_len = taps.shape[0]
+    if out_len % in_len or out_len == in_len:
+        return None
+    k = out_len // in_len
+    base = np.arange(out_len) // k
+    plan = []
+    for r in range(k):
+        offsets = taps[r::k] - base[r::k, None]  # (in, taps)
+        phase_w = weights[r::k]
+        if np.any(offsets != offsets[0]) or np.any(phase_w != phase_w[0]):
+            return None
+        plan.append((offsets[0], phase_w[0]))
+    return plan
+
+
+def _resize_axis(data: np.ndarray, axis: int, taps: np.ndarray, weights: np.ndarray | None,
+                 outside: np.ndarray | None, extrapolation_value: float) -> np.ndarray:
+    """Apply one axis' taps: a gather (nearest) or a weighted sum of gathers, one per tap."""
+    in_len = data.shape[axis]
+    plan = _periodic_plan(taps, weights, in_len) if weights is not None and outside is None else None
+    if plan is not None:
+        # Integer upscale: phase r of the output is a weighted sum of shifted input slices.
+        pad = int(max(np.abs(offsets).max() for offsets, _ in plan)) + 1
+        widths = [(0, 0)] * data.ndim
+        widths[axis] = (pad, pad)
+        padded = np.pad(data, widths, mode="edge")
+        k = len(plan)
+        out_shape = list(data.shape)
+        out_shape[axis] = in_len * k
+        result = np.empty(out_shape, dtype=data.dtype)
+        for r, (offsets, phase_w) in enumerate(plan):
+            dst = [slice(None)] * data.ndim
+            dst[axis] = slice(r, None, k)
+            target = result[tuple(dst)]
+            first = True
+            for offset, w in zip(offsets.tolist(), phase_w.tolist(), strict=True):
+                if w == 0:
+                    continue
+                src = [slice(None)] * data.ndim
+                src[axis] = slice(pad + offset, pad + offset + in_len)
+                term = padded[tuple(src)]
+                if first:
+                    np.multiply(term, data.dtype.type(w), out=target)
+                    first = False
+                else:
+                    target += term * data.dtype.type(w)
+            if first:
+                target[...] = 0
+        return result
+    taps = np.clip(taps, 0, in_len - 1)
+    if weights is None:
+        result = np.take(data, taps[:, 0], axis=axis)
+    else:
+        shape = [1] * data.ndim
+        shape[axis] = taps.shape[0]
+        w = weights.astype(data.dtype)
+        result = None
+        for t in range(taps.shape[1]):
+            term = np.take(data, taps[:, t], axis=axis)
+            term *= w[:, t].reshape(shape)  # in place: these passes are memory-bound
+            if result is None:
+                result = term
+            else:
+                result += term
+    if outside is not None and outside.any():
+        shape = [1] * data.ndim
+        shape[axis] = outside.shape[0]
+        result = np.where(outside.reshape(shape), np.asarray(extrapolation_value, dtype=result.dtype), result)
+    return result
+
+
+def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transformation_mode: str,
+            nearest_mode: str, cubic_coeff_a: float, exclude_outside: int, extrapolation_value: float,
+            antialias: int, axes, keep_aspect_ratio_policy: str) -> np.ndarray:
+    rank = X.ndim
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    if scales is not None and np.asarray(scales).size == 0:
+        scales = None
+    if sizes is not None and np.asarray(sizes).size == 0:
+        sizes = None
+    if roi is not None and np.asarray(roi).size == 0:
+        roi = None
+    if (scales is None) == (sizes is None):
+        raise ValueError("Resize needs exactly one of scales and sizes")
+    if mode == "nearest" and antialias:
+        raise ValueError("antialias is not supported for nearest mode")
+    scale_of = dict.fromkeys(range(rank), 1.0)
+    out_of = {i: X.shape[i] for i in range(rank)}
+    if scales is not None:
+        scale_values = np.asarray(scales, dtype=np.float64).reshape(-1)
+        if scale_values.size != len(axes):
+            raise ValueError(f"scales has {scale_values.size} values for {len(axes)} axes")
+        for a, s in zip(axes, scale_values, strict=True):
+            if s <= 0:
+                raise ValueError(f"scales must be positive, got {s}")
+            scale_of[a] = float(s)
+            out_of[a] = int(X.shape[a] * s)  # floor
+    else:
+        size_values = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if size_values.size != len(axes):
+            raise ValueError(f"sizes has {size_values.size} values for {len(axes)} axes")
+        for a, n in zip(axes, size_values, strict=True):
+            scale_of[a] = int(n) / X.shape[a]
+            out_of[a] = int(n)
+        if keep_aspect_ratio_policy != "stretch":
+            chosen = [scale_of[a] for a in axes]
+            if keep_aspect_ratio_policy == "not_larger":
+                common = min(chosen)
+            elif keep_aspect_ratio_policy == "not_smaller":
+                common = max(chosen)
+            else:
+                raise ValueError(f"unknown keep_aspect_ratio_policy {keep_aspect_ratio_policy!r}")
+            for a in axes:
+                scale_of[a] = common
+                out_of[a] = int(common * X.shape[a] + 0.5)  # round half up
+    roi_lo = dict.fromkeys(range(rank), 0.0)
+    roi_hi = dict.fromkeys(range(rank), 1.0)
+    if roi is not None:
+        roi_values = np.asarray(roi, dtype=np.float64).reshape(-1)
+        n_axes = len(axes) if roi_values.size == 2 * len(axes) else rank
+        roi_axes = axes if n_axes == len(axes) else list(range(rank))
+        for i, a in enumerate(roi_axes):
+            roi_lo[a] = float(roi_values[i])
+            roi_hi[a] = float(roi_values[n_axes + i])
+
+    integer = np.issubdtype(X.dtype, np.integer)
+    if mode == "nearest":
+        work = X
+    elif X.dtype == np.float32 or X.dtype == np.float64:
+        work = X
+    else:
+        work = X.astype(np.float32)
+    crop = coordinate_transformation_mode == "tf_crop_and_resize"
+    # The per-axis passes commute; shrinking axes go first, and among equal ratios the innermost
+    # axis first, while the data is smallest (gathers along the innermost axis are the slow ones).
+    for a in sorted(axes, key=lambda ax: (out_of[ax] / max(X.shape[ax], 1), -ax)):
+        in_len, out_len, scale = X.shape[a], out_of[a], scale_of[a]
+        identity = (out_len == in_len and scale == 1.0
+                    and (not crop or (roi_lo[a] == 0.0 and roi_hi[a] == 1.0)))
+        if identity:
+            continue
+        if out_len == 0:
+            shape = list(work.shape)
+            shape[a] = 0
+            work = np.empty(shape, dtype=work.dtype)
+            continue
+        x = _source_coords(coordinate_transformation_mode, out_len, in_len, scale, roi_lo[a], roi_hi[a])
+        taps, weights = _axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_coeff_a,
+                                   antialias=bool(antialias), exclude_outside=bool(exclude_outside))
+        outside = ((x < 0) | (x > in_len - 1)) if crop else None
+        work = _resize_axis(work, a, taps, weights, outside, extrapolation_value)
+    if work.dtype == X.dtype:
+        return work
+    if integer:
+        info = np.iinfo(X.dtype)
+        return np.clip(np.round(work), info.min, info.max).astype(X.dtype)
+    return work.astype(X.dtype)
+
+
+@register("Resize", 10, host_inputs=(1,))
+def resize_10(ctx, X, scales, *, mode="nearest"):
+    """Opset-10 Resize: scales only, asymmetric coordinates (the Upsample semantics)."""
+    return _resize(X, scales, None, None, mode=mode, coordinate_transformation_mode="asymmetric",
+                   nearest_mode="simple", cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0,
+                   antialias=0, axes=None, keep_aspect_ratio_policy="stretch")
+
+
+@register("Resize", 11, host_inputs=(1, 2, 3))
+def resize(ctx, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+           nearest_mode="round_prefer_floor"):
+    """Resize by scales or sizes (optionally for ``axes`` only) with nearest/linear/cubic sampling.
+
+    Separable: each resized axis is one gather (nearest) or a weighted sum of a few gathers, with
+    tap indices and weights precomputed per output position, never a per-pixel loop.
+    """
+    return _resize(X, scales, sizes, roi, mode=mode, coordinate_transformation_mode=coordinate_transformation_mode,
+                   nearest_mode=nearest_mode, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                   keep_aspect_ratio_policy=keep_aspect_ratio_policy)
+
+
+@register("Upsample", 7)
+def upsample_7(ctx, X, *, mode="nearest", scales=None):
+    if scales is None:
+        raise ValueError("Upsample-7 needs the scales attribute")
+    return resize_10(ctx, X, np.asarray(scales, dtype=np.float32), mode=mode)
+
+
+@register("Upsample", 9, host_inputs=(1,))
+def upsample_9(ctx, X, scales, *, mode="nearest"):
+    return resize_10(ctx, X, scales, mode=mode)
+
+
+@register_flops("Resize", "Upsample")
+def _resize_flops(layer, in_shapes, out_shapes):
+    """Per output element: 0 for nearest, 2 per tap and resized axis otherwise (multiply-add = 2)."""
+    out = out_shapes[0] if out_shapes else None
+    if out is None:
+        return 0
+    mode = layer.attrs.get("mode", "nearest")
+    taps = {"nearest": 0, "linear": 2, "bilinear": 2, "cubic": 4}.get(mode, 2)
+    return 2 * taps * int(np.prod(out)) * max(len(out) - 2, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# GridSample / AffineGrid
+# ----------------------------------------------------------------------------------------------
+
+
+def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Reflect coordinates into [lo, hi] by bouncing off the borders."""
+    span = hi - lo
+    if span <= 0:
+        return np.full_like(x, lo)
+    below = x < lo
+    above = x > hi
+    d = np.where(below, lo - x, np.where(above, x - hi, 0.0))
+    flips = np.floor(d / span)
+    r = d - flips * span
+    even = (flips % 2) == 0
+    from_below = np.where(even, lo + r, hi - r)
+    from_above = np.where(even, hi - r, lo + r)
+    return np.where(below, from_below, np.where(above, from_above, x)).astype(x.dtype)
+
+
+def _grid_sample(X: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str, align_corners: int) -> np.ndarray:
+    """Sample X (N, C, D1..Dk) at grid (N, O1..Om, k) normalized coordinates (x first)."""
+    n_batch, channels = X.shape[:2]
+    dims = X.shape[2:]
+    k = len(dims)
+    if grid.shape[-1] != k or grid.shape[0] != n_batch:
+        raise ValueError(f"grid shape {grid.shape} does not match input shape {X.shape}")
+    out_spatial = grid.shape[1:-1]
+    points = int(np.prod(out_spatial)) if out_spatial else 1
+    g = grid.reshape(n_batch, points, k)
+    compute = np.float64 if X.dtype == np.float64 else np.float32
+    # Per spatial axis i (X axis 2+i), the coordinate is grid[..., k-1-i].
+    coords = []
+    for i, d in enumerate(dims):
+        n = g[..., k - 1 - i]
+        if align_corners:
+            x = (n + 1) / 2.0 * (d - 1)
+            lo, hi = 0.0, d - 1.0
+        else:
+            x = ((n + 1) * d - 1) / 2.0
+            lo, hi = -0.5, d - 0.5
+        x = x.astype(np.float32)  # coordinates are kept in single precision, as the spec's reference does
+        if mode == "nearest":
+            x = np.rint(x)  # round half to even, like PyTorch
+        if padding_mode == "border":
+            x = np.where((x < lo) | (x > hi), np.clip(x, 0, d - 1), x)
+        elif padding_mode == "reflection":
+            x = _reflect(x, lo, hi)
+        coords.append((x, lo, hi))
+
+    def fetch_index(idx: np.ndarray, d: int, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """Integer tap -> (safe index, validity mask for zero padding)."""
+        if padding_mode == "zeros":
+            return np.clip(idx, 0, d - 1), (idx >= 0) & (idx < d)
+        if padding_mode == "border":
+            return np.clip(idx, 0, d - 1), None
+        return np.clip(_reflect(idx.astype(np.float64), lo, hi).astype(np.int64), 0, d - 1), None
+
+    # Per axis: tap indices (N, P, T), weights (N, P, T) and validity.
+    axis_taps = []
+    for (x, lo, hi), d in zip(coords, dims, strict=True):
+        if mode == "nearest":
+            idx = x.astype(np.int64)[..., None]
+            weight = np.ones(idx.shape, dtype=compute)
+        else:
+            base = np.floor(x)
+            frac = (x - base).astype(compute)
+            if mode == "linear":
+                offsets = np.array([0, 1])
+                weight = np.stack([1 - frac, frac], axis=-1)
+            else:
+                offsets = np.array([-1, 0, 1, 2])
+                a = -0.75
+                t = frac
+                weight = np.stack([
+                    ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+                    ((a + 2) * t - (a + 3)) * t * t + 1,
+                    ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                    ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a,
+                ], axis=-1)
+            idx = base.astype(np.int64)[..., None] + offsets
+        safe, valid = fetch_index(idx, d, lo, hi)
+        if valid is not None:
+            weight = np.where(valid, weight, 0).astype(compute)
+        axis_taps.append((safe, weight.astype(compute)))
+
+    batch_index = np.arange(n_batch)[:, None]  # (N, 1)
+    xt = np.moveaxis(X, 1, -1)  # (N, D1..Dk, C)
+    out = np.zeros((n_batch, points, channels), dtype=compute)
+    for combo in np.ndindex(*[t[0].shape[-1] for t in axis_taps]):
+        index = [batch_index]
+        w = None
+        for (safe, weight), t in zip(axis_taps, combo, strict=True):
+            index.append(safe[..., t])
+            w = weight[..., t] if w is None else w * weight[..., t]
+        out += xt[tuple(index)] * w[..., None]  # (N, P, C)
+    out = np.moveaxis(out, -1, 1).reshape(n_batch, channels, *out_spatial)
+    return out.astype(X.dtype)
+
+
+@register("GridSample", 16)
+def grid_sample_16(ctx, X, grid, *, align_corners=0, mode="bilinear", padding_mode="zeros"):
+    """2-D grid sampling; modes bilinear / nearest / bicubic."""
+    mapped = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}.get(mode)
+    if mapped is None:
+        raise ValueError(f"unknown GridSample mode {mode!r}")
+    return _grid_sample(X, grid, mapped, padding_mode, align_corners)
+
+
+@register("GridSample", 20)
+def grid_sample(ctx, X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):
+    """N-D grid sampling; modes linear / nearest / cubic."""
+    if mode not in ("linear", "nearest", "cubic"):
+        raise ValueError(f"unknown GridSample mode {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"unknown GridSample padding_mode {padding_mode!r}")
+    return _grid_sample(X, grid, mode, padding_mode, align_corners)
+
+
+@register("AffineGrid", 20, host_inputs=(1,))
+def affine_grid(ctx, theta, size, *, align_corners=0):
+    """Sampling grid (N, H, W, 2) or (N, D, H, W, 3) of theta applied to normalized base coordinates."""
+    size = [int(s) for s in np.asarray(size).reshape(-1)]
+    spatial = size[2:]
+    if len(spatial) not in (2, 3):
+        raise ValueError(f"AffineGrid size must be 4 or 5 long, got {size}")
+
+    def axis_coords(d: int) -> np.ndarray:
+        if align_corners:
+            return np.linspace(-1.0, 1.0, d) if d > 1 else np.array([-1.0])
+        return (np.arange(d) * 2.0 + 1.0) / d - 1.0
+
+    axes = [axis_coords(d) for d in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")  # per spatial axis, in (D,) H, W order
+    # Homogeneous coordinates in x, y, (z), 1 order: x follows the last axis.
+    homo = np.stack([*mesh[::-1], np.ones(spatial)], axis=-1).reshape(-1, len(spatial) + 1)
+    grid = np.matmul(theta.astype(np.float64), homo.T)  # (N, k, P)
+    grid = np.swapaxes(grid, 1, 2).reshape(theta.shape[0], *spatial, len(spatial))
+    return grid.astype(theta.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# RoiAlign
+# ----------------------------------------------------------------------------------------------
+
+
+def _roi_axis_samples(start: float, bin_size: float, pooled: int, grid: int, length: int):
+    """Bilinear sample positions along one axis: low/high indices, weights and validity (pooled, grid)."""
+    p = np.arange(pooled)[:, None]
+    i = np.arange(grid)[None, :]
+    pos = start + p * bin_size + (i + 0.5) * bin_size / grid  # (pooled, grid)
+    valid = (pos >= -1.0) & (pos <= length)
+    pos = np.maximum(pos, 0)
+    low = pos.astype(np.int64)
+    at_end = low >= length - 1
+    low = np.where(at_end, length - 1, low)
+    high = np.where(at_end, length - 1, low + 1)
+    pos = np.where(at_end, low, pos)
+    frac = pos - low
+    w_low = np.where(valid, 1.0 - frac, 0.0)
+    w_high = np.where(valid, frac, 0.0)
+    return low, high, w_low, w_high
+
+
+def _roi_align(X, rois, batch_indices, *, half_pixel: bool, mode: str, output_height: int, output_width: int,
+               sampling_ratio: int, spatial_scale: float) -> np.ndarray:
+    num_rois = rois.shape[0]
+    channels, height, width = X.shape[1:]
+    Y = np.zeros((num_rois, channels, output_height, output_width), dtype=np.float64)
+    offset = 0.5 if half_pixel else 0.0
+    for r in range(num_rois):
+        x0, y0, x1, y1 = (float(v) * spatial_scale - offset for v in rois[r])
+        roi_w, roi_h = x1 - x0, y1 - y0
+        if not half_pixel:
+            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+        bin_h, bin_w = roi_h / output_height, roi_w / output_width
+        grid_h = int(sampling_ratio) if sampling_ratio > 0 else int(np.ceil(roi_h / output_height))
+        grid_w = int(sampling_ratio) if sampling_ratio > 0 else int(np.ceil(roi_w / output_width))
+        count = max(grid_h * grid_w, 1)
+        yl, yh, wyl, wyh = _roi_axis_samples(y0, bin_h, output_height, grid_h, height)
+        xl, xh, wxl, wxh = _roi_axis_samples(x0, bin_w, output_width, grid_w, width)
+        image = X[int(batch_indices[r])].astype(np.float64)  # (C, H, W)
+        if mode == "avg":
+            # Separable: Ay (PH, H) and Ax (PW, W) accumulate the sample weights per input row/column.
+            ay = np.zeros((output_height, height))
+            ax = np.zeros((output_width, width))
+            rows_h = np.repeat(np.arange(output_height), grid_h)
+            rows_w = np.repeat(np.arange(output_width), grid_w)
+            np.add.at(ay, (rows_h, yl.reshape(-1)), wyl.reshape(-1))
+            np.add.at(ay, (rows_h, yh.reshape(-1)), wyh.reshape(-1))
+            np.add.at(ax, (rows_w, xl.reshape(-1)), wxl.reshape(-1))
+            np.add.at(ax, (rows_w, xh.reshape(-1)), wxh.reshape(-1))
+            Y[r] = np.einsum("ph,chw,qw->cpq", ay, image, ax) / count
+        elif mode == "max":
+            # Max over samples of the largest weighted corner value (what the reference kernels do).
+            best = None
+            for yi, wy in ((yl, wyl), (yh, wyh)):
+                for xi, wx in ((xl, wxl), (xh, wxh)):
+                    vals = image[:, yi[:, :, None, None], xi[None, None, :, :]]  # (C, PH, GH, PW, GW)
+                    vals = vals * (wy[:, :, None, None] * wx[None, None, :, :])
+                    best = vals if best is None else np.maximum(best, vals)
+            Y[r] = best.max(axis=(2, 4))
+        else:
+            raise ValueError(f"unknown RoiAlign mode {mode!r}")
+    return Y.astype(X.dtype)
+
+
+@register("RoiAlign", 10)
+def roi_align_10(ctx, X, rois, batch_indices, *, mode="avg", output_height=1, output_width=1, sampling_ratio=0,
+                 spatial_scale=1.0):
+    """Opset-10 RoiAlign: ROI corners are used as given (output_half_pixel)."""
+    return _roi_align(X, rois, batch_indices, half_pixel=False, mode=mode, output_height=output_height,
+                      output_width=output_width, sampling_ratio=sampling_ratio, spatial_scale=spatial_scale)
+
+
+@register("RoiAlign", 16)
+def roi_align(ctx, X, rois, batch_indices, *, coordinate_transformation_mode="half_pixel", mode="avg",
+              output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
+    """Average/max pooling of bilinear samples over each ROI's (output_height, output_width) bins."""
+    if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
+        raise ValueError(f"unknown coordinate_transformation_mode {coordinate_transformation_mode!r}")
+    return _roi_align(X, rois, batch_indices, half_pixel=coordinate_transformation_mode == "half_pixel",
+                      mode=mode, output_height=output_height, output_width=output_width,
+                      sampling_ratio=sampling_ratio, spatial_scale=spatial_scale)
+
+
+# ----------------------------------------------------------------------------------------------
+# NonMaxSuppression
+# ----------------------------------------------------------------------------------------------
+
+
+def _iou_with(boxes: np.ndarray, i: int, others: np.ndarray) -> np.ndarray:
+    """IoU of box i with boxes[others]; boxes are (x_min, y_min, x_max, y_max) normalised corners."""
+    b = boxes[i]
+    o = boxes[others]
+    ix = np.minimum(b[2], o[:, 2]) - np.maximum(b[0], o[:, 0])
+    iy = np.minimum(b[3], o[:, 3]) - np.maximum(b[1], o[:, 1])
+    inter = np.where((ix > 0) & (iy > 0), ix * iy, 0.0)
+    area_b = (b[2] - b[0]) * (b[3] - b[1])
+    area_o = (o[:, 2] - o[:, 0]) * (o[:, 3] - o[:, 1])
+    union = area_b + area_o - inter
+    ok = (inter > 0) & (area_b > 0) & (area_o > 0) & (union > 0)
+    return np.where(ok, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+@register("NonMaxSuppression", 10, host_inputs=(2, 3, 4))
+def non_max_suppression(ctx, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
+                        score_threshold=None, *, center_point_box=0):
+    """Greedy per-(batch, class) selection by descending score; output rows are [batch, class, box]."""
+    max_out = 0 if max_output_boxes_per_class is None or np.asarray(max_output_boxes_per_class).size == 0 \
+        else max(int(np.asarray(max_output_boxes_per_class).reshape(-1)[0]), 0)
+    iou_t = 0.0 if iou_threshold is None or np.asarray(iou_threshold).size == 0 \
+        else float(np.asarray(iou_threshold).reshape(-1)[0])
+    score_t = None if score_threshold is None or np.asarray(score_threshold).size == 0 \
+        else float(np.asarray(score_threshold).reshape(-1)[0])
+    b = boxes.astype(np.float64)
+    if center_point_box:
+        half_w, half_h = b[..., 2] / 2, b[..., 3] / 2
+        corners = np.stack([b[..., 0] - half_w, b[..., 1] - half_h, b[..., 0] + half_w, b[..., 1] + half_h], -1)
+    else:
+        # [y1, x1, y2, x2] with corners in either order.
+        corners = np.stack([np.minimum(b[..., 1], b[..., 3]), np.minimum(b[..., 0], b[..., 2]),
+                            np.maximum(b[..., 1], b[..., 3]), np.maximum(b[..., 0], b[..., 2])], -1)
+    selected: list[tuple[int, int, int]] = []
+    for batch in range(scores.shape[0]):
+        for cls in range(scores.shape[1]):
+            if max_out == 0:
+                continue
+            s = scores[batch, cls]
+            candidates = np.arange(s.shape[0])
+            if score_t is not None:
+                candidates = candidates[s > score_t]
+            # Descending score; equal scores keep the lower box index first (stable sort).
+            order = candidates[np.argsort(-s[candidates].astype(np.float64), kind="stable")]
+            kept: list[int] = []
+            for idx in order:
+                if len(kept) >= max_out:
+                    break
+                if kept and np.any(_iou_with(corners[batch], int(idx), np.array(kept)) > iou_t):
+                    continue
+                kept.append(int(idx))
+                selected.append((batch, cls, int(idx)))
+    return np.array(selected, dtype=np.int64).reshape(-1, 3)

@@ -28,10 +28,13 @@ def pool_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad: str, c
         size, s = in_spatial[i], strides[i]
         span = (kernel[i] - 1) * dilations[i] + 1
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            # As the reference and onnxruntime: the undilated kernel sets the padding, which may be
+            # negative (kernel < stride), and then crops the input.
+            # onnxruntime's split of a negative total truncates toward zero (C++ integer division).
             out = -(-size // s)
-            total = max(0, (out - 1) * s + span - size)
-            small = total // 2
-            b, e = (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+            total = (out - 1) * s + kernel[i] - size
+            b = int(total / 2) if auto_pad == "SAME_UPPER" else int((total + 1) / 2)
+            e = total - b
         elif auto_pad == "VALID":
             b = e = 0
             out = (size - span) // s + 1
@@ -260,11 +263,11 @@ def max_roi_pool(ctx, X, rois, *, pooled_shape=None, spatial_scale=1.0):
         roi_w = max(x2 - x1 + 1, 1)
         bin_h, bin_w = roi_h / ph, roi_w / pw
         for i in range(ph):
-            hs = min(max(int(math.floor(i * bin_h)) + y1, 0), h)
-            he = min(max(int(math.ceil((i + 1) * bin_h)) + y1, 0), h)
+            hs = min(max(math.floor(i * bin_h) + y1, 0), h)
+            he = min(max(math.ceil((i + 1) * bin_h) + y1, 0), h)
             for j in range(pw):
-                ws = min(max(int(math.floor(j * bin_w)) + x1, 0), w)
-                we = min(max(int(math.ceil((j + 1) * bin_w)) + x1, 0), w)
+                ws = min(max(math.floor(j * bin_w) + x1, 0), w)
+                we = min(max(math.ceil((j + 1) * bin_w) + x1, 0), w)
                 if he > hs and we > ws:
                     y[r, :, i, j] = X[batch, :, hs:he, ws:we].max(axis=(1, 2))
     return y

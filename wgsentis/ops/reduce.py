@@ -8,9 +8,11 @@ and log-sums, +inf for min), as the spec requires.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from wgsentis.ops.registry import register
+from wgsentis.ops.registry import register, register_flops
 
 # -- shared helpers ---------------------------------------------------------------------------
 
@@ -22,10 +24,11 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _resolve_axes(data: np.ndarray, axes, noop_with_empty_axes: int) -> tuple[int, ...] | None:
-    """Normalized reduction axes; None means 'no reduction' (noop with empty axes)."""
+def _resolve_axes(data: np.ndarray, axes, noop_with_empty_axes: int) -> tuple[int, ...]:
+    """Normalized reduction axes. An empty tuple reduces nothing, yet composite reductions still
+    apply their elementwise steps (ReduceL2 gives |x|, ReduceLogSum log(x)), as the spec says."""
     if axes is None or len(axes) == 0:
-        return None if noop_with_empty_axes else tuple(range(data.ndim))
+        return () if noop_with_empty_axes else tuple(range(data.ndim))
     out = tuple(sorted({_axis(a, data.ndim) for a in axes}))
     if len(out) != len(axes):
         raise ValueError(f"axes {list(axes)} repeat an axis")
@@ -111,8 +114,8 @@ def _make_reduce(op_type: str, kind: str, axes_input_since: int) -> None:
 
     def reduce_input(ctx, data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         resolved = _resolve_axes(data, _axes_input(axes), noop_with_empty_axes)
-        if resolved is None:
-            return data
+        if not resolved and kind in ("sum", "mean", "max", "min", "prod"):
+            return data  # plain reductions over no axes are the identity
         return compute(data, resolved, bool(keepdims))
 
     reduce_attr.__doc__ = f"{op_type} with ``axes`` as an attribute."
@@ -239,3 +242,25 @@ def hardmax_v1(ctx, x, *, axis=1):
 @register("Hardmax", 13)
 def hardmax(ctx, x, *, axis=-1):
     return _hardmax(x, _axis(axis, x.ndim))
+
+
+_REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin")
+
+
+@register_flops(*_REDUCE_OPS)
+def reduce_flops(layer, in_shapes, out_shapes) -> int:
+    """One FLOP per input element (each is combined into its reduction once); the elementwise
+    pre/post steps of L2, LogSumExp and friends are not counted."""
+    shape = in_shapes[0] if in_shapes else None
+    return math.prod(shape) if shape is not None else 0
+
+
+@register_flops("Softmax", "LogSoftmax", "Hardmax")
+def softmax_flops(layer, in_shapes, out_shapes) -> int:
+    """Per input element: Softmax/LogSoftmax 4 (max, subtract+exp, sum, divide or subtract),
+    Hardmax 1 (the argmax comparison)."""
+    shape = in_shapes[0] if in_shapes else None
+    if shape is None:
+        return 0
+    return math.prod(shape) * (1 if layer.op_type == "Hardmax" else 4)

@@ -99,3 +99,46 @@ def flops_of(layer: Any, in_shapes: list[tuple[int, ...] | None], out_shapes: li
         return int(rule(layer, in_shapes, out_shapes))
     first = out_shapes[0] if out_shapes else None
     return int(np.prod(first)) if first is not None else 0
+
+
+# -- GPU programs ---------------------------------------------------------------------------------
+@dataclass
+class GPUImpl:
+    """A GPU program builder: ``fn(rec, layer, *inputs, **attrs)`` records dispatches and returns the
+    outputs (GPU tensors, or host arrays for values it computes on the host). It returns
+    ``NotImplemented`` when it cannot handle these inputs (dtype, rank...); the layer then falls back
+    to the CPU kernel. ``host_inputs`` are inputs it needs as host arrays (shapes, axes)."""
+
+    op_type: str
+    domain: str
+    since: int
+    build: Callable[..., Any]
+    host_inputs: tuple[int, ...] = ()
+
+
+_GPU_REGISTRY: dict[tuple[str, str], dict[int, GPUImpl]] = {}
+
+
+def register_gpu(op_type: str, since: int = 1, domain: str = "", *,
+                 host_inputs: tuple[int, ...] = ()) -> Callable[[Kernel], Kernel]:
+    """Register a gpu-compute program builder for ``op_type`` from opset ``since`` on."""
+
+    def wrap(fn: Kernel) -> Kernel:
+        _GPU_REGISTRY.setdefault((domain, op_type), {})[since] = GPUImpl(op_type, domain, since, fn, host_inputs)
+        return fn
+
+    return wrap
+
+
+def lookup_gpu(op_type: str, domain: str, opset: int) -> GPUImpl | None:
+    """The GPU builder with the highest ``since`` not above ``opset``, or None."""
+    versions = _GPU_REGISTRY.get((_normalize_domain(domain), op_type))
+    if not versions:
+        return None
+    eligible = [v for v in versions if v <= opset]
+    return versions[max(eligible)] if eligible else None
+
+
+def supported_gpu_ops() -> dict[tuple[str, str], list[int]]:
+    """Every (domain, op_type) with a GPU builder, with its ``since`` versions."""
+    return {key: sorted(v) for key, v in _GPU_REGISTRY.items()}

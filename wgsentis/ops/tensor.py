@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops.registry import register
+from wgsentis.ops.registry import register, register_flops
 
 # -- shared helpers ---------------------------------------------------------------------------
 
@@ -80,6 +80,16 @@ def identity(ctx, x):
 
 
 @register("Constant", 1)
+def constant_v1(ctx, *, value=None):
+    return constant(ctx, value=value)
+
+
+@register("Constant", 11)
+def constant_v11(ctx, *, value=None, sparse_value=None):
+    return constant(ctx, value=value, sparse_value=sparse_value)
+
+
+@register("Constant", 12)
 def constant(ctx, *, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None,
              value_string=None, value_strings=None, sparse_value=None):
     if value is not None:
@@ -149,6 +159,11 @@ def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
 
 
 @register("Reshape", 5, host_inputs=(1,))
+def reshape_v5(ctx, data, shape):
+    return data.reshape(_reshape_target(data.shape, _ints(shape), 0))
+
+
+@register("Reshape", 14, host_inputs=(1,))
 def reshape(ctx, data, shape, *, allowzero=0):
     return data.reshape(_reshape_target(data.shape, _ints(shape), allowzero))
 
@@ -369,6 +384,11 @@ def _nd_index(data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int)
 
 
 @register("GatherND", 11)
+def gather_nd_v11(ctx, data, indices):
+    return data[_nd_index(data.shape, indices, 0)]
+
+
+@register("GatherND", 12)
 def gather_nd(ctx, data, indices, *, batch_dims=0):
     if data.shape[:batch_dims] != np.shape(indices)[:batch_dims]:
         raise ValueError("GatherND: batch dimensions of data and indices differ")
@@ -376,6 +396,11 @@ def gather_nd(ctx, data, indices, *, batch_dims=0):
 
 
 @register("ScatterElements", 11)
+def scatter_elements_v11(ctx, data, indices, updates, *, axis=0):
+    return scatter_elements(ctx, data, indices, updates, axis=axis)
+
+
+@register("ScatterElements", 16)
 def scatter_elements(ctx, data, indices, updates, *, axis=0, reduction="none"):
     axis = _axis(axis, data.ndim)
     if np.shape(indices) != np.shape(updates):
@@ -390,6 +415,11 @@ def scatter(ctx, data, indices, updates, *, axis=0):
 
 
 @register("ScatterND", 11)
+def scatter_nd_v11(ctx, data, indices, updates):
+    return scatter_nd(ctx, data, indices, updates)
+
+
+@register("ScatterND", 16)
 def scatter_nd(ctx, data, indices, updates, *, reduction="none"):
     out = data.copy()
     return _scatter_into(out, _nd_index(data.shape, indices, 0), updates, reduction)
@@ -493,7 +523,12 @@ def pad_v2(ctx, data, *, mode="constant", pads=None, value=0.0):
     return _pad(data, list(pads), mode, value, None)
 
 
-@register("Pad", 11, host_inputs=(1, 3))
+@register("Pad", 11, host_inputs=(1,))
+def pad_v11(ctx, data, pads, constant_value=None, *, mode="constant"):
+    return _pad(data, _ints(pads), mode, constant_value, None)
+
+
+@register("Pad", 18, host_inputs=(1, 3))
 def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
     return _pad(data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
 
@@ -527,6 +562,11 @@ def center_crop_pad(ctx, input_data, shape, *, axes=None):
 
 
 @register("Range", 11, host_inputs=(0, 1, 2))
+def range_v11(ctx, start, limit, delta):
+    return range_(ctx, start, limit, delta)
+
+
+@register("Range", 27, host_inputs=(0, 1, 2))
 def range_(ctx, start, limit, delta, *, stash_type=1):
     dtype = np.asarray(start).dtype
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
@@ -687,6 +727,11 @@ def cum_prod(ctx, x, axis, *, exclusive=0, reverse=0):
 
 
 @register("DepthToSpace", 1)
+def depth_to_space_v1(ctx, x, *, blocksize=None):
+    return depth_to_space(ctx, x, blocksize=blocksize)
+
+
+@register("DepthToSpace", 11)
 def depth_to_space(ctx, x, *, blocksize=None, mode="DCR"):
     if blocksize is None or x.ndim != 4:
         raise ValueError("DepthToSpace needs a 4-D input and 'blocksize'")
@@ -704,6 +749,11 @@ def depth_to_space(ctx, x, *, blocksize=None, mode="DCR"):
 
 
 @register("SpaceToDepth", 1)
+def space_to_depth_v1(ctx, x, *, blocksize=None):
+    return space_to_depth(ctx, x, blocksize=blocksize)
+
+
+@register("SpaceToDepth", 28)
 def space_to_depth(ctx, x, *, blocksize=None, mode="DCR"):
     if blocksize is None or x.ndim != 4:
         raise ValueError("SpaceToDepth needs a 4-D input and 'blocksize'")
@@ -764,3 +814,24 @@ def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strid
         out[(slice(None), slice(None), *window)] += cols_view[(slice(None), slice(None), *offset)]
     crop = tuple(slice(pad[d], pad[d] + image[d]) for d in range(nd))
     return out[(slice(None), slice(None), *crop)]
+
+
+@register_flops("Identity", "Constant", "ConstantOfShape", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                "Transpose", "Shape", "Size", "Concat", "Split", "Slice", "Gather", "GatherElements",
+                "GatherND", "Scatter", "TensorScatter", "Expand", "Tile", "Pad", "CenterCropPad",
+                "EyeLike", "OneHot", "Trilu", "NonZero", "Compress", "DepthToSpace", "SpaceToDepth",
+                "ReverseSequence")
+def data_movement_flops(layer, in_shapes, out_shapes) -> int:
+    """0: these ops only move or select data, they do no arithmetic."""
+    return 0
+
+
+@register_flops("CumSum", "CumProd", "Col2Im", "ScatterElements", "ScatterND")
+def accumulate_flops(layer, in_shapes, out_shapes) -> int:
+    """One add (or multiply/compare) per accumulated element: CumSum/CumProd and Col2Im count
+    their input elements, reducing scatters their update elements."""
+    index = 2 if layer.op_type.startswith("Scatter") else 0
+    if layer.op_type.startswith("Scatter") and layer.attrs.get("reduction", "none") == "none":
+        return 0
+    shape = in_shapes[index] if len(in_shapes) > index else None
+    return math.prod(shape) if shape is not None else 0

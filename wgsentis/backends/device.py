@@ -1,0 +1,172 @@
+"""GPU device: one wgpu adapter and device per process, with the adapter's real limits and the
+optional features that help (timestamp queries, shader-f16); shader and pipeline caches."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from wgsentis.errors import DeviceError
+
+# Features requested when the adapter has them.
+WANTED_FEATURES = ("timestamp-query", "timestamp-query-inside-passes", "timestamp-query-inside-encoders",
+                   "shader-f16")
+# Limits raised to the adapter's own values (the defaults are WebGPU's portable minimums).
+WANTED_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
+                 "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+                 "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
+                 "max-compute-workgroups-per-dimension", "max-uniform-buffer-binding-size", "max-bind-groups")
+
+
+@dataclass
+class DeviceInfo:
+    """What the profiler and ``stats()`` report about the device."""
+
+    name: str
+    vendor: str
+    backend: str  # Vulkan, Metal, D3D12, ...
+    adapter_type: str  # DiscreteGPU, IntegratedGPU, CPU, ...
+    driver: str
+    limits: dict[str, int] = field(default_factory=dict)
+    features: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "vendor": self.vendor, "backend": self.backend, "adapter_type": self.adapter_type,
+                "driver": self.driver, "limits": dict(self.limits), "features": list(self.features)}
+
+
+class GPUContext:
+    """The process-wide device, its queue, and caches of shader modules and pipelines."""
+
+    def __init__(self) -> None:
+        try:
+            import wgpu
+        except Exception as exc:  # pragma: no cover - wgpu is a dependency
+            raise DeviceError(f"wgpu is not importable: {exc}") from None
+        self.wgpu = wgpu
+        try:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        except Exception as exc:
+            adapter = None
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        else:
+            reason = "no adapter was returned"
+        if adapter is None:
+            raise DeviceError(
+                f"no GPU adapter found by wgpu ({reason}). Install a Vulkan driver (on Debian/Ubuntu: "
+                "mesa-vulkan-drivers libvulkan1, which gives lavapipe on the CPU) or use the 'cpu' backend"
+            )
+        features = [f for f in WANTED_FEATURES if f in adapter.features]
+        limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+        try:
+            self.device = adapter.request_device_sync(required_features=features, required_limits=limits,
+                                                      label="wgsentis")
+        except Exception as exc:
+            raise DeviceError(f"could not open the GPU device on adapter '{adapter.info.get('device')}': {exc}") from None
+        self.adapter = adapter
+        self.queue = self.device.queue
+        info = adapter.info
+        self.info = DeviceInfo(
+            name=str(info.get("device", "")), vendor=str(info.get("vendor", "")),
+            backend=str(info.get("backend_type", "")), adapter_type=str(info.get("adapter_type", "")),
+            driver=str(info.get("description", "")), limits=dict(self.device.limits), features=sorted(features),
+        )
+        self.limits = dict(self.device.limits)
+        self.max_binding = int(self.limits["max-storage-buffer-binding-size"])
+        self.max_buffer = int(self.limits["max-buffer-size"])
+        self.max_workgroups = int(self.limits["max-compute-workgroups-per-dimension"])
+        self.uniform_align = int(self.limits.get("min-uniform-buffer-offset-alignment", 256))
+        self.storage_align = int(self.limits.get("min-storage-buffer-offset-alignment", 256))
+        self.has_timestamps = "timestamp-query" in features
+        self.has_f16 = "shader-f16" in features
+        self._modules: dict[str, Any] = {}
+        self._pipelines: dict[tuple, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    # -- shaders and pipelines -------------------------------------------------------------------
+    def pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str) -> tuple[Any, Any]:
+        """The compute pipeline and its bind group layout for ``key`` (built once, then cached)."""
+        with self._lock:
+            hit = self._pipelines.get(key)
+            if hit is not None:
+                return hit
+            digest = hashlib.sha1(source.encode()).hexdigest()
+            module = self._modules.get(digest)
+            if module is None:
+                try:
+                    module = self.device.create_shader_module(code=source, label=label)
+                except Exception as exc:
+                    raise DeviceError(f"shader '{label}' failed to compile: {exc}") from None
+                self._modules[digest] = module
+            try:
+                pipeline = self.device.create_compute_pipeline(
+                    layout="auto", label=label,
+                    compute={"module": module, "entry_point": "main", "constants": dict(constants)},
+                )
+            except Exception as exc:
+                raise DeviceError(f"pipeline '{label}' could not be created: {exc}") from None
+            entry = (pipeline, pipeline.get_bind_group_layout(0))
+            self._pipelines[key] = entry
+            return entry
+
+    @property
+    def cached_pipelines(self) -> int:
+        return len(self._pipelines)
+
+
+_context: GPUContext | None = None
+_context_lock = threading.Lock()
+
+
+def get_context() -> GPUContext:
+    """The process-wide GPU context (created on first use; raises DeviceError without an adapter)."""
+    global _context
+    with _context_lock:
+        if _context is None:
+            _context = GPUContext()
+        return _context
+
+
+def gpu_available() -> tuple[bool, str]:
+    """Whether a wgpu adapter can be opened here, and why not."""
+    try:
+        get_context()
+    except DeviceError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+# -- WGSL sources --------------------------------------------------------------------------------
+_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$', re.MULTILINE)
+_source_cache: dict[str, str] = {}
+
+
+def wgsl_source(path: str, substitutions: dict[str, str] | None = None) -> str:
+    """Read ``wgsl/<path>``, expand ``#include "file"`` lines and ``{{NAME}}`` substitutions."""
+    key = path
+    text = _source_cache.get(key)
+    if text is None:
+        text = _read_wgsl(path, set())
+        _source_cache[key] = text
+    for name, value in (substitutions or {}).items():
+        text = text.replace("{{" + name + "}}", value)
+    if "{{" in text:
+        missing = sorted(set(re.findall(r"\{\{(\w+)\}\}", text)))
+        raise DeviceError(f"shader '{path}': substitutions {missing} were not given")
+    return text
+
+
+def _read_wgsl(path: str, seen: set[str]) -> str:
+    if path in seen:
+        raise DeviceError(f"shader include cycle at '{path}'")
+    seen.add(path)
+    node = resources.files("wgsentis") / "wgsl" / path
+    try:
+        text = node.read_text()
+    except FileNotFoundError:
+        raise DeviceError(f"shader source 'wgsl/{path}' is missing from the package") from None
+    return _INCLUDE.sub(lambda m: _read_wgsl(m.group(1), seen), text)

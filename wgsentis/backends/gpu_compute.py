@@ -1,0 +1,803 @@
+"""gpu-compute backend: layers as WGSL compute dispatches recorded into command encoders.
+
+A run is *recorded* the first time a worker sees an input signature (shapes, dtypes and the
+host-read values): each layer either runs its GPU program builder (dispatches, planned buffers),
+runs on the host at plan time (small shape/axes computations whose inputs are all host values),
+or falls back to its numpy kernel with an explicit sync (download inputs, run, upload outputs).
+The recording is kept as a *plan*; later runs with the same signature replay it: upload inputs,
+then per layer only set_pipeline / set_bind_group / dispatch, then copy outputs to staging
+buffers that are mapped asynchronously.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.cpu import KernelContext, _Step
+from wgsentis.backends.device import GPUContext, get_context, wgsl_source
+from wgsentis.errors import DeviceError, LayerError, WgSentisError
+from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ops import registry
+
+# Logical dtype -> how it is stored on the GPU (4 bytes per element for all of them).
+GPU_TYPES: dict[np.dtype, str] = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i32",  # range-checked at upload; most adapters lack 64-bit integers
+    np.dtype(np.bool_): "u32",
+}
+PARAM_WORDS = 128  # uniform words per dispatch (32 x vec4<u32>), see wgsl/common/params.wgsl
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+def gpu_type_of(dtype: np.dtype) -> str | None:
+    """The WGSL storage type of a logical dtype, or None when it cannot live on the GPU."""
+    return GPU_TYPES.get(np.dtype(dtype))
+
+
+# -- device memory ---------------------------------------------------------------------------------
+class Allocation:
+    """A device buffer (or the part of a pooled one) holding one tensor's data; ``refs`` counts the
+    live tensor names (a tensor and its views) that still need it."""
+
+    __slots__ = ("buffer", "nbytes", "persistent", "refs")
+
+    def __init__(self, buffer: Any, nbytes: int, persistent: bool = False) -> None:
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.persistent = persistent
+        self.refs = 0
+
+
+class GTensor:
+    """A tensor in device memory: contiguous, row-major, 4 bytes per element.
+
+    ``host`` holds the host value when one is known without a download (model inputs, uploaded
+    constants), so layers that need it on the host never sync. ``chunks`` splits a tensor above
+    the binding limit into row blocks, each its own allocation.
+    """
+
+    __slots__ = ("alloc", "chunks", "dtype", "host", "name", "shape")
+
+    def __init__(self, alloc: Allocation | None, shape: tuple[int, ...], dtype: np.dtype, name: str = "",
+                 host: np.ndarray | None = None, chunks: list[tuple[int, int, Allocation]] | None = None) -> None:
+        self.alloc = alloc
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.name = name
+        self.host = host
+        self.chunks = chunks  # (row_start, row_count, allocation)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.size
+
+    @property
+    def gpu_type(self) -> str:
+        return GPU_TYPES[self.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"GTensor({self.name!r}, {self.dtype.name}{list(self.shape)})"
+
+
+class BufferPool:
+    """Intermediate buffers reused once the tensors in them are dead (best fit by size)."""
+
+    def __init__(self, ctx: GPUContext) -> None:
+        self.ctx = ctx
+        self.free: list[Any] = []
+        self.total_bytes = 0
+        self.count = 0
+
+    def acquire(self, nbytes: int) -> Any:
+        want = max(16, (nbytes + 255) // 256 * 256)
+        best = None
+        for buf in self.free:
+            # Reuse a free buffer big enough but not wastefully so (at most twice the size).
+            if want <= buf.size <= 2 * want and (best is None or buf.size < best.size):
+                best = buf
+        if best is not None:
+            self.free.remove(best)
+            return best
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.device.create_buffer(size=want, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                            label=f"wgsentis pool #{self.count}")
+        self.count += 1
+        self.total_bytes += want
+        return buf
+
+    def release(self, buf: Any) -> None:
+        self.free.append(buf)
+
+
+class UniformArena:
+    """Per-dispatch parameter blocks packed into shared uniform buffers."""
+
+    SLOT = PARAM_WORDS * 4
+
+    def __init__(self, ctx: GPUContext, slots_per_buffer: int = 128) -> None:
+        self.ctx = ctx
+        self.stride = max(self.SLOT, (self.SLOT + ctx.uniform_align - 1) // ctx.uniform_align * ctx.uniform_align)
+        self.per_buffer = slots_per_buffer
+        self.buffers: list[Any] = []
+        self.used = slots_per_buffer
+        self.total_bytes = 0
+
+    def allocate(self, words: np.ndarray) -> tuple[Any, int]:
+        if self.used == self.per_buffer:
+            usage = self.ctx.wgpu.BufferUsage
+            size = self.stride * self.per_buffer
+            self.buffers.append(self.ctx.device.create_buffer(size=size, usage=usage.UNIFORM | usage.COPY_DST,
+                                                              label="wgsentis params"))
+            self.total_bytes += size
+            self.used = 0
+        buf, offset = self.buffers[-1], self.used * self.stride
+        self.used += 1
+        self.ctx.queue.write_buffer(buf, offset, words)
+        return buf, offset
+
+
+# -- recorded steps ----------------------------------------------------------------------------------
+@dataclass
+class Dispatch:
+    """One compute dispatch of a layer, ready to replay."""
+
+    pipeline: Any
+    bind_group: Any
+    groups: tuple[int, int, int]
+    layer: int
+
+
+@dataclass
+class Fallback:
+    """A layer run by its numpy kernel between GPU segments (download, run, upload)."""
+
+    layer: int
+    inputs: list[str]
+    outputs: list[str]
+    out_meta: list[tuple[tuple[int, ...], np.dtype] | None]
+
+
+@dataclass
+class HostSync:
+    """A GPU tensor read on the host because a layer needs its value (shape, axes...)."""
+
+    name: str
+    value: np.ndarray
+
+
+@dataclass
+class Transfer:
+    """One upload or download, as ``stats()`` and the profiler report it."""
+
+    kind: str  # "upload" | "download"
+    name: str
+    nbytes: int
+    layer: str = ""
+    seconds: float = 0.0
+
+
+class PlanInvalid(Exception):  # noqa: N818 - internal control flow, never reaches users
+    """A replay saw a value or shape the plan was not recorded for; record again."""
+
+
+@dataclass
+class Plan:
+    """A recorded run for one input signature."""
+
+    steps: list[Any] = field(default_factory=list)
+    input_tensors: dict[str, GTensor] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)  # name -> GTensor or host value
+    gpu_layers: list[str] = field(default_factory=list)
+    cpu_layers: list[str] = field(default_factory=list)  # planned on the host
+    fallback_layers: list[str] = field(default_factory=list)
+    fallback_tensors: dict[str, GTensor] = field(default_factory=dict)
+    peak_live_bytes: int = 0
+
+
+# -- program builders' view ------------------------------------------------------------------------
+class Recorder:
+    """What a GPU program builder uses: allocate outputs, make views, upload constants, dispatch."""
+
+    def __init__(self, program: GPUProgram) -> None:
+        self.program = program
+        self.ctx = program.ctx
+        self.layer: Layer | None = None
+        self.layer_index = -1
+        self.dispatches: list[Dispatch] = []
+
+    # tensors
+    def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> GTensor:
+        """A new device tensor (from the buffer pool) for an output of the current layer."""
+        dtype = np.dtype(dtype)
+        if dtype not in GPU_TYPES:
+            raise DeviceError(f"dtype {dtype.name} cannot live on the GPU")
+        t = GTensor(None, tuple(shape), dtype)
+        if t.nbytes > self.ctx.max_binding:
+            raise _TooLarge(f"tensor of shape {list(t.shape)} ({t.nbytes} bytes) exceeds the device's binding "
+                            f"limit of {self.ctx.max_binding} bytes")
+        t.alloc = self.program.new_allocation(t.nbytes)
+        return t
+
+    def view(self, t: GTensor, shape: tuple[int, ...] | list[int], dtype: Any = None) -> GTensor:
+        """The same data under another shape (Reshape, Flatten, Squeeze, Unsqueeze): no copy."""
+        new = GTensor(t.alloc, tuple(shape), t.dtype if dtype is None else dtype, host=None, chunks=t.chunks)
+        if new.size != t.size:
+            raise ValueError(f"view of {list(t.shape)} as {list(shape)} changes the element count")
+        if t.host is not None:
+            new.host = t.host.reshape(new.shape)
+        return new
+
+    def upload(self, value: np.ndarray, name: str = "") -> GTensor:
+        """A host array as a device tensor (constants are uploaded once per worker and kept)."""
+        return self.program.upload_constant(value, name)
+
+    # dispatch
+    def dispatch(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float],
+                 invocations: int | tuple[int, int, int], *, workgroup: int = 64,
+                 constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
+                 label: str = "") -> None:
+        """Record one dispatch of ``wgsl/<shader>``.
+
+        Bindings follow one order: inputs (read-only storage), outputs (read-write storage), then the
+        uniform parameter block. ``invocations`` is a total count (folded into a 2-D grid above the
+        per-dimension limit) or an explicit workgroup grid.
+        """
+        if isinstance(invocations, tuple):
+            groups = invocations
+            if 0 in groups:
+                return
+        else:
+            if invocations <= 0:
+                return
+            groups = fold_groups(math.ceil(invocations / workgroup), self.ctx.max_workgroups)
+        if any(g > self.ctx.max_workgroups for g in groups):
+            raise DeviceError(f"dispatch grid {groups} exceeds {self.ctx.max_workgroups} per dimension")
+        consts = {"WG": workgroup, **(constants or {})}
+        key = pipeline_key(shader, subs or {}, consts, [(t.gpu_type, t.ndim) for t in inputs])
+        source = wgsl_source(shader, subs)
+        layer = self.layer
+        label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
+        pipeline, bgl = self.ctx.pipeline(key, source, consts, label)
+        words = pack_params(params, shader)
+        ubuf, uoffset = self.program.arena.allocate(words)
+        entries = []
+        for i, t in enumerate([*inputs, *outputs]):
+            if t.alloc is None:
+                raise DeviceError(f"shader '{shader}': binding {i} is a split tensor; this op cannot split it")
+            entries.append({"binding": i, "resource": {"buffer": t.alloc.buffer, "offset": 0,
+                                                       "size": max(4, t.alloc.buffer.size)}})
+        entries.append({"binding": len(entries),
+                        "resource": {"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}})
+        try:
+            bind_group = self.ctx.device.create_bind_group(layout=bgl, entries=entries, label=label)
+        except Exception as exc:
+            raise DeviceError(f"{label}: bind group for '{shader}' rejected: {exc}") from None
+        self.dispatches.append(Dispatch(pipeline, bind_group, groups, self.layer_index))
+
+
+class _TooLarge(Exception):  # noqa: N818 - internal: a tensor over the binding limit, handled as a fallback
+    pass
+
+
+def fold_groups(groups: int, limit: int) -> tuple[int, int, int]:
+    """Fold a 1-D workgroup count above the per-dimension limit into a 2-D grid (x * y >= groups)."""
+    if groups <= limit:
+        return (groups, 1, 1)
+    y = math.ceil(groups / limit)
+    x = math.ceil(groups / y)
+    if y > limit:
+        raise DeviceError(f"{groups} workgroups exceed the device's {limit} x {limit} grid")
+    return (x, y, 1)
+
+
+def pipeline_key(shader: str, subs: dict[str, str], constants: dict[str, int | float],
+                 inputs: list[tuple[str, int]]) -> tuple:
+    """The one place a pipeline's cache key is built: program, substitutions, override constants
+    (the workgroup size among them) and each input's storage type and rank."""
+    return (shader, tuple(sorted(subs.items())), tuple(sorted(constants.items())), tuple(inputs))
+
+
+def pack_params(params: list[int | float], shader: str) -> np.ndarray:
+    """Pack ints (as u32/i32 bit patterns) and floats (as f32 bit patterns) into the uniform words."""
+    if len(params) > PARAM_WORDS:
+        raise DeviceError(f"shader '{shader}': {len(params)} parameters exceed {PARAM_WORDS}")
+    words = np.zeros(PARAM_WORDS, dtype=np.uint32)
+    for i, value in enumerate(params):
+        if isinstance(value, float | np.floating):
+            words[i] = np.array(value, dtype=np.float32).view(np.uint32)
+        else:
+            words[i] = np.uint32(int(value) & 0xFFFFFFFF)
+    return words
+
+
+# -- host <-> device conversion -----------------------------------------------------------------------
+def to_device_array(value: np.ndarray, what: str) -> np.ndarray:
+    """The 4-byte representation of a host array (int64 range-checked to int32, bool as u32)."""
+    value = np.asarray(value)
+    if value.dtype == np.float32 or value.dtype == np.int32:
+        return np.ascontiguousarray(value)
+    if value.dtype == np.int64:
+        if value.size and (value.min() < _I32_MIN or value.max() > _I32_MAX):
+            raise _TooLarge(f"{what}: int64 values outside the int32 range cannot live on the GPU")
+        return value.astype(np.int32)
+    if value.dtype == np.bool_:
+        return value.astype(np.uint32)
+    raise DeviceError(f"{what}: dtype {value.dtype.name} cannot live on the GPU")
+
+
+def from_device_array(raw: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Inverse of ``to_device_array`` for ``raw`` 4-byte words."""
+    gpu = GPU_TYPES[np.dtype(dtype)]
+    view = raw.view({"f32": np.float32, "i32": np.int32, "u32": np.uint32}[gpu])[: math.prod(shape)]
+    if dtype == np.bool_:
+        return (view != 0).reshape(shape)
+    return view.astype(dtype, copy=True).reshape(shape)
+
+
+def _aligned(n: int, a: int = 256) -> int:
+    return (n + a - 1) // a * a
+
+
+class PendingReadback:
+    """Outputs copied into one staging buffer whose mapping was requested; resolves when mapped."""
+
+    def __init__(self, ctx: GPUContext, staging: Any, layout: dict[str, tuple[int, tuple[int, ...], np.dtype]],
+                 host_values: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.staging = staging
+        self.layout = layout
+        self.host_values = host_values
+        self.values: dict[str, Any] | None = None
+        self.promise = staging.map_async("READ") if staging is not None else None
+
+    def done(self) -> bool:
+        if self.values is not None or self.promise is None:
+            return True
+        # wgpu's poll thread moves the promise out of "pending" once the map callback fired.
+        return getattr(self.promise, "_state", "pending") != "pending"
+
+    def wait(self) -> dict[str, Any]:
+        if self.values is None:
+            values = dict(self.host_values)
+            if self.promise is not None:
+                self.promise.sync_wait()
+                raw = np.frombuffer(self.staging.read_mapped(copy=True), dtype=np.uint8)
+                self.staging.unmap()
+                self.staging.destroy()
+                for name, (offset, shape, dtype) in self.layout.items():
+                    words = raw[offset: offset + 4 * math.prod(shape)].view(np.uint32)
+                    values[name] = from_device_array(words, shape, dtype)
+            self.values = values
+        return self.values
+
+
+# -- the program ---------------------------------------------------------------------------------------
+class GPUProgram:
+    """A graph compiled for the gpu-compute backend: plans per input signature, shared weights."""
+
+    def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False) -> None:
+        self.ctx = get_context()
+        self.graph = graph
+        self.threads = threads
+        self.debug_groups = debug_groups
+        self.output_names = [o.name for o in graph.outputs]
+        self.pool = BufferPool(self.ctx)
+        self.arena = UniformArena(self.ctx)
+        self.constants: dict[int, GTensor] = {}  # id(host array) -> uploaded tensor
+        self.constant_bytes = 0
+        self.plans: dict[tuple, Plan] = {}
+        self.transfers: list[Transfer] = []
+        self.last_plan: Plan | None = None
+        self._cpu_steps = [_Step(layer, _HostProgram(self)) for layer in graph.layers]
+        self._host_needed = self._host_needed_inputs()
+        self._last_use = self._last_uses()
+        self._live_bytes = 0
+        self._peak_live = 0
+        self.on_layer: Callable[[int, str], None] | None = None
+
+    # -- analysis done once ---------------------------------------------------------------------------
+    def _host_needed_inputs(self) -> list[set[int]]:
+        """Per layer, the input positions its GPU builder (or, without one, its kernel) reads on the host."""
+        needed = []
+        for layer in self.graph.layers:
+            gpu = registry.lookup_gpu(layer.op_type, layer.domain, layer.opset)
+            needed.append(set(gpu.host_inputs) if gpu is not None else set())
+        return needed
+
+    def _last_uses(self) -> dict[str, int]:
+        last: dict[str, int] = {}
+        for i, layer in enumerate(self.graph.layers):
+            for n in set(layer.inputs) | captured_names(layer):
+                if n:
+                    last[n] = i
+        for n in self.output_names:
+            last[n] = len(self.graph.layers)
+        return last
+
+    # -- memory ----------------------------------------------------------------------------------------
+    def new_allocation(self, nbytes: int) -> Allocation:
+        alloc = Allocation(self.pool.acquire(nbytes), nbytes)
+        self._live_bytes += nbytes
+        self._peak_live = max(self._peak_live, self._live_bytes)
+        return alloc
+
+    def _retain(self, value: Any) -> None:
+        if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
+            value.alloc.refs += 1
+
+    def _drop(self, value: Any) -> None:
+        if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
+            value.alloc.refs -= 1
+            if value.alloc.refs == 0:
+                self._live_bytes -= value.alloc.nbytes
+                self.pool.release(value.alloc.buffer)
+
+    def upload_constant(self, value: np.ndarray, name: str) -> GTensor:
+        key = id(value)
+        hit = self.constants.get(key)
+        if hit is not None and hit.host is value:
+            return hit
+        data = to_device_array(value, f"constant '{name}'")
+        usage = self.ctx.wgpu.BufferUsage
+        shape = tuple(value.shape)
+        if data.nbytes > self.ctx.max_binding:
+            # Split into row blocks, each within the binding limit (VGG-19's 411 MB FC weight).
+            rows = shape[0]
+            row_bytes = data.nbytes // max(rows, 1)
+            per = max(1, self.ctx.max_binding // max(row_bytes, 1))
+            chunks = []
+            for start in range(0, rows, per):
+                part = np.ascontiguousarray(data[start: start + per])
+                buf = self.ctx.device.create_buffer_with_data(data=part, usage=usage.STORAGE | usage.COPY_SRC,
+                                                              label=f"{name}[{start}:{start + len(part)}]")
+                chunks.append((start, len(part), Allocation(buf, part.nbytes, persistent=True)))
+            t = GTensor(None, shape, value.dtype, name, host=value, chunks=chunks)
+        else:
+            buf = self.ctx.device.create_buffer_with_data(data=data if data.size else np.zeros(4, np.uint32),
+                                                          usage=usage.STORAGE | usage.COPY_SRC, label=name)
+            t = GTensor(Allocation(buf, data.nbytes, persistent=True), shape, value.dtype, name, host=value)
+        self.constants[key] = t
+        self.constant_bytes += data.nbytes
+        self.transfers.append(Transfer("upload", name or "constant", data.nbytes))
+        return t
+
+    # -- running ----------------------------------------------------------------------------------------
+    def run(self, feeds: dict[str, Any]) -> PendingReadback:
+        """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback."""
+        self.transfers = [t for t in self.transfers if t.kind == "upload" and not t.layer and t.name != "input"][:0]
+        signature = tuple((n, np.asarray(v).shape, np.asarray(v).dtype.str) if isinstance(v, np.ndarray)
+                          else (n, type(v).__name__) for n, v in sorted(feeds.items()))
+        plan = self.plans.get(signature)
+        if plan is not None:
+            try:
+                return self._replay(plan, feeds)
+            except PlanInvalid:
+                del self.plans[signature]
+        plan, readback = self._record(feeds)
+        if plan is not None:
+            self.plans[signature] = plan
+        return readback
+
+    def _upload_input(self, name: str, value: np.ndarray, target: GTensor | None) -> GTensor:
+        data = to_device_array(value, f"input '{name}'")
+        t = target
+        if t is None:
+            t = GTensor(self.new_allocation(max(4, data.nbytes)), value.shape, value.dtype, name)
+        if data.nbytes:
+            self.ctx.queue.write_buffer(t.alloc.buffer, 0, data)
+        t.host = value
+        self.transfers.append(Transfer("upload", name, data.nbytes))
+        return t
+
+    def _record(self, feeds: dict[str, Any]) -> tuple[Plan | None, PendingReadback]:
+        self._live_bytes = 0
+        self._peak_live = 0
+        # Each recording gets its own buffers: an earlier plan's are still referenced by its bind groups.
+        self.pool = BufferPool(self.ctx)
+        plan = Plan()
+        cacheable = True
+        env: dict[str, Any] = {}
+        for name, value in feeds.items():
+            if isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
+                try:
+                    t = self._upload_input(name, value, None)
+                except _TooLarge:
+                    env[name] = value
+                    continue
+                plan.input_tensors[name] = t
+                env[name] = t
+                self._retain(t)
+            else:
+                env[name] = value
+        for name in list(env):
+            if self._last_use.get(name, -1) < 0 and name not in self.output_names:
+                self._drop(env[name])
+        rec = Recorder(self)
+        encoder, cpass = self._begin()
+        for i, layer in enumerate(self.graph.layers):
+            rec.layer, rec.layer_index = layer, i
+            args = [self._value(n, env) if n else None for n in layer.inputs]
+            gpu = registry.lookup_gpu(layer.op_type, layer.domain, layer.opset)
+            outputs: Any = NotImplemented
+            kind = "fallback"
+            if _all_host(args) and not captured_names(layer) and _small(args):
+                kind = "cpu"
+            elif gpu is not None and not captured_names(layer):
+                host_ok = True
+                for pos in gpu.host_inputs:
+                    if pos < len(args) and isinstance(args[pos], GTensor):
+                        if args[pos].host is not None:
+                            args[pos] = args[pos].host
+                        else:
+                            host_ok = False
+                if host_ok:
+                    start = len(rec.dispatches)
+                    try:
+                        outputs = gpu.build(rec, layer, *args, **layer.attrs)
+                    except _TooLarge:
+                        outputs = NotImplemented
+                    except WgSentisError as exc:
+                        if isinstance(exc, LayerError):
+                            raise
+                        raise LayerError(layer.name, layer.op_type, str(exc)) from exc
+                    except Exception as exc:
+                        raise LayerError(layer.name, layer.op_type, f"GPU program: {type(exc).__name__}: {exc}") from exc
+                    if outputs is NotImplemented:
+                        del rec.dispatches[start:]
+                    else:
+                        kind = "gpu"
+            if kind == "gpu":
+                outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+                self._encode(cpass, rec.dispatches[len(plan.steps) - _non_dispatch(plan.steps):], layer)
+                plan.steps.extend(rec.dispatches[len(plan.steps) - _non_dispatch(plan.steps):])
+                plan.gpu_layers.append(layer.name)
+            elif kind == "cpu":
+                outputs = self._run_host(i, [_host_of(a) for a in args])
+                plan.cpu_layers.append(layer.name)
+            else:
+                cpass.end()
+                outputs, step = self._fallback_record(i, layer, args, encoder, env)
+                plan.steps.append(step)
+                plan.fallback_layers.append(layer.name)
+                encoder, cpass = self._begin()
+                if step.out_meta and any(m is None for m in step.out_meta):
+                    cacheable = False
+            for name, value in zip(layer.outputs, outputs, strict=False):
+                if name:
+                    env[name] = value
+                    self._retain(value)
+            for n in set(layer.inputs) | captured_names(layer):
+                if n and self._last_use.get(n) == i and n in env:
+                    self._drop(env[n])
+            for name, value in zip(layer.outputs, outputs, strict=False):
+                if name and name not in self._last_use:
+                    self._drop(value)
+            if self.on_layer is not None:
+                self.on_layer(i, kind)
+        cpass.end()
+        plan.outputs = {n: env[n] for n in self.output_names}
+        plan.peak_live_bytes = self._peak_live
+        readback = self._finish(encoder, plan.outputs)
+        self.last_plan = plan
+        if any(isinstance(s, HostSync) for s in plan.steps):
+            cacheable = cacheable and True
+        return (plan if cacheable else None), readback
+
+    def _value(self, name: str, env: dict[str, Any]) -> Any:
+        if name in env:
+            return env[name]
+        if name in self.graph.constants:
+            return self.graph.constants[name]
+        raise WgSentisError(f"tensor '{name}' was never produced")
+
+    def _begin(self) -> tuple[Any, Any]:
+        encoder = self.ctx.device.create_command_encoder(label="wgsentis run")
+        return encoder, encoder.begin_compute_pass(label="wgsentis layers")
+
+    def _encode(self, cpass: Any, dispatches: list[Dispatch], layer: Layer | None) -> None:
+        if self.debug_groups and layer is not None:
+            cpass.push_debug_group(f"{layer.name} ({layer.op_type})")
+        for d in dispatches:
+            cpass.set_pipeline(d.pipeline)
+            cpass.set_bind_group(0, d.bind_group)
+            cpass.dispatch_workgroups(*d.groups)
+        if self.debug_groups and layer is not None:
+            cpass.pop_debug_group()
+
+    def _run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
+        step = self._cpu_steps[index]
+        try:
+            result = step.kernel(step.ctx, *args, **step.attrs)
+            if step.activation is not None:
+                result = step.activation[0](step.ctx, result, **step.activation[1])
+        except WgSentisError as exc:
+            raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
+        except Exception as exc:
+            raise LayerError(step.layer.name, step.layer.op_type, f"{type(exc).__name__}: {exc}") from exc
+        result = result if isinstance(result, tuple) else (result,)
+        return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
+
+    def _download(self, tensors: list[GTensor], encoder: Any, layer: str) -> list[np.ndarray]:
+        """Submit ``encoder`` with copies of ``tensors`` into a staging buffer; wait; return host arrays."""
+        usage = self.ctx.wgpu.BufferUsage
+        offsets, total = [], 0
+        for t in tensors:
+            offsets.append(total)
+            total += _aligned(max(4, t.nbytes))
+        staging = None
+        if total:
+            staging = self.ctx.device.create_buffer(size=total, usage=usage.MAP_READ | usage.COPY_DST,
+                                                    label=f"{layer} download")
+            for t, off in zip(tensors, offsets, strict=True):
+                if t.nbytes:
+                    encoder.copy_buffer_to_buffer(t.alloc.buffer, 0, staging, off, _aligned(t.nbytes, 4))
+        start = time.perf_counter()
+        self.ctx.queue.submit([encoder.finish()])
+        out = []
+        if staging is not None:
+            staging.map_sync("READ")
+            raw = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint8)
+            staging.unmap()
+            staging.destroy()
+        for t, off in zip(tensors, offsets, strict=True):
+            words = raw[off: off + t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
+            out.append(from_device_array(words, t.shape, t.dtype))
+        seconds = time.perf_counter() - start
+        for t in tensors:
+            self.transfers.append(Transfer("download", t.name, t.nbytes, layer, seconds / max(1, len(tensors))))
+        return out
+
+    def _fallback_inputs(self, layer: Layer, args: list[Any], encoder: Any, env: dict[str, Any]) -> list[Any]:
+        gpu_args = [(k, a) for k, a in enumerate(args) if isinstance(a, GTensor) and a.host is None]
+        for k, a in gpu_args:
+            a.name = a.name or layer.inputs[k]
+        values = self._download([a for _, a in gpu_args], encoder, layer.name)
+        host = [_host_of(a) for a in args]
+        for (k, _), v in zip(gpu_args, values, strict=True):
+            host[k] = v
+        return host
+
+    def _fallback_record(self, index: int, layer: Layer, args: list[Any], encoder: Any,
+                         env: dict[str, Any]) -> tuple[tuple[Any, ...], Fallback]:
+        host = self._fallback_inputs(layer, args, encoder, env)
+        if captured_names(layer):
+            outer = {n: _host_of(v) for n, v in env.items()}
+            outer.update({n: v for n, v in self.graph.constants.items() if n not in outer})
+            self._cpu_steps[index].ctx.outer = outer
+        results = self._run_host(index, host)
+        outputs, meta = [], []
+        for name, value in zip(layer.outputs, results, strict=False):
+            if isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None and name:
+                try:
+                    t = self._upload_input(name, value, None)
+                except _TooLarge:
+                    outputs.append(value)
+                    meta.append(None)
+                    continue
+                self.transfers[-1].layer = layer.name
+                outputs.append(t)
+                meta.append((value.shape, value.dtype))
+            else:
+                outputs.append(value)
+                meta.append(None)
+        return tuple(outputs), Fallback(index, list(layer.inputs), list(layer.outputs), meta)
+
+    def _finish(self, encoder: Any, outputs: dict[str, Any]) -> PendingReadback:
+        usage = self.ctx.wgpu.BufferUsage
+        layout, host_values, total = {}, {}, 0
+        for name, value in outputs.items():
+            if isinstance(value, GTensor) and value.host is None:
+                layout[name] = (total, value.shape, value.dtype)
+                total += _aligned(max(4, value.nbytes))
+            else:
+                host_values[name] = _host_of(value)
+        staging = None
+        if total:
+            staging = self.ctx.device.create_buffer(size=total, usage=usage.MAP_READ | usage.COPY_DST,
+                                                    label="wgsentis outputs")
+            for name, (offset, _shape, _dtype) in layout.items():
+                t = outputs[name]
+                if t.nbytes:
+                    encoder.copy_buffer_to_buffer(t.alloc.buffer, 0, staging, offset, _aligned(t.nbytes, 4))
+                self.transfers.append(Transfer("download", name, t.nbytes, "output"))
+        self.ctx.queue.submit([encoder.finish()])
+        return PendingReadback(self.ctx, staging, layout, host_values)
+
+    def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
+        for name, t in plan.input_tensors.items():
+            self._upload_input(name, feeds[name], t)
+        env: dict[str, Any] = dict(plan.input_tensors)
+        encoder, cpass = self._begin()
+        layers = self.graph.layers
+        current = -1
+        for step in plan.steps:
+            if isinstance(step, Dispatch):
+                if self.debug_groups and step.layer != current:
+                    if current >= 0:
+                        cpass.pop_debug_group()
+                    cpass.push_debug_group(f"{layers[step.layer].name} ({layers[step.layer].op_type})")
+                    current = step.layer
+                cpass.set_pipeline(step.pipeline)
+                cpass.set_bind_group(0, step.bind_group)
+                cpass.dispatch_workgroups(*step.groups)
+            elif isinstance(step, Fallback):
+                if self.debug_groups and current >= 0:
+                    cpass.pop_debug_group()
+                    current = -1
+                cpass.end()
+                self._replay_fallback(plan, step, encoder)
+                encoder, cpass = self._begin()
+        if self.debug_groups and current >= 0:
+            cpass.pop_debug_group()
+        cpass.end()
+        del env
+        return self._finish(encoder, plan.outputs)
+
+    def _replay_fallback(self, plan: Plan, step: Fallback, encoder: Any) -> None:
+        layer = self.graph.layers[step.layer]
+        args = [self._replay_value(plan, n) if n else None for n in step.inputs]
+        host = self._fallback_inputs(layer, args, encoder, {})
+        results = self._run_host(step.layer, host)
+        for name, value, meta in zip(step.outputs, results, step.out_meta, strict=False):
+            if meta is None or not name:
+                continue
+            if tuple(value.shape) != tuple(meta[0]) or value.dtype != meta[1]:
+                raise PlanInvalid(name)
+            self._upload_input(name, value, plan.fallback_tensors[name])
+            self.transfers[-1].layer = layer.name
+
+    def _replay_value(self, plan: Plan, name: str) -> Any:
+        value = plan.fallback_tensors.get(name) or plan.input_tensors.get(name)
+        if value is None:
+            value = self._recorded.get(name) if hasattr(self, "_recorded") else None
+        if value is None:
+            raise PlanInvalid(name)
+        return value
+
+
+class _HostProgram:
+    """Stands in for the CPU GraphProgram where kernels ask for subprograms (control flow)."""
+
+    def __init__(self, program: GPUProgram) -> None:
+        from wgsentis.backends.cpu import GraphProgram
+
+        self._cpu = GraphProgram(Graph("host", [], [], {}, []), 1)
+        self.program = program
+
+    def subprogram(self, graph: Graph) -> Any:
+        return self._cpu.subprogram(graph)
+
+
+def _all_host(args: list[Any]) -> bool:
+    return all(not isinstance(a, GTensor) or a.host is not None for a in args)
+
+
+def _small(args: list[Any]) -> bool:
+    """Host-only work is for shape-sized values; anything big belongs on the GPU."""
+    return sum(_host_of(a).size for a in args if a is not None and isinstance(_host_of(a), np.ndarray)) <= 4096
+
+
+def _host_of(value: Any) -> Any:
+    return value.host if isinstance(value, GTensor) else value
+
+
+def _non_dispatch(steps: list[Any]) -> int:
+    return sum(1 for s in steps if not isinstance(s, Dispatch))
+
+
+__all__ = ["GPUProgram", "GTensor", "KernelContext", "PendingReadback", "Recorder"]
