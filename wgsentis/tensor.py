@@ -11,6 +11,21 @@ import numpy as np
 from wgsentis.errors import TensorError
 
 
+class HostValues:
+    """A run's outputs already on the host (CPU backend): always done."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def done(self) -> bool:
+        return True
+
+    def wait(self) -> dict[str, Any]:
+        return self.values
+
+
 class Tensor:
     """A tensor whose data may not exist yet.
 
@@ -35,14 +50,17 @@ class Tensor:
     # -- state --------------------------------------------------------------------------------
     def _resolve(self) -> Any:
         if self._future is not None:
-            self._value = self._future.result()
+            source = self._future.result()  # the run finished recording and submitting
+            self._value = source.wait()[self.name]  # the staging copy is mapped (GPU) or at hand (CPU)
             self._future = None
         return self._value
 
     @property
     def is_ready(self) -> bool:
-        """True once the value exists on the host side of its backend."""
-        return self._future is None or self._future.done()
+        """True once the value can be read on the host without waiting."""
+        if self._future is None:
+            return True
+        return self._future.done() and (self._future.exception() is not None or self._future.result().done())
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -76,7 +94,9 @@ class Tensor:
     async def readback_and_clone_async(self) -> Tensor:
         """Awaitable ``readback_and_clone``: the event loop runs while the work finishes."""
         if self._future is not None:
-            await asyncio.wrap_future(self._future)
+            source = await asyncio.wrap_future(self._future)
+            while not source.done():  # the GPU maps the staging buffer meanwhile; keep the loop free
+                await asyncio.sleep(0.0005)
         return self.readback_and_clone()
 
     def download_to_array(self) -> Any:

@@ -15,7 +15,7 @@ import onnx.numpy_helper
 from wgsentis.backends.cpu import GraphProgram, set_blas_threads
 from wgsentis.errors import BackendNotAvailableError, InputError, WgSentisError
 from wgsentis.model import Model, TensorInfo
-from wgsentis.tensor import Tensor
+from wgsentis.tensor import HostValues, Tensor
 
 
 class BackendType(enum.Enum):
@@ -40,26 +40,34 @@ class Worker:
     """Runs a Model on one backend. ``schedule`` returns at once; outputs are deferred Tensors."""
 
     def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, debug_groups: bool = False) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = _backend_of(backend)
-        if self.backend is not BackendType.CPU:
+        if self.backend is BackendType.GPU_PIXEL:
             raise BackendNotAvailableError(
-                f"backend '{self.backend.value}' is not available yet in this build; use 'cpu'"
+                f"backend '{self.backend.value}' is not available yet in this build; use 'cpu' or 'gpu-compute'"
             )
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"Worker(threads={threads!r}): threads must be a positive integer")
         self.model = model
         self.threads = threads or min(os.cpu_count() or 1, 8)
+        self.debug_groups = debug_groups
         self._graph = model.graph
-        self._program = GraphProgram(self._graph, self.threads)
+        self._program = self._compile(self._graph)
         # One run at a time per worker, in order; schedule() only queues it.
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wgsentis-worker")
         self._lock = threading.Lock()
         self._outputs: dict[str, Tensor] = {}
         self._last_run: Future | None = None
         self._closed = False
+
+    def _compile(self, graph: Any) -> Any:
+        if self.backend is BackendType.GPU_COMPUTE:
+            from wgsentis.backends.gpu_compute import GPUProgram
+
+            return GPUProgram(graph, self.threads, debug_groups=self.debug_groups)
+        return GraphProgram(graph, self.threads)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -92,20 +100,23 @@ class Worker:
         if self.model.graph is not self._graph:
             self._program.close()
             self._graph = self.model.graph
-            self._program = GraphProgram(self._graph, self.threads)
+            self._program = self._compile(self._graph)
         program = self._program
         threads = self.threads
+        gpu = self.backend is BackendType.GPU_COMPUTE
 
-        def run() -> dict[str, Any]:
+        def run() -> Any:
             set_blas_threads(threads)
+            if gpu:
+                return program.run(feeds)  # a PendingReadback: outputs are being mapped
             values = program.run(feeds)
-            return dict(zip(program.output_names, values, strict=True))
+            return HostValues(dict(zip(program.output_names, values, strict=True)))
 
         with self._lock:
             future = self._runner.submit(run)
             self._last_run = future
             self._outputs = {
-                name: Tensor(name=name, _future=_pick(future, name), _backend=self.backend.value)
+                name: Tensor(name=name, _future=future, _backend=self.backend.value)
                 for name in program.output_names
             }
         return self
@@ -130,6 +141,10 @@ class Worker:
 
     def stats(self) -> dict[str, Any]:
         """Where layers ran and what crossed between host and device in the last run."""
+        if self._last_run is not None:
+            self._last_run.exception()  # wait for the run to be recorded
+        if self.backend is BackendType.GPU_COMPUTE:
+            return self._gpu_stats()
         return {
             "backend": self.backend.value,
             "threads": self.threads,
@@ -142,6 +157,35 @@ class Worker:
             "download_bytes": 0,
             "transfers": [],
             "peak_device_bytes": 0,
+        }
+
+    def _gpu_stats(self) -> dict[str, Any]:
+        program = self._program
+        plan = program.last_plan
+        transfers = [*program.weight_transfers, *program.transfers] if plan is not None else []
+        per_run = program.transfers
+        ups = [t for t in per_run if t.kind == "upload"]
+        downs = [t for t in per_run if t.kind == "download"]
+        return {
+            "backend": self.backend.value,
+            "device": program.ctx.info.as_dict(),
+            "gpu_layers": list(plan.gpu_layers) if plan else [],
+            "cpu_layers": list(plan.cpu_layers) if plan else [],
+            "fallback_layers": list(plan.fallback_layers) if plan else [],
+            "uploads": len(ups),
+            "downloads": len(downs),
+            "upload_bytes": sum(t.nbytes for t in ups),
+            "download_bytes": sum(t.nbytes for t in downs),
+            "weight_uploads": len(program.weight_transfers),
+            "weight_upload_bytes": program.constant_bytes,
+            "transfers": [{"kind": t.kind, "tensor": t.name, "bytes": t.nbytes, "layer": t.layer,
+                           "ms": round(t.seconds * 1e3, 3)} for t in transfers],
+            "peak_device_bytes": (plan.pool_bytes if plan else 0) + program.constant_bytes
+            + program.arena.total_bytes,
+            "intermediate_bytes": plan.pool_bytes if plan else 0,
+            "intermediate_lower_bound_bytes": plan.peak_live_bytes if plan else 0,
+            "weight_bytes": program.constant_bytes,
+            "pipelines": program.ctx.cached_pipelines,
         }
 
     # -- input validation -----------------------------------------------------------------------
@@ -206,21 +250,6 @@ class Worker:
 
 def _fmt(shape: tuple[Any, ...]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _pick(future: Future, name: str) -> Future:
-    """A future resolving to one entry of a run's output dict."""
-    picked: Future = Future()
-
-    def done(f: Future) -> None:
-        exc = f.exception()
-        if exc is not None:
-            picked.set_exception(exc)
-        else:
-            picked.set_result(f.result()[name])
-
-    future.add_done_callback(done)
-    return picked
 
 
 def as_array(value: Any) -> np.ndarray:

@@ -32,6 +32,7 @@ GPU_TYPES: dict[np.dtype, str] = {
     np.dtype(np.int64): "i32",  # range-checked at upload; most adapters lack 64-bit integers
     np.dtype(np.bool_): "u32",
 }
+SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
 PARAM_WORDS = 128  # uniform words per dispatch (32 x vec4<u32>), see wgsl/common/params.wgsl
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
@@ -164,20 +165,15 @@ class Dispatch:
 
 @dataclass
 class Fallback:
-    """A layer run by its numpy kernel between GPU segments (download, run, upload)."""
+    """A layer run by its numpy kernel between GPU segments (download, run, upload).
+
+    ``args`` are the values it read when recorded (device tensors hold the same data at this
+    point of every replay); ``targets`` the device tensors its outputs are uploaded into.
+    """
 
     layer: int
-    inputs: list[str]
-    outputs: list[str]
-    out_meta: list[tuple[tuple[int, ...], np.dtype] | None]
-
-
-@dataclass
-class HostSync:
-    """A GPU tensor read on the host because a layer needs its value (shape, axes...)."""
-
-    name: str
-    value: np.ndarray
+    args: list[Any]
+    targets: list[GTensor | None]
 
 
 @dataclass
@@ -199,14 +195,15 @@ class PlanInvalid(Exception):  # noqa: N818 - internal control flow, never reach
 class Plan:
     """A recorded run for one input signature."""
 
-    steps: list[Any] = field(default_factory=list)
+    steps: list[Dispatch | Fallback] = field(default_factory=list)
     input_tensors: dict[str, GTensor] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)  # name -> GTensor or host value
     gpu_layers: list[str] = field(default_factory=list)
     cpu_layers: list[str] = field(default_factory=list)  # planned on the host
     fallback_layers: list[str] = field(default_factory=list)
-    fallback_tensors: dict[str, GTensor] = field(default_factory=dict)
-    peak_live_bytes: int = 0
+    host_read_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # inputs whose values it baked in
+    pool_bytes: int = 0  # device bytes of the plan's intermediate buffers
+    peak_live_bytes: int = 0  # the largest set of intermediates alive at once (the lower bound)
 
 
 # -- program builders' view ------------------------------------------------------------------------
@@ -401,22 +398,37 @@ class GPUProgram:
         self.constants: dict[int, GTensor] = {}  # id(host array) -> uploaded tensor
         self.constant_bytes = 0
         self.plans: dict[tuple, Plan] = {}
-        self.transfers: list[Transfer] = []
+        self.transfers: list[Transfer] = []  # this run's
+        self.weight_transfers: list[Transfer] = []  # constants, uploaded once per worker
         self.last_plan: Plan | None = None
         self._cpu_steps = [_Step(layer, _HostProgram(self)) for layer in graph.layers]
-        self._host_needed = self._host_needed_inputs()
+        self.host_needed = self._plan_host_tensors()
         self._last_use = self._last_uses()
         self._live_bytes = 0
         self._peak_live = 0
         self.on_layer: Callable[[int, str], None] | None = None
 
+    def close(self) -> None:
+        """Drop plans and buffers (the device itself is shared by the process)."""
+        self.plans.clear()
+        self.constants.clear()
+        self.last_plan = None
+
     # -- analysis done once ---------------------------------------------------------------------------
-    def _host_needed_inputs(self) -> list[set[int]]:
-        """Per layer, the input positions its GPU builder (or, without one, its kernel) reads on the host."""
-        needed = []
+    def _plan_host_tensors(self) -> set[str]:
+        """Tensors that must be read on the host: the inputs GPU programs take as host values (shapes,
+        axes, pads...) and, walking back, whatever computes them, except through Shape/Size, which
+        read only their input's shape. Layers producing these run on the CPU at plan time."""
+        needed: set[str] = set()
         for layer in self.graph.layers:
             gpu = registry.lookup_gpu(layer.op_type, layer.domain, layer.opset)
-            needed.append(set(gpu.host_inputs) if gpu is not None else set())
+            for pos in gpu.host_inputs if gpu is not None else ():
+                if pos < len(layer.inputs) and layer.inputs[pos]:
+                    needed.add(layer.inputs[pos])
+        for layer in reversed(self.graph.layers):
+            if layer.op_type in SHAPE_ONLY_OPS or not any(o in needed for o in layer.outputs):
+                continue
+            needed.update(n for n in layer.inputs if n and n not in self.graph.constants)
         return needed
 
     def _last_uses(self) -> dict[str, int]:
@@ -473,16 +485,18 @@ class GPUProgram:
             t = GTensor(Allocation(buf, data.nbytes, persistent=True), shape, value.dtype, name, host=value)
         self.constants[key] = t
         self.constant_bytes += data.nbytes
-        self.transfers.append(Transfer("upload", name or "constant", data.nbytes))
+        self.weight_transfers.append(Transfer("upload", name or "constant", data.nbytes))
         return t
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self, feeds: dict[str, Any]) -> PendingReadback:
         """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback."""
-        self.transfers = [t for t in self.transfers if t.kind == "upload" and not t.layer and t.name != "input"][:0]
+        self.transfers = []
         signature = tuple((n, np.asarray(v).shape, np.asarray(v).dtype.str) if isinstance(v, np.ndarray)
                           else (n, type(v).__name__) for n, v in sorted(feeds.items()))
         plan = self.plans.get(signature)
+        if plan is not None and any(not np.array_equal(feeds[n], v) for n, v in plan.host_read_inputs.items()):
+            plan = None  # it baked in other values of inputs read on the host (e.g. a shape input)
         if plan is not None:
             try:
                 return self._replay(plan, feeds)
@@ -500,7 +514,7 @@ class GPUProgram:
             t = GTensor(self.new_allocation(max(4, data.nbytes)), value.shape, value.dtype, name)
         if data.nbytes:
             self.ctx.queue.write_buffer(t.alloc.buffer, 0, data)
-        t.host = value
+        t.host = value  # known on the host: layers reading it there need no download
         self.transfers.append(Transfer("upload", name, data.nbytes))
         return t
 
@@ -529,42 +543,20 @@ class GPUProgram:
                 self._drop(env[name])
         rec = Recorder(self)
         encoder, cpass = self._begin()
+        encoded = 0  # dispatches of rec already encoded into the current pass
         for i, layer in enumerate(self.graph.layers):
             rec.layer, rec.layer_index = layer, i
             args = [self._value(n, env) if n else None for n in layer.inputs]
-            gpu = registry.lookup_gpu(layer.op_type, layer.domain, layer.opset)
-            outputs: Any = NotImplemented
-            kind = "fallback"
-            if _all_host(args) and not captured_names(layer) and _small(args):
-                kind = "cpu"
-            elif gpu is not None and not captured_names(layer):
-                host_ok = True
-                for pos in gpu.host_inputs:
-                    if pos < len(args) and isinstance(args[pos], GTensor):
-                        if args[pos].host is not None:
-                            args[pos] = args[pos].host
-                        else:
-                            host_ok = False
-                if host_ok:
-                    start = len(rec.dispatches)
-                    try:
-                        outputs = gpu.build(rec, layer, *args, **layer.attrs)
-                    except _TooLarge:
-                        outputs = NotImplemented
-                    except WgSentisError as exc:
-                        if isinstance(exc, LayerError):
-                            raise
-                        raise LayerError(layer.name, layer.op_type, str(exc)) from exc
-                    except Exception as exc:
-                        raise LayerError(layer.name, layer.op_type, f"GPU program: {type(exc).__name__}: {exc}") from exc
-                    if outputs is NotImplemented:
-                        del rec.dispatches[start:]
-                    else:
-                        kind = "gpu"
+            kind, outputs = self._place(rec, layer, args)
+            if kind != "fallback" and layer.op_type not in SHAPE_ONLY_OPS:
+                for n in layer.inputs:
+                    if n in plan.input_tensors and (kind == "cpu" or n in _host_read(layer, args, env)):
+                        plan.host_read_inputs[n] = np.array(feeds[n], copy=True)
             if kind == "gpu":
-                outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-                self._encode(cpass, rec.dispatches[len(plan.steps) - _non_dispatch(plan.steps):], layer)
-                plan.steps.extend(rec.dispatches[len(plan.steps) - _non_dispatch(plan.steps):])
+                new = rec.dispatches[encoded:]
+                encoded = len(rec.dispatches)
+                self._encode(cpass, new, layer)
+                plan.steps.extend(new)
                 plan.gpu_layers.append(layer.name)
             elif kind == "cpu":
                 outputs = self._run_host(i, [_host_of(a) for a in args])
@@ -575,8 +567,10 @@ class GPUProgram:
                 plan.steps.append(step)
                 plan.fallback_layers.append(layer.name)
                 encoder, cpass = self._begin()
-                if step.out_meta and any(m is None for m in step.out_meta):
-                    cacheable = False
+                # Outputs kept on the host (sequences, types the GPU lacks) make later layers depend
+                # on values a replay cannot check cheaply: such runs are recorded every time.
+                cacheable = cacheable and all(t is not None and n not in self.host_needed
+                                              for t, n in zip(step.targets, layer.outputs, strict=False) if n)
             for name, value in zip(layer.outputs, outputs, strict=False):
                 if name:
                     env[name] = value
@@ -592,11 +586,45 @@ class GPUProgram:
         cpass.end()
         plan.outputs = {n: env[n] for n in self.output_names}
         plan.peak_live_bytes = self._peak_live
+        plan.pool_bytes = self.pool.total_bytes
         readback = self._finish(encoder, plan.outputs)
         self.last_plan = plan
-        if any(isinstance(s, HostSync) for s in plan.steps):
-            cacheable = cacheable and True
         return (plan if cacheable else None), readback
+
+    def _place(self, rec: Recorder, layer: Layer, args: list[Any]) -> tuple[str, Any]:
+        """Decide where a layer runs: "cpu" (planned on the host), "gpu", or "fallback" (CPU with a sync)."""
+        if layer.op_type in SHAPE_ONLY_OPS and not layer.domain:
+            # Only the shape is read: a zero-stride stand-in carries it without any data.
+            for k, a in enumerate(args):
+                if isinstance(a, GTensor):
+                    args[k] = np.broadcast_to(np.zeros((), a.dtype), a.shape)
+            return "cpu", None
+        host_layer = any(o in self.host_needed for o in layer.outputs)
+        if host_layer and _all_host(args) and not captured_names(layer):
+            return "cpu", None
+        gpu = registry.lookup_gpu(layer.op_type, layer.domain, layer.opset)
+        if gpu is None or captured_names(layer):
+            return "fallback", None
+        for pos in gpu.host_inputs:
+            if pos < len(args) and isinstance(args[pos], GTensor):
+                if args[pos].host is None:
+                    return "fallback", None  # its value exists only on the device: a sync is needed
+                args[pos] = args[pos].host
+        start = len(rec.dispatches)
+        try:
+            outputs = gpu.build(rec, layer, *args, **layer.attrs)
+        except _TooLarge:
+            outputs = NotImplemented
+        except LayerError:
+            raise
+        except WgSentisError as exc:
+            raise LayerError(layer.name, layer.op_type, str(exc)) from exc
+        except Exception as exc:
+            raise LayerError(layer.name, layer.op_type, f"GPU program: {type(exc).__name__}: {exc}") from exc
+        if outputs is NotImplemented:
+            del rec.dispatches[start:]
+            return "fallback", None
+        return "gpu", outputs if isinstance(outputs, tuple) else (outputs,)
 
     def _value(self, name: str, env: dict[str, Any]) -> Any:
         if name in env:
@@ -662,40 +690,55 @@ class GPUProgram:
             self.transfers.append(Transfer("download", t.name, t.nbytes, layer, seconds / max(1, len(tensors))))
         return out
 
-    def _fallback_inputs(self, layer: Layer, args: list[Any], encoder: Any, env: dict[str, Any]) -> list[Any]:
-        gpu_args = [(k, a) for k, a in enumerate(args) if isinstance(a, GTensor) and a.host is None]
-        for k, a in gpu_args:
+    def _fallback_inputs(self, layer: Layer, args: list[Any], encoder: Any) -> list[Any]:
+        """Download the device-only arguments of a fallback layer (submitting ``encoder``)."""
+        on_device = [(k, a) for k, a in enumerate(args) if isinstance(a, GTensor) and a.host is None]
+        for k, a in on_device:
             a.name = a.name or layer.inputs[k]
-        values = self._download([a for _, a in gpu_args], encoder, layer.name)
+        values = self._download([a for _, a in on_device], encoder, layer.name)
         host = [_host_of(a) for a in args]
-        for (k, _), v in zip(gpu_args, values, strict=True):
+        for (k, _), v in zip(on_device, values, strict=True):
             host[k] = v
         return host
 
     def _fallback_record(self, index: int, layer: Layer, args: list[Any], encoder: Any,
                          env: dict[str, Any]) -> tuple[tuple[Any, ...], Fallback]:
-        host = self._fallback_inputs(layer, args, encoder, env)
+        host = self._fallback_inputs(layer, args, encoder)
         if captured_names(layer):
             outer = {n: _host_of(v) for n, v in env.items()}
             outer.update({n: v for n, v in self.graph.constants.items() if n not in outer})
             self._cpu_steps[index].ctx.outer = outer
         results = self._run_host(index, host)
-        outputs, meta = [], []
+        outputs: list[Any] = []
+        targets: list[GTensor | None] = []
         for name, value in zip(layer.outputs, results, strict=False):
-            if isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None and name:
+            target = None
+            if name and isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
                 try:
-                    t = self._upload_input(name, value, None)
+                    target = self._upload_input(name, value, None)
+                    self.transfers[-1].layer = layer.name
                 except _TooLarge:
-                    outputs.append(value)
-                    meta.append(None)
-                    continue
-                self.transfers[-1].layer = layer.name
-                outputs.append(t)
-                meta.append((value.shape, value.dtype))
-            else:
-                outputs.append(value)
-                meta.append(None)
-        return tuple(outputs), Fallback(index, list(layer.inputs), list(layer.outputs), meta)
+                    target = None
+            outputs.append(target if target is not None else value)
+            targets.append(target)
+        step = Fallback(index, list(args), targets)
+        for name, t in zip(layer.outputs, targets, strict=False):
+            if t is not None and name not in self.host_needed:
+                t.host = None  # later layers must read the device copy: a replay brings new data
+        return tuple(outputs), step
+
+    def _replay_fallback(self, step: Fallback, encoder: Any) -> None:
+        layer = self.graph.layers[step.layer]
+        host = self._fallback_inputs(layer, step.args, encoder)
+        results = self._run_host(step.layer, host)
+        for name, value, target in zip(layer.outputs, results, step.targets, strict=False):
+            if target is None or not name:
+                continue
+            if not isinstance(value, np.ndarray) or tuple(value.shape) != target.shape or value.dtype != target.dtype:
+                raise PlanInvalid(name)
+            self._upload_input(name, value, target)
+            target.host = None
+            self.transfers[-1].layer = layer.name
 
     def _finish(self, encoder: Any, outputs: dict[str, Any]) -> PendingReadback:
         usage = self.ctx.wgpu.BufferUsage
@@ -721,7 +764,6 @@ class GPUProgram:
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
         for name, t in plan.input_tensors.items():
             self._upload_input(name, feeds[name], t)
-        env: dict[str, Any] = dict(plan.input_tensors)
         encoder, cpass = self._begin()
         layers = self.graph.layers
         current = -1
@@ -735,39 +777,17 @@ class GPUProgram:
                 cpass.set_pipeline(step.pipeline)
                 cpass.set_bind_group(0, step.bind_group)
                 cpass.dispatch_workgroups(*step.groups)
-            elif isinstance(step, Fallback):
+            else:
                 if self.debug_groups and current >= 0:
                     cpass.pop_debug_group()
                     current = -1
                 cpass.end()
-                self._replay_fallback(plan, step, encoder)
+                self._replay_fallback(step, encoder)
                 encoder, cpass = self._begin()
         if self.debug_groups and current >= 0:
             cpass.pop_debug_group()
         cpass.end()
-        del env
         return self._finish(encoder, plan.outputs)
-
-    def _replay_fallback(self, plan: Plan, step: Fallback, encoder: Any) -> None:
-        layer = self.graph.layers[step.layer]
-        args = [self._replay_value(plan, n) if n else None for n in step.inputs]
-        host = self._fallback_inputs(layer, args, encoder, {})
-        results = self._run_host(step.layer, host)
-        for name, value, meta in zip(step.outputs, results, step.out_meta, strict=False):
-            if meta is None or not name:
-                continue
-            if tuple(value.shape) != tuple(meta[0]) or value.dtype != meta[1]:
-                raise PlanInvalid(name)
-            self._upload_input(name, value, plan.fallback_tensors[name])
-            self.transfers[-1].layer = layer.name
-
-    def _replay_value(self, plan: Plan, name: str) -> Any:
-        value = plan.fallback_tensors.get(name) or plan.input_tensors.get(name)
-        if value is None:
-            value = self._recorded.get(name) if hasattr(self, "_recorded") else None
-        if value is None:
-            raise PlanInvalid(name)
-        return value
 
 
 class _HostProgram:
@@ -783,21 +803,18 @@ class _HostProgram:
         return self._cpu.subprogram(graph)
 
 
+def _host_read(layer: Layer, args: list[Any], env: dict[str, Any]) -> set[str]:
+    """Names of a layer's inputs that its GPU builder received as host values (read on the host)."""
+    return {n for n, a in zip(layer.inputs, args, strict=False)
+            if n and isinstance(a, np.ndarray) and isinstance(env.get(n), GTensor)}
+
+
 def _all_host(args: list[Any]) -> bool:
     return all(not isinstance(a, GTensor) or a.host is not None for a in args)
 
 
-def _small(args: list[Any]) -> bool:
-    """Host-only work is for shape-sized values; anything big belongs on the GPU."""
-    return sum(_host_of(a).size for a in args if a is not None and isinstance(_host_of(a), np.ndarray)) <= 4096
-
-
 def _host_of(value: Any) -> Any:
     return value.host if isinstance(value, GTensor) else value
-
-
-def _non_dispatch(steps: list[Any]) -> int:
-    return sum(1 for s in steps if not isinstance(s, Dispatch))
 
 
 __all__ = ["GPUProgram", "GTensor", "KernelContext", "PendingReadback", "Recorder"]

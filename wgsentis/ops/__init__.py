@@ -6,6 +6,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     control,
     conv,
     dropout,
+    elementwise_gpu,
     elementwise,
     image,
     matmul,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -110,8 +112,90 @@ def compute_dtype(x: np.ndarray) -> np.dtype:
 # Conv
 # --------------------------------------------------------------------------------------------
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than it saves
+
+
+def run_split(count: int, threads: int, work: Callable[[int, int], None]) -> None:
+    """Run ``work(lo, hi)`` over ``[0, count)`` split into ``threads`` contiguous parts.
+
+    numpy releases the GIL inside its array loops, so elementwise work on disjoint slices runs
+    truly in parallel; the first part runs on the calling thread."""
+    parts = max(1, min(threads, count))
+    if parts == 1:
+        work(0, count)
+        return
+    pool = _POOLS.get(parts)
+    if pool is None:
+        pool = _POOLS.setdefault(parts, ThreadPoolExecutor(max_workers=parts - 1,
+                                                             thread_name_prefix="wgsentis-conv"))
+    bounds = [count * i // parts for i in range(parts + 1)]
+    futures = [pool.submit(work, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    work(bounds[0], bounds[1])
+    for future in futures:
+        future.result()
+
+
+def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins,
+                       outs, threads: int) -> np.ndarray:
+    """Depthwise 2-D conv (one filter per channel) as k*k multiply-adds on flattened planes.
+
+    The zero-padded plane of each (n, c) is split into stride phases (space-to-depth) so that
+    every kernel tap reads one *contiguous* run of the flattened phase plane, giving numpy long
+    unit-stride inner loops; the few wrap-around columns per row are computed and dropped.
+    Channel ranges run in parallel threads (padding, taps and the final crop included)."""
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[2:]
+    sh, sw = strides
+    dh, dw = dilations
+    oh, ow = outs
+    hq = oh + (kh - 1) * dh // sh  # phase-plane rows/cols needed by the furthest tap
+    wq = ow + (kw - 1) * dw // sw
+    length = (oh - 1) * wq + ow  # flat span covering every valid output position
+    planes = x.reshape(n * c, h, wd)
+    w_cols = np.tile(w.reshape(c, kh * kw), (n, 1))  # (N*C, K)
+    bias = None if b is None else np.tile(b.reshape(c, 1), (n, 1))
+    y = np.empty((n * c, oh, ow), dtype=x.dtype)
+    copy_h = min(h, hq * sh - begins[0])
+    copy_w = min(wd, wq * sw - begins[1])
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            ri, ci = i * dh, j * dw
+            taps.append(((ri % sh) * sw + ci % sw, (ri // sh) * wq + ci // sw))
+
+    def work(lo: int, hi: int) -> None:
+        rows = hi - lo
+        padded = np.zeros((rows, hq * sh, wq * sw), dtype=x.dtype)
+        padded[:, begins[0]:begins[0] + copy_h, begins[1]:begins[1] + copy_w] = planes[lo:hi, :copy_h, :copy_w]
+        if sh == 1 and sw == 1:
+            phases = padded.reshape(1, rows, hq * wq)
+        else:
+            # (rows, hq, sh, wq, sw) -> (sh*sw, rows, hq*wq): phase (a, b) holds padded[a::sh, b::sw]
+            phases = np.ascontiguousarray(padded.reshape(rows, hq, sh, wq, sw).transpose(2, 4, 0, 1, 3))
+            phases = phases.reshape(sh * sw, rows, hq * wq)
+        acc = np.empty((rows, oh * wq), dtype=x.dtype)
+        acc_view = acc[:, :length]
+        tmp = np.empty((rows, length), dtype=x.dtype)
+        weights = w_cols[lo:hi]
+        for k, (phase, offset) in enumerate(taps):
+            src = phases[phase, :, offset:offset + length]
+            if k == 0:
+                np.multiply(src, weights[:, 0:1], out=acc_view)
+            else:
+                np.multiply(src, weights[:, k:k + 1], out=tmp)
+                acc_view += tmp
+        if bias is not None:
+            acc_view += bias[lo:hi]
+        y[lo:hi] = acc.reshape(rows, oh, wq)[:, :, :ow]
+
+    big = n * c * oh * ow >= _PARALLEL_MIN_ELEMENTS
+    run_split(n * c, threads if big else 1, work)
+    return y.reshape(n, c, oh, ow)
+
+
 def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spatial) -> np.ndarray:
-    """Depthwise conv (one filter per channel): sum over kernel taps of slice * per-channel weight."""
+    """Depthwise conv of any rank: sum over kernel taps of strided slice * per-channel weight."""
     n, c = xp.shape[:2]
     kernel = w.shape[2:]
     nd = len(kernel)
@@ -130,9 +214,41 @@ def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spati
     return y
 
 
+def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs) -> np.ndarray:
+    """General conv: im2col of the padded input, then one sgemm per group (and image).
+
+    The columns are laid out (C_g*K, P) so ``W (M_g, C_g*K) @ cols`` is already NCHW; with one
+    group the bias rides along as an extra ones-row of the columns (no separate pass)."""
+    n, c = x.shape[:2]
+    m, c_g = w.shape[:2]
+    kernel = w.shape[2:]
+    k_size = math.prod(kernel)
+    out_size = math.prod(outs)
+    xp = pad_spatial(x, begins, ends)
+    windows = window_view(xp, kernel, strides, dilations, outs)  # (N, C, *K, *out)
+    if group == 1:
+        rows = c * k_size
+        w_mat = w.reshape(m, rows)
+        if b is not None:
+            cols = np.empty((n, rows + 1, out_size), dtype=x.dtype)
+            cols[:, rows] = 1
+            np.copyto(cols[:, :rows].reshape(windows.shape), windows)
+            w_mat = np.concatenate([w_mat, b.reshape(m, 1)], axis=1)
+        else:
+            cols = windows.reshape(n, rows, out_size)  # copies: (N, C*K, P)
+        if n == 1:
+            return np.matmul(w_mat, cols[0]).reshape(1, m, out_size)
+        return np.matmul(w_mat, cols)
+    cols = windows.reshape(n, group, c_g * k_size, out_size)
+    y = np.matmul(w.reshape(group, m // group, c_g * k_size), cols).reshape(n, m, out_size)
+    if b is not None:
+        y += b.reshape(1, m, 1)
+    return y
+
+
 def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, strides, dilations,
-            pads, auto_pad: str) -> np.ndarray:
-    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w`` already that dtype)."""
+            pads, auto_pad: str, threads: int = 1) -> np.ndarray:
+    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype)."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ValueError(f"Conv expects X and W of equal rank >= 3, got X{list(x.shape)} W{list(w.shape)}")
     n, c = x.shape[:2]
@@ -145,6 +261,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
     m_g = m // group
     out_size = math.prod(outs)
     k_size = math.prod(kernel)
+    bias_done = False
 
     if k_size == 1 and not any(begins) and not any(ends):
         # 1x1: no im2col; (G, M_g, C_g) @ (N, G, C_g, P) gives NCHW directly.
@@ -152,25 +269,24 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         if any(s != 1 for s in strides):
             xs = x[(slice(None), slice(None),
                     *(slice(0, (o - 1) * s + 1, s) for o, s in zip(outs, strides, strict=True)))]
-        if group == 1:
+        if group == 1 and n == 1:
+            y = np.matmul(w.reshape(m, c), xs.reshape(c, out_size))
+        elif group == 1:
             y = np.matmul(w.reshape(m, c), xs.reshape(n, c, out_size))
         else:
             y = np.matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size))
+    elif group == c and c_g == 1 and m == c and nd == 2:
+        y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads)
+        bias_done = True
     elif group == c and c_g == 1 and m == c:
-        xp = pad_spatial(x, begins, ends)
-        y = _conv_depthwise(xp, w, strides, dilations, outs)
+        y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
     else:
-        xp = pad_spatial(x, begins, ends)
-        windows = window_view(xp, kernel, strides, dilations, outs)  # (N, C, *K, *out)
-        if group == 1:
-            cols = windows.reshape(n, c * k_size, out_size)  # copies: (N, C*K, P)
-            y = np.matmul(w.reshape(m, c * k_size), cols)
-        else:
-            cols = windows.reshape(n, group, c_g * k_size, out_size)
-            y = np.matmul(w.reshape(group, m_g, c_g * k_size), cols)
+        y = _im2col_gemm(x, w, b, group=group, strides=strides, dilations=dilations, begins=begins, ends=ends,
+                         outs=outs)
+        bias_done = True
     y = y.reshape((n, m, *outs))
-    if b is not None:
-        y += b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
+    if b is not None and not bias_done:
+        y += b.reshape((1, m) + (1,) * nd)
     return y
 
 
@@ -185,7 +301,8 @@ def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     dtype = compute_dtype(X)
     y = conv_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
                 None if B is None else B.astype(dtype, copy=False),
-                group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad)
+                group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
+                threads=getattr(ctx.program, "threads", 1))
     return y.astype(X.dtype, copy=False)
 
 

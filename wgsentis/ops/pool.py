@@ -50,9 +50,7 @@ def pool_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad: str, c
                 out = room // s + 1
         else:
             raise ValueError(f"unknown auto_pad {auto_pad!r}")
-        if out <= 0:
-            raise ValueError(f"pool output would be empty: input {list(in_spatial)}, kernel {list(kernel)}, "
-                             f"strides {strides}, pads {b},{e}")
+        out = max(out, 0)  # a window larger than the padded input leaves an empty output dim
         begins.append(b)
         ends.append(e)
         outs.append(out)
@@ -98,6 +96,9 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
     """MaxPool with ceil_mode, dilations, auto_pad and the optional Indices output (flat, NCHW-based)."""
     kernel, strides, dilations, begins, _ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
                                                                auto_pad, ceil_mode)
+    if 0 in outs:
+        empty = np.zeros((*X.shape[:2], *outs), dtype=X.dtype)
+        return (empty, np.zeros(empty.shape, dtype=np.int64)) if ctx.num_outputs > 1 else empty
     x = X if X.dtype in _FLOAT_KINDS or np.issubdtype(X.dtype, np.integer) else X.astype(np.float32)
     xp = _padded(x, begins, outs, kernel, strides, dilations, _min_value(x.dtype))
     want_indices = ctx.output_wanted(1)
@@ -153,6 +154,8 @@ def _window_counts(in_spatial, kernel, strides, dilations, begins, ends, outs, i
 
 def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None):
     """Sum over each window (zero padding) of x, or of |x|**power."""
+    if 0 in outs:
+        return np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
     xp = _padded(x, begins, outs, kernel, strides, dilations, 0)
     y = np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
     for tap in _taps(kernel):

@@ -1,0 +1,288 @@
+"""gpu-compute programs of the elementwise family: unary functions, activations (also fused into
+Conv/Gemm/MatMul), broadcasting binary ops, comparisons, logic, variadic Sum/Max/Min/Mean, Where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.ops.registry import register_gpu
+
+MAX_RANK = 6
+
+# op -> (WGSL expression of `v`, parameter names (alpha, beta, gamma), spec defaults)
+ACTIVATIONS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
+    "Relu": ("max(v, 0.0)", (), ()),
+    "LeakyRelu": ("select(alpha * v, v, v >= 0.0)", ("alpha",), (0.01,)),
+    "Sigmoid": ("1.0 / (1.0 + exp(-v))", (), ()),
+    "Tanh": ("tanh_safe(v)", (), ()),
+    "HardSigmoid": ("clamp(alpha * v + beta, 0.0, 1.0)", ("alpha", "beta"), (0.2, 0.5)),
+    "HardSwish": ("v * clamp(v / 6.0 + 0.5, 0.0, 1.0)", (), ()),
+    "Elu": ("select(alpha * (exp(v) - 1.0), v, v >= 0.0)", ("alpha",), (1.0,)),
+    "Selu": ("gamma * select(alpha * (exp(v) - 1.0), v, v > 0.0)", ("alpha", "_", "gamma"),
+             (1.67326319217681884765625, 0.0, 1.05070102214813232421875)),
+    "Celu": ("max(0.0, v) + min(0.0, alpha * (exp(v / alpha) - 1.0))", ("alpha",), (1.0,)),
+    "Softplus": ("softplus(v)", (), ()),
+    "Softsign": ("v / (1.0 + abs(v))", (), ()),
+    "Mish": ("v * tanh_safe(softplus(v))", (), ()),
+    "ThresholdedRelu": ("select(0.0, v, v > alpha)", ("alpha",), (1.0,)),
+    "Swish": ("v / (1.0 + exp(-alpha * v))", ("alpha",), (1.0,)),
+    "Clip": ("clamp(v, alpha, beta)", ("min", "max"), (-3.4028234663852886e38, 3.4028234663852886e38)),
+}
+GELU = {"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
+        "tanh": "0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)))"}
+
+FLOAT_UNARY: dict[str, str] = {
+    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp(v)", "Log": "log(v)", "Sqrt": "sqrt(v)", "Reciprocal": "1.0 / v",
+    "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "sign(v)", "Sin": "sin(v)",
+    "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
+    "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",
+    "Erf": "erf_approx(v)", "Identity": "v",
+}
+
+
+def activation_expr(op: str, attrs: dict[str, Any]) -> tuple[str, list[float]]:
+    """WGSL expression of `v` and its (alpha, beta, gamma) values for an activation op."""
+    if op == "Gelu":
+        return GELU[attrs.get("approximate", "none")], [0.0, 0.0, 0.0]
+    expr, names, defaults = ACTIVATIONS[op]
+    values = []
+    for name, default in zip(names, defaults, strict=True):
+        value = attrs.get(name, default)
+        values.append(float(np.asarray(value).reshape(-1)[0]) if value is not None else default)
+    values += [0.0] * (3 - len(values))
+    return expr, values[:3]
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a row-major ``shape`` broadcast to ``out_shape`` (0 on broadcast axes)."""
+    rank = len(out_shape)
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides, acc = [0] * rank, 1
+    for axis in range(rank - 1, -1, -1):
+        strides[axis] = 0 if padded[axis] == 1 and out_shape[axis] != 1 else acc
+        acc *= padded[axis]
+    return strides
+
+
+def _pad6(values: list[int]) -> list[int]:
+    return list(values) + [1] * (MAX_RANK - len(values))
+
+
+def _is_gpu(t: Any) -> bool:
+    return hasattr(t, "alloc") and hasattr(t, "gpu_type")
+
+
+def _as_gpu(rec, t: Any, name: str = ""):
+    """A device tensor for ``t`` (host arrays are uploaded once as constants)."""
+    return t if _is_gpu(t) else rec.upload(np.asarray(t), name)
+
+
+def unary(rec, x, expr: str, params: list[float], out_dtype=None, in_type: str | None = None):
+    """Record y = expr(x) elementwise; returns y."""
+    if not _is_gpu(x) and not isinstance(x, np.ndarray):
+        return NotImplemented
+    x = _as_gpu(rec, x)
+    y = rec.alloc(x.shape, out_dtype or x.dtype)
+    rec.dispatch("compute/unary.wgsl", [x], [y], [x.size, *params], x.size,
+                 subs={"EXPR": expr, "TX": in_type or x.gpu_type, "TY": y.gpu_type}, workgroup=256)
+    return y
+
+
+def _float_in(x: Any) -> bool:
+    return getattr(x, "dtype", None) == np.float32
+
+
+def _register_activation(op: str) -> None:
+    @register_gpu(op)
+    def build(rec, layer, x, *rest, **attrs):
+        if not _float_in(x):
+            return NotImplemented
+        if op == "Clip" and rest:  # opset 11+: min/max are inputs (host values)
+            attrs = dict(attrs)
+            for key, value in zip(("min", "max"), rest, strict=False):
+                if value is not None:
+                    attrs[key] = value
+        expr, params = activation_expr(op, attrs)
+        return unary(rec, x, expr, params)
+
+    if op == "Clip":
+        register_gpu(op, 11, host_inputs=(1, 2))(build)
+
+
+for _op in (*ACTIVATIONS, "Gelu"):
+    _register_activation(_op)
+
+
+def _register_float_unary(op: str, expr: str) -> None:
+    @register_gpu(op)
+    def build(rec, layer, x, **attrs):
+        if op == "Identity":
+            return rec.view(x, x.shape) if _is_gpu(x) else NotImplemented
+        if not _float_in(x):
+            if op in ("Abs", "Neg") and getattr(x, "dtype", None) in (np.int32, np.int64):
+                return unary(rec, x, expr.replace("v", "v"), [0.0] * 3)
+            return NotImplemented
+        return unary(rec, x, expr, [0.0] * 3)
+
+
+for _op, _expr in FLOAT_UNARY.items():
+    _register_float_unary(_op, _expr)
+
+
+@register_gpu("Not")
+def not_(rec, layer, x):
+    if getattr(x, "dtype", None) != np.bool_:
+        return NotImplemented
+    return unary(rec, x, "1u - v", [0.0] * 3)
+
+
+@register_gpu("IsNaN")
+def isnan(rec, layer, x):
+    if not _float_in(x):
+        return NotImplemented
+    # NaN is the only value not equal to itself (bit test: exponent all ones, mantissa non-zero).
+    return unary(rec, x, "select(0u, 1u, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)", [0.0] * 3,
+                 out_dtype=np.bool_)
+
+
+@register_gpu("IsInf")
+def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
+    if not _float_in(x):
+        return NotImplemented
+    expr = (f"select(0u, 1u, (bitcast<u32>(v) == 0x7f800000u && {int(detect_positive)}u == 1u) || "
+            f"(bitcast<u32>(v) == 0xff800000u && {int(detect_negative)}u == 1u))")
+    return unary(rec, x, expr, [0.0] * 3, out_dtype=np.bool_)
+
+
+# -- binary -------------------------------------------------------------------------------------
+# op -> {storage type: expression}, and whether the result is bool
+_ARITH = {
+    "Add": {"f32": "a + b", "i32": "a + b"},
+    "Sub": {"f32": "a - b", "i32": "a - b"},
+    "Mul": {"f32": "a * b", "i32": "a * b"},
+    # Integer division truncates toward zero in WGSL as in C, which is what ONNX asks.
+    "Div": {"f32": "a / b", "i32": "select(a / b, 0, b == 0)"},
+    "Pow": {"f32": "pow_signed(a, b)"},
+    "Max": {"f32": "select(max(a, b), a + b, a != a || b != b)", "i32": "max(a, b)"},
+    "Min": {"f32": "select(min(a, b), a + b, a != a || b != b)", "i32": "min(a, b)"},
+    "PRelu": {"f32": "select(a * b, a, a >= 0.0)"},
+}
+_COMPARE = {
+    "Equal": "a == b", "Greater": "a > b", "Less": "a < b", "GreaterOrEqual": "a >= b", "LessOrEqual": "a <= b",
+}
+_LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
+
+
+def binary(rec, a, b, expr: str, out_dtype, name: str = ""):
+    """Record Y = expr(a, b) with broadcasting; returns Y (or NotImplemented past MAX_RANK)."""
+    a = _as_gpu(rec, a, f"{name}:a")
+    b = _as_gpu(rec, b, f"{name}:b")
+    out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    if len(out_shape) > MAX_RANK:
+        return NotImplemented
+    y = rec.alloc(out_shape, out_dtype)
+    same = a.shape == out_shape and b.shape == out_shape
+    rank = max(1, len(out_shape))
+    shape = list(out_shape) or [1]
+    params = [y.size, rank, *_pad6(shape), *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
+              *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same)]
+    rec.dispatch("compute/binary.wgsl", [a, b], [y], params, y.size, workgroup=256,
+                 subs={"EXPR": expr, "TA": a.gpu_type, "TB": b.gpu_type, "TY": y.gpu_type})
+    return y
+
+
+def _dtype(t: Any) -> np.dtype | None:
+    return getattr(t, "dtype", None)
+
+
+def _register_arith(op: str, exprs: dict[str, str]) -> None:
+    @register_gpu(op)
+    def build(rec, layer, a, b, **attrs):
+        if attrs.get("broadcast") or attrs.get("axis") is not None:
+            return NotImplemented  # opset < 7 broadcasting rules: leave to the CPU kernel
+        da, db = _dtype(a), _dtype(b)
+        if da is None or db is None or (da != db and op != "Pow") or da not in (np.float32, np.int32, np.int64):
+            return NotImplemented
+        gpu = "f32" if da == np.float32 else "i32"
+        if gpu not in exprs or (op == "Pow" and db != np.float32):
+            return NotImplemented
+        return binary(rec, a, b, exprs[gpu], da, layer.name)
+
+
+for _op, _exprs in _ARITH.items():
+    _register_arith(_op, _exprs)
+
+
+def _register_compare(op: str, expr: str) -> None:
+    @register_gpu(op)
+    def build(rec, layer, a, b):
+        da, db = _dtype(a), _dtype(b)
+        if da is None or da != db or da not in (np.float32, np.int32, np.int64, np.bool_):
+            return NotImplemented
+        if da == np.bool_ and op != "Equal":
+            return NotImplemented
+        return binary(rec, a, b, f"select(0u, 1u, {expr})", np.bool_, layer.name)
+
+
+for _op, _expr in _COMPARE.items():
+    _register_compare(_op, _expr)
+
+
+def _register_logic(op: str, expr: str) -> None:
+    @register_gpu(op)
+    def build(rec, layer, a, b):
+        if _dtype(a) != np.bool_ or _dtype(b) != np.bool_:
+            return NotImplemented
+        return binary(rec, a, b, expr, np.bool_, layer.name)
+
+
+for _op, _expr in _LOGIC.items():
+    _register_logic(_op, _expr)
+
+
+def _register_variadic(op: str) -> None:
+    @register_gpu(op)
+    def build(rec, layer, *inputs, **attrs):
+        if any(x is None for x in inputs) or len({_dtype(x) for x in inputs}) != 1:
+            return NotImplemented
+        dtype = _dtype(inputs[0])
+        if dtype not in (np.float32, np.int32, np.int64) or (op == "Mean" and dtype != np.float32):
+            return NotImplemented
+        gpu = "f32" if dtype == np.float32 else "i32"
+        expr = {"Sum": "a + b", "Mean": "a + b", "Max": _ARITH["Max"][gpu], "Min": _ARITH["Min"][gpu]}[op]
+        acc = _as_gpu(rec, inputs[0], f"{layer.name}:0")
+        if len(inputs) == 1:
+            acc = binary(rec, acc, np.zeros((), dtype), "a + b", dtype, layer.name)
+        for k, x in enumerate(inputs[1:], 1):
+            acc = binary(rec, acc, _as_gpu(rec, x, f"{layer.name}:{k}"), expr, dtype, layer.name)
+            if acc is NotImplemented:
+                return NotImplemented
+        if op == "Mean":
+            acc = binary(rec, acc, np.asarray(1.0 / len(inputs), np.float32), "a * b", dtype, layer.name)
+        return acc
+
+
+for _op in ("Sum", "Mean", "Max", "Min"):
+    _register_variadic(_op)
+
+
+@register_gpu("Where", 9)
+def where(rec, layer, cond, x, y):
+    if _dtype(cond) != np.bool_ or _dtype(x) != _dtype(y) or _dtype(x) not in (np.float32, np.int32, np.int64):
+        return NotImplemented
+    c, a, b = (_as_gpu(rec, t, f"{layer.name}:{k}") for k, t in enumerate((cond, x, y)))
+    out_shape = tuple(np.broadcast_shapes(c.shape, a.shape, b.shape))
+    if len(out_shape) > MAX_RANK:
+        return NotImplemented
+    out = rec.alloc(out_shape, a.dtype)
+    shape = list(out_shape) or [1]
+    params = [out.size, max(1, len(out_shape)), *_pad6(shape)]
+    for t in (c, a, b):
+        params += _pad6(broadcast_strides(t.shape, out_shape) or [0])
+    rec.dispatch("compute/where.wgsl", [c, a, b], [out], params, out.size, workgroup=256, subs={"T": a.gpu_type})
+    return out
+
+
+__all__ = ["ACTIVATIONS", "activation_expr", "binary", "broadcast_strides", "unary"]

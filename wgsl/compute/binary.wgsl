@@ -1,0 +1,34 @@
+// out[i] = {{EXPR}} of `a` and `b`, with numpy broadcasting through zero strides.
+// Params: 0 n, 1 rank, 2..7 out shape, 8..13 a strides, 14..19 b strides, 20 same-shape flag.
+#include "common/params.wgsl"
+#include "common/math.wgsl"
+
+@group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
+@group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
+@group(0) @binding(2) var<storage, read_write> Y: array<{{TY}}>;
+@group(0) @binding(3) var<uniform> params: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    var ia = i;
+    var ib = i;
+    if (pu(20u) == 0u) {
+        let rank = pu(1u);
+        var rem = i;
+        ia = 0u;
+        ib = 0u;
+        for (var d = 0u; d < rank; d++) {
+            let axis = rank - 1u - d;
+            let dim = pu(2u + axis);
+            let idx = rem % dim;
+            rem = rem / dim;
+            ia += idx * pu(8u + axis);
+            ib += idx * pu(14u + axis);
+        }
+    }
+    let a = A[ia];
+    let b = B[ib];
+    Y[i] = {{EXPR}};
+}
