@@ -102,11 +102,10 @@ class Worker:
             self._graph = self.model.graph
             self._program = self._compile(self._graph)
         program = self._program
-        threads = self.threads
         gpu = self.backend is BackendType.GPU_COMPUTE
 
         def run() -> Any:
-            set_blas_threads(threads)
+            set_blas_threads(1)  # intra-op parallelism is ours, bounded by ``threads``
             if gpu:
                 return program.run(feeds)  # a PendingReadback: outputs are being mapped
             values = program.run(feeds)

@@ -73,10 +73,10 @@ def test_add_output_of_a_tensor_removed_by_fusion():
     np.testing.assert_allclose(out["probabilities"], ref["probabilities"], rtol=1e-4, atol=1e-6)
 
 
-def test_backend_names_and_gpu_not_available_yet():
+def test_backend_names_and_gpu_pixel_not_available_yet():
     model = ws.load_model(_two_layer_model())
     assert ws.Worker(model, ws.BackendType.CPU).backend is ws.BackendType.CPU
-    for name in ("gpu-compute", "gpu-pixel", ws.BackendType.GPU_COMPUTE):
+    for name in ("gpu-pixel", ws.BackendType.GPU_PIXEL):
         with pytest.raises(BackendNotAvailableError, match="not available yet"):
             ws.Worker(model, name)
     with pytest.raises(InputError, match="unknown backend 'tpu'"):

@@ -24,7 +24,10 @@ _blas_threads: int | None = None
 
 
 def set_blas_threads(threads: int) -> None:
-    """Bound the BLAS library's thread count (process-wide; only changed when it differs)."""
+    """Bound the BLAS library's thread count (process-wide; only changed when it differs).
+
+    Workers call it with 1: kernels split big products over the worker's threads themselves
+    (wgsentis.ops.parallel), which stays fast when the machine is shared."""
     global _blas_threads
     with _blas_lock:
         if _blas_threads == threads:
@@ -130,15 +133,15 @@ class GraphProgram:
         self.release: list[list[str]] = [[] for _ in graph.layers]
         self.readers: dict[str, int] = {}
         self.reads: list[list[str]] = []
-        for i, layer in enumerate(graph.layers):
+        for layer in graph.layers:
             names = sorted({n for n in layer.inputs if n} | captured_names(layer))
             names = [n for n in names if n not in keep and n not in graph.constants]
             self.reads.append(names)
             for n in names:
                 self.readers[n] = self.readers.get(n, 0) + 1
-        for name, i in last_use.items():
+        for name, last in last_use.items():
             if name not in keep and name not in graph.constants:
-                self.release[i].append(name)
+                self.release[last].append(name)
         self.pool: ThreadPoolExecutor | None = None
         branches = sum(1 for d in self.deps if not d) > 1 or any(len(d) > 1 for d in self.dependents)
         if self.threads > 1 and parent is None and branches:

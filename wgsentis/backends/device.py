@@ -66,7 +66,8 @@ class GPUContext:
             self.device = adapter.request_device_sync(required_features=features, required_limits=limits,
                                                       label="wgsentis")
         except Exception as exc:
-            raise DeviceError(f"could not open the GPU device on adapter '{adapter.info.get('device')}': {exc}") from None
+            name = adapter.info.get("device")
+            raise DeviceError(f"could not open the GPU device on adapter '{name}': {exc}") from None
         self.adapter = adapter
         self.queue = self.device.queue
         info = adapter.info

@@ -174,6 +174,7 @@ class Fallback:
     layer: int
     args: list[Any]
     targets: list[GTensor | None]
+    captured: dict[str, Any] = field(default_factory=dict)  # outer-scope values its subgraphs read
 
 
 @dataclass
@@ -600,8 +601,10 @@ class GPUProgram:
                     args[k] = np.broadcast_to(np.zeros((), a.dtype), a.shape)
             return "cpu", None
         host_layer = any(o in self.host_needed for o in layer.outputs)
-        if host_layer and _all_host(args) and not captured_names(layer):
-            return "cpu", None
+        if (host_layer and _all_host(args)) or all(a is None or isinstance(a, np.ndarray) for a in args):
+            # Values already on the host (shapes and what is computed from them) stay there: no sync.
+            if not captured_names(layer):
+                return "cpu", None
         gpu = registry.lookup_gpu(layer.op_type, layer.domain, layer.opset)
         if gpu is None or captured_names(layer):
             return "fallback", None
@@ -694,7 +697,7 @@ class GPUProgram:
         """Download the device-only arguments of a fallback layer (submitting ``encoder``)."""
         on_device = [(k, a) for k, a in enumerate(args) if isinstance(a, GTensor) and a.host is None]
         for k, a in on_device:
-            a.name = a.name or layer.inputs[k]
+            a.name = a.name or (layer.inputs[k] if k < len(layer.inputs) else "")
         values = self._download([a for _, a in on_device], encoder, layer.name)
         host = [_host_of(a) for a in args]
         for (k, _), v in zip(on_device, values, strict=True):
@@ -703,11 +706,11 @@ class GPUProgram:
 
     def _fallback_record(self, index: int, layer: Layer, args: list[Any], encoder: Any,
                          env: dict[str, Any]) -> tuple[tuple[Any, ...], Fallback]:
-        host = self._fallback_inputs(layer, args, encoder)
-        if captured_names(layer):
-            outer = {n: _host_of(v) for n, v in env.items()}
-            outer.update({n: v for n, v in self.graph.constants.items() if n not in outer})
-            self._cpu_steps[index].ctx.outer = outer
+        captured = {n: self._value(n, env) for n in sorted(captured_names(layer))}
+        for n, v in captured.items():
+            if isinstance(v, GTensor):
+                v.name = v.name or n
+        host = self._with_outer_scope(index, layer, args, captured, encoder)
         results = self._run_host(index, host)
         outputs: list[Any] = []
         targets: list[GTensor | None] = []
@@ -721,15 +724,27 @@ class GPUProgram:
                     target = None
             outputs.append(target if target is not None else value)
             targets.append(target)
-        step = Fallback(index, list(args), targets)
+        step = Fallback(index, list(args), targets, captured)
         for name, t in zip(layer.outputs, targets, strict=False):
             if t is not None and name not in self.host_needed:
                 t.host = None  # later layers must read the device copy: a replay brings new data
         return tuple(outputs), step
 
+    def _with_outer_scope(self, index: int, layer: Layer, args: list[Any], captured: dict[str, Any],
+                          encoder: Any) -> list[Any]:
+        """Host values of a fallback layer's inputs and of the outer-scope tensors its subgraphs read,
+        downloaded together in one sync."""
+        names = list(captured)
+        host = self._fallback_inputs(layer, [*args, *captured.values()], encoder)
+        if names:
+            outer = dict(self.graph.constants)
+            outer.update(zip(names, host[len(args):], strict=True))
+            self._cpu_steps[index].ctx.outer = outer
+        return host[: len(args)]
+
     def _replay_fallback(self, step: Fallback, encoder: Any) -> None:
         layer = self.graph.layers[step.layer]
-        host = self._fallback_inputs(layer, step.args, encoder)
+        host = self._with_outer_scope(step.layer, layer, step.args, step.captured, encoder)
         results = self._run_host(step.layer, host)
         for name, value, target in zip(layer.outputs, results, step.targets, strict=False):
             if target is None or not name:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from wgsentis.ops.parallel import par_matmul, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -112,28 +112,41 @@ def compute_dtype(x: np.ndarray) -> np.dtype:
 # Conv
 # --------------------------------------------------------------------------------------------
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+_SCRATCH = threading.local()
+_SCRATCH_MAX_BYTES = 256 << 20  # larger temporaries are allocated fresh, not kept
+
+
+def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialised temporary of ``shape`` from a per-thread buffer reused across calls.
+
+    Large fresh numpy allocations are served by mmap and pay a page fault per 4 KiB on first
+    touch, which costs as much as the arithmetic for im2col columns and depthwise planes; reusing
+    warm buffers avoids that. The caller must be done with the array before asking for ``key`` again."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > _SCRATCH_MAX_BYTES:
+        return np.empty(shape, dtype=dtype)
+    buffers = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    buf = buffers.get(key)
+    if buf is None or buf.nbytes < nbytes:
+        buf = buffers[key] = np.empty(max(nbytes, 1), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
 _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than it saves
 
 
-def run_split(count: int, threads: int, work: Callable[[int, int], None]) -> None:
-    """Run ``work(lo, hi)`` over ``[0, count)`` split into ``threads`` contiguous parts.
-
-    numpy releases the GIL inside its array loops, so elementwise work on disjoint slices runs
-    truly in parallel; the first part runs on the calling thread."""
-    parts = max(1, min(threads, count))
-    if parts == 1:
-        work(0, count)
-        return
-    pool = _POOLS.get(parts)
-    if pool is None:
-        pool = _POOLS.setdefault(parts, ThreadPoolExecutor(max_workers=parts - 1,
-                                                             thread_name_prefix="wgsentis-conv"))
-    bounds = [count * i // parts for i in range(parts + 1)]
-    futures = [pool.submit(work, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-    work(bounds[0], bounds[1])
-    for future in futures:
-        future.result()
+def _fill_padded(padded: np.ndarray, src: np.ndarray, begins) -> None:
+    """Write ``src`` (rows, h, w) into ``padded`` at offset ``begins`` and zero only the border."""
+    top, left = begins
+    h, w = src.shape[1:]
+    padded[:, :top] = 0
+    padded[:, top + h:] = 0
+    padded[:, top:top + h, :left] = 0
+    padded[:, top:top + h, left + w:] = 0
+    padded[:, top:top + h, left:left + w] = src
 
 
 def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins,
@@ -166,17 +179,18 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
 
     def work(lo: int, hi: int) -> None:
         rows = hi - lo
-        padded = np.zeros((rows, hq * sh, wq * sw), dtype=x.dtype)
-        padded[:, begins[0]:begins[0] + copy_h, begins[1]:begins[1] + copy_w] = planes[lo:hi, :copy_h, :copy_w]
+        padded = scratch("dw_padded", (rows, hq * sh, wq * sw), x.dtype)
+        _fill_padded(padded, planes[lo:hi, :copy_h, :copy_w], begins)
         if sh == 1 and sw == 1:
             phases = padded.reshape(1, rows, hq * wq)
         else:
             # (rows, hq, sh, wq, sw) -> (sh*sw, rows, hq*wq): phase (a, b) holds padded[a::sh, b::sw]
-            phases = np.ascontiguousarray(padded.reshape(rows, hq, sh, wq, sw).transpose(2, 4, 0, 1, 3))
+            phases = scratch("dw_phases", (sh, sw, rows, hq, wq), x.dtype)
+            np.copyto(phases, padded.reshape(rows, hq, sh, wq, sw).transpose(2, 4, 0, 1, 3))
             phases = phases.reshape(sh * sw, rows, hq * wq)
-        acc = np.empty((rows, oh * wq), dtype=x.dtype)
+        acc = scratch("dw_acc", (rows, oh * wq), x.dtype)
         acc_view = acc[:, :length]
-        tmp = np.empty((rows, length), dtype=x.dtype)
+        tmp = scratch("dw_tmp", (rows, length), x.dtype)
         weights = w_cols[lo:hi]
         for k, (phase, offset) in enumerate(taps):
             src = phases[phase, :, offset:offset + length]
@@ -214,7 +228,7 @@ def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spati
     return y
 
 
-def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs) -> np.ndarray:
+def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1) -> np.ndarray:
     """General conv: im2col of the padded input, then one sgemm per group (and image).
 
     The columns are laid out (C_g*K, P) so ``W (M_g, C_g*K) @ cols`` is already NCHW; with one
@@ -229,18 +243,17 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs) -> n
     if group == 1:
         rows = c * k_size
         w_mat = w.reshape(m, rows)
+        extra = 0 if b is None else 1
+        cols = scratch("im2col", (n, rows + extra, out_size), x.dtype)  # (N, C*K [+1], P)
+        np.copyto(cols[:, :rows].reshape(windows.shape), windows)
         if b is not None:
-            cols = np.empty((n, rows + 1, out_size), dtype=x.dtype)
             cols[:, rows] = 1
-            np.copyto(cols[:, :rows].reshape(windows.shape), windows)
             w_mat = np.concatenate([w_mat, b.reshape(m, 1)], axis=1)
-        else:
-            cols = windows.reshape(n, rows, out_size)  # copies: (N, C*K, P)
         if n == 1:
-            return np.matmul(w_mat, cols[0]).reshape(1, m, out_size)
-        return np.matmul(w_mat, cols)
+            return par_matmul(w_mat, cols[0], threads).reshape(1, m, out_size)
+        return par_matmul(w_mat, cols, threads)
     cols = windows.reshape(n, group, c_g * k_size, out_size)
-    y = np.matmul(w.reshape(group, m // group, c_g * k_size), cols).reshape(n, m, out_size)
+    y = par_matmul(w.reshape(group, m // group, c_g * k_size), cols, threads).reshape(n, m, out_size)
     if b is not None:
         y += b.reshape(1, m, 1)
     return y
@@ -270,11 +283,11 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
             xs = x[(slice(None), slice(None),
                     *(slice(0, (o - 1) * s + 1, s) for o, s in zip(outs, strides, strict=True)))]
         if group == 1 and n == 1:
-            y = np.matmul(w.reshape(m, c), xs.reshape(c, out_size))
+            y = par_matmul(w.reshape(m, c), xs.reshape(c, out_size), threads)
         elif group == 1:
-            y = np.matmul(w.reshape(m, c), xs.reshape(n, c, out_size))
+            y = par_matmul(w.reshape(m, c), xs.reshape(n, c, out_size), threads)
         else:
-            y = np.matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size))
+            y = par_matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size), threads)
     elif group == c and c_g == 1 and m == c and nd == 2:
         y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads)
         bias_done = True
@@ -282,7 +295,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
     else:
         y = _im2col_gemm(x, w, b, group=group, strides=strides, dilations=dilations, begins=begins, ends=ends,
-                         outs=outs)
+                         outs=outs, threads=threads)
         bias_done = True
     y = y.reshape((n, m, *outs))
     if b is not None and not bias_done:

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from wgsentis.ops.parallel import par_matmul
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -26,10 +27,15 @@ def _as_blas(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _threads(ctx) -> int:
+    """The worker's thread count (1 inside subgraphs and on the host of a GPU worker)."""
+    return getattr(getattr(ctx, "program", None), "threads", 1)
+
+
+def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1) -> np.ndarray:
     """np.matmul with the result in the inputs' dtype."""
     if a.dtype == b.dtype and a.dtype in _FLOAT_KINDS:
-        return np.asarray(np.matmul(a, b))
+        return np.asarray(par_matmul(a, b, threads))
     if np.issubdtype(a.dtype, np.integer):
         # Integer results must wrap like the spec's integer arithmetic: use numpy's exact integer path.
         return np.asarray(np.matmul(a, b))
@@ -39,7 +45,7 @@ def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @register("MatMul", 1)
 def matmul(ctx, A, B):
     """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
-    return _matmul_keep_dtype(A, B)
+    return _matmul_keep_dtype(A, B, _threads(ctx))
 
 
 @register("Gemm", 1)
@@ -57,7 +63,7 @@ def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, broadcast=0, transA=0, trans
         if C is not None and beta != 0.0:
             y = (y + np.asarray(C) * beta).astype(out_dtype) if beta != 1.0 else y + np.asarray(C)
     else:
-        y = np.asarray(np.matmul(_as_blas(a), _as_blas(b)))
+        y = np.asarray(par_matmul(_as_blas(a), _as_blas(b), _threads(ctx)))
         if alpha != 1.0:
             y *= y.dtype.type(alpha)
         if C is not None and beta != 0.0:

@@ -12,8 +12,15 @@ fn tanh_safe(x: f32) -> f32 {
     return tanh(clamp(x, -20.0, 20.0));
 }
 
+// log(1 + y) without the cancellation of forming 1 + y for small y (Goldberg's correction).
+fn log1p_accurate(y: f32) -> f32 {
+    let u = 1.0 + y;
+    return select(log(u) * y / (u - 1.0), y, u == 1.0);
+}
+
 fn softplus(x: f32) -> f32 {
-    return select(log(1.0 + exp(x)), x, x > 20.0);
+    // max(x, 0) + log1p(exp(-|x|)) never overflows and keeps precision for large negative x.
+    return max(x, 0.0) + log1p_accurate(exp(-abs(x)));
 }
 
 // pow() with a negative base and an integral exponent, as numpy computes it (WGSL's pow is NaN there).

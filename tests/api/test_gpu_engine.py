@@ -1,0 +1,172 @@
+"""gpu-compute engine mechanics: pipeline keys, grid folding, uploads, record/replay, planned host
+tensors, counted fallback transfers, deferred staging readback, and device errors."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from helpers import F, I64, make_model
+from onnx import helper
+
+import wgsentis as ws
+from wgsentis.backends import gpu_compute as gc
+from wgsentis.backends.device import GPUContext, gpu_available
+from wgsentis.errors import DeviceError
+
+GPU_OK, GPU_WHY = gpu_available()
+requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
+
+
+def test_pipeline_key_changes_with_each_ingredient():
+    base = gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)])
+    variants = [
+        gc.pipeline_key("compute/binary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]),  # program
+        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "-v"}, {"WG": 64}, [("f32", 2)]),  # substitution
+        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 128}, [("f32", 2)]),  # workgroup size
+        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64, "K": 2}, [("f32", 2)]),  # constant
+        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("i32", 2)]),  # input dtype
+        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 3)]),  # input rank
+    ]
+    assert len({base, *variants}) == 1 + len(variants)
+    assert gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]) == base
+
+
+def test_fold_groups_above_the_dimension_limit():
+    assert gc.fold_groups(100, 65535) == (100, 1, 1)
+    x, y, z = gc.fold_groups(200_000, 65535)
+    assert x <= 65535 and y <= 65535 and z == 1 and x * y >= 200_000
+    with pytest.raises(DeviceError):
+        gc.fold_groups(65535 * 65535 + 1, 65535)
+
+
+def test_int64_upload_is_range_checked():
+    np.testing.assert_array_equal(gc.to_device_array(np.array([1, -2], np.int64), "x"), [1, -2])
+    assert gc.to_device_array(np.array([True, False]), "m").dtype == np.uint32
+    with pytest.raises(gc._TooLarge, match="int32 range"):
+        gc.to_device_array(np.array([2**40], np.int64), "big")
+    with pytest.raises(DeviceError, match="float64"):
+        gc.to_device_array(np.zeros(2), "d")
+
+
+def test_no_adapter_gives_a_clear_device_error(monkeypatch):
+    import wgpu
+
+    monkeypatch.setattr(wgpu.gpu, "request_adapter_sync", lambda **kw: None)
+    with pytest.raises(DeviceError, match="no GPU adapter found.*mesa-vulkan-drivers"):
+        GPUContext()
+
+
+def _chain_model():
+    return make_model(
+        [helper.make_node("Add", ["x", "b"], ["s"], name="add"),
+         helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+         helper.make_node("Gather", ["shp", "zero"], ["n"], name="gather_n", axis=0),
+         helper.make_node("Concat", ["n", "minus1"], ["newshape"], name="concat", axis=0),
+         helper.make_node("Reshape", ["s", "newshape"], ["r"], name="reshape"),
+         helper.make_node("Sigmoid", ["r"], ["y"], name="sigmoid")],
+        [("x", F, ["n", 3, 4])], [("y", F, ["n", 12])],
+        {"b": np.float32(0.5) * np.ones(4, np.float32), "zero": np.array([0], np.int64),
+         "minus1": np.array([-1], np.int64)})
+
+
+@requires_gpu
+def test_shape_logic_is_planned_on_the_host_without_a_sync():
+    model = ws.load_model(_chain_model())
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    ref = ws.Worker(model, "cpu").run({"x": x})["y"]
+    with ws.Worker(model, "gpu-compute") as worker:
+        out = worker.run({"x": x})["y"]
+        stats = worker.stats()
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    assert stats["fallback_layers"] == []
+    assert set(stats["cpu_layers"]) == {"shape", "gather_n", "concat"}
+    assert set(stats["gpu_layers"]) == {"add", "reshape", "sigmoid"}
+    # one upload (x) and one download (y): nothing crossed in the middle of the GPU work
+    assert (stats["uploads"], stats["downloads"]) == (1, 1)
+    assert stats["upload_bytes"] == x.nbytes and stats["download_bytes"] == out.nbytes
+
+
+@requires_gpu
+def test_plan_replay_and_new_signature():
+    model = ws.load_model(_chain_model())
+    rng = np.random.default_rng(1)
+    with ws.Worker(model, "gpu-compute") as worker:
+        for shape in ((2, 3, 4), (2, 3, 4), (5, 3, 4), (2, 3, 4)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            out = worker.run({"x": x})["y"]
+            np.testing.assert_allclose(out, 1 / (1 + np.exp(-(x + 0.5).reshape(shape[0], 12))), rtol=1e-5)
+        assert len(worker._program.plans) == 2
+
+
+@ws.ops.register("HostOnlyNeg", 1, domain="test.wgsentis")
+def _host_only_neg(ctx, x):
+    return -x
+
+
+@requires_gpu
+def test_fallback_layer_syncs_with_counted_transfers():
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+         helper.make_node("HostOnlyNeg", ["a"], ["b"], name="neg_on_cpu", domain="test.wgsentis"),
+         helper.make_node("Exp", ["b"], ["y"], name="exp")],
+        [("x", F, [64])], [("y", F, [64])], domains=[("test.wgsentis", 1)])
+    wg = ws.load_model(model)
+    x = np.linspace(-2, 2, 64, dtype=np.float32)
+    with ws.Worker(wg, "gpu-compute") as worker:
+        for _ in range(2):  # recorded, then replayed
+            out = worker.run({"x": x})["y"]
+            np.testing.assert_allclose(out, np.exp(-np.maximum(x, 0)), rtol=1e-6)
+            stats = worker.stats()
+            assert stats["fallback_layers"] == ["neg_on_cpu"]
+            assert stats["gpu_layers"] == ["relu", "exp"]
+            assert (stats["uploads"], stats["downloads"]) == (2, 2)  # x, b up; a, y down
+            kinds = [(t["kind"], t["tensor"], t["layer"]) for t in stats["transfers"]]
+            assert ("download", "a", "neg_on_cpu") in kinds and ("upload", "b", "neg_on_cpu") in kinds
+
+
+@requires_gpu
+def test_schedule_returns_before_the_gpu_is_done_and_readback_is_polled():
+    n = 1 << 20
+    nodes = [helper.make_node("Sin", [f"t{i}"], [f"t{i + 1}"], name=f"sin{i}") for i in range(12)]
+    model = ws.load_model(make_model(nodes, [("t0", F, [n])], [("t12", F, [n])]))
+    x = np.linspace(0, 1, n, dtype=np.float32)
+    with ws.Worker(model, "gpu-compute") as worker:
+        worker.run({"t0": x})  # record once
+        start = time.perf_counter()
+        worker.schedule({"t0": x})
+        t = worker.peek_output()
+        scheduled = time.perf_counter() - start
+        t.readback_request()
+        assert not t.is_readback_request_done()
+        polls = 0
+        while not t.is_readback_request_done():
+            polls += 1
+            time.sleep(0.0005)
+        total = time.perf_counter() - start
+        assert polls > 0 and scheduled < total / 3
+        expected = x.copy()
+        for _ in range(12):
+            expected = np.sin(expected)
+        np.testing.assert_allclose(t.download_to_array(), expected, rtol=1e-5, atol=1e-6)
+
+
+@requires_gpu
+def test_int64_values_outside_int32_fall_back_not_wrong():
+    model = make_model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+                       [("a", I64, [2]), ("b", I64, [2])], [("y", I64, [2])])
+    with ws.Worker(ws.load_model(model), "gpu-compute") as worker:
+        out = worker.run({"a": np.array([2**40, 1], np.int64), "b": np.array([1, 2], np.int64)})["y"]
+    np.testing.assert_array_equal(out, [2**40 + 1, 3])
+
+
+@requires_gpu
+def test_device_info_in_stats():
+    model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [4])], [("y", F, [4])]))
+    with ws.Worker(model, "gpu-compute") as worker:
+        worker.run({"x": np.ones(4, np.float32)})
+        info = worker.stats()["device"]
+    assert info["name"] and info["backend"] and "max-storage-buffer-binding-size" in info["limits"]
+
+

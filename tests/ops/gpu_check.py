@@ -1,0 +1,55 @@
+"""Helpers for op tests on gpu-compute: build a one-node model, run it on cpu and gpu-compute, compare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import wgsentis as ws
+from wgsentis.backends.device import gpu_available
+from wgsentis.dtypes import NUMPY_TO_ONNX
+
+GPU_OK, GPU_WHY = gpu_available()
+requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
+
+
+def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, constants: dict[str, np.ndarray] | None = None,
+               opset: int = 17, input_order: list[str] | None = None, **attrs: Any) -> onnx.ModelProto:
+    """A model with one ``op`` node; ``inputs`` become graph inputs, ``constants`` initializers.
+    ``input_order`` lists the node's input names in order ("" for an omitted optional input)."""
+    constants = constants or {}
+    order = input_order if input_order is not None else [*inputs, *constants]
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, order, outs, name=f"{op.lower()}_node", **attrs)
+    graph = helper.make_graph(
+        [node], "op_test",
+        [helper.make_tensor_value_info(k, NUMPY_TO_ONNX[v.dtype], v.shape) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-5,
+            allow_fallback: bool = False) -> dict[str, np.ndarray]:
+    """Run on cpu and gpu-compute; assert equal within tolerance and (by default) no fallback layer."""
+    wg = ws.load_model(model)
+    ref = ws.Worker(wg, "cpu", threads=1).run(feeds)
+    with ws.Worker(wg, "gpu-compute") as worker:
+        got = worker.run(feeds)
+        stats = worker.stats()
+        again = worker.run(feeds)  # the replayed plan gives the same answer
+    if not allow_fallback:
+        assert stats["fallback_layers"] == [], f"fell back: {stats['fallback_layers']}"
+    for name, value in ref.items():
+        assert got[name].shape == value.shape, f"{name}: {got[name].shape} vs {value.shape}"
+        assert got[name].dtype == value.dtype, f"{name}: {got[name].dtype} vs {value.dtype}"
+        np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+        np.testing.assert_array_equal(again[name], got[name])
+    return got

@@ -1,0 +1,5 @@
+"""gpu-compute programs of the conv family."""
+
+from __future__ import annotations
+
+

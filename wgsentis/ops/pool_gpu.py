@@ -1,0 +1,5 @@
+"""gpu-compute programs of the pool family."""
+
+from __future__ import annotations
+
+

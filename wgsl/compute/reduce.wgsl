@@ -1,0 +1,72 @@
+// out[o] = reduction of the input elements of row o (or of a chunk of it when split in stages).
+// Params: 0 n (rows x chunks), 1 R (row length), 2 L (chunk length), 3 P (chunks per row),
+//         4 scale (f32, the mean's 1/R), 8..21 the row layout (see reduce_rows.wgsl).
+// Override constants: OP 0 sum, 1 prod, 2 max, 3 min, 4 log-sum-exp; PRE 0 x, 1 |x|, 2 x*x;
+//                     POST 0 none, 1 * scale, 2 sqrt, 3 log.
+#include "common/params.wgsl"
+
+override OP: u32 = 0u;
+override PRE: u32 = 0u;
+override POST: u32 = 0u;
+
+@group(0) @binding(0) var<storage, read> X: array<f32>;
+@group(0) @binding(1) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(2) var<uniform> params: Params;
+
+#include "compute/reduce_rows.wgsl"
+
+fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
+
+fn load(base: u32, k: u32) -> f32 {
+    let v = X[base + row_offset(k)];
+    if (PRE == 1u) { return abs(v); }
+    if (PRE == 2u) { return v * v; }
+    return v;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let chunks = pu(3u);
+    let base = row_base(i / chunks);
+    let k0 = (i % chunks) * pu(2u);
+    let k1 = min(pu(1u), k0 + pu(2u));
+    var acc: f32;
+    if (OP == 0u) {
+        acc = 0.0;
+        for (var k = k0; k < k1; k++) { acc += load(base, k); }
+    } else if (OP == 1u) {
+        acc = 1.0;
+        for (var k = k0; k < k1; k++) { acc *= load(base, k); }
+    } else if (OP == 2u) {
+        acc = bitcast<f32>(0xff800000u);
+        for (var k = k0; k < k1; k++) {
+            let v = load(base, k);
+            if (v > acc || is_nan(v)) { acc = v; }
+            if (is_nan(acc)) { break; }
+        }
+    } else if (OP == 3u) {
+        acc = bitcast<f32>(0x7f800000u);
+        for (var k = k0; k < k1; k++) {
+            let v = load(base, k);
+            if (v < acc || is_nan(v)) { acc = v; }
+            if (is_nan(acc)) { break; }
+        }
+    } else {
+        // log(sum(exp(x - peak))) + peak, the peak taken as 0 when it is not finite (as the CPU kernel).
+        var peak = bitcast<f32>(0xff800000u);
+        for (var k = k0; k < k1; k++) {
+            let v = load(base, k);
+            if (v > peak || is_nan(v)) { peak = v; }
+        }
+        if (is_nan(peak) || abs(peak) == bitcast<f32>(0x7f800000u)) { peak = 0.0; }
+        var total = 0.0;
+        for (var k = k0; k < k1; k++) { total += exp(load(base, k) - peak); }
+        acc = log(total) + peak;
+    }
+    if (POST == 1u) { acc = acc * pf(4u); }
+    if (POST == 2u) { acc = sqrt(acc); }
+    if (POST == 3u) { acc = log(acc); }
+    Y[i] = acc;
+}
