@@ -48,11 +48,47 @@ def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, d
             ours_ms.append((t2 - t1) * 1e3)
         err = max(zoo.rel_l2(ours_out[n], r) for n, r in zip(out_names, ref, strict=True))
         stats = worker.stats()
+        encode_us = None
+        if backend == "gpu-compute":
+            program = worker._program
+            layers = len(stats["gpu_layers"]) or 1
+            encode_us = program.last_encode_seconds * 1e6 / layers
     finally:
         worker.close()
     ort_med, ours_med = statistics.median(ort_ms), statistics.median(ours_ms)
     return {"model": name, "ort_ms": ort_med, "ours_ms": ours_med, "ratio": ours_med / ort_med,
-            "rel_l2": err, "layers": len(model.layers), "peak_device_bytes": stats.get("peak_device_bytes", 0)}
+            "rel_l2": err, "layers": len(model.layers), "peak_device_bytes": stats.get("peak_device_bytes", 0),
+            "intermediate_bytes": stats.get("intermediate_bytes", 0),
+            "lower_bound_bytes": stats.get("intermediate_lower_bound_bytes", 0),
+            "weight_bytes": stats.get("weight_bytes", 0), "fallback": len(stats.get("fallback_layers", [])),
+            "encode_us_per_layer": encode_us}
+
+
+def matmul_gflops(backend: str, size: int = 1024, chain: int = 8, runs: int = 5) -> float:
+    """GFLOP/s of the MatMul kernel: a chain of ``chain`` (size x size) products per run, so the one
+    upload and download per run are small next to the arithmetic."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", [f"t{i}", "w"], [f"t{i + 1}"], name=f"mm{i}") for i in range(chain)]
+    graph = helper.make_graph(nodes, "matmul_chain",
+                              [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [size, size])],
+                              [helper.make_tensor_value_info(f"t{chain}", TensorProto.FLOAT, [size, size])],
+                              [numpy_helper.from_array(w, "w")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.checker.check_model(proto)
+    x = rng.standard_normal((size, size)).astype(np.float32)
+    with ws.Worker(ws.load_model(proto), backend, threads=2) as worker:
+        worker.run({"t0": x})
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            worker.run({"t0": x})
+            times.append(time.perf_counter() - t0)
+    return 2 * size**3 * chain / statistics.median(times) / 1e9
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,23 +100,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated subset of: " + ",".join(zoo.ALL_MODELS))
     parser.add_argument("--shipped", action="store_true", help="zoo light models as shipped (default: densified)")
     parser.add_argument("--markdown", help="append the table to this Markdown file")
+    parser.add_argument("--matmul", action="store_true", help="also measure MatMul 1024^3 GFLOP/s (always on GPU)")
     args = parser.parse_args(argv)
     names = args.models.split(",") if args.models else zoo.ALL_MODELS
     unknown = [n for n in names if n not in zoo.ALL_MODELS]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {zoo.ALL_MODELS}")
     rows = []
+    gpu = args.backend == "gpu-compute"
     header = f"{'model':<14} {'ORT ms':>9} {'wgsentis ms':>12} {'ratio':>7} {'rel L2':>9}"
+    if gpu:
+        header += f" {'fallbk':>6} {'us/layer':>8} {'interm. MB':>10} {'bound MB':>9} {'weights MB':>10}"
     print(f"backend {args.backend}, threads {args.threads}, {args.runs} runs (median), "
           f"{'shipped' if args.shipped else 'densified'} light models")
     print(header)
     for name in names:
         row = bench_model(name, args.backend, args.threads, args.runs, args.warmup, dense=not args.shipped)
         rows.append(row)
-        print(f"{name:<14} {row['ort_ms']:>9.2f} {row['ours_ms']:>12.2f} {row['ratio']:>7.2f} {row['rel_l2']:>9.1e}",
-              flush=True)
+        line = f"{name:<14} {row['ort_ms']:>9.2f} {row['ours_ms']:>12.2f} {row['ratio']:>7.2f} {row['rel_l2']:>9.1e}"
+        if gpu:
+            line += (f" {row['fallback']:>6} {row['encode_us_per_layer']:>8.1f} {row['intermediate_bytes'] / 2**20:>10.1f}"
+                     f" {row['lower_bound_bytes'] / 2**20:>9.1f} {row['weight_bytes'] / 2**20:>10.1f}")
+        print(line, flush=True)
     geomean = float(np.exp(np.mean(np.log([r["ratio"] for r in rows]))))
     print(f"geometric mean ratio (wgsentis / ORT): {geomean:.2f}")
+    gflops = None
+    if gpu or args.matmul:
+        gflops = matmul_gflops(args.backend)
+        print(f"MatMul 1024^3 on {args.backend}: {gflops:.1f} GFLOP/s")
     if args.markdown:
         import onnxruntime
 
@@ -92,9 +139,20 @@ def main(argv: list[str] | None = None) -> int:
             f"Command: `python tools/bench.py --backend {args.backend} --threads {args.threads} --runs {args.runs}`\n",
             "| model | ORT ms | wgsentis ms | ratio | rel L2 |", "|---|---:|---:|---:|---:|",
         ]
-        lines += [f"| {r['model']} | {r['ort_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} | {r['rel_l2']:.1e} |"
-                  for r in rows]
-        lines.append(f"| **geometric mean** | | | **{geomean:.2f}** | |\n")
+        if gpu:
+            lines[-2] = ("| model | ORT ms | wgsentis ms | ratio | rel L2 | fallback layers | host us/layer "
+                         "| intermediates MB | lower bound MB | weights MB |")
+            lines[-1] = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            lines += [f"| {r['model']} | {r['ort_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} | {r['rel_l2']:.1e} "
+                      f"| {r['fallback']} | {r['encode_us_per_layer']:.1f} | {r['intermediate_bytes'] / 2**20:.1f} "
+                      f"| {r['lower_bound_bytes'] / 2**20:.1f} | {r['weight_bytes'] / 2**20:.1f} |" for r in rows]
+            lines.append(f"| **geometric mean** | | | **{geomean:.2f}** | | | | | | |\n")
+        else:
+            lines += [f"| {r['model']} | {r['ort_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} | {r['rel_l2']:.1e} |"
+                      for r in rows]
+            lines.append(f"| **geometric mean** | | | **{geomean:.2f}** | |\n")
+        if gflops is not None:
+            lines.append(f"MatMul 1024^3 on {args.backend}: **{gflops:.1f} GFLOP/s**.\n")
         with open(args.markdown, "a") as fh:
             fh.write("\n".join(lines) + "\n")
     return 0

@@ -76,6 +76,39 @@ def shipped_expected(name: str) -> np.ndarray | None:
     return numpy_helper.to_array(tensor)
 
 
+def final_activation_logits(proto: onnx.ModelProto) -> dict[str, tuple[str, str, dict]]:
+    """Graph outputs produced by a Sigmoid or Softmax node -> (op, its input (the logits), its attributes)."""
+    outputs = {o.name for o in proto.graph.output}
+    return {n.output[0]: (n.op_type, n.input[0], {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute})
+            for n in proto.graph.node if n.op_type in ("Sigmoid", "Softmax") and n.output[0] in outputs}
+
+
+def exact_activation(op: str, logits: np.ndarray, attrs: dict, opset: int) -> np.ndarray:
+    """Sigmoid or Softmax of ``logits`` in float64 (Softmax with the axis rules of ``opset``)."""
+    x = logits.astype(np.float64)
+    if op == "Sigmoid":
+        return 1 / (1 + np.exp(-x))
+    axis = attrs.get("axis", -1 if opset >= 13 else 1)
+    if opset < 13:  # flattened to 2-D around axis
+        shape = x.shape
+        x = x.reshape(int(np.prod(shape[:axis])), -1)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).reshape(shape)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def with_outputs(proto: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """A copy of ``proto`` that also outputs the tensors ``names``."""
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    for name in names:
+        vi = onnx.ValueInfoProto()
+        vi.name = name
+        out.graph.output.append(vi)
+    return out
+
+
 def ort_session(proto: onnx.ModelProto, threads: int = 2):
     import onnxruntime as ort
 

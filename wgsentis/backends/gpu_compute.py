@@ -408,6 +408,7 @@ class GPUProgram:
         self._live_bytes = 0
         self._peak_live = 0
         self.on_layer: Callable[[int, str], None] | None = None
+        self.last_encode_seconds = 0.0  # host time encoding the last replayed run
 
     def close(self) -> None:
         """Drop plans and buffers (the device itself is shared by the process)."""
@@ -779,6 +780,7 @@ class GPUProgram:
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
         for name, t in plan.input_tensors.items():
             self._upload_input(name, feeds[name], t)
+        started = time.perf_counter()
         encoder, cpass = self._begin()
         layers = self.graph.layers
         current = -1
@@ -802,6 +804,8 @@ class GPUProgram:
         if self.debug_groups and current >= 0:
             cpass.pop_debug_group()
         cpass.end()
+        # Host time spent encoding this replay (fallback layers' own CPU time excluded only when none).
+        self.last_encode_seconds = time.perf_counter() - started
         return self._finish(encoder, plan.outputs)
 
 

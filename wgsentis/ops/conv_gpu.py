@@ -1,5 +1,169 @@
-"""gpu-compute programs of the conv family."""
+"""gpu-compute programs of the conv family: Conv (1-D/2-D, pads/strides/dilations, auto_pad, groups,
+bias, fused activation) and ConvTranspose (gather form).
+
+Conv picks one of three paths:
+- 1x1, stride 1, no padding, one group: a matmul of the weight (C_out, C_in) with each image seen as
+  (C_in, H*W), no copy at all;
+- depthwise (one input channel per group): a direct kernel, one output per invocation;
+- otherwise im2col into a (K, P) column matrix per group (K = C_in/group*kh*kw, both padded to
+  multiples of 4 so every load is a vec4), then the register-tiled matmul of ``matmul_gpu``.
+  Implicit GEMM would gather with bounds checks inside the inner loop, where loads are what costs
+  on lavapipe; the materialised columns are small for vision models at batch 1.
+Weights are constants repacked once on the host ((C_out, K) rows padded to a multiple of 4).
+"""
 
 from __future__ import annotations
 
+import math
 
+import numpy as np
+
+from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+from wgsentis.ops.matmul_gpu import Operand, fused, gemm, host_value, repacked
+from wgsentis.ops.registry import register_gpu
+
+_ZERO = np.zeros(1, np.float32)
+
+
+def _pad4(v: int) -> int:
+    return -(-v // 4) * 4
+
+
+def _as_2d(x_shape, w_shape, strides, dilations, pads, nd):
+    """1-D convolutions as 2-D ones with a unit height."""
+    if nd == 2:
+        return tuple(x_shape), tuple(w_shape), strides, dilations, pads
+    return ((*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2]), [1, strides[0]], [1, dilations[0]],
+            [0, pads[0], 0, pads[1]])
+
+
+@register_gpu("Conv", 1)
+def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+         pads=None, strides=None, **attrs):
+    """Conv on the GPU; returns NotImplemented for 3-D and above, or device-only weights."""
+    w = host_value(W)
+    b = None if B is None else host_value(B)
+    if getattr(X, "dtype", None) != np.float32 or w is None or w.dtype != np.float32:
+        return NotImplemented
+    if B is not None and (b is None or b.dtype != np.float32):
+        return NotImplemented
+    nd = X.ndim - 2
+    if nd not in (1, 2) or w.ndim != X.ndim:
+        return NotImplemented
+    if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
+        return NotImplemented
+    group = int(group)
+    n, c = X.shape[:2]
+    m = w.shape[0]
+    if c % group or m % group or w.shape[1] != c // group:
+        return NotImplemented
+    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+    begins, _ends, outs = conv_geometry(X.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    x_shape, w_shape, st, dl, pd = _as_2d(X.shape, w.shape, strides, dilations, begins + begins, nd)
+    h, wd = x_shape[2:]
+    kh, kw = w_shape[2:]
+    oh, ow = (1, outs[0]) if nd == 1 else outs
+    y = rec.alloc((n, m, *outs), np.float32)
+    if y.size == 0:
+        return y
+    act = fused(layer)
+    p = oh * ow
+    cg, mg = c // group, m // group
+    bias_t = None if b is None else rec.upload(b, f"{layer.name}:B")
+
+    if group == c and cg == 1:  # depthwise (channel multiplier mg)
+        wt = rec.upload(w, f"{layer.name}:W")
+        params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], mg, c,
+                  int(b is not None), *act[1]]
+        rec.dispatch("compute/depthwise.wgsl", [X, wt, bias_t if bias_t is not None else rec.upload(_ZERO, "zero")],
+                     [y], params, y.size, workgroup=64, subs={"ACT": act[0]})
+        return y
+
+    k = cg * kh * kw
+    kp = _pad4(k)
+    w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
+    wt = rec.upload(w_mat, f"{layer.name}:W")
+    y3 = rec.view(y, (n, m, p))
+    if kh == kw == 1 and st == [1, 1] and pd == [0, 0, 0, 0] and group == 1:
+        # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
+        gemm(rec, Operand(wt, kp, 1, []), Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
+             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
+        return y
+    pp = _pad4(p)
+    per_image = kp * pp
+    if 4 * n * per_image > rec.ctx.max_binding:
+        return NotImplemented
+    cols = rec.alloc((n, kp, pp), np.float32)
+    for g in range(group):
+        rows = n * kp * oh
+        params = [rows, kp, pp, k, p, c, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], ow, g * cg, oh]
+        rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64)
+        a_op = Operand(wt, kp, 1, [])
+        a_op.t = wt if group == 1 else _group_rows(rec, layer, w_mat, g)
+        bias_g = bias_t
+        if b is not None and group > 1:
+            bias_g = rec.upload(repacked(("convB", g, group), b, lambda g=g: b[g * mg:(g + 1) * mg]),
+                                f"{layer.name}:B[{g}]")
+        # Output rows of group g start at channel g*mg: offset Y through the column offset.
+        gemm(rec, a_op, Operand(cols, pp, 1, [per_image]), y3, mg, p, kp, y_row=p, y_col0=g * mg * p,
+             y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act)
+    return y
+
+
+def _weight_rows(w: np.ndarray, group: int, kp: int) -> np.ndarray:
+    """(C_out, C_in/group, kh, kw) -> (group, C_out/group, kp) rows, zero-padded past K."""
+    m = w.shape[0]
+    k = math.prod(w.shape[1:])
+    out = np.zeros((group, m // group, kp), np.float32)
+    out[:, :, :k] = w.reshape(group, m // group, k)
+    return out
+
+
+def _group_rows(rec, layer, w_mat: np.ndarray, g: int):
+    """The weight rows of group ``g`` as their own uploaded constant."""
+    part = repacked(("group", g), w_mat, lambda: w_mat[g])
+    return rec.upload(part, f"{layer.name}:W[{g}]")
+
+
+@register_gpu("ConvTranspose", 1)
+def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
+    """ConvTranspose (1-D/2-D) as a direct gather kernel."""
+    w = host_value(W)
+    b = None if B is None else host_value(B)
+    if getattr(X, "dtype", None) != np.float32 or w is None or w.dtype != np.float32:
+        return NotImplemented
+    if B is not None and (b is None or b.dtype != np.float32):
+        return NotImplemented
+    nd = X.ndim - 2
+    if nd not in (1, 2) or w.ndim != X.ndim:
+        return NotImplemented
+    group = int(group)
+    n, c = X.shape[:2]
+    if c % group or w.shape[0] != c:
+        return NotImplemented
+    mg = w.shape[1]
+    m = mg * group
+    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+    output_padding = [int(v) for v in output_padding] if output_padding else [0] * nd
+    output_padding = output_padding[-nd:] if len(output_padding) >= nd else output_padding + [0] * nd
+    begins, outs = conv_transpose_geometry(X.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad,
+                                           output_padding, output_shape)
+    x_shape, w_shape, st, dl, pd = _as_2d(X.shape, w.shape, strides, dilations, list(begins) * 2, nd)
+    h, wd = x_shape[2:]
+    kh, kw = w_shape[2:]
+    oh, ow = (1, outs[0]) if nd == 1 else outs
+    y = rec.alloc((n, m, *outs), np.float32)
+    if y.size == 0:
+        return y
+    act = fused(layer)
+    wt = rec.upload(w, f"{layer.name}:W")
+    bias_t = rec.upload(b if b is not None else _ZERO, f"{layer.name}:B")
+    params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], c, c // group, mg,
+              int(b is not None), *act[1]]
+    rec.dispatch("compute/conv_transpose.wgsl", [X, wt, bias_t], [y], params, y.size, workgroup=64,
+                 subs={"ACT": act[0]})
+    return y
+
+
+__all__ = ["conv", "conv_transpose"]

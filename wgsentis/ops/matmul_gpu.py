@@ -1,5 +1,270 @@
-"""gpu-compute programs of the matmul family."""
+"""gpu-compute programs of the matmul family: MatMul (numpy semantics, batched with broadcast batch
+dims) and Gemm (alpha, beta, transA, transB, C broadcast), both with a fused activation.
+
+Everything runs through one register-tiled kernel (``wgsl/compute/matmul.wgsl``, 8x16 outputs per
+invocation). On lavapipe a storage-buffer load costs far more than a multiply-add, so operands are
+read as vec4 whenever their rows are contiguous and 16-byte aligned; constants are repacked on the
+host (transposed to (K, N), columns padded to a multiple of 4) so that they always are. The conv
+family reuses :func:`gemm` for its 1x1 and im2col paths.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any
 
+import numpy as np
+
+from wgsentis.backends.gpu_compute import GTensor, fold_groups
+from wgsentis.ops.elementwise_gpu import activation_expr, broadcast_strides
+from wgsentis.ops.registry import register_gpu
+
+TILE_M, TILE_N = 8, 16  # outputs per invocation (see matmul.wgsl)
+WORKGROUP = 64
+MAX_BATCH_RANK = 4
+IDENTITY = ("v", [0.0, 0.0, 0.0])
+
+# Loader bodies per operand layout (see matmul.wgsl): "vec" reads vec4 rows, "scalar" strided f32.
+_LOAD_A = {
+    "vec": ("return A[ra + k4];", "return A[ra + k / 4u][k % 4u];"),
+    "scalar": ("let s = pu(5u); let o = ra + k4 * 4u * s; "
+               "return vec4<f32>(A[o], A[o + s], A[o + 2u * s], A[o + 3u * s]);",
+               "return A[ra + k * pu(5u)];"),
+}
+_LOAD_B = {
+    "vec": "return B[kb + cb];",
+    "scalar": ("let s = pu(7u); return vec4<f32>(B[kb + cb * s], B[kb + min(cb + 1u, nl) * s], "
+               "B[kb + min(cb + 2u, nl) * s], B[kb + min(cb + 3u, nl) * s]);"),
+}
+
+# Host-side repacks of constant operands, kept alive so uploads (cached by id) stay valid.
+_REPACKED: dict[tuple, tuple[np.ndarray, Any]] = {}
+
+
+def repacked(key: tuple, source: np.ndarray, make) -> np.ndarray:
+    """``make()`` computed once per (key, source array); the result lives as long as the module."""
+    hit = _REPACKED.get((id(source), *key))
+    if hit is not None and hit[1] is source:
+        return hit[0]
+    value = np.ascontiguousarray(make())
+    _REPACKED[(id(source), *key)] = (value, source)
+    return value
+
+
+def fused(layer) -> tuple[str, list[float]]:
+    """The layer's fused activation as (WGSL expression of v, [alpha, beta, gamma])."""
+    act = getattr(layer, "fused_activation", None)
+    if act is None:
+        return IDENTITY
+    return activation_expr(act[0], act[1])
+
+
+def host_value(t: Any) -> np.ndarray | None:
+    """The host array of a constant (a numpy array or an uploaded tensor that kept its host copy)."""
+    if isinstance(t, np.ndarray):
+        return t
+    if isinstance(t, GTensor) and t.host is not None and t.alloc is None:
+        return t.host  # split above the binding limit: repack from the host copy
+    return None
+
+
+class Operand:
+    """How the kernel reads one operand: the tensor, vec4 or scalar mode, and element strides."""
+
+    def __init__(self, t: GTensor, row: int, col: int, offset_batch: list[int]) -> None:
+        self.t = t
+        self.row = row  # stride between rows (A: m, B: k), elements
+        self.col = col  # stride between columns (A: k, B: n), elements
+        self.batch = offset_batch  # per batch dim, elements
+        self.vec = col == 1 and row % 4 == 0 and all(s % 4 == 0 for s in offset_batch)
+
+    def strides(self) -> tuple[int, int, list[int]]:
+        """(row, col, batch strides) in the units the kernel indexes (vec4 or elements)."""
+        if self.vec:
+            return self.row // 4, 1, [s // 4 for s in self.batch]
+        return self.row, self.col, list(self.batch)
+
+
+def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_row: int, y_col0: int = 0,
+         y_batch: list[int] | None = None, batch_shape: list[int] | None = None, bias: GTensor | None = None,
+         bias_strides: tuple[int, int] = (0, 0), alpha: float = 1.0, beta: float = 1.0,
+         accumulate: bool = False, final: bool = True, act: tuple[str, list[float]] = IDENTITY) -> None:
+    """Record Y[b, m, y_col0 + n] (+)= act(alpha * A @ B + beta * bias) for every batch index."""
+    batch_shape = list(batch_shape or [])
+    if len(batch_shape) > MAX_BATCH_RANK:
+        raise ValueError("batch rank above 4")
+    nbatch = math.prod(batch_shape)
+    if m == 0 or n == 0 or nbatch == 0:
+        return
+    a_row, a_col, a_batch = a.strides()
+    b_row, b_col, b_batch = b.strides()
+    pad = [1] * (MAX_BATCH_RANK - len(batch_shape))
+
+    def four(strides: list[int] | None) -> list[int]:
+        strides = list(strides or [])
+        strides = strides + [0] * (len(batch_shape) - len(strides))  # operands without batch dims
+        return strides + [0] * (MAX_BATCH_RANK - len(strides))
+    flags = (1 if bias is not None else 0) | (2 if accumulate else 0) | (4 if final else 0)
+    tiles_n = -(-n // TILE_N)
+    tiles = -(-m // TILE_M) * tiles_n
+    params = [m, n, k, tiles_n, a_row, a_col, b_row, b_col, y_row, y_col0, bias_strides[0], bias_strides[1],
+              flags, float(alpha), float(beta), *[float(v) for v in act[1]], len(batch_shape), 0,
+              *batch_shape, *pad, *four(a_batch), *four(b_batch), *four(y_batch)]
+    groups = fold_groups(-(-tiles // WORKGROUP), rec.ctx.max_workgroups)
+    if nbatch > rec.ctx.max_workgroups:
+        raise ValueError("too many batches")
+    a_mode, b_mode = ("vec" if a.vec else "scalar"), ("vec" if b.vec else "scalar")
+    if bias is None:
+        bias = rec.upload(_ZERO, "zero")
+    rec.dispatch("compute/matmul.wgsl", [a.t, b.t, bias], [y], params, (groups[0], groups[1], nbatch),
+                 workgroup=WORKGROUP,
+                 subs={"TA": "vec4<f32>" if a.vec else "f32", "TB": "vec4<f32>" if b.vec else "f32",
+                       "LOAD_A": _LOAD_A[a_mode][0], "LOAD_A1": _LOAD_A[a_mode][1], "LOAD_B": _LOAD_B[b_mode],
+                       "BVEC": "true" if b.vec else "false", "ACT": act[0]})
+
+
+_ZERO = np.zeros(1, np.float32)
+
+
+def _f32(t: Any) -> bool:
+    return getattr(t, "dtype", None) == np.float32
+
+
+def _matrix_operand(rec, t: Any, name: str) -> Any:
+    """A device tensor for a MatMul operand (constants with unaligned rows get padded copies)."""
+    if isinstance(t, GTensor) and t.alloc is not None:
+        return t
+    host = host_value(t)
+    if host is None:
+        return None
+    return rec.upload(host, name)
+
+
+def _padded_cols(x: np.ndarray) -> np.ndarray:
+    """``x`` (..., R, C) with C padded by zeros to a multiple of 4 (vec4 rows)."""
+    c = x.shape[-1]
+    cp = -(-c // 4) * 4
+    if cp == c:
+        return x
+    out = np.zeros((*x.shape[:-1], cp), np.float32)
+    out[..., :c] = x
+    return out
+
+
+@register_gpu("MatMul", 1)
+def matmul(rec, layer, A, B):
+    """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
+    if not (_f32(A) and _f32(B)) or A.ndim == 0 or B.ndim == 0:
+        return NotImplemented
+    a_shape = (1, *A.shape) if A.ndim == 1 else tuple(A.shape)  # (..., M, K)
+    b_shape = (*B.shape, 1) if B.ndim == 1 else tuple(B.shape)  # (..., K, N)
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2:
+        return NotImplemented
+    try:
+        batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    except ValueError:
+        return NotImplemented
+    out_shape = (*batch, m, n)
+    if A.ndim == 1:
+        out_shape = out_shape[:-2] + out_shape[-1:]
+    if B.ndim == 1:
+        out_shape = out_shape[:-1]
+    # Collapse leading batch dims where both operands are full (keeps rank <= 4 for common cases).
+    if len(batch) > MAX_BATCH_RANK or math.prod(batch) > rec.ctx.max_workgroups:
+        return NotImplemented
+    b_host = host_value(B)
+    b_ncols = n
+    if b_host is not None and B.ndim >= 2 and n % 4:
+        b_host = repacked(("pad",), b_host, lambda: _padded_cols(b_host.astype(np.float32)))
+        b_ncols = b_host.shape[-1]
+    elif b_host is not None and B.ndim == 1:
+        b_host = repacked(("col",), b_host, lambda: b_host.reshape(k, 1))
+    at = _matrix_operand(rec, A, f"{layer.name}:A")
+    bt = _matrix_operand(rec, b_host if b_host is not None else B, f"{layer.name}:B")
+    if at is None or bt is None:
+        return NotImplemented
+    y = rec.alloc(out_shape, np.float32)
+    if y.size == 0:
+        return y
+    if k == 0:
+        return _fill_zero_then_act(rec, y, layer)
+    a_bs = broadcast_strides(a_shape[:-2], batch) if batch else []
+    b_bs = broadcast_strides(b_shape[:-2], batch) if batch else []
+    a_op = Operand(at, k, 1, [s * m * k for s in a_bs])
+    b_op = Operand(bt, b_ncols, 1, [s * k * b_ncols for s in b_bs])
+    y_batch = [s * m * n for s in broadcast_strides(batch, batch)] if batch else []
+    gemm(rec, a_op, b_op, y, m, n, k, y_row=n, y_batch=y_batch, batch_shape=list(batch), act=fused(layer))
+    return y
+
+
+def _fill_zero_then_act(rec, y: GTensor, layer, bias=None, bias_strides=(0, 0), beta=1.0):
+    """K == 0: the product is zero; run the kernel with an empty K loop to write bias/activation."""
+    m, n = (y.shape[-2], y.shape[-1]) if y.ndim >= 2 else (1, y.shape[-1])
+    zero = rec.upload(_ZERO, "zero")
+    nb = y.size // max(1, m * n)
+    gemm(rec, Operand(zero, 0, 1, []), Operand(zero, 0, 1, []), y, m, n, 0, y_row=n,
+         y_batch=[m * n] if nb > 1 else [], batch_shape=[nb] if nb > 1 else [], bias=bias,
+         bias_strides=bias_strides, beta=beta, act=fused(layer))
+    return y
+
+
+@register_gpu("Gemm", 7)
+def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, **attrs):
+    """Gemm: alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N), with a fused activation."""
+    if not (_f32(A) and _f32(B)) or A.ndim != 2 or B.ndim != 2 or (C is not None and not _f32(C)):
+        return NotImplemented
+    m, k = (A.shape[1], A.shape[0]) if transA else A.shape
+    k2, n = (B.shape[1], B.shape[0]) if transB else B.shape
+    if k != k2:
+        return NotImplemented
+    bias, bias_strides = None, (0, 0)
+    if C is not None and float(beta) != 0.0:
+        try:
+            if np.broadcast_shapes(C.shape, (m, n)) != (m, n):
+                return NotImplemented
+        except ValueError:
+            return NotImplemented
+        bias = C if isinstance(C, GTensor) and C.alloc is not None else rec.upload(np.asarray(host_value(C)),
+                                                                                     f"{layer.name}:C")
+        s = broadcast_strides(C.shape, (m, n))
+        bias_strides = (s[0], s[1])
+    y = rec.alloc((m, n), np.float32)
+    if y.size == 0:
+        return y
+    if k == 0:
+        return _fill_zero_then_act(rec, y, layer, bias, bias_strides, beta)
+    act = fused(layer)
+    # A: constants are repacked to (M, K) rows; a device A^T is read with strides.
+    a_host = host_value(A)
+    if a_host is not None:
+        a_mat = repacked(("gemmA", transA), a_host, lambda: _padded_cols(a_host.T if transA else a_host))
+        a_op = Operand(rec.upload(a_mat, f"{layer.name}:A"), a_mat.shape[1], 1, [])
+    elif transA:
+        a_op = Operand(A, 1, m, [])
+    else:
+        a_op = Operand(A, k, 1, [])
+    b_host = host_value(B)
+    if b_host is None:
+        b_op = Operand(B, 1, k, []) if transB else Operand(B, n, 1, [])
+        gemm(rec, a_op, b_op, y, m, n, k, y_row=n, bias=bias, bias_strides=bias_strides, alpha=alpha,
+             beta=beta, act=act)
+        return y
+    # Constant B: (K, N) column blocks, each within the binding limit, padded to vec4 rows.
+    per = max(4, (rec.ctx.max_binding // (4 * max(k, 1))) // 4 * 4)
+    for c0 in range(0, n, per):
+        c1 = min(n, c0 + per)
+
+        def block(c0=c0, c1=c1):
+            part = b_host[c0:c1].T if transB else b_host[:, c0:c1]
+            return _padded_cols(np.asarray(part, np.float32))
+
+        b_mat = repacked(("gemmB", transB, c0, c1), b_host, block)
+        bt = rec.upload(b_mat, f"{layer.name}:B[{c0}:{c1}]")
+        gemm(rec, a_op, Operand(bt, b_mat.shape[1], 1, []), y, m, c1 - c0, k, y_row=n, y_col0=c0, bias=bias,
+             bias_strides=bias_strides, alpha=alpha, beta=beta, act=act)
+    return y
+
+
+__all__ = ["IDENTITY", "Operand", "fused", "gemm", "host_value", "repacked"]

@@ -1,5 +1,161 @@
-"""gpu-compute programs of the pool family."""
+"""gpu-compute programs of the pool family: MaxPool (with its Indices output), AveragePool, LpPool
+and the Global pools.
+
+Windowed pools run one invocation per output element looping over the window (wgsl/compute/pool.wgsl);
+1-D and 2-D pools are 3-D pools with leading size-1 dims. The geometry (pads, ceil mode, auto_pad) is
+resolved on the host by the CPU module's own helper, so both backends agree on every output shape.
+Global pools are row reductions (wgsl/compute/reduce.wgsl) over the spatial dims.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any
 
+import numpy as np
+
+from wgsentis.ops.conv import spatial_attrs
+from wgsentis.ops.pool import pool_geometry
+from wgsentis.ops.reduce_gpu import reduce_to
+from wgsentis.ops.registry import register_gpu
+
+_F32_NAN = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u"
+_LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)"}
+
+
+def _is_gpu(t: Any) -> bool:
+    return hasattr(t, "alloc") and hasattr(t, "gpu_type")
+
+
+def _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
+    """(kernel, strides, dilations, begins, ends, outs) as the CPU kernel resolves them, or None."""
+    if kernel_shape is None or x.ndim < 3 or x.ndim > 5:
+        return None
+    nd = x.ndim - 2
+    kernel = [int(k) for k in kernel_shape]
+    if len(kernel) != nd:
+        return None
+    try:
+        strides, dilations, pads = spatial_attrs(nd, kernel, strides, dilations, pads)
+        begins, ends, outs = pool_geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    except ValueError:
+        return None
+    return kernel, strides, dilations, begins, ends, outs
+
+
+def _pad3(values: list[int], fill: int) -> list[int]:
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def _params(x, geo, include_pad: bool, p: float = 2.0) -> tuple[list, tuple[int, ...]]:
+    """The pool.wgsl parameter words and the output shape."""
+    kernel, strides, dilations, begins, ends, outs = geo
+    spatial = list(x.shape[2:])
+    out_shape = (*x.shape[:2], *outs)
+    if include_pad:
+        lo = [-b for b in begins]
+        hi = [n + e for n, e in zip(spatial, ends, strict=True)]
+    else:
+        lo, hi = [0] * len(spatial), spatial
+    params = [math.prod(out_shape), *_pad3(spatial, 1), *_pad3(outs, 1), *_pad3(kernel, 1), *_pad3(strides, 1),
+              *_pad3(dilations, 1), *_pad3(begins, 0), *_pad3(lo, 0), *_pad3(hi, 1), float(p), 1.0 / float(p)]
+    return params, out_shape
+
+
+def _subs(x, p: float = 2.0) -> dict[str, str]:
+    if x.gpu_type == "i32":
+        return {"T": "i32", "NANCHK": "false", "LOWEST": _LOWEST["i32"], "POW": "v", "SQRT": "acc",
+                "ROOT": "acc"}
+    if p == 1.0:
+        pow_expr, root = "abs(v)", "acc"
+    else:
+        pow_expr, root = "pow(abs(v), pf(25u))", "pow(acc, pf(26u))"
+    return {"T": "f32", "NANCHK": _F32_NAN, "LOWEST": _LOWEST["f32"], "POW": pow_expr, "SQRT": "sqrt(acc)",
+            "ROOT": root}
+
+
+def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0):
+    params, out_shape = _params(x, geo, include_pad, p)
+    y = rec.alloc(out_shape, x.dtype)
+    rec.dispatch("compute/pool.wgsl", [x], [y], params, y.size, workgroup=64, constants={"MODE": mode},
+                 subs=_subs(x, p))
+    return y
+
+
+@register_gpu("MaxPool", 1)
+def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None,
+             storage_order=0, strides=None, **attrs):
+    if not _is_gpu(X) or X.gpu_type not in ("f32", "i32"):
+        return NotImplemented
+    geo = _geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if geo is None:
+        return NotImplemented
+    want_indices = len(layer.outputs) > 1 and bool(layer.outputs[1])
+    if not want_indices:
+        y = _window_pool(rec, X, geo, 0)
+        return (y, None) if len(layer.outputs) > 1 else y
+    if X.size >= 2**31:
+        return NotImplemented  # flat indices must fit in int32
+    params, out_shape = _params(X, geo, False)
+    params += [int(bool(storage_order)), X.ndim - 2]
+    y = rec.alloc(out_shape, X.dtype)
+    idx = rec.alloc(out_shape, np.int64)
+    sub = _subs(X)
+    rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, y.size, workgroup=64,
+                 subs={"T": sub["T"], "LOWEST": sub["LOWEST"]})
+    return y, idx
+
+
+@register_gpu("AveragePool", 1)
+def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                 kernel_shape=None, pads=None, strides=None, **attrs):
+    if not _is_gpu(X) or X.dtype != np.float32:
+        return NotImplemented
+    geo = _geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if geo is None:
+        return NotImplemented
+    return _window_pool(rec, X, geo, 1, include_pad=bool(count_include_pad))
+
+
+@register_gpu("LpPool", 1)
+def lp_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, p=2, pads=None,
+            strides=None, **attrs):
+    if not _is_gpu(X) or X.dtype != np.float32:
+        return NotImplemented
+    geo = _geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if geo is None:
+        return NotImplemented
+    p = float(p)
+    return _window_pool(rec, X, geo, 2 if p == 2.0 else 3, p=p)
+
+
+def _global(rec, X, kind: str):
+    if not _is_gpu(X) or X.ndim < 2:
+        return NotImplemented
+    out_shape = (*X.shape[:2], *([1] * (X.ndim - 2)))
+    return reduce_to(rec, X, set(range(2, X.ndim)), kind, out_shape)
+
+
+@register_gpu("GlobalAveragePool", 1)
+def global_average_pool(rec, layer, X, **attrs):
+    if getattr(X, "dtype", None) != np.float32:
+        return NotImplemented
+    return _global(rec, X, "mean")
+
+
+@register_gpu("GlobalMaxPool", 1)
+def global_max_pool(rec, layer, X, **attrs):
+    if getattr(X, "dtype", None) not in (np.float32, np.int32):
+        return NotImplemented
+    return _global(rec, X, "max")
+
+
+@register_gpu("GlobalLpPool", 1)
+def global_lp_pool(rec, layer, X, *, p=2, **attrs):
+    if getattr(X, "dtype", None) != np.float32:
+        return NotImplemented
+    if float(p) == 2.0:
+        return _global(rec, X, "l2")
+    if float(p) == 1.0:
+        return _global(rec, X, "l1")
+    return NotImplemented  # other p: (sum |x|^p)^(1/p) has no reduce kind yet

@@ -1,5 +1,267 @@
-"""gpu-compute programs of the reduce family."""
+"""gpu-compute programs of the reduce family: ReduceSum ... ReduceLogSumExp, ArgMax/ArgMin,
+Softmax/LogSoftmax/Hardmax and CumSum.
+
+A reduction is described by *groups*: the input's dims with size-1 dims dropped and adjacent dims of
+the same kind (kept / reduced) merged, so any axis set of a rank-6 tensor fits in 3 kept and 3
+reduced groups. One invocation computes one output element, looping over its row. When there are
+few outputs and long rows, rows are split into chunks reduced by a first dispatch and the partial
+results combined by a second (recursively), which keeps every core busy and sums in a tree.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any
 
+import numpy as np
+
+from wgsentis.ops.registry import register_gpu
+
+MAX_GROUPS = 3
+CHUNK = 256  # elements per chunk when a reduction is split into stages
+SPLIT_ROWS = 256  # split rows only when there are fewer outputs than this
+SPLIT_LENGTH = 1024  # ... and rows at least this long
+
+# kind -> (first-stage OP, PRE, final POST, combining OP); OP: 0 sum, 1 prod, 2 max, 3 min, 4 lse;
+# PRE: 0 x, 1 |x|, 2 x*x; POST: 0 none, 1 * (1/R), 2 sqrt, 3 log.
+KINDS: dict[str, tuple[int, int, int, int]] = {
+    "sum": (0, 0, 0, 0), "mean": (0, 0, 1, 0), "prod": (1, 0, 0, 1), "max": (2, 0, 0, 2), "min": (3, 0, 0, 3),
+    "l1": (0, 1, 0, 0), "l2": (0, 2, 2, 0), "sumsquare": (0, 2, 0, 0), "logsum": (0, 0, 3, 0),
+    "logsumexp": (4, 0, 0, 4),
+}
+INT_KINDS = {"sum", "prod", "max", "min", "l1", "sumsquare"}  # exact (wrapping) in int32
+INT64_KINDS = {"max", "min"}  # int64 results that cannot leave the int32 range
+_REDUCE_OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+               "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceLogSum": "logsum",
+               "ReduceLogSumExp": "logsumexp", "ReduceSumSquare": "sumsquare"}
+
+
+def _is_gpu(t: Any) -> bool:
+    return hasattr(t, "alloc") and hasattr(t, "gpu_type")
+
+
+def _as_gpu(rec, t: Any, name: str = ""):
+    return t if _is_gpu(t) else rec.upload(np.asarray(t), name)
+
+
+def norm_axis(axis: int, rank: int) -> int | None:
+    """``axis`` in [0, rank), or None when out of range (the CPU kernel then reports it)."""
+    axis = int(axis)
+    if not -rank <= axis < max(rank, 1):
+        return None
+    return axis + rank if axis < 0 else axis
+
+
+def groups(shape: tuple[int, ...], axes: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """(kept groups, reduced groups) as (size, element stride) lists, outermost first, or None past
+    MAX_GROUPS. Size-1 dims are dropped; adjacent dims of the same kind are merged."""
+    strides, acc = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= shape[d]
+    kept: list[list[int]] = []
+    red: list[list[int]] = []
+    last = None
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        kind = d in axes
+        target = red if kind else kept
+        if last == kind:
+            target[-1][0] *= size
+            target[-1][1] = strides[d]
+        else:
+            target.append([size, strides[d]])
+        last = kind
+    if len(kept) > MAX_GROUPS or len(red) > MAX_GROUPS:
+        return None
+    return [tuple(g) for g in kept], [tuple(g) for g in red]
+
+
+def _layout_params(kept, red) -> list[int]:
+    """Words 8..21 of reduce.wgsl / norm programs: the row layout."""
+    ks = [g[0] for g in kept] + [1] * (MAX_GROUPS - len(kept))
+    kst = [g[1] for g in kept] + [0] * (MAX_GROUPS - len(kept))
+    rs = [g[0] for g in red] + [1] * (MAX_GROUPS - len(red))
+    rst = [g[1] for g in red] + [0] * (MAX_GROUPS - len(red))
+    return [len(kept), max(1, len(red)), *ks, *kst, *rs, *rst]
+
+
+def row_params(shape: tuple[int, ...], axes: set[int]) -> tuple[list[int], int, int] | None:
+    """(the 14 layout words, rows, row length) of reducing ``axes`` of ``shape``, or None."""
+    g = groups(shape, axes)
+    if g is None:
+        return None
+    kept, red = g
+    rows = math.prod(k[0] for k in kept)
+    length = math.prod(r[0] for r in red)
+    if not red:
+        red = [(1, 0)]
+    return _layout_params(kept, red), rows, length
+
+
+def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
+    """Record the reduction ``kind`` of ``x`` over ``axes`` into a new tensor of ``out_shape`` (its
+    size must be the product of the kept dims); returns it, or NotImplemented."""
+    layout = row_params(x.shape, axes)
+    if layout is None:
+        return NotImplemented
+    words, rows, length = layout
+    is_int = x.gpu_type == "i32"
+    if is_int and kind not in (INT_KINDS if x.dtype == np.int32 else INT64_KINDS):
+        return NotImplemented
+    if x.gpu_type not in ("f32", "i32"):
+        return NotImplemented
+    op, pre, post, combine = KINDS[kind]
+    shader = "compute/reduce_int.wgsl" if is_int else "compute/reduce.wgsl"
+    out = rec.alloc(out_shape, x.dtype)
+    scale = 1.0 / length if length else float("nan")
+    src, stage = x, 0
+    while True:
+        chunks = 1
+        if rows < SPLIT_ROWS and length >= SPLIT_LENGTH:
+            chunks = math.ceil(length / CHUNK)
+        chunk = math.ceil(length / chunks) if chunks > 1 else max(length, 1)
+        final = chunks == 1
+        dst = out if final else rec.alloc((rows, chunks), x.dtype)
+        consts = {"OP": op if stage == 0 else combine, "PRE": pre if stage == 0 else 0}
+        if not is_int:
+            consts["POST"] = post if final else 0
+        params = [rows * chunks, length, chunk, chunks, scale, 0, 0, 0, *words]
+        rec.dispatch(shader, [src], [dst], params, rows * chunks, workgroup=64, constants=consts)
+        if final:
+            return out
+        # The partials (rows, chunks) are reduced along their last dim by the combining op.
+        src, stage = dst, stage + 1
+        words = _layout_params([(rows, chunks)], [(chunks, 1)]) if rows > 1 else _layout_params([], [(chunks, 1)])
+        length = chunks
+
+
+def _reduce(rec, layer, kind: str, data, axes, keepdims: int, noop_with_empty_axes: int):
+    if not _is_gpu(data):
+        return NotImplemented
+    rank = data.ndim
+    if axes is None or len(axes) == 0:
+        if noop_with_empty_axes:
+            if kind in ("sum", "mean", "max", "min", "prod"):
+                return rec.view(data, data.shape)
+            resolved: set[int] = set()
+        else:
+            resolved = set(range(rank))
+    else:
+        resolved = set()
+        for a in axes:
+            n = norm_axis(a, rank)
+            if n is None or n in resolved:
+                return NotImplemented
+            resolved.add(n)
+    if keepdims:
+        out_shape = tuple(1 if d in resolved else s for d, s in enumerate(data.shape))
+    else:
+        out_shape = tuple(s for d, s in enumerate(data.shape) if d not in resolved)
+    if kind in ("max", "min") and data.gpu_type == "i32" and any(data.shape[a] == 0 for a in resolved):
+        if data.dtype == np.int64:
+            return NotImplemented  # the identity (int64 min/max) is outside the int32 range
+    return reduce_to(rec, data, resolved, kind, out_shape)
+
+
+def _register_reduce(op: str, kind: str, axes_input_since: int) -> None:
+    @register_gpu(op, 1)
+    def build_attr(rec, layer, data, *, axes=None, keepdims=1, **attrs):
+        return _reduce(rec, layer, kind, data, axes, keepdims, 0)
+
+    @register_gpu(op, axes_input_since, host_inputs=(1,))
+    def build_input(rec, layer, data, axes=None, *, keepdims=1, noop_with_empty_axes=0, **attrs):
+        listed = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+        return _reduce(rec, layer, kind, data, listed, keepdims, noop_with_empty_axes)
+
+
+for _op, _kind in _REDUCE_OPS.items():
+    _register_reduce(_op, _kind, 13 if _op == "ReduceSum" else 18)
+
+
+# -- ArgMax / ArgMin ------------------------------------------------------------------------------
+def _arg_reduce(rec, data, axis: int, keepdims: int, select_last_index: int, op: int):
+    if not _is_gpu(data) or data.gpu_type not in ("f32", "i32"):
+        return NotImplemented
+    axis = norm_axis(axis, data.ndim)
+    if axis is None or data.shape[axis] == 0:
+        return NotImplemented  # the CPU kernel reports the error
+    shape = data.shape
+    outer, r, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    out_shape = shape[:axis] + ((1,) if keepdims else ()) + shape[axis + 1:]
+    out = rec.alloc(out_shape, np.int64)
+    nanchk = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if data.gpu_type == "f32" else "false"
+    rec.dispatch("compute/argreduce.wgsl", [data], [out], [outer * inner, r, inner, int(bool(select_last_index))],
+                 outer * inner, workgroup=64, constants={"OP": op}, subs={"T": data.gpu_type, "NANCHK": nanchk})
+    return out
+
+
+@register_gpu("ArgMax", 1)
+def arg_max(rec, layer, data, *, axis=0, keepdims=1, select_last_index=0, **attrs):
+    return _arg_reduce(rec, data, axis, keepdims, select_last_index, 0)
+
+
+@register_gpu("ArgMin", 1)
+def arg_min(rec, layer, data, *, axis=0, keepdims=1, select_last_index=0, **attrs):
+    return _arg_reduce(rec, data, axis, keepdims, select_last_index, 1)
+
+
+# -- softmax family -------------------------------------------------------------------------------
+def _softmax(rec, x, outer: int, r: int, inner: int, mode: int):
+    """Record the softmax family over the middle dim of ``x`` viewed as (outer, r, inner)."""
+    if not _is_gpu(x) or x.dtype != np.float32:
+        return NotImplemented
+    y = rec.alloc(x.shape, x.dtype)
+    rows = outer * inner
+    rec.dispatch("compute/softmax.wgsl", [x], [y], [rows, r, inner], rows, workgroup=64,
+                 constants={"MODE": mode})
+    return y
+
+
+def _register_softmax(op: str, mode: int) -> None:
+    @register_gpu(op, 1)
+    def build_v1(rec, layer, x, *, axis=1, **attrs):
+        # Opset < 13: flatten to (prod(shape[:axis]), prod(shape[axis:])) and normalise each row.
+        if not _is_gpu(x):
+            return NotImplemented
+        rank = x.ndim
+        if not -rank <= axis <= rank:
+            return NotImplemented
+        axis = axis + rank if axis < 0 else axis
+        return _softmax(rec, x, math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1, mode)
+
+    @register_gpu(op, 13)
+    def build(rec, layer, x, *, axis=-1, **attrs):
+        if not _is_gpu(x):
+            return NotImplemented
+        a = norm_axis(axis, x.ndim)
+        if a is None:
+            return NotImplemented
+        if x.ndim == 0:
+            return _softmax(rec, x, 1, 1, 1, mode)
+        return _softmax(rec, x, math.prod(x.shape[:a]), x.shape[a], math.prod(x.shape[a + 1:]), mode)
+
+
+for _op, _mode in (("Softmax", 0), ("LogSoftmax", 1), ("Hardmax", 2)):
+    _register_softmax(_op, _mode)
+
+
+# -- CumSum -----------------------------------------------------------------------------------------
+@register_gpu("CumSum", 11, host_inputs=(1,))
+def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
+    # int64 sums may leave the int32 range the GPU stores them in: only float32 and int32 run here.
+    if not _is_gpu(x) or x.dtype not in (np.float32, np.int32) or x.ndim == 0:
+        return NotImplemented
+    a = norm_axis(np.asarray(axis).reshape(-1)[0], x.ndim)
+    if a is None:
+        return NotImplemented
+    shape = x.shape
+    outer, r, inner = math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
+    y = rec.alloc(shape, x.dtype)
+    rec.dispatch("compute/cumsum.wgsl", [x], [y], [outer * inner, r, inner, int(bool(exclusive)), int(bool(reverse))],
+                 outer * inner, workgroup=64, subs={"T": x.gpu_type})
+    return y
+
+
+__all__ = ["groups", "norm_axis", "reduce_to", "row_params"]

@@ -1,5 +1,242 @@
-"""gpu-compute programs of the rnn family."""
+"""gpu-compute programs of the rnn family: RNN, GRU and LSTM (float32).
+
+One dispatch projects the inputs of every time step and direction at once (``XW = X @ W^T + Wb``,
+a 4x4 register-tile matmul in rnn_proj.wgsl); then one dispatch per time step computes the recurrent
+product ``H_prev @ R^T``, the gates and the new state of both directions together, writing ``Y[t]``
+directly: 1 + seq_len dispatches in all. Hidden and cell states ping-pong between two buffers; the
+first step reads initial_h / initial_c in their own layout and the last step writes Y_h / Y_c in
+theirs, so no transposes or copies are needed. ``sequence_lens`` is read on the device: a finished
+sequence keeps its state and writes zeros to Y, exactly the CPU kernel's mask.
+"""
 
 from __future__ import annotations
 
+from typing import Any
 
+import numpy as np
+
+from wgsentis.ops.registry import register_gpu
+from wgsentis.ops.rnn import _USES_ALPHA, _USES_BETA
+
+# activation name (lower case) -> (WGSL expression of `v` with `alpha` / `beta`, default alpha, beta),
+# with the CPU kernel's (rnn._make_activation) formulas and defaults.
+_ACTS: dict[str, tuple[str, float, float]] = {
+    "relu": ("max(v, 0.0)", 0.0, 0.0),
+    "tanh": ("tanh_safe(v)", 0.0, 0.0),
+    "sigmoid": ("1.0 / (1.0 + exp(-v))", 0.0, 0.0),
+    "affine": ("v * alpha + beta", 1.0, 0.0),
+    "leakyrelu": ("select(v * alpha, v, v >= 0.0)", 0.01, 0.0),
+    "thresholdedrelu": ("select(0.0, v, v > alpha)", 1.0, 0.0),
+    "scaledtanh": ("tanh_safe(v * beta) * alpha", 1.0, 1.0),
+    "hardsigmoid": ("clamp(v * alpha + beta, 0.0, 1.0)", 0.2, 0.5),
+    "elu": ("select((exp(min(v, 0.0)) - 1.0) * alpha, v, v >= 0.0)", 1.0, 0.0),
+    "softsign": ("v / (1.0 + abs(v))", 0.0, 0.0),
+    "softplus": ("softplus(v)", 0.0, 0.0),
+}
+
+# Step-kernel flags (see wgsl/compute/rnn_common.wgsl).
+F_BIAS, F_LENS, F_H0_ZERO, F_C0_ZERO, F_Y, F_CLIP, F_VARIANT, F_PEEP = (1 << k for k in range(8))
+F_REVERSE = 256  # << direction
+
+# Stand-ins bound where an optional input is absent (module level: uploaded once per worker).
+_ZERO_F = np.zeros(4, np.float32)
+_ZERO_I = np.zeros(4, np.int32)
+
+_CELLS = {  # op -> (gates, default activations, step shader, storage bindings of the step)
+    "RNN": (1, ["Tanh"], "compute/rnn_cell.wgsl", 7),
+    "GRU": (3, ["Sigmoid", "Tanh"], "compute/rnn_gru.wgsl", 8),
+    "LSTM": (4, ["Sigmoid", "Tanh", "Tanh"], "compute/rnn_lstm.wgsl", 10),
+}
+_GRU_WG = 64
+
+
+def _activations(names, alphas, betas, defaults: list[str], dirs: int) -> list[list[tuple[str, float, float]]] | None:
+    """Per-direction (expression, alpha, beta) lists, consuming alpha/beta values in order like the CPU
+    kernel; None where the CPU kernel would refuse (or an activation is unknown here)."""
+    per_dir = len(defaults)
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names else defaults * dirs
+    if len(names) == per_dir and dirs == 2:
+        names = names * 2
+    if len(names) != per_dir * dirs:
+        return None
+    alphas, betas = list(alphas or []), list(betas or [])
+    funcs = []
+    for name in names:
+        key = name.lower()
+        if key not in _ACTS:
+            return None
+        expr, alpha, beta = _ACTS[key]
+        if key in _USES_ALPHA and alphas:
+            alpha = alphas.pop(0)
+        if key in _USES_BETA and betas:
+            beta = betas.pop(0)
+        funcs.append((expr, float(alpha), float(beta)))
+    return [funcs[d * per_dir:(d + 1) * per_dir] for d in range(dirs)]
+
+
+def _is_f32(t: Any) -> bool:
+    return t is None or getattr(t, "dtype", None) == np.float32
+
+
+def _flat(rec, t: Any, name: str):
+    """A rank-1 device tensor for ``t`` (host arrays uploaded once), so one pipeline serves every shape;
+    None for a tensor split over several bindings."""
+    dev = t if hasattr(t, "alloc") else rec.upload(t, name)
+    if dev.alloc is None:
+        return None
+    return rec.view(dev, (dev.size,))
+
+
+def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, activation_beta, activations,
+         clip, direction, hidden_size, layout, variant):
+    """Record the projection and the per-step dispatches; returns the requested outputs."""
+    gates, defaults, shader, bindings = _CELLS[op]
+    if not all(_is_f32(t) for t in (X, W, R, B, h0, c0, P)):
+        return NotImplemented
+    if lens is not None and getattr(lens, "dtype", None) not in (np.int32, np.int64):
+        return NotImplemented
+    if bindings > int(rec.ctx.limits.get("max-storage-buffers-per-shader-stage", 8)):
+        return NotImplemented
+    direction = str(direction).lower()
+    reverse = {"forward": [False], "foward": [False], "reverse": [True], "bidirectional": [False, True]}.get(direction)
+    if reverse is None or X.ndim != 3 or W.ndim != 3 or R.ndim != 3:
+        return NotImplemented
+    layout = int(layout)
+    dirs = len(reverse)
+    seq, batch, inp = (X.shape[1], X.shape[0], X.shape[2]) if layout else X.shape
+    hidden = int(hidden_size) if hidden_size is not None else R.shape[-1]
+    gh = gates * hidden
+    state_shape = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    if (tuple(W.shape) != (dirs, gh, inp) or tuple(R.shape) != (dirs, gh, hidden) or seq == 0
+            or (B is not None and B.size != dirs * 2 * gh) or (P is not None and P.size != dirs * 3 * hidden)
+            or (lens is not None and lens.size != batch)
+            or any(s is not None and tuple(s.shape) != state_shape for s in (h0, c0))):
+        return NotImplemented  # shapes the CPU kernel rejects, or no step to run
+    funcs = _activations(activations, activation_alpha, activation_beta, defaults, dirs)
+    if funcs is None:
+        return NotImplemented
+
+    name = layer.name
+    x = _flat(rec, X, f"{name}:X")
+    w = _flat(rec, W, f"{name}:W")
+    r = _flat(rec, R, f"{name}:R")
+    zero = _flat(rec, _ZERO_F, "rnn:zero")
+    bias = _flat(rec, B, f"{name}:B") if B is not None else zero
+    peep = _flat(rec, P, f"{name}:P") if P is not None else zero
+    lens_t = _flat(rec, lens if lens is not None else _ZERO_I, f"{name}:sequence_lens")
+    h_in = _flat(rec, h0, f"{name}:initial_h") if h0 is not None else zero
+    c_in = _flat(rec, c0, f"{name}:initial_c") if c0 is not None else zero
+    if any(t is None for t in (x, w, r, bias, peep, lens_t, h_in, c_in)):
+        return NotImplemented
+
+    # Outputs in the requested layout; the ones not asked for get scratch stand-ins.
+    wanted = [bool(n) for n in layer.outputs] + [False] * 3
+    y_shape = (batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden)
+    y = rec.alloc(y_shape, np.float32) if wanted[0] else rec.alloc((1,), np.float32)
+    y_h = rec.alloc(state_shape, np.float32)
+    y_c = rec.alloc(state_shape, np.float32) if op == "LSTM" else None
+
+    # (1) XW = X @ W^T + Wb: (seq * batch, dirs * GH), time-major; the same dispatch transposes R into
+    # RT (dirs, hidden, GH) for the steps' coalesced weight reads.
+    rows, cols = seq * batch, dirs * gh
+    xw = rec.alloc((rows * cols,), np.float32)
+    rt = rec.alloc((r.size,), np.float32)
+    x_st, x_sb = (inp, seq * inp) if layout else (batch * inp, inp)
+    tiles_n = -(-cols // 4)
+    tiles = tiles_n * -(-rows // 4)
+    rec.dispatch("compute/rnn_proj.wgsl", [x, w, bias, r], [xw, rt],
+                 [rows, cols, inp, batch, x_st, x_sb, int(B is not None), gh, tiles_n, hidden, r.size],
+                 tiles + r.size, workgroup=64)
+
+    # (2) One dispatch per time step for all directions.
+    def strides(lay: int) -> list[int]:  # (dir, batch) element strides of a state tensor
+        return [hidden, dirs * hidden] if lay else [batch * hidden, hidden]
+
+    # (t, dir, batch) element strides of Y
+    y_strides = ([dirs * hidden, hidden, seq * dirs * hidden] if layout
+                 else [dirs * batch * hidden, batch * hidden, hidden])
+    flags = (F_BIAS * (B is not None) | F_LENS * (lens is not None) | F_Y * wanted[0] | F_CLIP * (clip is not None)
+             | F_VARIANT * bool(variant) | F_PEEP * (P is not None))
+    for d, rev in enumerate(reverse):
+        flags |= F_REVERSE << d if rev else 0
+    act_params: list[float] = []
+    for d in range(2):
+        fs = funcs[min(d, dirs - 1)]
+        for k in range(3):
+            act_params += list(fs[k][1:]) if k < len(fs) else [0.0, 0.0]
+    subs = {}
+    for k, letter in enumerate("FGH"):
+        for d in range(2):
+            fs = funcs[min(d, dirs - 1)]
+            subs[f"{letter}{d}"] = fs[k][0] if k < len(fs) else "v"
+    clip_bound = float(clip) if clip is not None else 0.0
+    y_flat = rec.view(y, (y.size,))
+    scratch = rec.alloc((dirs * batch * 2 * hidden,), np.float32) if op == "GRU" else None
+    ping: list[tuple[Any, Any]] = []  # intermediate (H, C) states, canonical (dirs, batch, hidden)
+
+    def state(s: int):
+        while len(ping) <= s % 2:
+            ping.append((rec.alloc((dirs * batch * hidden,), np.float32),
+                         rec.alloc((dirs * batch * hidden,), np.float32) if op == "LSTM" else None))
+        return ping[s % 2]
+
+    for s in range(seq):
+        first, last = s == 0, s == seq - 1
+        if first:
+            hi, ci, in_strides = h_in, c_in, strides(layout) * 2
+            step_flags = flags | F_H0_ZERO * (h0 is None) | F_C0_ZERO * (c0 is None)
+        else:
+            hi, ci = state(s - 1)
+            in_strides, step_flags = strides(0) * 2, flags
+        if last:
+            ho, co = rec.view(y_h, (y_h.size,)), rec.view(y_c, (y_c.size,)) if y_c is not None else None
+            out_strides = strides(layout) * 2
+        else:
+            ho, co = state(s)
+            out_strides = strides(0) * 2
+        params = [dirs, batch, hidden, seq, s, step_flags, clip_bound, *in_strides, *out_strides, *y_strides,
+                  *act_params]
+        if op == "RNN":
+            rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho], params, dirs * batch * hidden,
+                         workgroup=64, subs=subs)
+        elif op == "LSTM":
+            rec.dispatch(shader, [xw, rt, bias, peep, lens_t, hi, ci if ci is not None else zero],
+                         [y_flat, ho, co], params, dirs * batch * hidden, workgroup=64, subs=subs)
+        else:
+            rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho, scratch], params,
+                         dirs * batch * _GRU_WG, workgroup=_GRU_WG, subs=subs)
+
+    results = [y if wanted[0] else None, y_h if wanted[1] else None, y_c if wanted[2] else None]
+    n = max(1, len(layer.outputs))
+    return tuple(results[:n]) if n > 1 else results[0]
+
+
+@register_gpu("RNN", 1)
+def rnn(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
+        activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+        **attrs):
+    """Simple RNN: 1 projection + seq_len step dispatches."""
+    return _run("RNN", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
+                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
+                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=0)
+
+
+@register_gpu("GRU", 1)
+def gru(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
+        activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+        linear_before_reset=0, **attrs):
+    """GRU (gates z, r, h): 1 projection + seq_len step dispatches, one workgroup per (direction, batch)."""
+    return _run("GRU", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
+                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
+                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout,
+                variant=linear_before_reset)
+
+
+@register_gpu("LSTM", 1)
+def lstm(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
+         activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
+         hidden_size=None, input_forget=0, layout=0, **attrs):
+    """LSTM (gates i, o, f, c) with peepholes and input_forget: 1 projection + seq_len step dispatches."""
+    return _run("LSTM", rec, layer, X, W, R, B, sequence_lens, initial_h, initial_c, P,
+                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
+                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=input_forget)

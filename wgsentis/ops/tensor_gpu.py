@@ -1,5 +1,1037 @@
-"""gpu-compute programs of the tensor family."""
+"""gpu-compute programs of the tensor family: views (Reshape, Flatten, Squeeze, Unsqueeze, Dropout),
+copies through one generic strided kernel (Transpose, Concat, Split, Slice, Expand, Tile,
+DepthToSpace, SpaceToDepth), Pad, gathers and scatters, generators (ConstantOfShape, EyeLike, Range,
+OneHot, Trilu), Cast / CastLike, Resize / Upsample, and the integer elementwise ops the elementwise
+family leaves out (Mod, BitShift, Bitwise*, integer Sign and Clip).
+
+Semantics mirror the numpy kernels in tensor.py, image.py, cast.py and elementwise.py; where a
+value must be checked or computed on the host (shapes, axes, pads, Resize's tap tables) the
+planner hands it over as a host array, and anything the GPU cannot reproduce exactly returns
+``NotImplemented`` so the layer falls back to the CPU kernel.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
+from typing import Any
 
+import numpy as np
+
+from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops import image as _image
+from wgsentis.ops import tensor as _tensor
+from wgsentis.ops.cast import _onnx_type
+from wgsentis.ops.elementwise_gpu import binary, broadcast_strides, unary
+from wgsentis.ops.registry import lookup_gpu, register_gpu
+
+MAX_RANK = 6
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_STORAGE = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.int64): "i32",
+            np.dtype(np.bool_): "u32"}
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def gpu(op: str, since: int = 1, host_inputs: tuple[int, ...] = ()):
+    """``register_gpu`` whose builder answers NotImplemented where the CPU kernel would raise
+    (bad axes, shapes, sizes): the layer falls back and the CPU kernel reports its own error."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def build(rec, layer, *inputs, **attrs):
+            try:
+                return fn(rec, layer, *inputs, **attrs)
+            except (ValueError, IndexError, OverflowError):
+                return NotImplemented
+
+        register_gpu(op, since, host_inputs=host_inputs)(build)
+        return build
+
+    return wrap
+
+
+def _is_gpu(t: Any) -> bool:
+    return hasattr(t, "alloc") and hasattr(t, "gpu_type")
+
+
+def _dev(rec, t: Any, name: str = ""):
+    """``t`` as a bindable device tensor (host arrays are uploaded once), or None when it cannot be
+    one (a dtype the GPU lacks, a tensor split into chunks above the binding limit)."""
+    if _is_gpu(t):
+        return t if t.alloc is not None else None
+    if isinstance(t, np.ndarray) and t.dtype in _STORAGE:
+        g = rec.upload(t, name)
+        return g if g.alloc is not None else None
+    return None
+
+
+def _strides(shape) -> list[int]:
+    """Row-major element strides of ``shape``."""
+    out, acc = [0] * len(shape), 1
+    for a in range(len(shape) - 1, -1, -1):
+        out[a] = acc
+        acc *= int(shape[a])
+    return out
+
+
+def _pad6(values, fill: int = 1) -> list[int]:
+    return [int(v) for v in values] + [fill] * (MAX_RANK - len(values))
+
+
+def _bits(value, dtype) -> int:
+    """The 32-bit storage pattern of one ``value`` of logical ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return int(np.asarray(value, np.float32).reshape(()).view(np.uint32))
+    if dtype == np.bool_:
+        return int(bool(np.asarray(value).reshape(())))
+    v = int(np.asarray(value).reshape(()))
+    if not _I32_MIN <= v <= _I32_MAX:
+        raise OverflowError(v)
+    return v & 0xFFFFFFFF
+
+
+def _coalesce(dims, ins, outs, mods) -> list[tuple[int, int, int, int]]:
+    """Drop size-1 axes and merge neighbours that stay linear in both input and output (fewer
+    div/mods per element, and high ranks that collapse fit the kernel's six axes)."""
+    merged: list[tuple[int, int, int, int]] = []
+    for d, i, o, m in zip(dims, ins, outs, mods, strict=True):
+        if d == 1:
+            continue
+        m = m if m and m < d else 0
+        if merged:
+            pd, pin, pout, pm = merged[-1]
+            if pm == 0 and m == 0 and pin == i * d and pout == o * d:
+                merged[-1] = (pd * d, i, o, 0)
+                continue
+        merged.append((int(d), int(i), int(o), int(m)))
+    return merged or [(1, 0, 0, 0)]
+
+
+def _copy_axes(shape, in_strides, out_strides, mods=None):
+    """The coalesced axes of a strided copy, or None past the kernel's rank."""
+    axes = _coalesce(shape, in_strides, out_strides, mods or [0] * len(shape))
+    return axes if len(axes) <= MAX_RANK else None
+
+
+def _dispatch_copy(rec, x, y, axes, in_base: int = 0, out_base: int = 0) -> None:
+    """Record the strided copy of ``axes`` (from ``_copy_axes``) from x into y."""
+    n = math.prod(a[0] for a in axes)
+    params = [n, len(axes), in_base, out_base, *_pad6([a[0] for a in axes]), *_pad6([a[1] for a in axes], 0),
+              *_pad6([a[2] for a in axes], 0), *_pad6([a[3] for a in axes], 0)]
+    rec.dispatch("compute/copy.wgsl", [x], [y], params, n, workgroup=256, subs={"T": x.gpu_type})
+
+
+def _permute(rec, x, shape, perm, out_shape):
+    """y = x.reshape(shape).transpose(perm).reshape(out_shape), as one strided copy."""
+    st = _strides(shape)
+    it = [shape[p] for p in perm]
+    axes = _copy_axes(it, [st[p] for p in perm], _strides(it))
+    if axes is None:
+        return NotImplemented
+    y = rec.alloc(out_shape, x.dtype)
+    if y.size:
+        _dispatch_copy(rec, x, y, axes)
+    return y
+
+
+def _ints(value) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+# -- views --------------------------------------------------------------------------------------
+def _view(rec, x, shape):
+    x = _dev(rec, x)
+    return NotImplemented if x is None else rec.view(x, [int(d) for d in shape])
+
+
+@gpu("Reshape", 1)
+def reshape_v1(rec, layer, data, *, shape=None, **attrs):
+    if shape is None:
+        return NotImplemented
+    return _view(rec, data, _tensor._reshape_target(data.shape, list(shape), 0))
+
+
+@gpu("Reshape", 5, host_inputs=(1,))
+def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
+    return _view(rec, data, _tensor._reshape_target(data.shape, _ints(shape), allowzero))
+
+
+@gpu("Flatten", 1)
+def flatten(rec, layer, x, *, axis=1, **attrs):
+    rank = len(x.shape)
+    if not -rank <= axis <= rank:
+        return NotImplemented
+    axis = axis + rank if axis < 0 else axis
+    return _view(rec, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+
+
+def _squeezed(shape, axes) -> list[int] | None:
+    if axes is None or len(axes) == 0:
+        return [d for d in shape if d != 1]
+    axes = _tensor._axes(axes, len(shape))
+    if any(shape[a] != 1 for a in axes):
+        return None  # the CPU kernel raises the error
+    return [d for i, d in enumerate(shape) if i not in axes]
+
+
+@gpu("Squeeze", 1)
+def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
+    shape = _squeezed(tuple(data.shape), axes)
+    return NotImplemented if shape is None else _view(rec, data, shape)
+
+
+@gpu("Squeeze", 13, host_inputs=(1,))
+def squeeze(rec, layer, data, axes=None, **attrs):
+    shape = _squeezed(tuple(data.shape), None if axes is None else _ints(axes))
+    return NotImplemented if shape is None else _view(rec, data, shape)
+
+
+def _unsqueezed(shape, axes) -> list[int]:
+    rank = len(shape) + len(axes)
+    axes = set(_tensor._axes(axes, rank))
+    dims = iter(shape)
+    return [1 if i in axes else next(dims) for i in range(rank)]
+
+
+@gpu("Unsqueeze", 1)
+def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
+    if axes is None:
+        return NotImplemented
+    return _view(rec, data, _unsqueezed(tuple(data.shape), list(axes)))
+
+
+@gpu("Unsqueeze", 13, host_inputs=(1,))
+def unsqueeze(rec, layer, data, axes, **attrs):
+    return _view(rec, data, _unsqueezed(tuple(data.shape), _ints(axes)))
+
+
+def _fill(rec, shape, dtype, value):
+    """A new tensor of ``shape`` filled with ``value``."""
+    y = rec.alloc(shape, dtype)
+    rec.dispatch("compute/generate.wgsl", [], [y], [y.size, _bits(value, dtype)], y.size, workgroup=256,
+                 subs={"T": y.gpu_type, "EXPR": f"bitcast<{y.gpu_type}>(pu(1u))"})
+    return y
+
+
+def _dropout_identity(rec, layer, data):
+    y = _view(rec, data, data.shape)
+    if y is NotImplemented:
+        return y
+    if len(layer.outputs) > 1 and layer.outputs[1]:
+        return y, _fill(rec, data.shape, np.bool_, True)
+    return y
+
+
+@gpu("Dropout", 1)
+def dropout_v1(rec, layer, data, **attrs):
+    return _dropout_identity(rec, layer, data)
+
+
+@gpu("Dropout", 12, host_inputs=(1, 2))
+def dropout_v12(rec, layer, data, ratio=None, training_mode=None, **attrs):
+    training = training_mode is not None and bool(np.asarray(training_mode))
+    if training and (ratio is None or float(np.asarray(ratio)) != 0.0):
+        return NotImplemented  # random masks stay on the CPU
+    return _dropout_identity(rec, layer, data)
+
+
+# -- strided copies -----------------------------------------------------------------------------
+@gpu("Transpose", 1)
+def transpose(rec, layer, data, *, perm=None, **attrs):
+    x = _dev(rec, data)
+    rank = len(data.shape)
+    perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
+    if x is None or sorted(perm) != list(range(rank)):
+        return NotImplemented
+    return _permute(rec, x, list(x.shape), perm, [x.shape[p] for p in perm])
+
+
+@gpu("Concat", 4)
+def concat(rec, layer, *inputs, axis=None, **attrs):
+    if axis is None or not inputs or any(t is None for t in inputs):
+        return NotImplemented
+    xs = [_dev(rec, t, f"{layer.name}:{k}") for k, t in enumerate(inputs)]
+    if any(x is None for x in xs) or len({x.dtype for x in xs}) != 1:
+        return NotImplemented
+    rank = len(xs[0].shape)
+    axis = _tensor._axis(axis, rank)
+    out_shape = list(xs[0].shape)
+    out_shape[axis] = sum(x.shape[axis] for x in xs)
+    out_st = _strides(out_shape)
+    plans, offset = [], 0
+    for x in xs:
+        if len(x.shape) != rank or any(x.shape[a] != out_shape[a] for a in range(rank) if a != axis):
+            return NotImplemented
+        if x.size:
+            axes = _copy_axes(x.shape, _strides(x.shape), out_st)
+            if axes is None:
+                return NotImplemented
+            plans.append((x, axes, offset * out_st[axis]))
+        offset += x.shape[axis]
+    y = rec.alloc(out_shape, xs[0].dtype)
+    for x, axes, base in plans:  # one dispatch per input writes its slab of the output
+        _dispatch_copy(rec, x, y, axes, out_base=base)
+    return y
+
+
+def _split(rec, layer, data, axis, sizes, count):
+    x = _dev(rec, data)
+    if x is None:
+        return NotImplemented
+    rank = len(x.shape)
+    axis = _tensor._axis(axis, rank)
+    dim = x.shape[axis]
+    if sizes is None:
+        if count <= 0:
+            return NotImplemented
+        chunk = -(-dim // count)
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        return NotImplemented
+    st = _strides(x.shape)
+    plans, start = [], 0
+    for s in sizes:
+        shape = list(x.shape)
+        shape[axis] = s
+        axes = _copy_axes(shape, st, _strides(shape))
+        if axes is None:
+            return NotImplemented
+        plans.append((shape, axes, start * st[axis]))
+        start += s
+    outs = []
+    for k, (shape, axes, base) in enumerate(plans):
+        if k < len(layer.outputs) and not layer.outputs[k]:
+            outs.append(None)  # an unused output: nothing to compute
+            continue
+        y = rec.alloc(shape, x.dtype)
+        if y.size:
+            _dispatch_copy(rec, x, y, axes, in_base=base)
+        outs.append(y)
+    return tuple(outs)
+
+
+@gpu("Split", 1, host_inputs=(1,))
+def split_v1(rec, layer, x, split_sizes=None, *, axis=0, split=None, **attrs):
+    sizes = _ints(split_sizes) if split_sizes is not None else split
+    return _split(rec, layer, x, axis, None if sizes is None else list(sizes), len(layer.outputs))
+
+
+@gpu("Split", 2)
+def split_v2(rec, layer, x, *, axis=0, split=None, **attrs):
+    return _split(rec, layer, x, axis, None if split is None else list(split), len(layer.outputs))
+
+
+@gpu("Split", 13, host_inputs=(1,))
+def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
+    if split is not None and num_outputs is not None:
+        return NotImplemented
+    count = len(layer.outputs) if num_outputs is None else int(num_outputs)
+    return _split(rec, layer, x, axis, None if split is None else _ints(split), count)
+
+
+def _slice(rec, data, starts, ends, axes, steps):
+    x = _dev(rec, data)
+    if x is None:
+        return NotImplemented
+    rank = len(x.shape)
+    axes = list(range(len(starts))) if axes is None else _tensor._axes(axes, rank)
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+        return NotImplemented
+    st = _strides(x.shape)
+    out_shape, in_st, base = list(x.shape), list(st), 0
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        dim = x.shape[axis]
+        # The same clamping as the CPU kernel, then Python's own slice arithmetic.
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            sl = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+        else:
+            end = min(max(end, -1), dim - 1)
+            sl = slice(min(max(start, 0), dim - 1), None if end < 0 else end, step)
+        r = range(*sl.indices(dim))
+        out_shape[axis] = len(r)
+        in_st[axis] = st[axis] * r.step
+        if len(r):
+            base += r.start * st[axis]
+    axes6 = _copy_axes(out_shape, in_st, _strides(out_shape))
+    if axes6 is None:
+        return NotImplemented
+    y = rec.alloc(out_shape, x.dtype)
+    if y.size:
+        _dispatch_copy(rec, x, y, axes6, in_base=base)
+    return y
+
+
+@gpu("Slice", 1)
+def slice_v1(rec, layer, data, *, starts=None, ends=None, axes=None, **attrs):
+    if starts is None or ends is None:
+        return NotImplemented
+    return _slice(rec, data, [int(v) for v in starts], [int(v) for v in ends], axes, None)
+
+
+@gpu("Slice", 10, host_inputs=(1, 2, 3, 4))
+def slice_(rec, layer, data, starts, ends, axes=None, steps=None, **attrs):
+    return _slice(rec, data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
+                  None if steps is None else _ints(steps))
+
+
+def _broadcast_copy(rec, x, out_shape, reps=None):
+    """Expand (zero strides on broadcast axes) or Tile (``reps``: modulo the input's dims)."""
+    rank = len(out_shape)
+    in_shape = [1] * (rank - len(x.shape)) + list(x.shape)
+    st = _strides(in_shape)
+    if reps is None:
+        in_st = [0 if in_shape[a] == 1 and out_shape[a] != 1 else st[a] for a in range(rank)]
+        mods = None
+    else:
+        in_st, mods = st, [in_shape[a] if reps[a] != 1 else 0 for a in range(rank)]
+    axes = _copy_axes(out_shape, in_st, _strides(out_shape), mods)
+    if axes is None:
+        return NotImplemented
+    y = rec.alloc(out_shape, x.dtype)
+    if y.size:
+        _dispatch_copy(rec, x, y, axes)
+    return y
+
+
+@gpu("Expand", 8, host_inputs=(1,))
+def expand(rec, layer, data, shape, **attrs):
+    x = _dev(rec, data)
+    if x is None:
+        return NotImplemented
+    try:
+        target = tuple(np.broadcast_shapes(tuple(x.shape), tuple(_ints(shape))))
+    except ValueError:
+        return NotImplemented
+    return _broadcast_copy(rec, x, list(target))
+
+
+def _tile(rec, data, reps):
+    x = _dev(rec, data)
+    if x is None or len(reps) != len(x.shape) or any(r < 0 for r in reps):
+        return NotImplemented
+    return _broadcast_copy(rec, x, [d * r for d, r in zip(x.shape, reps, strict=True)], reps)
+
+
+@gpu("Tile", 1, host_inputs=(1, 2))
+def tile_v1(rec, layer, x, tiles, axis, **attrs):
+    reps = [1] * len(x.shape)
+    reps[_tensor._axis(_tensor._scalar(axis), len(x.shape))] = _tensor._scalar(tiles)
+    return _tile(rec, x, reps)
+
+
+@gpu("Tile", 6, host_inputs=(1,))
+def tile(rec, layer, x, repeats, **attrs):
+    return _tile(rec, x, _ints(repeats))
+
+
+def _depth_to_space(rec, data, blocksize, mode):
+    x = _dev(rec, data)
+    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
+        return NotImplemented
+    b, c, h, w = x.shape  # (N, C, H, W)
+    bs = int(blocksize)
+    if c % (bs * bs):
+        return NotImplemented
+    if mode == "DCR":
+        shape, perm = [b, bs, bs, c // (bs * bs), h, w], [0, 3, 4, 1, 5, 2]
+    else:
+        shape, perm = [b, c // (bs * bs), bs, bs, h, w], [0, 1, 4, 2, 5, 3]
+    return _permute(rec, x, shape, perm, [b, c // (bs * bs), h * bs, w * bs])
+
+
+@gpu("DepthToSpace", 1)
+def depth_to_space(rec, layer, x, *, blocksize=None, mode="DCR", **attrs):
+    return _depth_to_space(rec, x, blocksize, mode)
+
+
+def _space_to_depth(rec, data, blocksize, mode):
+    x = _dev(rec, data)
+    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
+        return NotImplemented
+    b, c, h, w = x.shape  # (N, C, H, W)
+    bs = int(blocksize)
+    if h % bs or w % bs:
+        return NotImplemented
+    perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+    return _permute(rec, x, [b, c, h // bs, bs, w // bs, bs], perm, [b, c * bs * bs, h // bs, w // bs])
+
+
+@gpu("SpaceToDepth", 1)
+def space_to_depth(rec, layer, x, *, blocksize=None, mode="DCR", **attrs):
+    return _space_to_depth(rec, x, blocksize, mode)
+
+
+# -- pad ----------------------------------------------------------------------------------------
+_PAD_MODE = {"constant": 0, "edge": 1, "reflect": 2, "wrap": 3}
+
+
+def _pad(rec, data, pads, mode, value, axes):
+    x = _dev(rec, data)
+    if x is None or mode not in _PAD_MODE:
+        return NotImplemented
+    rank = len(x.shape)
+    if rank > MAX_RANK:
+        return NotImplemented
+    axes = list(range(rank)) if axes is None else _tensor._axes(axes, rank)
+    if len(pads) != 2 * len(axes):
+        return NotImplemented
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a] = pads[i]
+        end[a] = pads[i + len(axes)]
+    # Negative pads crop first (the CPU kernel slices them off, then pads the remainder).
+    crop_lo = [max(-b, 0) for b in begin]
+    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end, strict=True)]
+    if any(n < 0 for n in length):
+        return NotImplemented
+    out_shape = [n + max(b, 0) + max(e, 0) for n, b, e in zip(length, begin, end, strict=True)]
+    if mode != "constant" and any(n == 0 and (b > 0 or e > 0) for n, b, e in zip(length, begin, end, strict=True)):
+        return NotImplemented  # the CPU kernel raises: cannot pad an empty axis
+    fill = np.asarray(0 if value is None else value).reshape(-1)
+    fill_value = fill[0] if fill.size else 0
+    try:
+        fill_bits = _bits(np.asarray(fill_value).astype(x.dtype), x.dtype)
+    except (OverflowError, ValueError):
+        return NotImplemented
+    y = rec.alloc(out_shape, x.dtype)
+    params = [y.size, max(rank, 1), _PAD_MODE[mode], fill_bits, *_pad6(out_shape or [1]),
+              *_pad6(_strides(x.shape) or [0], 0), *_pad6([max(b, 0) for b in begin] or [0], 0),
+              *_pad6(crop_lo or [0], 0), *_pad6(length or [1], 0)]
+    rec.dispatch("compute/pad.wgsl", [x], [y], params, y.size, workgroup=256, subs={"T": x.gpu_type})
+    return y
+
+
+@gpu("Pad", 1)
+def pad_v1(rec, layer, data, *, mode="constant", paddings=None, value=0.0, **attrs):
+    if paddings is None:
+        return NotImplemented
+    return _pad(rec, data, [int(p) for p in paddings], mode, value, None)
+
+
+@gpu("Pad", 2)
+def pad_v2(rec, layer, data, *, mode="constant", pads=None, value=0.0, **attrs):
+    if pads is None:
+        return NotImplemented
+    return _pad(rec, data, [int(p) for p in pads], mode, value, None)
+
+
+@gpu("Pad", 11, host_inputs=(1, 2, 3))
+def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constant", **attrs):
+    return _pad(rec, data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
+
+
+# -- gathers and scatters -----------------------------------------------------------------------
+def _host_indices_ok(indices, length: int) -> bool:
+    """Host-known indices in [-length, length) (else the CPU kernel raises its IndexError)."""
+    host = indices.host if _is_gpu(indices) else indices
+    if host is None:
+        return True  # device-only indices: out-of-range ones are clamped, never read outside
+    host = np.asarray(host)
+    return not host.size or (host.min() >= -length and host.max() < length)
+
+
+def _index_tensor(rec, indices, name):
+    if getattr(indices, "dtype", None) not in _INTS:
+        return None
+    return _dev(rec, indices, name)
+
+
+@gpu("Gather", 1)
+def gather(rec, layer, data, indices, *, axis=0, **attrs):
+    x = _dev(rec, data, f"{layer.name}:data")
+    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    if x is None or idx is None:
+        return NotImplemented
+    rank = len(x.shape)
+    axis = _tensor._axis(axis, rank)
+    length = x.shape[axis]
+    if not _host_indices_ok(indices, length):
+        return NotImplemented
+    out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
+    y = rec.alloc(out_shape, x.dtype)
+    if y.size:
+        inner = math.prod(x.shape[axis + 1:])
+        rec.dispatch("compute/gather.wgsl", [x, idx], [y], [y.size, inner, idx.size, length], y.size,
+                     workgroup=256, subs={"T": x.gpu_type})
+    return y
+
+
+def _elements(rec, layer, data, indices, updates, axis):
+    """GatherElements (updates None) or ScatterElements without reduction."""
+    x = _dev(rec, data, f"{layer.name}:data")
+    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    if x is None or idx is None or len(idx.shape) != len(x.shape) or not 0 < len(x.shape) <= MAX_RANK:
+        return NotImplemented
+    axis = _tensor._axis(axis, len(x.shape))
+    length = x.shape[axis]
+    if not _host_indices_ok(indices, length):
+        return NotImplemented
+    params = [idx.size, len(x.shape), axis, length, *_pad6(idx.shape), *_pad6(_strides(x.shape), 0)]
+    if updates is None:
+        y = rec.alloc(idx.shape, x.dtype)
+        rec.dispatch("compute/gather_elements.wgsl", [x, idx], [y], params, y.size, workgroup=256,
+                     subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[i]",
+                           "STORE": "Y[i] = A[off];"})
+        return y
+    u = _dev(rec, updates, f"{layer.name}:updates")
+    if u is None or u.shape != idx.shape or u.dtype != x.dtype:
+        return NotImplemented
+    y = _copy_all(rec, x)
+    rec.dispatch("compute/gather_elements.wgsl", [idx, u], [y], params, idx.size, workgroup=256,
+                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[i]", "STORE": "Y[off] = B[i];"})
+    return y
+
+
+def _copy_all(rec, x):
+    """A contiguous copy of x (the starting point of scatters)."""
+    y = rec.alloc(x.shape, x.dtype)
+    if y.size:
+        _dispatch_copy(rec, x, y, [(y.size, 1, 1, 0)])
+    return y
+
+
+@gpu("GatherElements", 11)
+def gather_elements(rec, layer, data, indices, *, axis=0, **attrs):
+    return _elements(rec, layer, data, indices, None, axis)
+
+
+@gpu("Scatter", 9)
+def scatter(rec, layer, data, indices, updates, *, axis=0, **attrs):
+    return _elements(rec, layer, data, indices, updates, axis)
+
+
+@gpu("ScatterElements", 11)
+def scatter_elements(rec, layer, data, indices, updates, *, axis=0, reduction="none", **attrs):
+    if reduction != "none":
+        return NotImplemented
+    return _elements(rec, layer, data, indices, updates, axis)
+
+
+def _nd(rec, layer, data, indices, updates, batch_dims):
+    """GatherND (updates None) or ScatterND without reduction."""
+    x = _dev(rec, data, f"{layer.name}:data")
+    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    if x is None or idx is None or len(idx.shape) < 1:
+        return NotImplemented
+    k = idx.shape[-1]
+    b = int(batch_dims)
+    if b + k > len(x.shape) or k > MAX_RANK or tuple(x.shape[:b]) != tuple(idx.shape[:b]):
+        return NotImplemented
+    host = indices.host if _is_gpu(indices) else indices
+    if host is not None:
+        host = np.asarray(host)
+        for j in range(k):
+            comp, dim = host[..., j], x.shape[b + j]
+            if comp.size and (comp.min() < -dim or comp.max() >= dim):
+                return NotImplemented
+    st = _strides(x.shape)
+    s = math.prod(x.shape[b + k:])
+    m = math.prod(idx.shape[b:-1])
+    batch_stride = math.prod(x.shape[b:])
+    dims = list(x.shape[b:b + k])
+    tail = [0] * (MAX_RANK - k)
+    params = [0, s, max(m, 1), batch_stride, k, *dims, *tail, *st[b:b + k], *tail]
+    if updates is None:
+        y = rec.alloc([*idx.shape[:-1], *x.shape[b + k:]], x.dtype)
+        params[0] = y.size
+        rec.dispatch("compute/gather_nd.wgsl", [x, idx], [y], params, y.size, workgroup=256,
+                     subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[pos * k + j]",
+                           "STORE": "Y[i] = A[off];"})
+        return y
+    u = _dev(rec, updates, f"{layer.name}:updates")
+    if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
+        return NotImplemented
+    y = _copy_all(rec, x)
+    params[0] = u.size
+    rec.dispatch("compute/gather_nd.wgsl", [idx, u], [y], params, u.size, workgroup=256,
+                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[pos * k + j]",
+                       "STORE": "Y[off] = B[i];"})
+    return y
+
+
+@gpu("GatherND", 11)
+def gather_nd(rec, layer, data, indices, *, batch_dims=0, **attrs):
+    return _nd(rec, layer, data, indices, None, batch_dims)
+
+
+@gpu("ScatterND", 11)
+def scatter_nd(rec, layer, data, indices, updates, *, reduction="none", **attrs):
+    if reduction != "none":
+        return NotImplemented
+    return _nd(rec, layer, data, indices, updates, 0)
+
+
+# -- generators ---------------------------------------------------------------------------------
+@gpu("ConstantOfShape", 9, host_inputs=(0,))
+def constant_of_shape(rec, layer, shape, *, value=None, **attrs):
+    dims = _ints(shape)
+    if any(d < 0 for d in dims):
+        return NotImplemented
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if fill.size != 1 or fill.dtype not in _STORAGE:
+        return NotImplemented
+    try:
+        return _fill(rec, dims, fill.dtype, fill[0])
+    except OverflowError:
+        return NotImplemented
+
+
+@gpu("EyeLike", 9)
+def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
+    if len(x.shape) != 2:
+        return NotImplemented
+    out_dtype = np.dtype(x.dtype if dtype is None else ONNX_TO_NUMPY[dtype])
+    if out_dtype not in _STORAGE:
+        return NotImplemented
+    y = rec.alloc(x.shape, out_dtype)
+    t = y.gpu_type
+    expr = f"select(bitcast<{t}>(pu(4u)), bitcast<{t}>(pu(3u)), i32(i % pu(1u)) - i32(i / pu(1u)) == pi(2u))"
+    params = [y.size, max(x.shape[1], 1), int(k), _bits(1, out_dtype), _bits(0, out_dtype)]
+    rec.dispatch("compute/generate.wgsl", [], [y], params, y.size, workgroup=256, subs={"T": t, "EXPR": expr})
+    return y
+
+
+@gpu("Range", 11, host_inputs=(0, 1, 2))
+def range_(rec, layer, start, limit, delta, **attrs):
+    dtype = np.asarray(start).dtype
+    if dtype not in _STORAGE or dtype == np.bool_:
+        return NotImplemented
+    s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if d == 0:
+        return NotImplemented
+    if dtype.kind == "i":
+        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        last = int(s) + (count - 1) * int(d)
+        if not (_I32_MIN <= int(s) <= _I32_MAX and _I32_MIN <= last <= _I32_MAX and _I32_MIN <= int(d) <= _I32_MAX):
+            return NotImplemented
+        params, expr = [0, int(s), int(d)], "pi(1u) + i32(i) * pi(2u)"
+    else:
+        count = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+        if count >= 2**24:
+            return NotImplemented  # the index would not be exact in f32
+        # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.
+        params, expr = [0, float(s), float(d)], "fma(f32(i), pf(2u), pf(1u))"
+    y = rec.alloc([count], dtype)
+    params[0] = count
+    rec.dispatch("compute/generate.wgsl", [], [y], params, count, workgroup=256,
+                 subs={"T": y.gpu_type, "EXPR": expr})
+    return y
+
+
+@gpu("OneHot", 9, host_inputs=(1, 2))
+def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
+    idx = _dev(rec, indices, f"{layer.name}:indices")
+    values = np.asarray(values).reshape(-1)
+    if idx is None or values.size != 2 or values.dtype not in _STORAGE or idx.dtype == np.bool_:
+        return NotImplemented
+    depth = int(np.asarray(depth).reshape(-1)[0])
+    if depth < 0:
+        return NotImplemented
+    rank = len(idx.shape) + 1
+    axis = _tensor._axis(axis, rank)
+    out_shape = [*idx.shape[:axis], depth, *idx.shape[axis:]]
+    try:
+        off, on = _bits(values[0], values.dtype), _bits(values[1], values.dtype)
+    except OverflowError:
+        return NotImplemented
+    y = rec.alloc(out_shape, values.dtype)
+    inner = math.prod(idx.shape[axis:])
+    rec.dispatch("compute/one_hot.wgsl", [idx], [y], [y.size, max(depth, 1), max(inner, 1), off, on], y.size,
+                 workgroup=256, subs={"TI": idx.gpu_type, "T": y.gpu_type})
+    return y
+
+
+@gpu("Trilu", 14, host_inputs=(1,))
+def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
+    x = _dev(rec, data)
+    if x is None or len(x.shape) < 2:
+        return NotImplemented
+    shift = 0 if k is None else _tensor._scalar(k)
+    shift = min(max(shift, _I32_MIN + 1), _I32_MAX)  # beyond any matrix either way
+    y = rec.alloc(x.shape, x.dtype)
+    params = [y.size, max(x.shape[-2], 1), max(x.shape[-1], 1), shift, int(bool(upper))]
+    rec.dispatch("compute/trilu.wgsl", [x], [y], params, y.size, workgroup=256, subs={"T": x.gpu_type})
+    return y
+
+
+# -- Cast -------------------------------------------------------------------------------------------
+# (source storage, target storage) -> WGSL expression of `v`; same storage (int32 <-> int64) is a view.
+_CASTS = {
+    ("f32", "i32"): "i32(v)",  # truncates toward zero, like numpy's astype
+    ("f32", "u32"): "select(0u, 1u, v != 0.0)",
+    ("i32", "f32"): "f32(v)",
+    ("i32", "u32"): "select(0u, 1u, v != 0)",
+    ("u32", "f32"): "f32(v)",
+    ("u32", "i32"): "i32(v)",
+}
+
+
+def _cast(rec, x, dtype):
+    dtype = np.dtype(dtype)
+    src_dtype = getattr(x, "dtype", None)
+    if src_dtype not in _STORAGE or dtype not in _STORAGE:
+        return NotImplemented
+    x = _dev(rec, x)
+    if x is None:
+        return NotImplemented
+    if _STORAGE[src_dtype] == _STORAGE[dtype]:  # int32 <-> int64 (or no change): same words
+        y = rec.view(x, x.shape, dtype)
+        if y.host is not None:
+            y.host = y.host.astype(dtype)  # Recorder.view keeps the host copy's old dtype
+        return y
+    return unary(rec, x, _CASTS[(x.gpu_type, _STORAGE[dtype])], [0.0] * 3, out_dtype=dtype)
+
+
+@gpu("Cast", 1)
+def cast(rec, layer, x, *, to=None, **attrs):
+    if to is None:
+        return NotImplemented
+    try:
+        dtype = ONNX_TO_NUMPY[_onnx_type(to)]
+    except (KeyError, ValueError):
+        return NotImplemented
+    return _cast(rec, x, dtype)
+
+
+@gpu("CastLike", 15)
+def cast_like(rec, layer, x, target_type, **attrs):
+    return _cast(rec, x, getattr(target_type, "dtype", None))
+
+
+# -- Resize / Upsample --------------------------------------------------------------------------
+def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a, exclude_outside, axes, policy):
+    """Output shape and per-axis (taps, weights, outside) tables as the CPU kernel computes them
+    (None for axes left unchanged); raises ValueError where the CPU kernel would."""
+    rank = len(shape)
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    if scales is not None and np.asarray(scales).size == 0:
+        scales = None
+    if sizes is not None and np.asarray(sizes).size == 0:
+        sizes = None
+    if roi is not None and np.asarray(roi).size == 0:
+        roi = None
+    if (scales is None) == (sizes is None):
+        raise ValueError("Resize needs exactly one of scales and sizes")
+    scale_of = dict.fromkeys(range(rank), 1.0)
+    out_of = {i: shape[i] for i in range(rank)}
+    if scales is not None:
+        values = np.asarray(scales, dtype=np.float64).reshape(-1)
+        if values.size != len(axes) or np.any(values <= 0):
+            raise ValueError("bad scales")
+        for a, s in zip(axes, values, strict=True):
+            scale_of[a] = float(s)
+            out_of[a] = int(shape[a] * s)
+    else:
+        values = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if values.size != len(axes):
+            raise ValueError("bad sizes")
+        for a, n in zip(axes, values, strict=True):
+            scale_of[a] = int(n) / shape[a]
+            out_of[a] = int(n)
+        if policy != "stretch":
+            chosen = [scale_of[a] for a in axes]
+            if policy not in ("not_larger", "not_smaller"):
+                raise ValueError("bad keep_aspect_ratio_policy")
+            common = min(chosen) if policy == "not_larger" else max(chosen)
+            for a in axes:
+                scale_of[a] = common
+                out_of[a] = int(common * shape[a] + 0.5)
+    roi_lo = dict.fromkeys(range(rank), 0.0)
+    roi_hi = dict.fromkeys(range(rank), 1.0)
+    if roi is not None:
+        roi_values = np.asarray(roi, dtype=np.float64).reshape(-1)
+        n_axes = len(axes) if roi_values.size == 2 * len(axes) else rank
+        roi_axes = axes if n_axes == len(axes) else list(range(rank))
+        for i, a in enumerate(roi_axes):
+            roi_lo[a] = float(roi_values[i])
+            roi_hi[a] = float(roi_values[n_axes + i])
+    crop = ctm == "tf_crop_and_resize"
+    out_shape = [out_of[a] for a in range(rank)]
+    tables: list[Any] = [None] * rank
+    for a in axes:
+        in_len, out_len, scale = shape[a], out_of[a], scale_of[a]
+        if out_len == in_len and scale == 1.0 and (not crop or (roi_lo[a] == 0.0 and roi_hi[a] == 1.0)):
+            continue
+        if out_len == 0 or in_len == 0:
+            continue
+        x = _image._source_coords(ctm, out_len, in_len, scale, roi_lo[a], roi_hi[a])
+        taps, weights = _image._axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_a,
+                                          antialias=False, exclude_outside=bool(exclude_outside))
+        taps = np.clip(taps, 0, in_len - 1).astype(np.int32)
+        weights = np.ones(taps.shape, np.float32) if weights is None else weights.astype(np.float32)
+        outside = ((x < 0) | (x > in_len - 1)) if crop else np.zeros(out_len, bool)
+        tables[a] = (taps, weights, outside)
+    return out_shape, tables, crop
+
+
+def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
+            extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
+    x = _dev(rec, X)
+    if x is None or antialias or mode not in ("nearest", "linear", "cubic") or not 0 < len(x.shape) <= MAX_RANK:
+        return NotImplemented
+    if mode != "nearest" and x.dtype != np.float32:
+        return NotImplemented  # integer interpolation rounds per axis on the CPU
+    try:
+        out_shape, tables, crop = _resize_plan(
+            tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
+            exclude_outside=exclude_outside, axes=axes, policy=policy)
+        extrap = _bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)
+    except (ValueError, OverflowError):
+        return NotImplemented  # the CPU kernel raises its own error
+    y = rec.alloc(out_shape, x.dtype)
+    if not y.size:
+        return y
+    parts, offsets, ntaps, used = [], [], [], 0
+    for table in tables:
+        if table is None:
+            offsets.append(0)
+            ntaps.append(0)
+            continue
+        taps, weights, outside = table
+        offsets.append(used)
+        ntaps.append(taps.shape[1])
+        for part in (taps.reshape(-1), weights.reshape(-1).view(np.int32), outside.astype(np.int32)):
+            parts.append(part)
+            used += part.size
+    table = np.concatenate(parts) if parts else np.zeros(1, np.int32)
+    tb = rec.upload(table, f"{layer.name}:taps")
+    rank = len(x.shape)
+    params = [y.size, rank, extrap, int(crop), *_pad6(out_shape), *_pad6(_strides(x.shape), 0),
+              *_pad6(offsets, 0), *_pad6(ntaps, 0)]
+    rec.dispatch("compute/resize.wgsl", [x, tb], [y], params, y.size, workgroup=256,
+                 constants={"NEAREST": int(mode == "nearest")}, subs={"T": x.gpu_type})
+    return y
+
+
+@gpu("Resize", 10, host_inputs=(1,))
+def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
+
+
+@gpu("Resize", 11, host_inputs=(1, 2, 3))
+def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+           nearest_mode="round_prefer_floor", **attrs):
+    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
+                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                   policy=keep_aspect_ratio_policy)
+
+
+@gpu("Upsample", 7)
+def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
+    if scales is None:
+        return NotImplemented
+    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
+
+
+@gpu("Upsample", 9, host_inputs=(1,))
+def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return resize_10(rec, layer, X, scales, mode=mode)
+
+
+# -- integer elementwise ops ------------------------------------------------------------------------
+def _int_pair(a, b) -> bool:
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    return da in _INTS and db in _INTS
+
+
+_INT_MOD = {0: "select(select(a % b, (a % b) + b, (a % b) != 0 && ((a % b) < 0) != (b < 0)), 0, b == 0)",
+            1: "select(a % b, 0, b == 0)"}
+
+
+@gpu("Mod", 10)
+def mod(rec, layer, a, b, *, fmod=0, **attrs):
+    """Mod: the divisor's sign (fmod=0, numpy's mod) or the dividend's (fmod=1, C fmod); x % 0 is 0
+    for integers and NaN for floats, as numpy gives."""
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    if da != db or da not in (np.float32, np.int32, np.int64):
+        return NotImplemented
+    if da != np.float32:
+        return binary(rec, a, b, _INT_MOD[int(bool(fmod))], da, layer.name)
+    a, b = _dev(rec, a, f"{layer.name}:a"), _dev(rec, b, f"{layer.name}:b")
+    if a is None or b is None:
+        return NotImplemented
+    out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    if len(out_shape) > MAX_RANK:
+        return NotImplemented
+    y = rec.alloc(out_shape, np.float32)
+    same = a.shape == out_shape and b.shape == out_shape
+    params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1]),
+              *_pad6(broadcast_strides(a.shape, out_shape) or [0]), *_pad6(broadcast_strides(b.shape, out_shape) or [0]),
+              int(same)]
+    rec.dispatch("compute/mod_float.wgsl", [a, b], [y], params, y.size, workgroup=256,
+                 constants={"FMOD": int(bool(fmod))})
+    return y
+
+
+@gpu("BitShift", 11)
+def bit_shift(rec, layer, x, y, *, direction="", **attrs):
+    """BitShift of signed integers (unsigned types cannot live on the GPU). A right shift by 31 or
+    more leaves the sign fill, which is also what the CPU kernel gives out-of-range shifts of
+    int32-range values; a left shift of int64 could leave the int32 range: CPU."""
+    if not _int_pair(x, y) or direction not in ("LEFT", "RIGHT"):
+        return NotImplemented
+    if direction == "RIGHT":
+        expr = "a >> u32(select(min(b, 31), 31, b < 0))"
+    elif x.dtype == np.int32:
+        expr = "select(a << u32(b & 31), 0, b < 0 || b >= 32)"
+    else:
+        return NotImplemented
+    return binary(rec, x, y, expr, x.dtype, layer.name)
+
+
+def _register_bitwise(op: str, expr: str) -> None:
+    @gpu(op, 18)
+    def build(rec, layer, a, b, **attrs):
+        # Sign-extended int64 values in the int32 range give the same bits as their int32 storage.
+        if not _int_pair(a, b) or a.dtype != b.dtype:
+            return NotImplemented
+        return binary(rec, a, b, expr, a.dtype, layer.name)
+
+
+for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
+    _register_bitwise(_op, _expr)
+
+
+@gpu("BitwiseNot", 18)
+def bitwise_not(rec, layer, x, **attrs):
+    if getattr(x, "dtype", None) not in _INTS:
+        return NotImplemented
+    return unary(rec, x, "~v", [0.0] * 3)
+
+
+_FLOAT_SIGN = lookup_gpu("Sign", "", 9)  # the elementwise family's float program
+
+
+@gpu("Sign", 9)
+def sign(rec, layer, x, **attrs):
+    if getattr(x, "dtype", None) in _INTS:
+        return unary(rec, x, "select(select(0, -1, v < 0), 1, v > 0)", [0.0] * 3)
+    return _FLOAT_SIGN.build(rec, layer, x, **attrs) if _FLOAT_SIGN is not None else NotImplemented
+
+
+_FLOAT_CLIP = lookup_gpu("Clip", "", 11)
+
+
+@gpu("Clip", 12, host_inputs=(1, 2))
+def clip(rec, layer, x, lo=None, hi=None, **attrs):
+    """Clip of int32/int64 (opset 12+): max then min, as the CPU kernel (lo > hi gives hi)."""
+    if getattr(x, "dtype", None) not in _INTS:
+        if _FLOAT_CLIP is None:
+            return NotImplemented
+        return _FLOAT_CLIP.build(rec, layer, x, *[v for v in (lo, hi)], **attrs)
+
+    def bound(value, default: int) -> int:
+        if value is None or np.asarray(value).size == 0:
+            return default
+        # x holds int32-range values, so a bound beyond that range acts like the range's end.
+        return min(max(int(np.asarray(value).reshape(-1)[0]), _I32_MIN), _I32_MAX)
+
+    return unary(rec, x, "min(max(v, pi(1u)), pi(2u))", [bound(lo, _I32_MIN), bound(hi, _I32_MAX), 0])

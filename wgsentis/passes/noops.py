@@ -19,23 +19,24 @@ class RemoveNoOps:
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
         outputs = {o.name for o in graph.outputs}
+        read = {n for layer in graph.layers for n in [*layer.inputs, *captured_names(layer)]} | outputs
         kept: list[Layer] = []
         for layer in graph.layers:
-            if self._is_noop(layer, graph) and layer.outputs[0] not in outputs and layer.inputs[0]:
+            if self._is_noop(layer, graph, read) and layer.outputs[0] not in outputs and layer.inputs[0]:
                 _rename_inputs(graph, layer.outputs[0], layer.inputs[0])
                 continue
             kept.append(layer)
         graph.layers = kept
 
     @staticmethod
-    def _is_noop(layer: Layer, graph: Graph) -> bool:
+    def _is_noop(layer: Layer, graph: Graph, read: set[str]) -> bool:
         if layer.domain:
             return False
         if layer.op_type == "Identity":
             return len(layer.inputs) == 1
         if layer.op_type == "Dropout":
             # Inference Dropout is identity unless training_mode is set or the mask is used.
-            mask_used = len(layer.outputs) > 1 and layer.outputs[1] != ""
+            mask_used = len(layer.outputs) > 1 and layer.outputs[1] in read
             training = layer.inputs[2] if len(layer.inputs) > 2 else ""
             training_off = not training or (training in graph.constants and not bool(graph.constants[training]))
             return not mask_used and training_off and not layer.attrs.get("is_test", 1) == 0

@@ -1,0 +1,24 @@
+// Gather along one axis: data viewed as (outer, axis_len, inner), indices flattened to (m,);
+// Y (outer, m, inner). Negative indices wrap; out-of-range ones are clamped (never read outside).
+// Params: 0 n, 1 inner, 2 m, 3 axis_len.
+#include "common/params.wgsl"
+
+@group(0) @binding(0) var<storage, read> X: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> I: array<i32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<{{T}}>;
+@group(0) @binding(3) var<uniform> params: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let inner = pu(1u);
+    let m = pu(2u);
+    let len = pi(3u);
+    let k = i % inner;
+    let t = i / inner;
+    var ix = I[t % m];
+    if (ix < 0) { ix += len; }
+    ix = clamp(ix, 0, len - 1);
+    Y[i] = X[((t / m) * u32(len) + u32(ix)) * inner + k];
+}

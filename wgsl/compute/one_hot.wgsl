@@ -1,0 +1,22 @@
+// OneHot: Y (outer, depth, inner) = on where the index at (outer, inner) equals d, else off.
+// Negative indices wrap once; anything else out of range matches nothing.
+// Params: 0 n, 1 depth, 2 inner, 3 off bits, 4 on bits.
+#include "common/params.wgsl"
+
+@group(0) @binding(0) var<storage, read> I: array<{{TI}}>;
+@group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
+@group(0) @binding(2) var<uniform> params: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let depth = pu(1u);
+    let inner = pu(2u);
+    let k = i % inner;
+    let t = i / inner;
+    let d = i32(t % depth);
+    var ix = i32(I[(t / depth) * inner + k]);  // float indices truncate toward zero
+    if (ix < 0) { ix += i32(depth); }
+    Y[i] = bitcast<{{T}}>(select(pu(3u), pu(4u), ix == d));
+}

@@ -1,0 +1,67 @@
+// MaxPool / AveragePool / LpPool over 1-3 spatial dims (fewer dims are padded to 3 with size-1
+// dims); one invocation per output element, looping over its window.
+// Params: 0 n outputs, 1..3 input spatial, 4..6 output spatial, 7..9 kernel, 10..12 strides,
+//         13..15 dilations, 16..18 begin pads (i32), 19..21 / 22..24 the range of positions an
+//         average counts (i32, [lo, hi) per dim), 25 p (f32), 26 1/p (f32).
+// Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with any p.
+#include "common/params.wgsl"
+
+override MODE: u32 = 0u;
+
+@group(0) @binding(0) var<storage, read> X: array<{{T}}>;
+@group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
+@group(0) @binding(2) var<uniform> params: Params;
+
+fn is_nan(v: {{T}}) -> bool { return {{NANCHK}}; }
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let in_d = vec3<i32>(pi(1u), pi(2u), pi(3u));
+    let out_d = vec3<u32>(pu(4u), pu(5u), pu(6u));
+    // output index -> (plane, o0, o1, o2)
+    var rem = i;
+    let o2 = rem % out_d.z; rem = rem / out_d.z;
+    let o1 = rem % out_d.y; rem = rem / out_d.y;
+    let o0 = rem % out_d.x;
+    let plane = rem / out_d.x;
+    let start = vec3<i32>(vec3<u32>(o0, o1, o2) * vec3<u32>(pu(10u), pu(11u), pu(12u))) -
+                vec3<i32>(pi(16u), pi(17u), pi(18u));
+    let dil = vec3<i32>(pi(13u), pi(14u), pi(15u));
+    let lo = vec3<i32>(pi(19u), pi(20u), pi(21u));
+    let hi = vec3<i32>(pi(22u), pi(23u), pi(24u));
+    let base = plane * u32(in_d.x * in_d.y * in_d.z);
+    var acc = {{T}}(0);
+    if (MODE == 0u) { acc = {{LOWEST}}; }
+    var count = 0;
+    for (var k0 = 0; k0 < pi(7u); k0++) {
+        let p0 = start.x + k0 * dil.x;
+        let in0 = p0 >= 0 && p0 < in_d.x;
+        for (var k1 = 0; k1 < pi(8u); k1++) {
+            let p1 = start.y + k1 * dil.y;
+            let in1 = in0 && p1 >= 0 && p1 < in_d.y;
+            for (var k2 = 0; k2 < pi(9u); k2++) {
+                let p2 = start.z + k2 * dil.z;
+                if (MODE == 1u && p0 >= lo.x && p0 < hi.x && p1 >= lo.y && p1 < hi.y && p2 >= lo.z && p2 < hi.z) {
+                    count += 1;
+                }
+                if (!in1 || p2 < 0 || p2 >= in_d.z) { continue; }
+                let v = X[base + u32((p0 * in_d.y + p1) * in_d.z + p2)];
+                if (MODE == 0u) {
+                    if (v > acc || (is_nan(v) && !is_nan(acc))) { acc = v; }
+                } else if (MODE == 1u) {
+                    acc += v;
+                } else if (MODE == 2u) {
+                    acc += v * v;
+                } else {
+                    acc += {{POW}};
+                }
+            }
+        }
+    }
+    if (MODE == 1u) { acc = acc / {{T}}(max(count, 1)); }
+    if (MODE == 2u) { acc = {{SQRT}}; }
+    if (MODE == 3u) { acc = {{ROOT}}; }
+    Y[i] = acc;
+}
