@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-SYSTEM_PACKAGES=(mesa-vulkan-drivers libvulkan1 librenderdoc python3-renderdoc renderdoccmd xvfb)
+SYSTEM_PACKAGES=(mesa-vulkan-drivers libvulkan1 librenderdoc python3-renderdoc renderdoccmd xvfb chromium)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then

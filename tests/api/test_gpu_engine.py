@@ -54,7 +54,7 @@ def test_no_adapter_gives_a_clear_device_error(monkeypatch):
     import wgpu
 
     monkeypatch.setattr(wgpu.gpu, "request_adapter_sync", lambda **kw: None)
-    with pytest.raises(DeviceError, match="no GPU adapter found.*mesa-vulkan-drivers"):
+    with pytest.raises(DeviceError, match=r"no GPU adapter found.*mesa-vulkan-drivers"):
         GPUContext()
 
 

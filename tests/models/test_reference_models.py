@@ -65,3 +65,22 @@ def test_batch_of_two_matches_onnxruntime():
     out = outputs[zoo.load_proto("orientation").graph.output[0].name]
     assert out.shape[0] == 2
     assert not np.allclose(out[0], out[1])  # two different images, two answers
+
+
+# gpu-compute on lavapipe: the small models in every run, the big ones (seconds each on a CPU-emulated
+# GPU) with --runslow. Light models run densified: splat weights would hide indexing bugs.
+GPU_FAST = ["squeezenet", "shufflenet", "ppocr_cls", "orientation", "inception_v1", "bvlc_alexnet"]
+GPU_SLOW = ["resnet50", "densenet121", "inception_v2", "vgg19", "zfnet512", "ppocr_det"]
+GPU_CASES = [pytest.param(n, id=n) for n in GPU_FAST] + [pytest.param(n, id=n, marks=pytest.mark.slow)
+                                                         for n in GPU_SLOW]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_CASES)
+def test_model_matches_onnxruntime_on_gpu_compute(name):
+    from wgsentis.backends.device import gpu_available
+
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no wgpu adapter: {why}")
+    check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-compute")

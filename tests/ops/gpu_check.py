@@ -17,8 +17,9 @@ GPU_OK, GPU_WHY = gpu_available()
 requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
 
 
-def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, constants: dict[str, np.ndarray] | None = None,
-               opset: int = 17, input_order: list[str] | None = None, **attrs: Any) -> onnx.ModelProto:
+def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
+               constants: dict[str, np.ndarray] | None = None, opset: int = 17, input_order: list[str] | None = None,
+               **attrs: Any) -> onnx.ModelProto:
     """A model with one ``op`` node; ``inputs`` become graph inputs, ``constants`` initializers.
     ``input_order`` lists the node's input names in order ("" for an omitted optional input)."""
     constants = constants or {}

@@ -107,7 +107,8 @@ def test_expand(shape, target):
     compare(node_model("Expand", {"x": x}, constants={"s": i64(*target)}), {"x": x})
 
 
-@pytest.mark.parametrize("shape,reps", [((2, 3), (3, 2)), ((2, 1, 3), (1, 4, 1)), ((5,), (0,)), ((1, 2, 3), (2, 1, 70))])
+@pytest.mark.parametrize("shape,reps", [((2, 3), (3, 2)), ((2, 1, 3), (1, 4, 1)), ((5,), (0,)),
+                                        ((1, 2, 3), (2, 1, 70))])
 def test_tile(shape, reps):
     x = rand(*shape)
     compare(node_model("Tile", {"x": x}, constants={"r": i64(*reps)}), {"x": x})
@@ -193,8 +194,8 @@ def test_constant_of_shape_eye_like_range():
     x = rand(4, 7)
     compare(node_model("EyeLike", {"x": x}, k=2), {"x": x})
     compare(node_model("EyeLike", {"x": x}, k=-1, dtype=7), {"x": x})
-    for start, limit, delta in ((np.float32(0.5), np.float32(10.1), np.float32(0.3)), (np.int64(10), np.int64(-7), np.int64(-3))):
-        feeds = {"a": np.array(start), "b": np.array(limit), "c": np.array(delta)}
+    for start, limit, delta, dtype in ((0.5, 10.1, 0.3, np.float32), (10, -7, -3, np.int64)):
+        feeds = {"a": np.array(start, dtype), "b": np.array(limit, dtype), "c": np.array(delta, dtype)}
         compare(node_model("Range", feeds), feeds)
         on_gpu(node_model("Range", feeds), feeds)
 
@@ -294,6 +295,10 @@ def test_mod(dtype, fmod):
     if dtype != np.float32:
         b[:3] = [0, -1, 1]
     compare(node_model("Mod", {"a": a, "b": b}, fmod=fmod), {"a": a, "b": b}, atol=1e-4)
+    if dtype == np.float32:  # exact even for large quotients, infinite divisors, zeros and NaN
+        a = np.array([3e7 + 2, -1e30, 5.5, -5.5, 0.0, -3.0, np.inf, np.nan, 7.0, 1e-3], np.float32)
+        b = np.array([0.37, 3.3, -2.0, 2.0, -2.0, np.inf, 2.0, 1.0, 0.0, -np.inf], np.float32)
+        compare(node_model("Mod", {"a": a, "b": b}, fmod=fmod), {"a": a, "b": b}, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])

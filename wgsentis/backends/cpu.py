@@ -107,7 +107,8 @@ def _shape_text(value: Any) -> str:
 class GraphProgram:
     """A graph compiled for the CPU backend: steps, dependencies and tensor lifetimes."""
 
-    def __init__(self, graph: Graph, threads: int = 1, parent: GraphProgram | None = None) -> None:
+    def __init__(self, graph: Graph, threads: int = 1, parent: GraphProgram | None = None,
+                 branch_parallel: bool = True) -> None:
         self.graph = graph
         self.threads = max(1, threads)
         self.parent = parent
@@ -144,7 +145,9 @@ class GraphProgram:
                 self.release[last].append(name)
         self.pool: ThreadPoolExecutor | None = None
         branches = sum(1 for d in self.deps if not d) > 1 or any(len(d) > 1 for d in self.dependents)
-        if self.threads > 1 and parent is None and branches:
+        # branch_parallel=False keeps layers sequential (kernels still split work over ``threads``):
+        # the profiler's per-layer host timers then add up to the run's wall time.
+        if self.threads > 1 and parent is None and branches and branch_parallel:
             self.pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="wgsentis-cpu")
 
     def subprogram(self, graph: Graph) -> GraphProgram:

@@ -409,6 +409,10 @@ class GPUProgram:
         self._peak_live = 0
         self.on_layer: Callable[[int, str], None] | None = None
         self.last_encode_seconds = 0.0  # host time encoding the last replayed run
+        # Profiling: each layer in its own compute pass with timestamps written at its start and end.
+        self.profile_layers = False
+        self.last_layer_gpu_ns: dict[int, int] = {}  # layer index -> GPU duration of the last profiled run
+        self._query_sets: list[Any] = []
 
     def close(self) -> None:
         """Drop plans and buffers (the device itself is shared by the process)."""
@@ -780,6 +784,8 @@ class GPUProgram:
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
         for name, t in plan.input_tensors.items():
             self._upload_input(name, feeds[name], t)
+        if self.profile_layers and self.ctx.has_timestamps:
+            return self._replay_profiled(plan)
         started = time.perf_counter()
         encoder, cpass = self._begin()
         layers = self.graph.layers
@@ -807,6 +813,76 @@ class GPUProgram:
         # Host time spent encoding this replay (fallback layers' own CPU time excluded only when none).
         self.last_encode_seconds = time.perf_counter() - started
         return self._finish(encoder, plan.outputs)
+
+
+    # -- profiling ---------------------------------------------------------------------------------
+    MAX_QUERIES = 4096  # per query set (wgpu's limit)
+
+    def _query_set(self, index: int) -> Any:
+        while len(self._query_sets) <= index:
+            self._query_sets.append(self.ctx.device.create_query_set(type="timestamp", count=self.MAX_QUERIES,
+                                                                     label="wgsentis layer timestamps"))
+        return self._query_sets[index]
+
+    def _replay_profiled(self, plan: Plan) -> PendingReadback:
+        """Replay with one timestamped compute pass per layer; fills ``last_layer_gpu_ns``."""
+        started = time.perf_counter()
+        layers = self.graph.layers
+        groups: list[tuple[int, list[Dispatch]]] = []  # consecutive dispatches of one layer
+        for step in plan.steps:
+            if isinstance(step, Dispatch) and groups and groups[-1][0] == step.layer and groups[-1][1]:
+                groups[-1][1].append(step)
+            elif isinstance(step, Dispatch):
+                groups.append((step.layer, [step]))
+            else:
+                groups.append((-1, [step]))  # a fallback, not timed on the GPU
+        encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
+        slots: list[tuple[int, int]] = []  # (layer index, query slot)
+        for layer_index, steps in groups:
+            if layer_index < 0:
+                self._replay_fallback(steps[0], encoder)
+                encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
+                continue
+            slot = len(slots)
+            qs = self._query_set((2 * slot) // self.MAX_QUERIES)
+            base = (2 * slot) % self.MAX_QUERIES
+            layer = layers[layer_index]
+            cpass = encoder.begin_compute_pass(
+                label=f"{layer.name} ({layer.op_type})",
+                timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": base,
+                                  "end_of_pass_write_index": base + 1})
+            if self.debug_groups:
+                cpass.push_debug_group(f"{layer.name} ({layer.op_type})")
+            for d in steps:
+                cpass.set_pipeline(d.pipeline)
+                cpass.set_bind_group(0, d.bind_group)
+                cpass.dispatch_workgroups(*d.groups)
+            if self.debug_groups:
+                cpass.pop_debug_group()
+            cpass.end()
+            slots.append((layer_index, slot))
+        self.last_encode_seconds = time.perf_counter() - started
+        usage = self.ctx.wgpu.BufferUsage
+        n_queries = 2 * len(slots)
+        resolved, staging = None, None
+        if n_queries:
+            resolved = self.ctx.device.create_buffer(size=8 * n_queries, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+            staging = self.ctx.device.create_buffer(size=8 * n_queries, usage=usage.MAP_READ | usage.COPY_DST)
+            for set_index in range((n_queries + self.MAX_QUERIES - 1) // self.MAX_QUERIES):
+                first = set_index * self.MAX_QUERIES
+                count = min(self.MAX_QUERIES, n_queries - first)
+                encoder.resolve_query_set(self._query_set(set_index), 0, count, resolved, 8 * first)
+            encoder.copy_buffer_to_buffer(resolved, 0, staging, 0, 8 * n_queries)
+        readback = self._finish(encoder, plan.outputs)
+        self.last_layer_gpu_ns = {}
+        if staging is not None:
+            staging.map_sync("READ")
+            stamps = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint64)
+            staging.unmap()
+            for layer_index, slot in slots:
+                begin, end = int(stamps[2 * slot]), int(stamps[2 * slot + 1])
+                self.last_layer_gpu_ns[layer_index] = self.last_layer_gpu_ns.get(layer_index, 0) + max(0, end - begin)
+        return readback
 
 
 class _HostProgram:

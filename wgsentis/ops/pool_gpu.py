@@ -19,6 +19,7 @@ from wgsentis.ops.pool import pool_geometry
 from wgsentis.ops.reduce_gpu import reduce_to
 from wgsentis.ops.registry import register_gpu
 
+POOL_WG = 64
 _F32_NAN = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u"
 _LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)"}
 
@@ -47,8 +48,8 @@ def _pad3(values: list[int], fill: int) -> list[int]:
     return [fill] * (3 - len(values)) + list(values)
 
 
-def _params(x, geo, include_pad: bool, p: float = 2.0) -> tuple[list, tuple[int, ...]]:
-    """The pool.wgsl parameter words and the output shape."""
+def _params(x, geo, include_pad: bool, p: float = 2.0, storage_order: int = 0) -> tuple[list, tuple[int, ...]]:
+    """The pool.wgsl / maxpool_indices.wgsl parameter words and the output shape."""
     kernel, strides, dilations, begins, ends, outs = geo
     spatial = list(x.shape[2:])
     out_shape = (*x.shape[:2], *outs)
@@ -58,8 +59,18 @@ def _params(x, geo, include_pad: bool, p: float = 2.0) -> tuple[list, tuple[int,
     else:
         lo, hi = [0] * len(spatial), spatial
     params = [math.prod(out_shape), *_pad3(spatial, 1), *_pad3(outs, 1), *_pad3(kernel, 1), *_pad3(strides, 1),
-              *_pad3(dilations, 1), *_pad3(begins, 0), *_pad3(lo, 0), *_pad3(hi, 1), float(p), 1.0 / float(p)]
+              *_pad3(dilations, 1), *_pad3(begins, 0), *_pad3(lo, 0), *_pad3(hi, 1), float(p), 1.0 / float(p),
+              int(bool(storage_order)), len(spatial), math.prod(x.shape[:2])]
     return params, out_shape
+
+
+def _grid(x, out_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(ceil(plane outputs / POOL_WG), planes) with planes above the per-dimension limit folded into z."""
+    planes = math.prod(x.shape[:2])
+    per_plane = math.ceil(math.prod(out_shape[2:]) / POOL_WG)
+    if planes <= 65535:
+        return (per_plane, planes, 1)
+    return (per_plane, 65535, math.ceil(planes / 65535))
 
 
 def _subs(x, p: float = 2.0) -> dict[str, str]:
@@ -77,8 +88,9 @@ def _subs(x, p: float = 2.0) -> dict[str, str]:
 def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0):
     params, out_shape = _params(x, geo, include_pad, p)
     y = rec.alloc(out_shape, x.dtype)
-    rec.dispatch("compute/pool.wgsl", [x], [y], params, y.size, workgroup=64, constants={"MODE": mode},
-                 subs=_subs(x, p))
+    if y.size:
+        rec.dispatch("compute/pool.wgsl", [x], [y], params, _grid(x, out_shape), workgroup=POOL_WG,
+                     constants={"MODE": mode}, subs=_subs(x, p))
     return y
 
 
@@ -96,13 +108,13 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
         return (y, None) if len(layer.outputs) > 1 else y
     if X.size >= 2**31:
         return NotImplemented  # flat indices must fit in int32
-    params, out_shape = _params(X, geo, False)
-    params += [int(bool(storage_order)), X.ndim - 2]
+    params, out_shape = _params(X, geo, False, storage_order=storage_order)
     y = rec.alloc(out_shape, X.dtype)
     idx = rec.alloc(out_shape, np.int64)
     sub = _subs(X)
-    rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, y.size, workgroup=64,
-                 subs={"T": sub["T"], "LOWEST": sub["LOWEST"]})
+    if y.size:
+        rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, _grid(X, out_shape), workgroup=POOL_WG,
+                     subs={"T": sub["T"], "LOWEST": sub["LOWEST"]})
     return y, idx
 
 

@@ -180,6 +180,7 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
                          rec.alloc((dirs * batch * hidden,), np.float32) if op == "LSTM" else None))
         return ping[s % 2]
 
+    batch_tiles = -(-batch // 4)  # RNN / LSTM invocations take one unit of 4 batch rows
     for s in range(seq):
         first, last = s == 0, s == seq - 1
         if first:
@@ -197,11 +198,11 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
         params = [dirs, batch, hidden, seq, s, step_flags, clip_bound, *in_strides, *out_strides, *y_strides,
                   *act_params]
         if op == "RNN":
-            rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho], params, dirs * batch * hidden,
+            rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho], params, dirs * batch_tiles * hidden,
                          workgroup=64, subs=subs)
         elif op == "LSTM":
             rec.dispatch(shader, [xw, rt, bias, peep, lens_t, hi, ci if ci is not None else zero],
-                         [y_flat, ho, co], params, dirs * batch * hidden, workgroup=64, subs=subs)
+                         [y_flat, ho, co], params, dirs * batch_tiles * hidden, workgroup=64, subs=subs)
         else:
             rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho, scratch], params,
                          dirs * batch * _GRU_WG, workgroup=_GRU_WG, subs=subs)

@@ -762,7 +762,9 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
 # -- Cast -------------------------------------------------------------------------------------------
 # (source storage, target storage) -> WGSL expression of `v`; same storage (int32 <-> int64) is a view.
 _CASTS = {
-    ("f32", "i32"): "i32(v)",  # truncates toward zero, like numpy's astype
+    # Truncates toward zero like numpy's astype; values beyond int32 saturate (numpy wraps them
+    # for int32 and keeps them for int64, which the GPU stores as int32 anyway).
+    ("f32", "i32"): "i32(v)",
     ("f32", "u32"): "select(0u, 1u, v != 0.0)",
     ("i32", "f32"): "f32(v)",
     ("i32", "u32"): "select(0u, 1u, v != 0)",
@@ -964,8 +966,8 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
     y = rec.alloc(out_shape, np.float32)
     same = a.shape == out_shape and b.shape == out_shape
     params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1]),
-              *_pad6(broadcast_strides(a.shape, out_shape) or [0]), *_pad6(broadcast_strides(b.shape, out_shape) or [0]),
-              int(same)]
+              *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
+              *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same)]
     rec.dispatch("compute/mod_float.wgsl", [a, b], [y], params, y.size, workgroup=256,
                  constants={"FMOD": int(bool(fmod))})
     return y

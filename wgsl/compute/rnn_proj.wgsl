@@ -1,13 +1,14 @@
 // XW = X @ W^T (+ Wb): the input projection of every time step and direction of a recurrent op at once.
-// Rows m = t * batch + b (time-major whatever X's layout); columns n = d * GH + c, where W is
-// (dirs * GH, K) row-major and Wb the first GH values of each direction's 2 * GH bias row.
-// Each invocation computes a 4 x 4 register tile (8 loads per 16 multiply-adds); edges are clamped
-// on load and skipped on store.
+// Rows m = t * batch + b (time-major whatever X's layout); columns n = d * GH + c, W element (k, n) at
+// k * ws_k + n * ws_n (W as given, (dirs * GH, K), or repacked on the host as W^T (K, dirs * GH), which
+// neighbouring invocations read contiguously); Wb is the first GH values of each direction's 2 * GH
+// bias row. Each invocation computes a 4 x 4 register tile (8 loads per 16 multiply-adds); edges are
+// clamped on load and skipped on store.
 // The invocations past the tiles transpose R (dirs, GH, hidden) into RT (dirs, hidden, GH), so that in
 // the step kernels neighbouring hidden units read neighbouring weights (coalesced on GPUs, vector
 // loads on lavapipe) at no extra dispatch.
 // Params: 0 M, 1 N, 2 K, 3 batch, 4 X t-stride, 5 X b-stride, 6 has bias, 7 GH, 8 tiles along N,
-//         9 hidden, 10 R elements.
+//         9 hidden, 10 R elements to transpose (0 when RT was repacked on the host), 11 ws_k, 12 ws_n.
 #include "common/params.wgsl"
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
@@ -51,16 +52,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let x1 = x_row(min(m0 + 1u, m_total - 1u));
     let x2 = x_row(min(m0 + 2u, m_total - 1u));
     let x3 = x_row(min(m0 + 3u, m_total - 1u));
-    let w0 = n0 * k_total;
-    let w1 = min(n0 + 1u, n_total - 1u) * k_total;
-    let w2 = min(n0 + 2u, n_total - 1u) * k_total;
-    let w3 = min(n0 + 3u, n_total - 1u) * k_total;
+    let ws_k = pu(11u);
+    let ws_n = pu(12u);
+    let w0 = n0 * ws_n;
+    let w1 = min(n0 + 1u, n_total - 1u) * ws_n;
+    let w2 = min(n0 + 2u, n_total - 1u) * ws_n;
+    let w3 = min(n0 + 3u, n_total - 1u) * ws_n;
     var a0 = vec4<f32>(0.0);
     var a1 = vec4<f32>(0.0);
     var a2 = vec4<f32>(0.0);
     var a3 = vec4<f32>(0.0);
     for (var k = 0u; k < k_total; k++) {
-        let w = vec4<f32>(W[w0 + k], W[w1 + k], W[w2 + k], W[w3 + k]);
+        let wk = k * ws_k;
+        let w = vec4<f32>(W[wk + w0], W[wk + w1], W[wk + w2], W[wk + w3]);
         a0 += X[x0 + k] * w;
         a1 += X[x1 + k] * w;
         a2 += X[x2 + k] * w;

@@ -1,0 +1,116 @@
+"""MatMul, Gemm, Conv and ConvTranspose on gpu-compute vs the cpu backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import gpu_check
+
+pytestmark = gpu_check.requires_gpu
+
+RNG = np.random.default_rng(7)
+
+
+def _rand(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((5, 7), (7, 9)),  # odd sizes: scalar loads, edge tiles
+    ((33, 64), (64, 40)),  # vec4 loads, more than one tile each way
+    ((1, 16), (16, 12)),  # one row
+    ((2, 1, 9, 13), (3, 13, 20)),  # broadcast batch dims
+    ((13,), (13, 6)),  # 1-D A
+    ((4, 13), (13,)),  # 1-D B
+    ((0, 8), (8, 4)),  # zero-size
+    ((3, 0), (0, 5)),  # K == 0: zeros
+])
+def test_matmul(a_shape, b_shape):
+    feeds = {"a": _rand(*a_shape), "b": _rand(*b_shape)}
+    gpu_check.compare(gpu_check.node_model("MatMul", feeds), feeds, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_constant_b_with_relu():
+    # A constant B with unaligned columns is padded on the host; a following Relu is fused.
+    feeds = {"a": _rand(70, 24)}
+    b = _rand(24, 37)
+    node = helper.make_node("MatMul", ["a", "b"], ["t"])
+    relu = helper.make_node("Relu", ["t"], ["y0"])
+    model = gpu_check.node_model("MatMul", feeds, constants={"b": b})
+    model.graph.ClearField("node")
+    model.graph.node.extend([node, relu])
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("trans_a,trans_b,c_shape,alpha,beta", [
+    (0, 0, None, 1.0, 1.0),
+    (1, 0, (11,), 0.5, 2.0),
+    (0, 1, (9, 1), 1.0, -1.0),
+    (1, 1, (9, 11), 2.0, 0.5),
+    (0, 1, (), 1.0, 1.0),
+])
+@pytest.mark.parametrize("constant_b", [False, True])
+def test_gemm(trans_a, trans_b, c_shape, alpha, beta, constant_b):
+    m, k, n = 9, 14, 11
+    feeds = {"a": _rand(*((k, m) if trans_a else (m, k)))}
+    b = _rand(*((n, k) if trans_b else (k, n)))
+    constants = {}
+    if constant_b:
+        constants["b"] = b
+    else:
+        feeds["b"] = b
+    order = ["a", "b"]
+    if c_shape is not None:
+        feeds["c"] = _rand(*c_shape)
+        order.append("c")
+    model = gpu_check.node_model("Gemm", feeds, constants=constants, input_order=order, transA=trans_a,
+                                 transB=trans_b, alpha=alpha, beta=beta)
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+
+
+CONV_CASES = [
+    ((1, 3, 9, 11), (5, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 6, 9, 11), (4, 6, 1, 1), {}),  # 1x1 as a matmul, batched, unaligned H*W
+    ((2, 8, 8, 8), (12, 8, 1, 1), {}),  # 1x1, aligned
+    ((2, 4, 9, 10), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [1, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 4, 9, 10), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 0, 1, 2]}),  # depthwise x2
+    ((1, 5, 7, 7), (5, 1, 3, 3), {"group": 5, "auto_pad": "SAME_LOWER"}),  # depthwise
+    ((1, 3, 10, 9), (4, 3, 2, 2), {"auto_pad": "VALID", "strides": [3, 2]}),
+    ((1, 3, 17), (5, 3, 4), {"strides": [2], "pads": [1, 2]}),  # 1-D
+    ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # past one workgroup
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_CASES)
+def test_conv(x_shape, w_shape, attrs):
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
+    gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
+                      rtol=1e-4, atol=1e-4)
+
+
+def test_conv_no_bias_fused_clip():
+    feeds = {"x": _rand(1, 4, 6, 6)}
+    w = _rand(6, 4, 3, 3, scale=0.3)
+    model = gpu_check.node_model("Conv", feeds, constants={"w": w}, pads=[1, 1, 1, 1])
+    conv = model.graph.node[0]
+    conv.output[0] = "t"
+    model.graph.node.append(helper.make_node("Clip", ["t", "lo", "hi"], ["y0"]))
+    model.graph.initializer.extend([helper.make_tensor("lo", 1, [], [-0.5]), helper.make_tensor("hi", 1, [], [0.5])])
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 0, 0], "output_padding": [1, 0]}),
+    ((2, 4, 5, 6), (4, 1, 2, 3), {"group": 2, "strides": [2, 3], "dilations": [2, 1]}),
+    ((1, 3, 7), (3, 2, 3), {"strides": [2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 3, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),
+])
+def test_conv_transpose(x_shape, w_shape, attrs):
+    feeds = {"x": _rand(*x_shape)}
+    group = attrs.get("group", 1)
+    constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[1] * group)}
+    gpu_check.compare(gpu_check.node_model("ConvTranspose", feeds, constants=constants, **attrs), feeds,
+                      rtol=1e-4, atol=1e-4)
