@@ -373,7 +373,10 @@ class PendingReadback:
         if self.values is None:
             values = dict(self.host_values)
             if self.promise is not None:
-                self.promise.sync_wait()
+                try:
+                    self.promise.sync_wait()
+                except Exception as exc:
+                    raise DeviceError(f"reading the outputs back from the GPU failed: {exc}") from exc
                 raw = np.frombuffer(self.staging.read_mapped(copy=True), dtype=np.uint8)
                 self.staging.unmap()
                 self.staging.destroy()
@@ -496,7 +499,19 @@ class GPUProgram:
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self, feeds: dict[str, Any]) -> PendingReadback:
-        """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback."""
+        """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback.
+
+        Errors from wgpu itself (validation, out of memory, a lost device) become a DeviceError that
+        names the graph; our own typed errors pass through unchanged."""
+        try:
+            return self._run(feeds)
+        except WgSentisError:
+            raise
+        except Exception as exc:
+            raise DeviceError(f"graph '{self.graph.name}' on {self.ctx.info.name}: the GPU run failed: "
+                              f"{type(exc).__name__}: {str(exc).strip()[:500]}") from exc
+
+    def _run(self, feeds: dict[str, Any]) -> PendingReadback:
         self.transfers = []
         signature = tuple((n, np.asarray(v).shape, np.asarray(v).dtype.str) if isinstance(v, np.ndarray)
                           else (n, type(v).__name__) for n, v in sorted(feeds.items()))

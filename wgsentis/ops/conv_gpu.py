@@ -22,7 +22,7 @@ from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_at
 from wgsentis.ops.matmul_gpu import Operand, fused, gemm, host_value, repacked
 from wgsentis.ops.registry import register_gpu
 
-_ZERO = np.zeros(1, np.float32)
+_ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 
 
 def _pad4(v: int) -> int:

@@ -123,7 +123,7 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
                        "BVEC": "true" if b.vec else "false", "ACT": act[0]})
 
 
-_ZERO = np.zeros(1, np.float32)
+_ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 
 
 def _f32(t: Any) -> bool:

@@ -49,6 +49,20 @@ _CELLS = {  # op -> (gates, default activations, step shader, storage bindings o
 }
 _GRU_WG = 64
 
+# Host-side repacks of constant weights (W^T, R^T), kept alive with their source so that uploads, cached
+# by the array's id, stay valid.
+_REPACKED: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _repacked(kind: str, source: np.ndarray, make) -> np.ndarray:
+    """``make()`` computed once per (source array, kind)."""
+    hit = _REPACKED.get((id(source), kind))
+    if hit is not None and hit[1] is source:
+        return hit[0]
+    value = np.ascontiguousarray(make())
+    _REPACKED[(id(source), kind)] = (value, source)
+    return value
+
 
 def _activations(names, alphas, betas, defaults: list[str], dirs: int) -> list[list[tuple[str, float, float]]] | None:
     """Per-direction (expression, alpha, beta) lists, consuming alpha/beta values in order like the CPU
@@ -117,16 +131,26 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
         return NotImplemented
 
     name = layer.name
-    x = _flat(rec, X, f"{name}:X")
-    w = _flat(rec, W, f"{name}:W")
-    r = _flat(rec, R, f"{name}:R")
     zero = _flat(rec, _ZERO_F, "rnn:zero")
+    x = _flat(rec, X, f"{name}:X")
+    # Constant weights are transposed on the host; device ones are read as given (W) or transposed by
+    # the projection dispatch (R).
+    w_const, r_const = isinstance(W, np.ndarray), isinstance(R, np.ndarray)
+    if w_const:
+        w = _flat(rec, _repacked("WT", W, lambda: W.reshape(dirs * gh, inp).T), f"{name}:W^T")
+    else:
+        w = _flat(rec, W, f"{name}:W")
+    if r_const:
+        rt = _flat(rec, _repacked("RT", R, lambda: R.transpose(0, 2, 1)), f"{name}:R^T")
+        r = zero
+    else:
+        r = _flat(rec, R, f"{name}:R")
     bias = _flat(rec, B, f"{name}:B") if B is not None else zero
     peep = _flat(rec, P, f"{name}:P") if P is not None else zero
     lens_t = _flat(rec, lens if lens is not None else _ZERO_I, f"{name}:sequence_lens")
     h_in = _flat(rec, h0, f"{name}:initial_h") if h0 is not None else zero
     c_in = _flat(rec, c0, f"{name}:initial_c") if c0 is not None else zero
-    if any(t is None for t in (x, w, r, bias, peep, lens_t, h_in, c_in)):
+    if any(t is None for t in (x, w, r, rt if r_const else r, bias, peep, lens_t, h_in, c_in)):
         return NotImplemented
 
     # Outputs in the requested layout; the ones not asked for get scratch stand-ins.
@@ -140,13 +164,16 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     # RT (dirs, hidden, GH) for the steps' coalesced weight reads.
     rows, cols = seq * batch, dirs * gh
     xw = rec.alloc((rows * cols,), np.float32)
-    rt = rec.alloc((r.size,), np.float32)
+    r_count = 0 if r_const else r.size
+    if not r_const:
+        rt = rec.alloc((r.size,), np.float32)
     x_st, x_sb = (inp, seq * inp) if layout else (batch * inp, inp)
+    ws_k, ws_n = (cols, 1) if w_const else (1, inp)
     tiles_n = -(-cols // 4)
     tiles = tiles_n * -(-rows // 4)
-    rec.dispatch("compute/rnn_proj.wgsl", [x, w, bias, r], [xw, rt],
-                 [rows, cols, inp, batch, x_st, x_sb, int(B is not None), gh, tiles_n, hidden, r.size],
-                 tiles + r.size, workgroup=64)
+    rec.dispatch("compute/rnn_proj.wgsl", [x, w, bias, r], [xw, rt if not r_const else rec.alloc((1,))],
+                 [rows, cols, inp, batch, x_st, x_sb, int(B is not None), gh, tiles_n, hidden, r_count, ws_k, ws_n],
+                 tiles + r_count, workgroup=64)
 
     # (2) One dispatch per time step for all directions.
     def strides(lay: int) -> list[int]:  # (dir, batch) element strides of a state tensor
