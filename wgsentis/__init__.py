@@ -1,10 +1,10 @@
 """wgsentis: run ONNX models on the CPU (numpy) and on any GPU through wgpu; profile and capture them."""
 
-from wgsentis import errors, ops  # noqa: F401  (ops registers every kernel)
+from wgsentis import errors, ops, renderdoc  # noqa: F401  (ops registers every kernel)
 from wgsentis.model import Layer, Model, TensorInfo
 from wgsentis.onnx_import import load_model
 from wgsentis.tensor import Tensor
 from wgsentis.worker import BackendType, Worker
 
 __version__ = "0.1.0"
-__all__ = ["BackendType", "Layer", "Model", "Tensor", "TensorInfo", "Worker", "errors", "load_model"]
+__all__ = ["BackendType", "Layer", "Model", "Tensor", "TensorInfo", "Worker", "errors", "load_model", "renderdoc"]

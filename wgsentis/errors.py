@@ -47,3 +47,7 @@ class BackendNotAvailableError(DeviceError):
 
 class TensorError(WgSentisError):
     """A tensor was used in a way its state does not allow (e.g. read after being consumed)."""
+
+
+class RenderDocError(DeviceError):
+    """RenderDoc is missing, was loaded too late to hook Vulkan, or a capture could not be made or written."""

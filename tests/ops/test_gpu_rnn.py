@@ -17,8 +17,9 @@ DIRECTIONS = ["forward", "reverse", "bidirectional"]
 
 def _case(op: str, seq: int, batch: int, inp: int, hidden: int, *, direction: str = "forward", layout: int = 0,
           bias: bool = True, init: bool = True, peep: bool = False, lens: list[int] | None = None,
-          outputs: list[str] | None = None, seed: int = 0, **attrs):
-    """(model, feeds) of one recurrent node; weights are initializers, X / states / lens graph inputs."""
+          outputs: list[str] | None = None, seed: int = 0, weights_as_inputs: bool = False, **attrs):
+    """(model, feeds) of one recurrent node; weights are initializers (or graph inputs, which the GPU
+    program reads as given instead of repacking them on the host), X / states / lens graph inputs."""
     rng = np.random.default_rng(seed)
     g, d = GATES[op], 2 if direction == "bidirectional" else 1
     x = rng.standard_normal((batch, seq, inp) if layout else (seq, batch, inp)).astype(np.float32)
@@ -46,6 +47,9 @@ def _case(op: str, seq: int, batch: int, inp: int, hidden: int, *, direction: st
     while order[-1] == "":
         order.pop()
     n_out = 3 if op == "LSTM" else 2
+    if weights_as_inputs:
+        feeds.update(consts)
+        consts = {}
     model = gpu_check.node_model(op, feeds, n_out, consts, opset=14, input_order=order, direction=direction,
                                  layout=layout, hidden_size=hidden, **attrs)
     if outputs is not None:  # "" marks an output that is not requested
@@ -77,6 +81,12 @@ def test_directions_layouts(op, direction, layout):
 def test_shapes_optional_inputs(op, seq, batch, inp, hidden, bias, init):
     model, feeds = _case(op, seq, batch, inp, hidden, direction="bidirectional", bias=bias, init=init,
                          peep=bias, seed=seq + hidden)
+    gpu_check.compare(model, feeds)
+
+
+@pytest.mark.parametrize("op", list(GATES))
+def test_weights_as_inputs(op):
+    model, feeds = _case(op, 4, 3, 6, 9, direction="bidirectional", layout=1, peep=True, weights_as_inputs=True)
     gpu_check.compare(model, feeds)
 
 

@@ -48,6 +48,7 @@ class GPUContext:
         except Exception as exc:  # pragma: no cover - wgpu is a dependency
             raise DeviceError(f"wgpu is not importable: {exc}") from None
         self.wgpu = wgpu
+        self.instance_extras = _apply_instance_extras()
         try:
             adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         except Exception as exc:
@@ -121,6 +122,55 @@ class GPUContext:
 
 _context: GPUContext | None = None
 _context_lock = threading.Lock()
+_instance_extras: dict[str, Any] | None = None  # wgpu-native instance extras for the first adapter request
+
+
+def configure_instance(*, backends: tuple[str, ...] = ("All",), flags: tuple[str, ...] = ("Default",)) -> None:
+    """Set the wgpu-native instance extras (backends, debug flags) the process-wide context is created
+    with, e.g. ``backends=("Vulkan",), flags=("Debug",)`` so labels and debug groups reach RenderDoc.
+
+    Must run before the wgpu instance exists (before the first GPU worker); raises DeviceError after.
+    """
+    global _instance_extras
+    with _context_lock:
+        if _context is not None or wgpu_instance_exists():
+            raise DeviceError(
+                f"configure_instance(backends={list(backends)}, flags={list(flags)}): the wgpu instance already "
+                "exists; call it before the first GPU worker (or anything that requests an adapter)"
+            )
+        _instance_extras = {"backends": list(backends), "flags": list(flags)}
+
+
+def instance_extras() -> dict[str, Any] | None:
+    """The instance extras the context was (or will be) created with; None for wgpu's defaults."""
+    return None if _instance_extras is None else dict(_instance_extras)
+
+
+def context_exists() -> bool:
+    """Whether the process-wide GPU context has been created."""
+    return _context is not None
+
+
+def wgpu_instance_exists() -> bool:
+    """Whether wgpu-native's process-wide instance has been created (its extras can no longer change)."""
+    try:
+        from wgpu.backends.wgpu_native import _helpers
+    except Exception:  # pragma: no cover - another wgpu backend
+        return False
+    return getattr(_helpers, "_the_instance", None) is not None
+
+
+def _apply_instance_extras() -> dict[str, Any] | None:
+    """Hand the configured instance extras to wgpu-native before its instance is created."""
+    if _instance_extras is None:
+        return None
+    if wgpu_instance_exists():
+        raise DeviceError(f"instance extras {_instance_extras} were configured, but the wgpu instance was already "
+                          "created by other code; configure them before anything requests an adapter")
+    from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+    set_instance_extras(**_instance_extras)
+    return dict(_instance_extras)
 
 
 def get_context() -> GPUContext:

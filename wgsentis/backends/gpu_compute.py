@@ -217,6 +217,7 @@ class Recorder:
         self.layer: Layer | None = None
         self.layer_index = -1
         self.dispatches: list[Dispatch] = []
+        self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
 
     # tensors
     def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> GTensor:
@@ -229,6 +230,7 @@ class Recorder:
             raise _TooLarge(f"tensor of shape {list(t.shape)} ({t.nbytes} bytes) exceeds the device's binding "
                             f"limit of {self.ctx.max_binding} bytes")
         t.alloc = self.program.new_allocation(t.nbytes)
+        self.layer_allocs.append(t.alloc)
         return t
 
     def view(self, t: GTensor, shape: tuple[int, ...] | list[int], dtype: Any = None) -> GTensor:
@@ -634,6 +636,7 @@ class GPUProgram:
                     return "fallback", None  # its value exists only on the device: a sync is needed
                 args[pos] = args[pos].host
         start = len(rec.dispatches)
+        rec.layer_allocs = []
         try:
             outputs = gpu.build(rec, layer, *args, **layer.attrs)
         except _TooLarge:
@@ -644,10 +647,20 @@ class GPUProgram:
             raise LayerError(layer.name, layer.op_type, str(exc)) from exc
         except Exception as exc:
             raise LayerError(layer.name, layer.op_type, f"GPU program: {type(exc).__name__}: {exc}") from exc
+        outputs = NotImplemented if outputs is NotImplemented else (
+            outputs if isinstance(outputs, tuple) else (outputs,))
+        # Buffers the builder made but did not return are its temporaries (or leftovers of a build
+        # that gave up): free them now. Later layers reusing them run after this layer's dispatches.
+        kept = {id(o.alloc) for o in outputs if isinstance(o, GTensor)} if outputs is not NotImplemented else set()
+        for alloc in rec.layer_allocs:
+            if id(alloc) not in kept and alloc.refs == 0:
+                self._live_bytes -= alloc.nbytes
+                self.pool.release(alloc.buffer)
+        rec.layer_allocs = []
         if outputs is NotImplemented:
             del rec.dispatches[start:]
             return "fallback", None
-        return "gpu", outputs if isinstance(outputs, tuple) else (outputs,)
+        return "gpu", outputs
 
     def _value(self, name: str, env: dict[str, Any]) -> Any:
         if name in env:

@@ -9,7 +9,8 @@ Conv picks one of three paths:
   multiples of 4 so every load is a vec4), then the register-tiled matmul of ``matmul_gpu``.
   Implicit GEMM would gather with bounds checks inside the inner loop, where loads are what costs
   on lavapipe; the materialised columns are small for vision models at batch 1.
-Weights are constants repacked once on the host ((C_out, K) rows padded to a multiple of 4).
+Weights and bias are read on the host (``host_inputs``; they are initializers in practice) and
+repacked once ((C_out, K) rows padded to a multiple of 4).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _as_2d(x_shape, w_shape, strides, dilations, pads, nd):
             [0, pads[0], 0, pads[1]])
 
 
-@register_gpu("Conv", 1)
+@register_gpu("Conv", 1, host_inputs=(1, 2))
 def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
          pads=None, strides=None, **attrs):
     """Conv on the GPU; returns NotImplemented for 3-D and above, or device-only weights."""
@@ -125,7 +126,7 @@ def _group_rows(rec, layer, w_mat: np.ndarray, g: int):
     return rec.upload(part, f"{layer.name}:W[{g}]")
 
 
-@register_gpu("ConvTranspose", 1)
+@register_gpu("ConvTranspose", 1, host_inputs=(1, 2))
 def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
     """ConvTranspose (1-D/2-D) as a direct gather kernel."""

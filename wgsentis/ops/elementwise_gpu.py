@@ -15,26 +15,26 @@ MAX_RANK = 6
 ACTIVATIONS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
     "Relu": ("max(v, 0.0)", (), ()),
     "LeakyRelu": ("select(alpha * v, v, v >= 0.0)", ("alpha",), (0.01,)),
-    "Sigmoid": ("1.0 / (1.0 + exp(-v))", (), ()),
+    "Sigmoid": ("1.0 / (1.0 + exp_accurate(-v))", (), ()),
     "Tanh": ("tanh_safe(v)", (), ()),
     "HardSigmoid": ("clamp(alpha * v + beta, 0.0, 1.0)", ("alpha", "beta"), (0.2, 0.5)),
     "HardSwish": ("v * clamp(v / 6.0 + 0.5, 0.0, 1.0)", (), ()),
-    "Elu": ("select(alpha * (exp(v) - 1.0), v, v >= 0.0)", ("alpha",), (1.0,)),
-    "Selu": ("gamma * select(alpha * (exp(v) - 1.0), v, v > 0.0)", ("alpha", "_", "gamma"),
+    "Elu": ("select(alpha * expm1_accurate(v), v, v >= 0.0)", ("alpha",), (1.0,)),
+    "Selu": ("gamma * select(alpha * expm1_accurate(v), v, v > 0.0)", ("alpha", "_", "gamma"),
              (1.67326319217681884765625, 0.0, 1.05070102214813232421875)),
-    "Celu": ("max(0.0, v) + min(0.0, alpha * (exp(v / alpha) - 1.0))", ("alpha",), (1.0,)),
+    "Celu": ("max(0.0, v) + min(0.0, alpha * expm1_accurate(v / alpha))", ("alpha",), (1.0,)),
     "Softplus": ("softplus(v)", (), ()),
     "Softsign": ("v / (1.0 + abs(v))", (), ()),
     "Mish": ("v * tanh_safe(softplus(v))", (), ()),
     "ThresholdedRelu": ("select(0.0, v, v > alpha)", ("alpha",), (1.0,)),
-    "Swish": ("v / (1.0 + exp(-alpha * v))", ("alpha",), (1.0,)),
+    "Swish": ("v / (1.0 + exp_accurate(-alpha * v))", ("alpha",), (1.0,)),
     "Clip": ("clamp(v, alpha, beta)", ("min", "max"), (-3.4028234663852886e38, 3.4028234663852886e38)),
 }
 GELU = {"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
         "tanh": "0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)))"}
 
 FLOAT_UNARY: dict[str, str] = {
-    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp(v)", "Log": "log(v)", "Sqrt": "sqrt(v)", "Reciprocal": "1.0 / v",
+    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)", "Reciprocal": "1.0 / v",
     "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "sign(v)", "Sin": "sin(v)",
     "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
     "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",

@@ -185,15 +185,14 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
         return NotImplemented
     c = X.shape[1]
     spatial_size = math.prod(X.shape[2:])
-    if params[0].ndim == X.ndim - 1 and params[0].ndim > 1:
-        step, count = 1, c * spatial_size  # spatial=0 form: one parameter per (channel, position)
-    else:
-        step, count = spatial_size, c
+    # spatial=0 form: one parameter per (channel, position), else one per channel.
+    per_position = params[0].ndim == X.ndim - 1 and params[0].ndim > 1
+    count = c * spatial_size if per_position else c
     if any(p.size != count for p in params):
         return NotImplemented
     y = rec.alloc(X.shape, np.float32)
     n, inner = X.shape[0], spatial_size
-    words = [X.size, inner, c, float(epsilon), int(count > c)]
+    words = [X.size, inner, c, float(epsilon), int(per_position)]
     grid = _plane_grid(n, c, inner)
     rec.dispatch("compute/batchnorm.wgsl", [X, *params], [y], words, grid or X.size, workgroup=GRID_WG,
                  constants={"GRID": grid is not None})

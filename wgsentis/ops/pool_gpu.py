@@ -89,7 +89,7 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
     params, out_shape = _params(x, geo, include_pad, p)
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        rec.dispatch("compute/pool.wgsl", [x], [y], params, y.size, workgroup=POOL_WG,
+        rec.dispatch("compute/pool.wgsl", [x], [y], params, _grid(x, out_shape), workgroup=POOL_WG,
                      constants={"MODE": mode}, subs=_subs(x, p))
     return y
 

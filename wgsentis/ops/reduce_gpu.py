@@ -107,11 +107,12 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
     if layout is None:
         return NotImplemented
     words, rows, length = layout
-    is_int = x.gpu_type == "i32"
-    if is_int and kind not in (INT_KINDS if x.dtype == np.int32 else INT64_KINDS):
+    is_int = x.gpu_type in ("i32", "u32")  # bool is stored as u32 0/1: max/min of it are integer ones
+    allowed = {np.dtype(np.int32): INT_KINDS, np.dtype(np.int64): INT64_KINDS, np.dtype(np.bool_): {"max", "min"}}
+    if is_int and kind not in allowed.get(x.dtype, ()):
         return NotImplemented
-    if x.gpu_type not in ("f32", "i32"):
-        return NotImplemented
+    if is_int and kind in ("max", "min") and length == 0 and x.dtype != np.int32:
+        return NotImplemented  # the identity (int64 or bool extreme) has no int32 stand-in
     op, pre, post, combine = KINDS[kind]
     shader = "compute/reduce_int.wgsl" if is_int else "compute/reduce.wgsl"
     out = rec.alloc(out_shape, x.dtype)
@@ -138,7 +139,7 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
 
 
 def _reduce(rec, layer, kind: str, data, axes, keepdims: int, noop_with_empty_axes: int):
-    if not _is_gpu(data):
+    if not _is_gpu(data) or data.dtype not in (np.float32, np.int32, np.int64, np.bool_):
         return NotImplemented
     rank = data.ndim
     if axes is None or len(axes) == 0:
@@ -159,9 +160,6 @@ def _reduce(rec, layer, kind: str, data, axes, keepdims: int, noop_with_empty_ax
         out_shape = tuple(1 if d in resolved else s for d, s in enumerate(data.shape))
     else:
         out_shape = tuple(s for d, s in enumerate(data.shape) if d not in resolved)
-    if kind in ("max", "min") and data.gpu_type == "i32" and any(data.shape[a] == 0 for a in resolved):
-        if data.dtype == np.int64:
-            return NotImplemented  # the identity (int64 min/max) is outside the int32 range
     return reduce_to(rec, data, resolved, kind, out_shape)
 
 
@@ -238,8 +236,6 @@ def _register_softmax(op: str, mode: int) -> None:
         a = norm_axis(axis, x.ndim)
         if a is None:
             return NotImplemented
-        if x.ndim == 0:
-            return _softmax(rec, x, 1, 1, 1, mode)
         return _softmax(rec, x, math.prod(x.shape[:a]), x.shape[a], math.prod(x.shape[a + 1:]), mode)
 
 

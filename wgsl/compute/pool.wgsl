@@ -17,15 +17,21 @@ fn is_nan(v: {{T}}) -> bool { return {{NANCHK}}; }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_index(gid, nwg);
-    if (i >= pu(0u)) { return; }
-    let in_d = vec3<i32>(pi(1u), pi(2u), pi(3u));
+    // Grid: x runs over a plane's outputs, (y, z) over the N * C planes (no division for the plane).
+    let plane = gid.y + gid.z * nwg.y;
     let out_d = vec3<u32>(pu(4u), pu(5u), pu(6u));
-    var rem = i;
-    let o2 = rem % out_d.z; rem = rem / out_d.z;
-    let o1 = rem % out_d.y; rem = rem / out_d.y;
-    let o0 = rem % out_d.x;
-    let plane = rem / out_d.x;
+    let plane_size = out_d.x * out_d.y * out_d.z;
+    if (gid.x >= plane_size || plane >= pu(29u)) { return; }
+    let i = plane * plane_size + gid.x;
+    let in_d = vec3<i32>(pi(1u), pi(2u), pi(3u));
+    let q = gid.x / out_d.z;
+    let o2 = gid.x - q * out_d.z;
+    var o1 = q;
+    var o0 = 0u;
+    if (out_d.x > 1u) {
+        o0 = q / out_d.y;
+        o1 = q - o0 * out_d.y;
+    }
     let start = vec3<i32>(vec3<u32>(o0, o1, o2) * vec3<u32>(pu(10u), pu(11u), pu(12u))) -
                 vec3<i32>(pi(16u), pi(17u), pi(18u));
     let dil = vec3<i32>(pi(13u), pi(14u), pi(15u));

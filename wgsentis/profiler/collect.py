@@ -1,0 +1,311 @@
+"""Timing collection: runs a model repeatedly and splits each run's wall time into rows.
+
+Every backend gives two kinds of runs: *plain* runs (no instrumentation) whose median is
+``ms_per_batch``, and *instrumented* runs whose per-layer times are the layer rows.
+
+- cpu: layers run one after another (``GraphProgram(branch_parallel=False)``; kernels still use
+  ``threads``); a host timer between consecutive layer callbacks gives each layer's time.
+- gpu-compute: with timestamp queries, each layer replays in its own timestamped compute pass
+  (``GPUProgram.profile_layers``). Without them, each layer is submitted on its own and fenced
+  with a tiny mapped read, timed on the host (the profile's ``timer`` says which).
+  Host-side time is measured too: input uploads, command encoding, CPU-fallback kernels and their
+  downloads (less the GPU time of the layers that ran during the wait), and finally
+  ``submit + readback wait``, the rest of the run's wall time (submission, the output copy and
+  waiting for its mapping), so the rows of a run add up to its wall time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.cpu import GraphProgram, set_blas_threads
+from wgsentis.model import Model
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+             "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
+
+
+def cpu_info(threads: int) -> dict[str, Any]:
+    """The host CPU: model name, logical cores, the threads used and its notable instruction sets."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and name in ("", platform.machine(), platform.processor()):
+                    name = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    blas = ""
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = ", ".join(sorted({f"{i.get('internal_api')} {i.get('version')}" for i in threadpool_info()
+                                 if i.get("user_api") == "blas"}))
+    except Exception:
+        pass
+    return {"cpu": name, "machine": platform.machine(), "logical_cores": os.cpu_count() or 1, "threads": threads,
+            "instruction_sets": [f for f in CPU_FLAGS if f in flags], "blas": blas,
+            "numpy": np.__version__}
+
+
+@dataclass
+class Timing:
+    """What the timed runs measured (seconds)."""
+
+    plain: list[float] = field(default_factory=list)  # wall of each plain run
+    walls: list[float] = field(default_factory=list)  # wall of each instrumented run
+    layers: dict[int, list[float]] = field(default_factory=dict)  # layer index -> seconds per run
+    layer_device: dict[int, str] = field(default_factory=dict)  # "gpu" | "cpu"
+    fallback: set[int] = field(default_factory=set)
+    transfers: list[dict[str, Any]] = field(default_factory=list)  # one per transfer, median seconds
+    host_rows: dict[str, list[float]] = field(default_factory=dict)  # label -> seconds per run
+    timer: str = "host"
+    device: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, list[str]] = field(default_factory=dict)
+    weight_upload_bytes: int = 0
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _tick(progress: Progress | None, phase: str, done: int, total: int) -> None:
+    if progress is not None:
+        progress(phase, done, total)
+
+
+# -- cpu ---------------------------------------------------------------------------------------------
+def time_cpu(model: Model, feeds: dict[str, Any], threads: int, runs: int, warmup: int,
+             progress: Progress | None = None) -> Timing:
+    """Plain and instrumented runs on the CPU backend, layers one after another."""
+    set_blas_threads(1)
+    program = GraphProgram(model.graph, threads, branch_parallel=False)
+    index = {id(layer): i for i, layer in enumerate(model.graph.layers)}
+    timing = Timing(timer="host", device=cpu_info(threads))
+    timing.layer_device = {i: "cpu" for i in index.values()}
+    try:
+        for k in range(warmup):
+            program.run(feeds)
+            _tick(progress, "warmup", k + 1, warmup)
+        for k in range(runs):
+            start = time.perf_counter()
+            program.run(feeds)
+            timing.plain.append(time.perf_counter() - start)
+            _tick(progress, "timed runs", k + 1, runs)
+        for k in range(runs):
+            seen: dict[int, float] = {}
+            last = [0.0]
+
+            def on_layer(layer: Any, _values: list[Any], seen: dict[int, float] = seen, last: list[float] = last) -> None:
+                now = time.perf_counter()
+                i = index[id(layer)]
+                seen[i] = seen.get(i, 0.0) + now - last[0]
+                last[0] = now
+
+            start = time.perf_counter()
+            last[0] = start
+            program.run(feeds, on_layer=on_layer)
+            wall = time.perf_counter() - start
+            timing.walls.append(wall)
+            for i, s in seen.items():
+                timing.layers.setdefault(i, []).append(s)
+            timing.host_rows.setdefault("host: feeds and outputs", []).append(max(0.0, wall - sum(seen.values())))
+            _tick(progress, "layer runs", k + 1, runs)
+    finally:
+        program.close()
+    return timing
+
+
+# -- gpu-compute ---------------------------------------------------------------------------------------
+class _Fence:
+    """A tiny mapped read used to wait for the queue (wgpu-py's on_submitted_work_done is unusable)."""
+
+    def __init__(self, ctx: Any) -> None:
+        usage = ctx.wgpu.BufferUsage
+        self.ctx = ctx
+        self.src = ctx.device.create_buffer(size=256, usage=usage.STORAGE | usage.COPY_SRC, label="profiler fence")
+        self.dst_usage = usage.MAP_READ | usage.COPY_DST
+
+    def wait(self, encoder: Any | None = None) -> None:
+        dst = self.ctx.device.create_buffer(size=256, usage=self.dst_usage, label="profiler fence read")
+        encoder = encoder or self.ctx.device.create_command_encoder(label="profiler fence")
+        encoder.copy_buffer_to_buffer(self.src, 0, dst, 0, 4)
+        self.ctx.queue.submit([encoder.finish()])
+        dst.map_sync("READ")
+        dst.unmap()
+        dst.destroy()
+
+
+def _instrument(program: Any) -> tuple[dict[int, float], Callable[[], None]]:
+    """Time uploads (host time of write_buffer) and fallback kernels on this program instance;
+    returns the per-layer kernel seconds of the current run and a function that undoes it."""
+    kernel_s: dict[int, float] = {}
+    original_upload, original_host = program._upload_input, program._run_host
+
+    def upload(name: str, value: Any, target: Any) -> Any:
+        start = time.perf_counter()
+        result = original_upload(name, value, target)
+        program.transfers[-1].seconds = time.perf_counter() - start
+        return result
+
+    def run_host(index: int, args: list[Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return original_host(index, args)
+        finally:
+            kernel_s[index] = kernel_s.get(index, 0.0) + time.perf_counter() - start
+
+    program._upload_input, program._run_host = upload, run_host
+
+    def undo() -> None:
+        del program._upload_input, program._run_host  # back to the class's methods
+
+    return kernel_s, undo
+
+
+def _host_timed_replay(program: Any, plan: Any, feeds: dict[str, Any], fence: _Fence) -> tuple[dict[int, float], Any]:
+    """Replay ``plan`` one layer per submission, fenced, timing each on the host: the fallback
+    when the adapter has no timestamp queries. Returns (layer index -> seconds, readback)."""
+    from wgsentis.backends.gpu_compute import Dispatch
+
+    program.transfers = []
+    for name, t in plan.input_tensors.items():
+        program._upload_input(name, feeds[name], t)
+    fence.wait()
+    times: dict[int, float] = {}
+    groups: list[tuple[int, list[Any]]] = []
+    for step in plan.steps:
+        if isinstance(step, Dispatch) and groups and groups[-1][0] == step.layer:
+            groups[-1][1].append(step)
+        else:
+            groups.append((step.layer if isinstance(step, Dispatch) else -1, [step]))
+    for layer_index, steps in groups:
+        encoder = program.ctx.device.create_command_encoder(label="profiler layer")
+        if layer_index < 0:
+            program._replay_fallback(steps[0], encoder)
+            continue
+        start = time.perf_counter()
+        cpass = encoder.begin_compute_pass(label="profiler layer")
+        for d in steps:
+            cpass.set_pipeline(d.pipeline)
+            cpass.set_bind_group(0, d.bind_group)
+            cpass.dispatch_workgroups(*d.groups)
+        cpass.end()
+        fence.wait(encoder)
+        times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
+    program.last_encode_seconds = 0.0
+    encoder = program.ctx.device.create_command_encoder(label="profiler outputs")
+    return times, program._finish(encoder, plan.outputs)
+
+
+def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progress: Progress | None = None,
+             use_timestamps: bool = True) -> Timing:
+    """Plain and instrumented runs on the gpu-compute backend (``worker._program``)."""
+    from wgsentis.backends.gpu_compute import Dispatch, Fallback
+
+    set_blas_threads(1)
+    program = worker._program
+    ctx = program.ctx
+    program.run(feeds).wait()  # records the plan (and uploads the weights once)
+    plan = program.last_plan
+    timestamps = bool(use_timestamps and ctx.has_timestamps)
+    timing = Timing(timer="gpu-timestamps" if timestamps else "host (one fenced submission per layer)")
+    timing.device = {**ctx.info.as_dict(), "timestamp_query": ctx.has_timestamps, "host": cpu_info(worker.threads)}
+    timing.plan = {"gpu_layers": list(plan.gpu_layers), "cpu_layers": list(plan.cpu_layers),
+                   "fallback_layers": list(plan.fallback_layers)}
+    timing.weight_upload_bytes = int(program.constant_bytes)
+    by_name = {layer.name: i for i, layer in enumerate(program.graph.layers)}
+    for name in plan.gpu_layers:
+        timing.layer_device[by_name[name]] = "gpu"
+    for name in plan.fallback_layers:
+        timing.layer_device[by_name[name]] = "cpu"
+        timing.fallback.add(by_name[name])
+    for k in range(warmup):
+        program.run(feeds).wait()
+        _tick(progress, "warmup", k + 1, warmup)
+    for k in range(runs):
+        start = time.perf_counter()
+        program.run(feeds).wait()
+        timing.plain.append(time.perf_counter() - start)
+        _tick(progress, "timed runs", k + 1, runs)
+    # Which GPU layers run during each fallback's download wait (they were submitted with it).
+    pending_before: dict[int, list[int]] = {}
+    pending: list[int] = []
+    for step in plan.steps:
+        if isinstance(step, Dispatch):
+            if step.layer not in pending:
+                pending.append(step.layer)
+        elif isinstance(step, Fallback):
+            pending_before[step.layer] = pending
+            pending = []
+    kernel_s, undo = _instrument(program)
+    fence = _Fence(ctx)
+    per_transfer: dict[tuple[int, str, str, str], list[float]] = {}
+    transfer_bytes: dict[tuple[int, str, str, str], int] = {}
+    try:
+        program.profile_layers = timestamps
+        for k in range(runs):
+            kernel_s.clear()
+            start = time.perf_counter()
+            if timestamps:
+                program.run(feeds).wait()
+                layer_s = {i: ns / 1e9 for i, ns in program.last_layer_gpu_ns.items()}
+            else:
+                layer_s, readback = _host_timed_replay(program, program.last_plan, feeds, fence)
+                readback.wait()
+            wall = time.perf_counter() - start
+            timing.walls.append(wall)
+            for i, s in layer_s.items():
+                timing.layers.setdefault(i, []).append(s)
+            fallback_total = 0.0
+            for i, s in kernel_s.items():
+                if i in timing.fallback:
+                    timing.layers.setdefault(i, []).append(s)
+                    fallback_total += s
+            accounted = sum(layer_s.values()) + fallback_total
+            inside_encode = fallback_total
+            seen: dict[tuple[str, str, str], int] = {}
+            for t in program.transfers:
+                seconds = t.seconds
+                if t.kind == "download" and t.layer in by_name and by_name[t.layer] in pending_before:
+                    inside_encode += seconds
+                    gpu_wait = sum(layer_s.get(j, 0.0) for j in pending_before[by_name[t.layer]])
+                    n_same = sum(1 for u in program.transfers if u.kind == "download" and u.layer == t.layer)
+                    seconds = max(0.0, seconds - gpu_wait / max(1, n_same))
+                elif t.kind == "upload" and t.layer:
+                    inside_encode += seconds
+                base = (t.kind, t.name, t.layer)
+                occurrence = seen.get(base, 0)
+                seen[base] = occurrence + 1
+                key = (occurrence, *base)
+                per_transfer.setdefault(key, []).append(seconds)
+                transfer_bytes[key] = t.nbytes
+                accounted += seconds
+            encode = max(0.0, program.last_encode_seconds - inside_encode) if timestamps else 0.0
+            timing.host_rows.setdefault("host: encode commands", []).append(encode)
+            timing.host_rows.setdefault("host: submit + readback wait", []).append(max(0.0, wall - accounted - encode))
+            _tick(progress, "layer runs", k + 1, runs)
+    finally:
+        program.profile_layers = False
+        undo()
+    for key, values in per_transfer.items():
+        _occ, kind, name, layer = key
+        timing.transfers.append({"kind": kind, "name": name, "layer": layer or ("input" if kind == "upload" else ""),
+                                 "bytes": transfer_bytes[key], "seconds": _median(values),
+                                 "timing": ("in 'host: submit + readback wait'" if layer == "output" else
+                                            "host time of write_buffer" if kind == "upload" else
+                                            "host wait, less the GPU time of layers finishing in it")})
+    return timing
