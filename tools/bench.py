@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"| {r['lower_bound_bytes'] / 2**20:.1f} | {r['weight_bytes'] / 2**20:.1f} |" for r in rows]
             lines.append(f"| **geometric mean** | | | **{geomean:.2f}** | | | | | | |\n")
         else:
-            lines += [f"| {r['model']} | {r['ort_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} | {r['rel_l2']:.1e} |"
-                      for r in rows]
+            lines += [f"| {r['model']} | {r['ort_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} "
+                      f"| {r['rel_l2']:.1e} |" for r in rows]
             lines.append(f"| **geometric mean** | | | **{geomean:.2f}** | |\n")
         if gflops is not None:
             lines.append(f"MatMul 1024^3 on {args.backend}: **{gflops:.1f} GFLOP/s**.\n")

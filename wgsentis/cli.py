@@ -1,4 +1,4 @@
-"""Command line: ``wgsentis run`` and ``wgsentis inspect`` (built-in sample model when MODEL is omitted)."""
+"""Command line: ``wgsentis run``, ``inspect`` and ``profile`` (built-in sample model when MODEL is omitted)."""
 
 from __future__ import annotations
 
@@ -139,6 +139,44 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(phase: str, done: int, total: int) -> None:
+    """Progress of a profile on stderr (one line, rewritten in place)."""
+    text = f"profiling: {phase}" + (f" {done}/{total}" if total else "")
+    sys.stderr.write("\r" + text.ljust(40))
+    if total and done == total and phase == "runs":
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    import wgsentis as ws
+    from wgsentis.profiler import Profile, compare
+
+    targets = list(args.model or [])
+    if targets and targets[0] == "compare":
+        files = targets[1:]
+        if len(files) < 2:
+            raise InputError("profile compare: give at least two profile JSON files")
+        print(compare([Profile.from_json(f).data for f in files]))
+        return 0
+    if len(targets) > 1:
+        raise InputError(f"profile: one MODEL expected, got {targets} (did you mean 'profile compare A.json B.json'?)")
+    path = targets[0] if targets else None
+    model = _load(path)
+    files = _parse_pairs(args.input, "--input")
+    feeds = _inputs_for(model, args) if files else None
+    prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
+                      warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
+                      pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress)
+    if not args.quiet:
+        sys.stderr.write("\r" + " " * 40 + "\r")
+    print(prof.table(top=args.top))
+    for flag, method in ((args.json, prof.to_json), (args.trace, prof.to_chrome_trace), (args.html, prof.to_html)):
+        if flag:
+            print(f"wrote   {method(flag)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wgsentis", description="Run and inspect ONNX models with wgsentis.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -160,6 +198,29 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="list inputs, outputs and layers with params and FLOPs")
     common(inspect)
     inspect.set_defaults(func=cmd_inspect)
+
+    prof = sub.add_parser("profile", help="profile a model: time per layer, FLOPs, ceilings, pruning; "
+                                          "'profile compare A.json B.json ...' compares profiles")
+    prof.add_argument("model", nargs="*", metavar="MODEL",
+                      help="ONNX model file (default: the built-in sample), or: compare A.json B.json ...")
+    prof.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input from a .npy file")
+    prof.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
+    prof.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
+    prof.add_argument("--backend", default="gpu-compute", help="cpu | gpu-compute | gpu-pixel")
+    prof.add_argument("--batch", type=int, default=1, help="batch size (the inputs' batch dimension)")
+    prof.add_argument("--threads", type=int, default=None, help="CPU threads (pool and kernels)")
+    prof.add_argument("--runs", type=int, default=10, help="timed runs (median reported)")
+    prof.add_argument("--warmup", type=int, default=2, help="untimed runs first")
+    prof.add_argument("--no-timing", action="store_true", help="only the theoretical FLOPs profile")
+    prof.add_argument("--pruning-layers", type=int, default=5,
+                      help="estimate pruning sensitivity for this many slowest weighted layers (0: none)")
+    prof.add_argument("--top", type=int, default=15, help="layers shown in the table")
+    prof.add_argument("--json", metavar="F", help="write the profile as JSON")
+    prof.add_argument("--trace", metavar="F", help="write a Chrome trace (Perfetto, chrome://tracing)")
+    prof.add_argument("--html", metavar="F", help="write a self-contained HTML report")
+    prof.add_argument("--name", metavar="S", help="name of this profile (default: the model's)")
+    prof.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    prof.set_defaults(func=cmd_profile)
     return parser
 
 

@@ -545,8 +545,10 @@ def conv_flops(layer, in_shapes, out_shapes) -> int:
 
 @register_flops("ConvTranspose")
 def conv_transpose_flops(layer, in_shapes, out_shapes) -> int:
-    """2 FLOPs per multiply-add: 2 * N * C_in * prod(in_spatial) * (M / group) * prod(kernel)."""
+    """2 FLOPs per multiply-add: 2 * N * C_in * prod(in_spatial) * (M / group) * prod(kernel), + bias adds."""
     if len(in_shapes) < 2 or in_shapes[0] is None or in_shapes[1] is None:
         return 0
     x_shape, w_shape = in_shapes[0], in_shapes[1]
-    return 2 * math.prod(x_shape) * math.prod(w_shape[1:])
+    bias = (math.prod(out_shapes[0]) if len(in_shapes) > 2 and in_shapes[2] is not None and out_shapes
+            and out_shapes[0] is not None else 0)
+    return 2 * math.prod(x_shape) * math.prod(w_shape[1:]) + bias

@@ -118,9 +118,16 @@ def _copy_axes(shape, in_strides, out_strides, mods=None):
 def _dispatch_copy(rec, x, y, axes, in_base: int = 0, out_base: int = 0) -> None:
     """Record the strided copy of ``axes`` (from ``_copy_axes``) from x into y."""
     n = math.prod(a[0] for a in axes)
+    tile = int(any(a[3] for a in axes))
+    # In the TILE pipeline every axis takes its modulo: the untiled ones by their own size.
+    mods = [a[3] or a[0] for a in axes] if tile else [0] * len(axes)
     params = [n, len(axes), in_base, out_base, *_pad6([a[0] for a in axes]), *_pad6([a[1] for a in axes], 0),
-              *_pad6([a[2] for a in axes], 0), *_pad6([a[3] for a in axes], 0)]
-    rec.dispatch("compute/copy.wgsl", [x], [y], params, n, workgroup=256, subs={"T": x.gpu_type})
+              *_pad6([a[2] for a in axes], 0), *_pad6(mods, 1)]
+    linear = _strides([a[0] for a in axes])
+    in_linear = int(not tile and all(a[1] == s for a, s in zip(axes, linear, strict=True)))
+    out_linear = int(all(a[2] == s for a, s in zip(axes, linear, strict=True)))
+    rec.dispatch("compute/copy.wgsl", [x], [y], params, n, workgroup=256, subs={"T": x.gpu_type},
+                 constants={"TILE": tile, "IN_LINEAR": in_linear, "OUT_LINEAR": out_linear})
 
 
 def _permute(rec, x, shape, perm, out_shape):

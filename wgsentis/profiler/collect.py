@@ -100,12 +100,10 @@ def time_cpu(model: Model, feeds: dict[str, Any], threads: int, runs: int, warmu
         for k in range(warmup):
             program.run(feeds)
             _tick(progress, "warmup", k + 1, warmup)
-        for k in range(runs):
+        for k in range(runs):  # plain and instrumented runs alternate: both see the same machine state
             start = time.perf_counter()
             program.run(feeds)
             timing.plain.append(time.perf_counter() - start)
-            _tick(progress, "timed runs", k + 1, runs)
-        for k in range(runs):
             seen: dict[int, float] = {}
             last = [0.0]
 
@@ -123,7 +121,7 @@ def time_cpu(model: Model, feeds: dict[str, Any], threads: int, runs: int, warmu
             for i, s in seen.items():
                 timing.layers.setdefault(i, []).append(s)
             timing.host_rows.setdefault("host: feeds and outputs", []).append(max(0.0, wall - sum(seen.values())))
-            _tick(progress, "layer runs", k + 1, runs)
+            _tick(progress, "runs", k + 1, runs)
     finally:
         program.close()
     return timing
@@ -236,11 +234,6 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     for k in range(warmup):
         program.run(feeds).wait()
         _tick(progress, "warmup", k + 1, warmup)
-    for k in range(runs):
-        start = time.perf_counter()
-        program.run(feeds).wait()
-        timing.plain.append(time.perf_counter() - start)
-        _tick(progress, "timed runs", k + 1, runs)
     # Which GPU layers run during each fallback's download wait (they were submitted with it).
     pending_before: dict[int, list[int]] = {}
     pending: list[int] = []
@@ -256,8 +249,12 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     per_transfer: dict[tuple[int, str, str, str], list[float]] = {}
     transfer_bytes: dict[tuple[int, str, str, str], int] = {}
     try:
-        program.profile_layers = timestamps
-        for k in range(runs):
+        for k in range(runs):  # plain and instrumented runs alternate: both see the same machine state
+            program.profile_layers = False
+            start = time.perf_counter()
+            program.run(feeds).wait()
+            timing.plain.append(time.perf_counter() - start)
+            program.profile_layers = timestamps
             kernel_s.clear()
             start = time.perf_counter()
             if timestamps:
@@ -297,7 +294,7 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
             encode = max(0.0, program.last_encode_seconds - inside_encode) if timestamps else 0.0
             timing.host_rows.setdefault("host: encode commands", []).append(encode)
             timing.host_rows.setdefault("host: submit + readback wait", []).append(max(0.0, wall - accounted - encode))
-            _tick(progress, "layer runs", k + 1, runs)
+            _tick(progress, "runs", k + 1, runs)
     finally:
         program.profile_layers = False
         undo()

@@ -257,6 +257,9 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
     total = sum(e["time_ms"] for e in layers) + sum(r["time_ms"] for r in host) + sum(t["time_ms"] for t in transfers)
     for row in [*layers, *host, *transfers]:
         row["percent"] = round(100.0 * row["time_ms"] / total, 3) if total else 0.0
+    if ceil is not None:  # a layer faster than the matmul ceiling: the roofline's peak is a floor, say so
+        ceil = {**ceil, "layers_above_peak": [e["name"] for e in layers
+                                              if (e["gflops_per_s"] or 0) > ceil["peak_gflops_per_s"]]}
     ms = med(m.plain) * 1e3
     planned = [c.name for c in costs if c.index not in m.layers]
     return {

@@ -110,7 +110,7 @@ def compare(profiles: list[dict[str, Any]]) -> str:
 
     lines.append(row("ms/batch", [p.get("ms_per_batch") for p in profiles]))
     lines.append(row("items/s", [p.get("items_per_second") for p in profiles], ".1f"))
-    lines.append(row("GFLOPs", [p["flops_profile"]["total_flops"] / 1e9 for p in profiles]))
+    lines.append(row("MFLOPs", [p["flops_profile"]["total_flops"] / 1e6 for p in profiles]))
     lines.append("\nper op type (ms)")
     ops: list[str] = []
     for p in profiles:

@@ -4,6 +4,7 @@
 // Override constants: OP 0 sum, 1 prod, 2 max, 3 min, 4 log-sum-exp; PRE 0 x, 1 |x|, 2 x*x;
 //                     POST 0 none, 1 * scale, 2 sqrt, 3 log.
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 
 override OP: u32 = 0u;
 override PRE: u32 = 0u;
@@ -62,7 +63,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
         if (is_nan(peak) || abs(peak) == bitcast<f32>(0x7f800000u)) { peak = 0.0; }
         var total = 0.0;
-        for (var k = k0; k < k1; k++) { total += exp(load(base, k) - peak); }
+        for (var k = k0; k < k1; k++) { total += exp_accurate(load(base, k) - peak); }
         acc = log(total) + peak;
     }
     if (POST == 1u) { acc = acc * pf(4u); }

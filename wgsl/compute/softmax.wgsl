@@ -2,6 +2,7 @@
 // invocation per row (outer * inner rows), three passes over it: max, sum of exp, write.
 // Params: 0 rows, 1 R, 2 inner. Override MODE: 0 softmax, 1 log-softmax, 2 hardmax.
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 
 override MODE: u32 = 0u;
 
@@ -29,11 +30,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     var total = 0.0;
-    for (var k = 0u; k < r; k++) { total += exp(X[base + k * inner] - peak); }
+    for (var k = 0u; k < r; k++) { total += exp_accurate(X[base + k * inner] - peak); }
     if (MODE == 0u) {
         for (var k = 0u; k < r; k++) {
             let p = base + k * inner;
-            Y[p] = exp(X[p] - peak) / total;
+            Y[p] = exp_accurate(X[p] - peak) / total;
         }
     } else {
         let lt = log(total);

@@ -1,0 +1,142 @@
+"""ws.profile on the cpu and gpu-compute backends: JSON keys, the time-sum rule, batch, errors, exports."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import wgsentis as ws
+from wgsentis.errors import BackendNotAvailableError, InputError
+
+TOP_KEYS = {"model", "name", "backend", "batch_size", "threads", "device", "runs", "ms_per_batch", "ms_min",
+            "ms_max", "items_per_second", "layers", "transfers", "op_types", "flops_profile", "ceilings", "timer"}
+LAYER_KEYS = {"name", "op_type", "weight_names", "device", "fallback", "time_ms", "flops", "bytes", "params",
+              "gflops_per_s", "gb_per_s", "bound", "percent"}
+
+
+def _check(prof: ws.Profile, backend: str) -> dict:
+    data = json.loads(json.dumps(prof.to_dict()))  # JSON-able
+    assert TOP_KEYS <= set(data)
+    assert data["backend"] == backend and data["ms_min"] <= data["ms_per_batch"] <= data["ms_max"]
+    assert data["layers"] and all(LAYER_KEYS <= set(e) for e in data["layers"])
+    assert all(e["bound"] in ("compute", "memory") and e["time_ms"] >= 0 for e in data["layers"])
+    assert abs(sum(r["percent"] for r in data["op_types"]) - 100) < 0.5  # shares of the layer time
+    rows = [*data["layers"], *data["transfers"], *data["host"]]
+    assert abs(sum(r["time_ms"] for r in rows) - data["time_sum_ms"]) < 1e-3 * max(1.0, data["time_sum_ms"])
+    fp = data["flops_profile"]
+    assert fp["total_flops"] == sum(e["flops"] for e in fp["layers"]) > 0
+    assert data["ceilings"]["peak_gflops_per_s"] > 0 and data["ceilings"]["peak_gb_per_s"] > 0
+    return data
+
+
+def test_cpu_profile_sample(sample_path: str, tmp_path) -> None:
+    prof = ws.profile(sample_path, backend="cpu", threads=2, runs=5, warmup=1)
+    data = _check(prof, "cpu")
+    assert all(e["device"] == "cpu" and not e["fallback"] for e in data["layers"])
+    assert data["device"]["logical_cores"] >= 1 and "instruction_sets" in data["device"]
+    # pruning sensitivity for weighted layers: three sparsities, output change grows with sparsity
+    pruned = [e for e in data["layers"] if "pruning" in e]
+    assert pruned and all(e["op_type"] in ("Conv", "Gemm", "MatMul", "ConvTranspose") for e in pruned)
+    for e in pruned:
+        assert e["pruning"]["sparsities"] == [0.5, 0.7, 0.9] and len(e["pruning"]["estimated_saved_ms"]) == 3
+    assert "top layers" in prof.table()
+    trace = json.loads(prof.to_chrome_trace(tmp_path / "t.json").read_text())
+    names = {ev["name"] for ev in trace["traceEvents"] if ev["ph"] == "X"}
+    assert "stem_conv (Conv)" in names
+    again = ws.Profile.from_json(prof.to_json(tmp_path / "p.json"))
+    assert again.data == data
+    assert "<svg" in prof.to_html(tmp_path / "p.html").read_text()
+
+
+def test_cpu_time_sum_squeezenet() -> None:
+    import zoo
+
+    proto = zoo.load_proto("squeezenet")
+    prof = ws.profile(proto, backend="cpu", threads=2, runs=5, warmup=1, inputs=zoo.input_feeds("squeezenet", proto),
+                      pruning_layers=0)
+    data = _check(prof, "cpu")
+    assert 0.9 <= data["time_sum_ratio"] <= 1.1, data["time_sum_ratio"]
+
+
+def test_no_timing_and_batch(sample_path: str) -> None:
+    prof = ws.profile(sample_path, backend="cpu", batch_size=3, timing=False)
+    assert prof["ms_per_batch"] is None and prof["inputs"]["image"][0] == 3
+    one = ws.profile(sample_path, backend="cpu", batch_size=1, timing=False)
+    assert prof["flops_profile"]["total_flops"] == 3 * one["flops_profile"]["total_flops"]
+    assert prof["flops_profile"]["total_params"] == one["flops_profile"]["total_params"] > 0
+
+
+@pytest.mark.parametrize(("kwargs", "arg"), [({"batch_size": 0}, "batch_size"), ({"runs": 0}, "runs"),
+                                             ({"threads": 0}, "threads"), ({"backend": "tpu"}, "backend"),
+                                             ({"warmup": -1}, "warmup")])
+def test_argument_errors(sample_path: str, kwargs: dict, arg: str) -> None:
+    with pytest.raises(InputError, match=arg):
+        ws.profile(sample_path, **{"backend": "cpu", **kwargs})
+
+
+def test_fixed_batch_error(tmp_path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(InputError, match="batch_size=4"):
+        ws.profile(model, backend="cpu", batch_size=4)
+    assert ws.profile(onnx.ModelProto.FromString(model.SerializeToString()), backend="cpu", batch_size=2,
+                      runs=1, warmup=0)["batch_size"] == 2
+
+
+def test_gpu_pixel_not_available(sample_path: str) -> None:
+    with pytest.raises(BackendNotAvailableError):
+        ws.profile(sample_path, backend="gpu-pixel")
+
+
+def test_gpu_profile_sample(sample_path: str, gpu: None) -> None:
+    prof = ws.profile(sample_path, backend="gpu-compute", threads=2, runs=3, warmup=1)
+    data = _check(prof, "gpu-compute")
+    assert data["timer"] in ("gpu-timestamps", "host (one fenced submission per layer)")
+    assert data["device"]["name"] and "limits" in data["device"] and "features" in data["device"]
+    kinds = {t["kind"] for t in data["transfers"]}
+    assert kinds == {"upload", "download"}
+    assert {r["name"] for r in data["host"]} == {"host: encode commands", "host: submit + readback wait"}
+
+
+def test_gpu_host_timers(sample_path: str, gpu: None) -> None:
+    prof = ws.profile(sample_path, backend="gpu-compute", runs=2, warmup=0, use_timestamps=False, pruning_layers=0,
+                      measure_ceilings=False)
+    assert prof["timer"].startswith("host") and all(e["time_ms"] > 0 for e in prof["layers"])
+
+
+def test_gpu_time_sum_squeezenet(gpu: None) -> None:
+    import zoo
+
+    proto = zoo.load_proto("squeezenet")
+    prof = ws.profile(proto, backend="gpu-compute", threads=2, runs=3, warmup=1,
+                      inputs=zoo.input_feeds("squeezenet", proto), pruning_layers=1)
+    data = _check(prof, "gpu-compute")
+    assert 0.9 <= data["time_sum_ratio"] <= 1.1, data["time_sum_ratio"]
+    assert sum(1 for e in data["layers"] if "pruning" in e) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["cpu", "gpu-compute"])
+def test_every_reference_model(backend: str) -> None:
+    import zoo
+
+    if backend != "cpu":
+        from wgsentis.backends.device import gpu_available
+
+        if not gpu_available()[0]:
+            pytest.skip("no GPU adapter")
+    for name in zoo.ALL_MODELS:
+        proto = zoo.load_proto(name)
+        prof = ws.profile(proto, backend=backend, threads=2, runs=2, warmup=1, inputs=zoo.input_feeds(name, proto),
+                          pruning_layers=1, name=name)
+        _check(prof, backend)
+        print(name, backend, prof["ms_per_batch"], prof["time_sum_ratio"], file=sys.stderr)
+        assert np.isfinite(prof["ms_per_batch"])

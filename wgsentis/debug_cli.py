@@ -1,0 +1,173 @@
+"""GPU debugging commands: ``wgsentis capture`` (a RenderDoc capture of a model run) and
+``wgsentis view`` (a live window showing a layer's activations).
+
+``add_parsers(subparsers)`` registers them on the main ``wgsentis`` parser; ``python -m
+wgsentis.debug_cli`` runs them on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wgsentis.errors import InputError, WgSentisError
+
+PROFILE_RUNS = 3  # timestamped replays whose median per layer is stored with a capture
+
+
+def _load(path: str | None) -> Any:
+    from wgsentis.cli import _load as load
+
+    return load(path)
+
+
+def _inputs(model: Any, args: argparse.Namespace) -> dict[str, np.ndarray]:
+    from wgsentis.cli import _inputs_for
+
+    return _inputs_for(model, args)
+
+
+def _layer_names(model: Any, spec: str | None) -> list[str]:
+    """The layers named in ``--layers A,B`` (checked against the model)."""
+    if not spec:
+        return []
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    known = [layer.name for layer in model.imported.layers]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"--layers: model '{model.name}' has no layer(s) {unknown}; layers: {known}")
+    return names
+
+
+def timestamp_times(program: Any, feeds: dict[str, Any], runs: int = PROFILE_RUNS) -> dict[str, int]:
+    """Median GPU time (ns) per layer over ``runs`` replays with one timestamped pass per layer,
+    keyed ``"name (op_type)"`` like the capture's debug groups; {} without timestamp queries."""
+    if not program.ctx.has_timestamps:
+        return {}
+    program.profile_layers = True
+    samples: dict[int, list[int]] = {}
+    try:
+        for _ in range(runs):
+            program.run(feeds).wait()
+            for index, ns in program.last_layer_gpu_ns.items():
+                samples.setdefault(index, []).append(ns)
+    finally:
+        program.profile_layers = False
+    layers = program.graph.layers
+    return {f"{layers[i].name} ({layers[i].op_type})": int(np.median(v)) for i, v in samples.items()}
+
+
+def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *, backend: str = "gpu-compute",
+                  layers: list[str] | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Capture one steady-state run of ``model`` into ``path`` with a debug group per layer.
+
+    RenderDoc is enabled first (before the GPU context exists). The run is recorded once outside
+    the capture; then ``PROFILE_RUNS`` timestamped replays give the profiler's per-layer times;
+    then one replay is captured. The capture's comments hold the model, the GPU layers and the
+    timestamp times, which ``tools/rdc_report.py`` compares with RenderDoc's durations.
+    """
+    from wgsentis import renderdoc
+    from wgsentis.backends.gpu_compute import Dispatch
+    from wgsentis.worker import Worker
+
+    renderdoc.check_path(path, overwrite)
+    rd = renderdoc.enable()
+    for name in layers or []:
+        model.add_output(name)
+    with Worker(model, backend, debug_groups=True) as worker:
+        worker.run(feeds)  # record the plan (uploads weights, builds pipelines)
+        program = worker._program  # the GPUProgram; timestamps until ws.profile offers them
+        stamps = timestamp_times(program, feeds) if hasattr(program, "profile_layers") else {}
+        stats = worker.stats()
+        graph_layers = program.graph.layers
+        plan = program.last_plan
+        dispatched = sorted({s.layer for s in plan.steps if isinstance(s, Dispatch)}) if plan is not None else []
+        ops = {layer.name: layer.op_type for layer in graph_layers}
+        notes = {
+            "wgsentis": 1, "model": model.name, "backend": backend,
+            # GPU layers with GPU work (views such as Flatten/Reshape have none and no debug group)
+            "gpu_layers": [{"name": graph_layers[i].name, "op": graph_layers[i].op_type} for i in dispatched],
+            "view_layers": [{"name": n, "op": ops.get(n, "?")} for n in stats["gpu_layers"]
+                            if n not in {graph_layers[i].name for i in dispatched}],
+            "fallback_layers": stats["fallback_layers"], "requested_layers": list(layers or []),
+            "timestamp_ns": stamps, "device": stats.get("device", {}).get("name", ""),
+        }
+        with renderdoc.capture(path, overwrite=overwrite, notes=notes) as cap:
+            worker.run(feeds)
+    return {"path": str(cap.path), "bytes": cap.bytes, "injected": rd.injected, "gpu_layers": len(notes["gpu_layers"]),
+            "fallback_layers": len(stats["fallback_layers"]), "timestamps": bool(stamps)}
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    model = _load(args.model)
+    layers = _layer_names(model, args.layers)
+    feeds = _inputs(model, args)
+    out = capture_model(model, feeds, args.output, backend=args.backend, layers=layers, overwrite=args.overwrite)
+    how = "RenderDoc injected by its launcher" if out["injected"] else "RenderDoc loaded in-process"
+    print(f"capture {out['path']} ({out['bytes']} bytes, mode 0600; {how})")
+    print(f"layers  {out['gpu_layers']} on the GPU, each a debug group 'name (op_type)'; "
+          f"{out['fallback_layers']} CPU fallback(s)")
+    print(f"report  python tools/rdc_report.py {out['path']}")
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from wgsentis.viewer import run_view
+
+    model = _load(args.model)
+    if args.layer is None:
+        raise InputError(f"--layer is required; layers of '{model.name}': {[la.name for la in model.layers]}")
+    feeds = _inputs(model, args)
+    summary = run_view(model, args.layer, feeds, frames=args.frames, screenshot=args.screenshot, scale=args.scale)
+    print(f"view    {summary['layer']} (tensor {summary['tensor']}): {summary['frames']} frame(s), "
+          f"{summary['inferences']} inference(s), grid {summary['grid'][1]}x{summary['grid'][0]} px")
+    if "screenshot" in summary:
+        print(f"wrote   {summary['screenshot']}")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", help="ONNX model file (default: the built-in sample model)")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input from a .npy file")
+    p.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register ``capture`` and ``view`` on the ``wgsentis`` sub-command parsers."""
+    cap = subparsers.add_parser("capture", help="capture a GPU run with RenderDoc (one debug group per layer)")
+    _common(cap)
+    cap.add_argument("-o", "--output", required=True, metavar="FILE.rdc", help="capture file (e.g. captures/x.rdc)")
+    cap.add_argument("--backend", default="gpu-compute", choices=["gpu-compute", "gpu-pixel"], help="GPU backend")
+    cap.add_argument("--layers", metavar="A,B", help="also read these layers' outputs back (added as outputs)")
+    cap.add_argument("--overwrite", action="store_true", help="replace FILE.rdc if it exists")
+    cap.set_defaults(func=cmd_capture)
+
+    view = subparsers.add_parser("view", help="show a layer's activation channels live in a window")
+    _common(view)
+    view.add_argument("--layer", help="layer (or tensor) to show")
+    view.add_argument("--frames", type=int, help="stop after N frames (default: until the window closes)")
+    view.add_argument("--screenshot", metavar="FILE.png", help="write the last presented frame as a PNG")
+    view.add_argument("--scale", type=int, default=0, help="window pixels per activation pixel (default: fit)")
+    view.set_defaults(func=cmd_view)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wgsentis", description="GPU debugging: RenderDoc capture, live view.")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except WgSentisError as exc:
+        print(f"wgsentis: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""Profiler: where a model's time goes on a backend, why (FLOPs, bytes, measured ceilings), and what
+would make it faster (bound, pruning sensitivity); JSON, Chrome trace, HTML and terminal views."""
+
+from wgsentis.profiler.profile import Profile, profile
+from wgsentis.profiler.summary import compare
+
+__all__ = ["Profile", "compare", "profile"]
