@@ -1,4 +1,5 @@
-"""The ONNX node conformance count on the CPU backend never drops below the recorded floor."""
+"""ONNX node conformance never drops below the recorded floors (docs/conformance_floor.json): on the
+CPU, and on gpu-compute both with fallback allowed and with no fallback layer at all."""
 
 from __future__ import annotations
 
@@ -6,13 +7,35 @@ import json
 from pathlib import Path
 
 import conformance
+import pytest
+
+from wgsentis.backends.device import gpu_available
 
 FLOOR = json.loads((Path(__file__).resolve().parent.parent / "docs" / "conformance_floor.json").read_text())
+
+
+def _not_passing(summary: dict) -> str:
+    return "\n".join(f"{c['case']}: {c['status']} {c['detail'][:120]}" for c in summary["cases"]
+                     if c["status"] != "pass")
 
 
 def test_cpu_conformance_floor():
     summary = conformance.run_all("cpu")
     assert summary["total"] >= 1800
-    failures = [f"{c['case']}: {c['status']} {c['detail'][:120]}" for c in summary["cases"] if c["status"] != "pass"]
     assert summary["passed"] >= FLOOR["cpu"]["passed"], (
-        f"{summary['passed']} passed, floor {FLOOR['cpu']['passed']}; not passing:\n" + "\n".join(failures[:50]))
+        f"{summary['passed']} passed, floor {FLOOR['cpu']['passed']}; not passing:\n" + _not_passing(summary))
+
+
+@pytest.mark.gpu
+def test_gpu_compute_conformance_floor():
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no wgpu adapter: {why}")
+    summary = conformance.run_all("gpu-compute")
+    floor = FLOOR["gpu-compute"]
+    assert summary["passed"] >= floor["passed"], (
+        f"{summary['passed']} passed, floor {floor['passed']}; not passing:\n" + _not_passing(summary))
+    assert summary["passed_no_fallback"] >= floor["passed_no_fallback"], (
+        f"{summary['passed_no_fallback']} passed without fallback, floor {floor['passed_no_fallback']}")
+    # The GPU backend passes at least every case the CPU backend passes (fallback allowed).
+    assert summary["passed"] >= FLOOR["cpu"]["passed"]

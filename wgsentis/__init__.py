@@ -9,4 +9,4 @@ from wgsentis.worker import BackendType, Worker
 
 __version__ = "0.1.0"
 __all__ = ["BackendType", "Layer", "Model", "Profile", "Tensor", "TensorInfo", "Worker", "errors", "load_model",
-           "renderdoc"]
+           "profile", "renderdoc"]

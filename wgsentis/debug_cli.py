@@ -122,11 +122,14 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.layer is None:
         raise InputError(f"--layer is required; layers of '{model.name}': {[la.name for la in model.layers]}")
     feeds = _inputs(model, args)
-    summary = run_view(model, args.layer, feeds, frames=args.frames, screenshot=args.screenshot, scale=args.scale)
+    summary = run_view(model, args.layer, feeds, frames=args.frames, screenshot=args.screenshot, scale=args.scale,
+                       rdc_frame=args.rdc_frame, overwrite=args.overwrite)
     print(f"view    {summary['layer']} (tensor {summary['tensor']}): {summary['frames']} frame(s), "
           f"{summary['inferences']} inference(s), grid {summary['grid'][1]}x{summary['grid'][0]} px")
     if "screenshot" in summary:
         print(f"wrote   {summary['screenshot']}")
+    if "rdc_frame" in summary:
+        print(f"capture {summary['rdc_frame']} (RenderDoc frame capture of frame 2, mode 0600)")
     return 0
 
 
@@ -153,6 +156,8 @@ def add_parsers(subparsers: Any) -> None:
     view.add_argument("--frames", type=int, help="stop after N frames (default: until the window closes)")
     view.add_argument("--screenshot", metavar="FILE.png", help="write the last presented frame as a PNG")
     view.add_argument("--scale", type=int, default=0, help="window pixels per activation pixel (default: fit)")
+    view.add_argument("--rdc-frame", metavar="FILE.rdc", help="RenderDoc frame capture of the second frame")
+    view.add_argument("--overwrite", action="store_true", help="replace FILE.rdc if it exists")
     view.set_defaults(func=cmd_view)
 
 

@@ -39,7 +39,7 @@ LIBRARY = "librenderdoc.so"
 _API_VERSIONS = (10600, 10500, 10400, 10200)
 # Indices of the function pointers in RENDERDOC_API_1_x_x (renderdoc_app.h; stable across 1.x).
 _GET_API_VERSION, _SET_TEMPLATE, _GET_TEMPLATE, _GET_NUM_CAPTURES, _GET_CAPTURE = 0, 11, 12, 13, 14
-_START, _IS_CAPTURING, _END, _SET_COMMENTS, _DISCARD = 19, 20, 21, 23, 24
+_TRIGGER, _START, _IS_CAPTURING, _END, _SET_COMMENTS, _DISCARD = 15, 19, 20, 21, 23, 24
 _FUNCS = 27
 
 _INSTALL_HINT = ("install RenderDoc (Debian/Ubuntu: apt-get install librenderdoc renderdoccmd python3-renderdoc, "
@@ -76,6 +76,10 @@ class RenderDocAPI:
 
     def start(self) -> None:
         self._fn["start"](None, None)
+
+    def trigger(self) -> None:
+        """Capture the next presented frame (RenderDoc's ordinary frame capture, like F12)."""
+        self._fn["trigger"]()
 
     def is_capturing(self) -> bool:
         return bool(self._fn["is_capturing"]())
@@ -143,6 +147,7 @@ def _bind(lib: ctypes.CDLL, injected: bool, library: str) -> RenderDocAPI:
         "num_captures": (_GET_NUM_CAPTURES, c.CFUNCTYPE(c.c_uint32)),
         "get_capture": (_GET_CAPTURE, c.CFUNCTYPE(c.c_uint32, c.c_uint32, c.c_char_p, c.POINTER(c.c_uint32),
                                                   c.POINTER(c.c_uint64))),
+        "trigger": (_TRIGGER, c.CFUNCTYPE(None)),
         "start": (_START, c.CFUNCTYPE(None, c.c_void_p, c.c_void_p)),
         "is_capturing": (_IS_CAPTURING, c.CFUNCTYPE(c.c_uint32)),
         "end": (_END, c.CFUNCTYPE(c.c_uint32, c.c_void_p, c.c_void_p)),
@@ -292,19 +297,60 @@ def _capture_into(rd: RenderDocAPI, target: Path, overwrite: bool, result: Captu
             raise RenderDocError(f"RenderDoc reported no capture file for '{target}'")
         if result.notes:
             rd.set_comments(written, json.dumps(result.notes, sort_keys=True))
-        os.chmod(written, 0o600)
-        if overwrite:
-            os.replace(written, target)
-        else:
-            try:
-                os.link(written, target)  # fails, atomically, if someone created the target meanwhile
-            except FileExistsError:
-                raise RenderDocError(f"capture path '{target}' appeared during the capture; not overwritten") from None
-            except OSError:
-                if target.exists():
-                    raise RenderDocError(f"capture path '{target}' exists; not overwritten") from None
-                os.replace(written, target)
+        _deliver(Path(written), target, overwrite)
         result.bytes = target.stat().st_size
     finally:
         rd.set_template(previous)
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _deliver(written: Path, target: Path, overwrite: bool) -> None:
+    """Move RenderDoc's file to ``target`` with mode 0600, never replacing it unless ``overwrite``."""
+    os.chmod(written, 0o600)
+    if overwrite:
+        os.replace(written, target)
+        return
+    try:
+        os.link(written, target)  # fails, atomically, if someone created the target meanwhile
+    except FileExistsError:
+        raise RenderDocError(f"capture path '{target}' appeared during the capture; not overwritten") from None
+    except OSError:
+        if target.exists():
+            raise RenderDocError(f"capture path '{target}' exists; not overwritten") from None
+        os.replace(written, target)
+
+
+@contextlib.contextmanager
+def frame_capture(path: str | os.PathLike[str], *, overwrite: bool = False) -> Iterator[Capture]:
+    """RenderDoc's ordinary, present-delimited frame capture for windowed programs (``wgsentis view``):
+    inside the block call ``api().trigger()`` before a frame; on exit the captured frame is moved to
+    ``path`` (mode 0600). Raises RenderDocError when no frame was captured."""
+    global _active
+    target = check_path(path, overwrite)
+    with _lock:
+        if _active is not None:
+            raise RenderDocError(f"cannot capture to '{target}': a capture to '{_active}' is already in progress "
+                                 "(one at a time)")
+        _active = str(target)
+    try:
+        rd = enable()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".rdc-", dir=target.parent))
+        previous = rd.template()
+        before = rd.num_captures()
+        rd.set_template(str(staging / target.stem))
+        try:
+            result = Capture(target)
+            yield result
+            if rd.num_captures() <= before:
+                raise RenderDocError(f"no frame was captured for '{target}': the window presented no frame after "
+                                     "the trigger, or its swapchain was not hooked")
+            written = Path(rd.capture_path(rd.num_captures() - 1))
+            _deliver(written, target, overwrite)
+            result.bytes = target.stat().st_size
+        finally:
+            rd.set_template(previous)
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        with _lock:
+            _active = None

@@ -212,13 +212,31 @@ class Window:
 
 
 def run_view(model: Any, layer: str, inputs: dict[str, np.ndarray], *, frames: int | None = None,
-             screenshot: str | Path | None = None, scale: int = 0) -> dict[str, Any]:
+             screenshot: str | Path | None = None, scale: int = 0, rdc_frame: str | Path | None = None,
+             overwrite: bool = False) -> dict[str, Any]:
     """Show ``layer`` live until the window closes (or for ``frames`` frames). With ``screenshot``,
-    the last presented frame is read back and written as a PNG. Returns a small summary."""
-    from rendercanvas.glfw import poll_glfw_briefly
-
+    the last presented frame is read back and written as a PNG; with ``rdc_frame``, RenderDoc's
+    frame capture of the second frame (one inference and its display) is written there. Returns a
+    small summary."""
     if frames is not None and frames < 1:
         raise InputError(f"frames={frames}: must be at least 1")
+    if rdc_frame is None:
+        return _run_view(model, layer, inputs, frames, screenshot, scale, None)
+    from wgsentis import renderdoc
+
+    if frames is not None and frames < 3:
+        raise InputError(f"frames={frames}: a frame capture needs at least 3 frames")
+    renderdoc.enable()  # before the GPU context: RenderDoc must hook Vulkan and the swapchain
+    with renderdoc.frame_capture(rdc_frame, overwrite=overwrite) as cap:
+        summary = _run_view(model, layer, inputs, frames, screenshot, scale, renderdoc.api())
+    summary["rdc_frame"] = str(cap.path)
+    return summary
+
+
+def _run_view(model: Any, layer: str, inputs: dict[str, np.ndarray], frames: int | None,
+              screenshot: str | Path | None, scale: int, rd: Any) -> dict[str, Any]:
+    from rendercanvas.glfw import poll_glfw_briefly
+
     view = LayerView(model, layer, inputs)
     first = view.image()
     window = Window(f"wgsentis view: {layer}", first.shape[:2], scale)
@@ -227,6 +245,8 @@ def run_view(model: Any, layer: str, inputs: dict[str, np.ndarray], *, frames: i
         image = first
         while not window.closed():
             last = frames is not None and shown + 1 >= frames
+            if rd is not None and shown == 1:
+                rd.trigger()  # RenderDoc captures the next frame: one inference plus its draw and present
             window.show(image, read_back=last and screenshot is not None)
             shown += 1
             poll_glfw_briefly(0)

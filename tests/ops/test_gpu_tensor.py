@@ -244,6 +244,10 @@ RESIZE_CASES = [
     ("linear", "half_pixel_symmetric", "round_prefer_floor", (1, 1, 1.6, 0.8)),
     ("cubic", "half_pixel", "round_prefer_floor", (1, 1, 2.0, 1.5)),
     ("cubic", "asymmetric", "round_prefer_floor", (1, 1, 0.5, 3.0)),
+    ("linear", "half_pixel", "round_prefer_floor", (1, 1, 1, 1)),  # nothing resized: a copy
+    ("linear", "half_pixel", "round_prefer_floor", (1, 1.5, 1, 1)),  # one axis, with inner axes
+    ("cubic", "half_pixel", "round_prefer_floor", (1, 2, 1, 0.6)),  # two axes with a middle one
+    ("nearest", "asymmetric", "floor", (2, 1, 1.5, 1)),
 ]
 
 

@@ -509,7 +509,8 @@ def _pad(rec, data, pads, mode, value, axes):
     params = [y.size, max(rank, 1), _PAD_MODE[mode], fill_bits, *_pad6(out_shape or [1]),
               *_pad6(_strides(x.shape) or [0], 0), *_pad6([max(b, 0) for b in begin] or [0], 0),
               *_pad6(crop_lo or [0], 0), *_pad6(length or [1], 0)]
-    rec.dispatch("compute/pad.wgsl", [x], [y], params, y.size, workgroup=256, subs={"T": x.gpu_type})
+    rec.dispatch("compute/pad.wgsl", [x], [y], params, y.size, workgroup=256, subs={"T": x.gpu_type},
+                 constants={"MODE": _PAD_MODE[mode]})
     return y
 
 
@@ -895,26 +896,61 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
     y = rec.alloc(out_shape, x.dtype)
     if not y.size:
         return y
+    resized = [a for a, t in enumerate(tables) if t is not None]
+    if not resized:  # every axis keeps its size and coordinates
+        _dispatch_copy(rec, x, y, [(y.size, 1, 1, 0)])
+        return y
+    if len(resized) <= 2:
+        _resize2(rec, layer, x, y, tables, resized, extrap, crop, mode == "nearest")
+        return y
     parts, offsets, ntaps, used = [], [], [], 0
     for table in tables:
         if table is None:
             offsets.append(0)
             ntaps.append(0)
             continue
-        taps, weights, outside = table
         offsets.append(used)
-        ntaps.append(taps.shape[1])
-        for part in (taps.reshape(-1), weights.reshape(-1).view(np.int32), outside.astype(np.int32)):
+        ntaps.append(table[0].shape[1])
+        for part in _table_words(table):
             parts.append(part)
             used += part.size
-    table = np.concatenate(parts) if parts else np.zeros(1, np.int32)
-    tb = rec.upload(table, f"{layer.name}:taps")
+    tb = rec.upload(np.concatenate(parts), f"{layer.name}:taps")
     rank = len(x.shape)
     params = [y.size, rank, extrap, int(crop), *_pad6(out_shape), *_pad6(_strides(x.shape), 0),
               *_pad6(offsets, 0), *_pad6(ntaps, 0)]
     rec.dispatch("compute/resize.wgsl", [x, tb], [y], params, y.size, workgroup=256,
                  constants={"NEAREST": int(mode == "nearest")}, subs={"T": x.gpu_type})
     return y
+
+
+def _table_words(table) -> list[np.ndarray]:
+    """One axis' table as int32 words: taps, weight bits, outside flags."""
+    taps, weights, outside = table
+    return [taps.reshape(-1), weights.reshape(-1).view(np.int32), outside.astype(np.int32)]
+
+
+def _resize2(rec, layer, x, y, tables, resized, extrap: int, crop: bool, nearest: bool) -> None:
+    """The usual case of at most two resized axes: input viewed as (outer, A, mid, B, inner)."""
+    shape = x.shape
+    rb = resized[-1]
+    ra = resized[0] if len(resized) == 2 else None
+    dummy = (np.zeros((1, 1), np.int32), np.ones((1, 1), np.float32), np.zeros(1, bool))
+    table_a = tables[ra] if ra is not None else dummy
+    table_b = tables[rb]
+    words_a, words_b = _table_words(table_a), _table_words(table_b)
+    size_a = sum(w.size for w in words_a)
+    tb = rec.upload(np.concatenate([*words_a, *words_b]), f"{layer.name}:taps")
+    inner = math.prod(shape[rb + 1:])
+    if ra is not None:
+        mid, a_in, a_out = math.prod(shape[ra + 1:rb]), shape[ra], y.shape[ra]
+    else:
+        mid, a_in, a_out = 1, 1, 1
+    params = [y.size, inner, y.shape[rb], mid, a_out, shape[rb], a_in, 0, table_a[0].shape[1], size_a,
+              table_b[0].shape[1], extrap, int(crop)]
+    constants = {"NEAREST": int(nearest), "HAS_A": int(a_out > 1), "HAS_MID": int(mid > 1),
+                 "HAS_INNER": int(inner > 1)}
+    rec.dispatch("compute/resize2.wgsl", [x, tb], [y], params, y.size, workgroup=256, constants=constants,
+                 subs={"T": x.gpu_type})
 
 
 @gpu("Resize", 10, host_inputs=(1,))

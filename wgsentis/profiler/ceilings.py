@@ -28,7 +28,8 @@ def _model(kind: str) -> onnx.ModelProto:
         n = MATMUL_N
         w = np.random.default_rng(0).random((n, n), dtype=np.float32)
         node = helper.make_node("MatMul", ["x", "w"], ["y"], name="ceiling_matmul")
-        graph = helper.make_graph([node], "ceiling_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+        graph = helper.make_graph([node], "ceiling_matmul",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
                                   [onnx.numpy_helper.from_array(w, "w")])
     else:

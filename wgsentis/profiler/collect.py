@@ -1,7 +1,8 @@
 """Timing collection: runs a model repeatedly and splits each run's wall time into rows.
 
-Every backend gives two kinds of runs: *plain* runs (no instrumentation) whose median is
-``ms_per_batch``, and *instrumented* runs whose per-layer times are the layer rows.
+Every backend gives two kinds of runs, alternating: *plain* runs (no instrumentation) whose median is
+``ms_per_batch``, and *instrumented* runs whose per-layer times, averaged, are the layer rows (means,
+so the rows add up to the mean instrumented run).
 
 - cpu: layers run one after another (``GraphProgram(branch_parallel=False)``; kernels still use
   ``threads``); a host timer between consecutive layer callbacks gives each layer's time.
@@ -82,6 +83,10 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
+def _mean(values: list[float]) -> float:
+    return float(statistics.fmean(values)) if values else 0.0
+
+
 def _tick(progress: Progress | None, phase: str, done: int, total: int) -> None:
     if progress is not None:
         progress(phase, done, total)
@@ -107,7 +112,8 @@ def time_cpu(model: Model, feeds: dict[str, Any], threads: int, runs: int, warmu
             seen: dict[int, float] = {}
             last = [0.0]
 
-            def on_layer(layer: Any, _values: list[Any], seen: dict[int, float] = seen, last: list[float] = last) -> None:
+            def on_layer(layer: Any, _values: list[Any], seen: dict[int, float] = seen,
+                         last: list[float] = last) -> None:
                 now = time.perf_counter()
                 i = index[id(layer)]
                 seen[i] = seen.get(i, 0.0) + now - last[0]
@@ -301,7 +307,7 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     for key, values in per_transfer.items():
         _occ, kind, name, layer = key
         timing.transfers.append({"kind": kind, "name": name, "layer": layer or ("input" if kind == "upload" else ""),
-                                 "bytes": transfer_bytes[key], "seconds": _median(values),
+                                 "bytes": transfer_bytes[key], "seconds": _mean(values),
                                  "timing": ("in 'host: submit + readback wait'" if layer == "output" else
                                             "host time of write_buffer" if kind == "upload" else
                                             "host wait, less the GPU time of layers finishing in it")})

@@ -1,6 +1,7 @@
 """Self-contained HTML report (no network): summary, time per op type, per-layer chart, sortable
 layer table (fallback layers marked), roofline points, host/transfer rows and pruning estimates."""
 
+# ruff: noqa: E501  (the embedded CSS and JavaScript keep their natural line lengths)
 from __future__ import annotations
 
 import html
@@ -42,7 +43,7 @@ function hbars(id, rows){
     svg.appendChild(el('text',{x:L+w+6,y:i*h+15},r[2]));
   });
 }
-hbars('optypes', P.op_types.map(r=>[r.op_type+' ×'+r.count, timed?r.time_ms:r.flops,
+hbars('optypes', P.op_types.map(r=>[r.op_type+' x'+r.count, timed?r.time_ms:r.flops,
   timed?`${fmt(r.time_ms)} ms (${fmt(r.percent,1)}%)`:`${si(r.flops)}FLOPs`]));
 
 (function layerChart(){

@@ -135,7 +135,8 @@ def _with_batch(model: Model, batch_size: int) -> tuple[Model, dict[str, int]]:
     return clone, dims
 
 
-def _check_args(backend: Any, batch_size: Any, threads: Any, runs: Any, warmup: Any, pruning_layers: Any) -> BackendType:
+def _check_args(backend: Any, batch_size: Any, threads: Any, runs: Any, warmup: Any,
+                pruning_layers: Any) -> BackendType:
     kind = _backend_of(backend)
     for arg, value, low in (("batch_size", batch_size, 1), ("runs", runs, 1), ("warmup", warmup, 0),
                             ("pruning_layers", pruning_layers, 0)):
@@ -245,13 +246,14 @@ def _layer_entry(cost: LayerCost, seconds: float | None, device: str, fallback: 
 def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, Any] | None, runs: int,
                     warmup: int, batch: int) -> dict[str, Any]:
     med = collect._median
+    mean = collect._mean  # rows are means over the instrumented runs, so they add up to the mean run
     layers = []
     for c in costs:
         if c.index not in m.layers:
             continue  # planned on the host once (shape arithmetic): not executed per run
-        layers.append(_layer_entry(c, med(m.layers[c.index]), m.layer_device.get(c.index, "cpu"),
+        layers.append(_layer_entry(c, mean(m.layers[c.index]), m.layer_device.get(c.index, "cpu"),
                                    c.index in m.fallback, ceil))
-    host = [{"name": label, "time_ms": round(med(v) * 1e3, 5)} for label, v in m.host_rows.items()]
+    host = [{"name": label, "time_ms": round(mean(v) * 1e3, 5)} for label, v in m.host_rows.items()]
     transfers = [{"kind": t["kind"], "tensor": t["name"], "layer": t["layer"], "bytes": t["bytes"],
                   "time_ms": round(t["seconds"] * 1e3, 5), "timing": t["timing"]} for t in m.transfers]
     total = sum(e["time_ms"] for e in layers) + sum(r["time_ms"] for r in host) + sum(t["time_ms"] for t in transfers)
@@ -266,7 +268,7 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
         "device": m.device, "timer": m.timer, "runs": runs, "warmup": warmup,
         "ms_per_batch": round(ms, 4), "ms_min": round(min(m.plain) * 1e3, 4), "ms_max": round(max(m.plain) * 1e3, 4),
         "items_per_second": round(batch * 1e3 / ms, 3) if ms else None,
-        "ms_per_batch_instrumented": round(med(m.walls) * 1e3, 4),
+        "ms_per_batch_instrumented": round(mean(m.walls) * 1e3, 4), "ms_mean": round(mean(m.plain) * 1e3, 4),
         "time_sum_ms": round(total, 4), "time_sum_ratio": round(total / ms, 4) if ms else None,
         "ceilings": ceil, "layers": layers, "transfers": transfers, "host": host,
         "host_planned_layers": planned, "fallback_layers": [e["name"] for e in layers if e["fallback"]],

@@ -26,7 +26,7 @@ SPARSITIES = (0.5, 0.7, 0.9)
 def prune(weight: np.ndarray, sparsity: float) -> np.ndarray:
     """A copy of ``weight`` with its ``sparsity`` fraction of smallest-magnitude entries zeroed."""
     flat = weight.reshape(-1)
-    k = int(round(sparsity * flat.size))
+    k = round(sparsity * flat.size)
     out = flat.copy()
     if k > 0:
         order = np.argsort(np.abs(flat), kind="stable")

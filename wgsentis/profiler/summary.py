@@ -81,7 +81,8 @@ def render_table(data: dict[str, Any], top: int = 15) -> str:
         prune = e.get("pruning")
         prune_text = f"{prune['relative_l2_change'][-1]:.3g}" if prune else ""
         lines.append(f"{e['name'][:32]:<32} {op[:18]:<18} {dev_text:<4} {_num(e['time_ms']):>9} "
-                     f"{_num(e['percent'], '.1f'):>6} {_num(e['gflops_per_s'], '.2f'):>9} {_num(e['gb_per_s'], '.2f'):>8} "
+                     f"{_num(e['percent'], '.1f'):>6} {_num(e['gflops_per_s'], '.2f'):>9} "
+                     f"{_num(e['gb_per_s'], '.2f'):>8} "
                      f"{(e['bound'] or '-'):<7} {prune_text:>14}")
     lines.append("(* = CPU fallback)" if any(e["fallback"] for e in layers) else "")
     lines.append(f"{'op type':<24} {'count':>5} {'ms':>9} {'%':>6} {'FLOPs %':>8}")

@@ -15,10 +15,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let inner = pu(1u);
     let m = pu(2u);
     let len = pi(3u);
-    let k = i % inner;
+    // (x - q * d instead of %: lavapipe's integer division is not vectorized, halve the count)
     let t = i / inner;
-    var ix = I[t % m];
+    let k = i - t * inner;
+    let o = t / m;
+    var ix = I[t - o * m];
     if (ix < 0) { ix += len; }
     ix = clamp(ix, 0, len - 1);
-    Y[i] = X[((t / m) * u32(len) + u32(ix)) * inner + k];
+    Y[i] = X[(o * u32(len) + u32(ix)) * inner + k];
 }

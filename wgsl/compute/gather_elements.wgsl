@@ -22,8 +22,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var d = 0u; d < rank; d++) {
         let axis = rank - 1u - d;
         let dim = pu(4u + axis);
-        var c = rem % dim;
-        rem = rem / dim;
+        let q = rem / dim;
+        var c = rem - q * dim;
+        rem = q;
         if (axis == ax) {
             var v = {{INDEX}};
             if (v < 0) { v += len; }

@@ -17,8 +17,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= pu(0u)) { return; }
     let s = pu(1u);
     let k = pu(4u);
-    let inner = i % s;
     let pos = i / s;
+    let inner = i - pos * s;
     var off = (pos / pu(2u)) * pu(3u) + inner;
     for (var j = 0u; j < k; j++) {
         let len = pi(5u + j);

@@ -13,10 +13,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= pu(0u)) { return; }
     let depth = pu(1u);
     let inner = pu(2u);
-    let k = i % inner;
     let t = i / inner;
-    let d = i32(t % depth);
-    var ix = i32(I[(t / depth) * inner + k]);  // float indices truncate toward zero
+    let k = i - t * inner;
+    let o = t / depth;
+    let d = i32(t - o * depth);
+    var ix = i32(I[o * inner + k]);  // float indices truncate toward zero
     if (ix < 0) { ix += i32(depth); }
     Y[i] = bitcast<{{T}}>(select(pu(3u), pu(4u), ix == d));
 }

@@ -1,8 +1,12 @@
 // Pad (constant / edge / reflect / wrap), negative pads crop first: per axis the output
 // coordinate minus pad_lo is mapped into [0, len) of the cropped input, then shifted by crop_lo.
-// Params: 0 n, 1 rank, 2 mode (0 constant, 1 edge, 2 reflect, 3 wrap), 3 constant value bits,
+// MODE (override): 0 constant, 1 edge, 2 reflect, 3 wrap (a constant, so lavapipe, which runs both
+// sides of every branch, only runs one mode's code).
+// Params: 0 n, 1 rank, 2 unused, 3 constant value bits,
 //         4..9 out shape, 10..15 in strides, 16..21 pad_lo (i32), 22..27 crop_lo, 28..33 len.
 #include "common/params.wgsl"
+
+override MODE: u32 = 0u;
 
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
@@ -13,23 +17,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
     let rank = pu(1u);
-    let mode = pu(2u);
     var rem = i;
     var src = 0u;
     for (var d = 0u; d < rank; d++) {
         let axis = rank - 1u - d;
         let dim = pu(4u + axis);
-        let idx = rem % dim;
-        rem = rem / dim;
+        let q = rem / dim;
+        let idx = rem - q * dim;
+        rem = q;
         let len = pi(28u + axis);
         var c = i32(idx) - pi(16u + axis);
         if (c < 0 || c >= len) {
-            if (mode == 0u) {
+            if (MODE == 0u) {
                 Y[i] = bitcast<{{T}}>(pu(3u));
                 return;
-            } else if (mode == 1u) {
+            } else if (MODE == 1u) {
                 c = clamp(c, 0, len - 1);
-            } else if (mode == 2u) {
+            } else if (MODE == 2u) {
                 // numpy 'reflect': mirror without repeating the edge, period 2 * (len - 1).
                 if (len == 1) {
                     c = 0;

@@ -27,8 +27,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var d = 0u; d < rank; d++) {
         let a = rank - 1u - d;
         let dim = pu(4u + a);
-        let c = rem % dim;
-        rem = rem / dim;
+        let q = rem / dim;
+        let c = rem - q * dim;
+        rem = q;
         coord[a] = c;
         let taps = pu(22u + a);
         if (taps == 0u) {
