@@ -170,3 +170,16 @@ def test_device_info_in_stats():
     assert info["name"] and info["backend"] and "max-storage-buffer-binding-size" in info["limits"]
 
 
+
+
+@requires_gpu
+def test_random_ops_are_not_baked_into_the_replayed_plan():
+    model = make_model([helper.make_node("RandomUniform", [], ["r"], name="rand", shape=[64]),
+                        helper.make_node("Add", ["x", "r"], ["y"], name="add")],
+                       [("x", F, [64])], [("y", F, [64])])
+    with ws.Worker(ws.load_model(model), "gpu-compute") as worker:
+        x = np.zeros(64, np.float32)
+        first, second = worker.run({"x": x})["y"], worker.run({"x": x})["y"]
+        assert worker.stats()["fallback_layers"] == ["rand"]
+    assert not np.array_equal(first, second)
+    assert ((0 <= first) & (first < 1)).all()

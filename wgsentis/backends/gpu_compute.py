@@ -622,6 +622,9 @@ class GPUProgram:
                 if isinstance(a, GTensor):
                     args[k] = np.broadcast_to(np.zeros((), a.dtype), a.shape)
             return "cpu", None
+        impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
+        if impl is not None and not impl.deterministic:
+            return "fallback", None  # random ops run again on every replay, never baked into the plan
         host_layer = any(o in self.host_needed for o in layer.outputs)
         if (host_layer and _all_host(args)) or all(a is None or isinstance(a, np.ndarray) for a in args):
             # Values already on the host (shapes and what is computed from them) stay there: no sync.
