@@ -1,4 +1,5 @@
-"""Command line: ``wgsentis run``, ``inspect`` and ``profile`` (built-in sample model when MODEL is omitted)."""
+"""Command line: ``wgsentis run | inspect | profile | capture | view`` (the built-in sample model when MODEL is
+omitted)."""
 
 from __future__ import annotations
 
@@ -221,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--name", metavar="S", help="name of this profile (default: the model's)")
     prof.add_argument("--quiet", action="store_true", help="no progress on stderr")
     prof.set_defaults(func=cmd_profile)
+
+    from wgsentis import debug_cli  # capture and view: RenderDoc and the live window
+
+    debug_cli.add_parsers(sub)
     return parser
 
 

@@ -54,7 +54,8 @@ def test_views_flatten_squeeze_unsqueeze():
 
 def test_dropout_with_mask():
     x = rand(3, 70)
-    got = compare(node_model("Dropout", {"x": x}, n_outputs=2), {"x": x})
+    # Opset 11: from 12 on Dropout is registered as random and the backend always falls back.
+    got = compare(node_model("Dropout", {"x": x}, n_outputs=2, opset=11), {"x": x})
     assert got["y1"].dtype == np.bool_ and got["y1"].all()
 
 

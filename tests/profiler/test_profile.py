@@ -124,11 +124,10 @@ def test_gpu_time_sum_squeezenet(gpu: None) -> None:
         ratios.append(data["time_sum_ratio"])
         if 0.9 <= ratios[-1] <= 1.1:
             break
-    # Rows add up to the instrumented runs; against the plain runs the spec asks for 10%. On lavapipe each
-    # timestamped pass costs extra (about 0.1 ms a layer), which is above 10% once a model runs in ~50 ms:
-    # checked at 25% here, the gap is reported in the profile (ms_per_batch_instrumented).
+    # Layer and transfer rows add up to ms_per_batch within 10% (timestamps are written between layers
+    # inside one pass, so timing costs next to nothing); the retry above only absorbs a noisy neighbour.
     assert abs(data["time_sum_ms"] / data["ms_per_batch_instrumented"] - 1) < 0.1
-    assert 0.9 <= ratios[-1] <= 1.25, ratios
+    assert 0.9 <= ratios[-1] <= 1.1, ratios
     assert sum(1 for e in data["layers"] if "pruning" in e) == 1
 
 

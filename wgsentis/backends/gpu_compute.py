@@ -238,8 +238,10 @@ class Recorder:
         new = GTensor(t.alloc, tuple(shape), t.dtype if dtype is None else dtype, host=None, chunks=t.chunks)
         if new.size != t.size:
             raise ValueError(f"view of {list(t.shape)} as {list(shape)} changes the element count")
+        if gpu_type_of(new.dtype) != t.gpu_type:
+            raise ValueError(f"view of {t.dtype.name} as {new.dtype.name} changes the storage type")
         if t.host is not None:
-            new.host = t.host.reshape(new.shape)
+            new.host = t.host.reshape(new.shape).astype(new.dtype, copy=False)
         return new
 
     def upload(self, value: np.ndarray, name: str = "") -> GTensor:
@@ -623,8 +625,9 @@ class GPUProgram:
                     args[k] = np.broadcast_to(np.zeros((), a.dtype), a.shape)
             return "cpu", None
         impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
-        if impl is not None and not impl.deterministic:
-            return "fallback", None  # random ops run again on every replay, never baked into the plan
+        known = [a.host if isinstance(a, GTensor) and a.host is not None else a for a in args]
+        if impl is not None and not registry.is_deterministic(impl, known):
+            return "fallback", None  # random work runs again on every replay, never baked into the plan
         host_layer = any(o in self.host_needed for o in layer.outputs)
         if (host_layer and _all_host(args)) or all(a is None or isinstance(a, np.ndarray) for a in args):
             # Values already on the host (shapes and what is computed from them) stay there: no sync.
@@ -867,6 +870,8 @@ class GPUProgram:
                 groups.append((step.layer, [step]))
             else:
                 groups.append((-1, [step]))  # a fallback, not timed on the GPU
+        if "timestamp-query-inside-passes" in self.ctx.info.features:
+            return self._replay_profiled_inside_pass(plan, groups, started)
         encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
         slots: list[tuple[int, int]] = []  # (layer index, query slot)
         for layer_index, steps in groups:
@@ -913,6 +918,74 @@ class GPUProgram:
             for layer_index, slot in slots:
                 begin, end = int(stamps[2 * slot]), int(stamps[2 * slot + 1])
                 self.last_layer_gpu_ns[layer_index] = self.last_layer_gpu_ns.get(layer_index, 0) + max(0, end - begin)
+        return readback
+
+
+    def _replay_profiled_inside_pass(self, plan: Plan, groups: list[tuple[int, list[Any]]],
+                                     started: float) -> PendingReadback:
+        """Profiled replay with timestamps written between layers inside one pass per GPU segment: a pass
+        per layer costs ~0.15 ms each on some drivers (lavapipe), which would swamp small layers."""
+        from wgpu.backends.wgpu_native.extras import write_timestamp
+
+        layers = self.graph.layers
+        encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
+        boundaries: list[tuple[int, int, int]] = []  # (layer index, query before, query after)
+        next_query = 0
+        cpass = None
+        prev_query = -1
+
+        def stamp() -> int:
+            nonlocal next_query
+            q = next_query
+            write_timestamp(cpass, self._query_set(q // self.MAX_QUERIES), q % self.MAX_QUERIES)
+            next_query += 1
+            return q
+
+        for layer_index, steps in groups:
+            if layer_index < 0:
+                if cpass is not None:
+                    cpass.end()
+                    cpass = None
+                self._replay_fallback(steps[0], encoder)
+                encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
+                continue
+            if cpass is None:
+                cpass = encoder.begin_compute_pass(label="wgsentis profiled layers")
+                prev_query = stamp()
+            layer = layers[layer_index]
+            if self.debug_groups:
+                cpass.push_debug_group(f"{layer.name} ({layer.op_type})")
+            for d in steps:
+                cpass.set_pipeline(d.pipeline)
+                cpass.set_bind_group(0, d.bind_group)
+                cpass.dispatch_workgroups(*d.groups)
+            if self.debug_groups:
+                cpass.pop_debug_group()
+            after = stamp()
+            boundaries.append((layer_index, prev_query, after))
+            prev_query = after
+        if cpass is not None:
+            cpass.end()
+        self.last_encode_seconds = time.perf_counter() - started
+        usage = self.ctx.wgpu.BufferUsage
+        staging = None
+        if next_query:
+            resolved = self.ctx.device.create_buffer(size=8 * next_query, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+            staging = self.ctx.device.create_buffer(size=8 * next_query, usage=usage.MAP_READ | usage.COPY_DST)
+            for set_index in range((next_query + self.MAX_QUERIES - 1) // self.MAX_QUERIES):
+                first = set_index * self.MAX_QUERIES
+                count = min(self.MAX_QUERIES, next_query - first)
+                encoder.resolve_query_set(self._query_set(set_index), 0, count, resolved, 8 * first)
+            encoder.copy_buffer_to_buffer(resolved, 0, staging, 0, 8 * next_query)
+        readback = self._finish(encoder, plan.outputs)
+        self.last_layer_gpu_ns = {}
+        if staging is not None:
+            staging.map_sync("READ")
+            stamps = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint64).astype(np.int64)
+            staging.unmap()
+            for layer_index, before, after in boundaries:
+                took = max(0, int(stamps[after] - stamps[before]))
+                self.last_layer_gpu_ns[layer_index] = self.last_layer_gpu_ns.get(layer_index, 0) + took
         return readback
 
 

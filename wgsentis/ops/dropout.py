@@ -22,7 +22,16 @@ def dropout_v7(ctx, data, *, ratio=0.5):
     return _mask_output(ctx, data, np.ones(data.shape, dtype=bool))
 
 
-@register("Dropout", 12, deterministic=False)
+def _inference_mode(args: list) -> bool:
+    """Dropout is deterministic (the identity) unless training_mode is given and true. ``args`` hold host
+    values, None for omitted inputs, or another object for a value not known on the host (random then)."""
+    training = args[2] if len(args) > 2 else None
+    if training is None:
+        return True
+    return isinstance(training, np.ndarray | np.generic | bool) and not bool(np.asarray(training))
+
+
+@register("Dropout", 12, deterministic=_inference_mode)
 def dropout_v12(ctx, data, ratio=None, training_mode=None, *, seed=None):
     training = training_mode is not None and bool(np.asarray(training_mode))
     p = 0.5 if ratio is None else float(np.asarray(ratio))

@@ -31,7 +31,9 @@ class OpImpl:
     takes_any_attr: bool = False
     min_inputs: int = 0
     max_inputs: int | None = None  # None: variadic
-    deterministic: bool = True  # False for random ops: never constant-folded
+    # False for random ops (never constant-folded, re-run on every GPU replay); or a predicate of the
+    # inputs' host values (None where unknown) for ops random only sometimes, like training Dropout.
+    deterministic: bool | Callable[[list[Any]], bool] = True
     host_only_inputs: tuple[int, ...] = ()  # inputs that must be read on the host (shapes, axes)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -40,7 +42,15 @@ _REGISTRY: dict[tuple[str, str], dict[int, OpImpl]] = {}
 _FLOPS: dict[str, FlopsRule] = {}
 
 
-def register(op_type: str, since: int = 1, domain: str = "", *, deterministic: bool = True,
+def is_deterministic(impl: OpImpl, host_args: list[Any]) -> bool:
+    """Whether running ``impl`` on these inputs gives the same result every time."""
+    if callable(impl.deterministic):
+        return bool(impl.deterministic(host_args))
+    return impl.deterministic
+
+
+def register(op_type: str, since: int = 1, domain: str = "", *,
+             deterministic: bool | Callable[[list[Any]], bool] = True,
              host_inputs: tuple[int, ...] = ()) -> Callable[[Kernel], Kernel]:
     """Register ``fn`` as the kernel of ``op_type`` from opset ``since`` on (for ``domain``)."""
 

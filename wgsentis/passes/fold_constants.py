@@ -23,7 +23,8 @@ class FoldConstants:
         for layer in graph.layers:
             impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
             foldable = (
-                impl is not None and impl.deterministic and not captured_names(layer)
+                impl is not None and not captured_names(layer)
+                and registry.is_deterministic(impl, [graph.constants.get(n) for n in layer.inputs])
                 and all((not n) or n in graph.constants for n in layer.inputs)
                 and not any(o in outputs for o in layer.outputs if o)
                 and layer.op_type not in ("If", "Loop", "Scan", "SequenceMap")
