@@ -164,6 +164,19 @@ class Dispatch:
 
 
 @dataclass
+class Copy:
+    """A buffer-to-buffer copy of a layer (a contiguous slab: Concat, Split, Slice), outside any pass;
+    a memcpy where a copy shader would cost a dispatch."""
+
+    src: Any
+    src_offset: int
+    dst: Any
+    dst_offset: int
+    nbytes: int
+    layer: int
+
+
+@dataclass
 class Fallback:
     """A layer run by its numpy kernel between GPU segments (download, run, upload).
 
@@ -196,7 +209,7 @@ class PlanInvalid(Exception):  # noqa: N818 - internal control flow, never reach
 class Plan:
     """A recorded run for one input signature."""
 
-    steps: list[Dispatch | Fallback] = field(default_factory=list)
+    steps: list[Dispatch | Copy | Fallback] = field(default_factory=list)
     input_tensors: dict[str, GTensor] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)  # name -> GTensor or host value
     gpu_layers: list[str] = field(default_factory=list)
@@ -243,6 +256,17 @@ class Recorder:
         if t.host is not None:
             new.host = t.host.reshape(new.shape).astype(new.dtype, copy=False)
         return new
+
+    def copy(self, src: GTensor, src_offset: int, dst: GTensor, dst_offset: int, count: int) -> None:
+        """Record a copy of ``count`` elements from ``src`` (element offset ``src_offset``) into ``dst``."""
+        if count <= 0:
+            return
+        if src.alloc is None or dst.alloc is None:
+            raise DeviceError("copy: a split tensor cannot be copied as one slab")
+        if (src_offset + count) * 4 > src.alloc.buffer.size or (dst_offset + count) * 4 > dst.alloc.buffer.size:
+            raise DeviceError(f"copy of {count} elements runs past a buffer (offsets {src_offset}, {dst_offset})")
+        self.dispatches.append(Copy(src.alloc.buffer, 4 * src_offset, dst.alloc.buffer, 4 * dst_offset, 4 * count,
+                                    self.layer_index))
 
     def upload(self, value: np.ndarray, name: str = "") -> GTensor:
         """A host array as a device tensor (constants are uploaded once per worker and kept)."""
@@ -567,8 +591,8 @@ class GPUProgram:
             if self._last_use.get(name, -1) < 0 and name not in self.output_names:
                 self._drop(env[name])
         rec = Recorder(self)
-        encoder, cpass = self._begin()
-        encoded = 0  # dispatches of rec already encoded into the current pass
+        stream = _CommandStream(self.ctx.device)
+        encoded = 0  # steps of rec already encoded
         for i, layer in enumerate(self.graph.layers):
             rec.layer, rec.layer_index = layer, i
             args = [self._value(n, env) if n else None for n in layer.inputs]
@@ -580,18 +604,16 @@ class GPUProgram:
             if kind == "gpu":
                 new = rec.dispatches[encoded:]
                 encoded = len(rec.dispatches)
-                self._encode(cpass, new, layer)
+                self._emit_layer(stream, i, new)
                 plan.steps.extend(new)
                 plan.gpu_layers.append(layer.name)
             elif kind == "cpu":
                 outputs = self._run_host(i, [_host_of(a) for a in args])
                 plan.cpu_layers.append(layer.name)
             else:
-                cpass.end()
-                outputs, step = self._fallback_record(i, layer, args, encoder, env)
+                outputs, step = self._fallback_record(i, layer, args, stream.take(), env)
                 plan.steps.append(step)
                 plan.fallback_layers.append(layer.name)
-                encoder, cpass = self._begin()
                 # Outputs kept on the host (sequences, types the GPU lacks) make later layers depend
                 # on values a replay cannot check cheaply: such runs are recorded every time.
                 cacheable = cacheable and all(t is not None and n not in self.host_needed
@@ -608,11 +630,10 @@ class GPUProgram:
                     self._drop(value)
             if self.on_layer is not None:
                 self.on_layer(i, kind)
-        cpass.end()
         plan.outputs = {n: env[n] for n in self.output_names}
         plan.peak_live_bytes = self._peak_live
         plan.pool_bytes = self.pool.total_bytes
-        readback = self._finish(encoder, plan.outputs)
+        readback = self._finish(stream.take(), plan.outputs)
         self.last_plan = plan
         return (plan if cacheable else None), readback
 
@@ -675,19 +696,45 @@ class GPUProgram:
             return self.graph.constants[name]
         raise WgSentisError(f"tensor '{name}' was never produced")
 
-    def _begin(self) -> tuple[Any, Any]:
-        encoder = self.ctx.device.create_command_encoder(label="wgsentis run")
-        return encoder, encoder.begin_compute_pass(label="wgsentis layers")
+    def _emit_layer(self, stream: _CommandStream, layer_index: int, steps: list[Any],
+                    stamps: _Stamps | None = None) -> None:
+        """Encode one layer's dispatches and copies, inside its debug group and between timestamps."""
+        layer = self.graph.layers[layer_index]
+        label = f"{layer.name} ({layer.op_type})"
+        has_copy = any(isinstance(step, Copy) for step in steps)
+        if stamps is not None:
+            stamps.begin_layer(stream, layer_index)
+        # A group that holds copies lives on the encoder (copies close the pass); else inside the pass.
+        group_owner = None
+        if self.debug_groups:
+            group_owner = stream.encoder_for_copies() if has_copy else stream.compute_pass()
+            group_owner.push_debug_group(label)
+        for step in steps:
+            if isinstance(step, Copy):
+                stream.copy(step)
+            else:
+                stream.dispatch(step)
+        if group_owner is not None:
+            if has_copy:
+                stream.end_pass()
+            group_owner.pop_debug_group()
+        if stamps is not None:
+            stamps.end_layer(stream, layer_index)
 
-    def _encode(self, cpass: Any, dispatches: list[Dispatch], layer: Layer | None) -> None:
-        if self.debug_groups and layer is not None:
-            cpass.push_debug_group(f"{layer.name} ({layer.op_type})")
-        for d in dispatches:
-            cpass.set_pipeline(d.pipeline)
-            cpass.set_bind_group(0, d.bind_group)
-            cpass.dispatch_workgroups(*d.groups)
-        if self.debug_groups and layer is not None:
-            cpass.pop_debug_group()
+    def _emit_steps(self, stream: _CommandStream, steps: list[Any], stamps: _Stamps | None = None) -> None:
+        """Encode a recorded plan's steps, running its fallback layers in between."""
+        start = 0
+        while start < len(steps):
+            step = steps[start]
+            if isinstance(step, Fallback):
+                self._replay_fallback(step, stream.take())
+                start += 1
+                continue
+            stop = start + 1
+            while stop < len(steps) and not isinstance(steps[stop], Fallback) and steps[stop].layer == step.layer:
+                stop += 1
+            self._emit_layer(stream, step.layer, steps[start:stop], stamps)
+            start = stop
 
     def _run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
         step = self._cpu_steps[index]
@@ -818,38 +865,23 @@ class GPUProgram:
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
         for name, t in plan.input_tensors.items():
             self._upload_input(name, feeds[name], t)
+        stamps = None
         if self.profile_layers and self.ctx.has_timestamps:
-            return self._replay_profiled(plan)
+            stamps = _Stamps(self, inside=_INSIDE_STAMPS <= set(self.ctx.info.features))
         started = time.perf_counter()
-        encoder, cpass = self._begin()
-        layers = self.graph.layers
-        current = -1
-        for step in plan.steps:
-            if isinstance(step, Dispatch):
-                if self.debug_groups and step.layer != current:
-                    if current >= 0:
-                        cpass.pop_debug_group()
-                    cpass.push_debug_group(f"{layers[step.layer].name} ({layers[step.layer].op_type})")
-                    current = step.layer
-                cpass.set_pipeline(step.pipeline)
-                cpass.set_bind_group(0, step.bind_group)
-                cpass.dispatch_workgroups(*step.groups)
-            else:
-                if self.debug_groups and current >= 0:
-                    cpass.pop_debug_group()
-                    current = -1
-                cpass.end()
-                self._replay_fallback(step, encoder)
-                encoder, cpass = self._begin()
-        if self.debug_groups and current >= 0:
-            cpass.pop_debug_group()
-        cpass.end()
-        # Host time spent encoding this replay (fallback layers' own CPU time excluded only when none).
+        stream = _CommandStream(self.ctx.device)
+        self._emit_steps(stream, plan.steps, stamps)
+        # Host time spent encoding this replay (including any fallback layers' own work).
         self.last_encode_seconds = time.perf_counter() - started
-        return self._finish(encoder, plan.outputs)
+        encoder = stream.take()
+        if stamps is not None:
+            stamps.resolve(encoder)
+        readback = self._finish(encoder, plan.outputs)
+        if stamps is not None:
+            self.last_layer_gpu_ns = stamps.durations()
+        return readback
 
-
-    # -- profiling ---------------------------------------------------------------------------------
+    # -- profiling ----------------------------------------------------------------------------------
     MAX_QUERIES = 4096  # per query set (wgpu's limit)
 
     def _query_set(self, index: int) -> Any:
@@ -858,135 +890,131 @@ class GPUProgram:
                                                                      label="wgsentis layer timestamps"))
         return self._query_sets[index]
 
-    def _replay_profiled(self, plan: Plan) -> PendingReadback:
-        """Replay with one timestamped compute pass per layer; fills ``last_layer_gpu_ns``."""
-        started = time.perf_counter()
-        layers = self.graph.layers
-        groups: list[tuple[int, list[Dispatch]]] = []  # consecutive dispatches of one layer
-        for step in plan.steps:
-            if isinstance(step, Dispatch) and groups and groups[-1][0] == step.layer and groups[-1][1]:
-                groups[-1][1].append(step)
-            elif isinstance(step, Dispatch):
-                groups.append((step.layer, [step]))
-            else:
-                groups.append((-1, [step]))  # a fallback, not timed on the GPU
-        if "timestamp-query-inside-passes" in self.ctx.info.features:
-            return self._replay_profiled_inside_pass(plan, groups, started)
-        encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
-        slots: list[tuple[int, int]] = []  # (layer index, query slot)
-        for layer_index, steps in groups:
-            if layer_index < 0:
-                self._replay_fallback(steps[0], encoder)
-                encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
-                continue
-            slot = len(slots)
-            qs = self._query_set((2 * slot) // self.MAX_QUERIES)
-            base = (2 * slot) % self.MAX_QUERIES
-            layer = layers[layer_index]
-            cpass = encoder.begin_compute_pass(
-                label=f"{layer.name} ({layer.op_type})",
-                timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": base,
-                                  "end_of_pass_write_index": base + 1})
-            if self.debug_groups:
-                cpass.push_debug_group(f"{layer.name} ({layer.op_type})")
-            for d in steps:
-                cpass.set_pipeline(d.pipeline)
-                cpass.set_bind_group(0, d.bind_group)
-                cpass.dispatch_workgroups(*d.groups)
-            if self.debug_groups:
-                cpass.pop_debug_group()
-            cpass.end()
-            slots.append((layer_index, slot))
-        self.last_encode_seconds = time.perf_counter() - started
-        usage = self.ctx.wgpu.BufferUsage
-        n_queries = 2 * len(slots)
-        resolved, staging = None, None
-        if n_queries:
-            resolved = self.ctx.device.create_buffer(size=8 * n_queries, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
-            staging = self.ctx.device.create_buffer(size=8 * n_queries, usage=usage.MAP_READ | usage.COPY_DST)
-            for set_index in range((n_queries + self.MAX_QUERIES - 1) // self.MAX_QUERIES):
-                first = set_index * self.MAX_QUERIES
-                count = min(self.MAX_QUERIES, n_queries - first)
-                encoder.resolve_query_set(self._query_set(set_index), 0, count, resolved, 8 * first)
-            encoder.copy_buffer_to_buffer(resolved, 0, staging, 0, 8 * n_queries)
-        readback = self._finish(encoder, plan.outputs)
-        self.last_layer_gpu_ns = {}
-        if staging is not None:
-            staging.map_sync("READ")
-            stamps = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint64)
-            staging.unmap()
-            for layer_index, slot in slots:
-                begin, end = int(stamps[2 * slot]), int(stamps[2 * slot + 1])
-                self.last_layer_gpu_ns[layer_index] = self.last_layer_gpu_ns.get(layer_index, 0) + max(0, end - begin)
-        return readback
+
+# Timestamps written between layers need both: inside the open pass, and on the encoder around copies.
+_INSIDE_STAMPS = frozenset({"timestamp-query-inside-passes", "timestamp-query-inside-encoders"})
 
 
-    def _replay_profiled_inside_pass(self, plan: Plan, groups: list[tuple[int, list[Any]]],
-                                     started: float) -> PendingReadback:
-        """Profiled replay with timestamps written between layers inside one pass per GPU segment: a pass
-        per layer costs ~0.15 ms each on some drivers (lavapipe), which would swamp small layers."""
+class _CommandStream:
+    """A command encoder with at most one open compute pass: dispatches open it, copies close it,
+    ``take()`` hands the encoder over (to submit) and starts a fresh one."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.encoder = device.create_command_encoder(label="wgsentis run")
+        self.cpass: Any = None
+        self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
+
+    def compute_pass(self) -> Any:
+        if self.cpass is None:
+            kwargs = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
+            self.cpass = self.encoder.begin_compute_pass(label="wgsentis layers", **kwargs)
+            self.pass_timestamps = None
+        return self.cpass
+
+    def end_pass(self) -> None:
+        if self.cpass is not None:
+            self.cpass.end()
+            self.cpass = None
+
+    def encoder_for_copies(self) -> Any:
+        self.end_pass()
+        return self.encoder
+
+    def dispatch(self, d: Dispatch) -> None:
+        cpass = self.compute_pass()
+        cpass.set_pipeline(d.pipeline)
+        cpass.set_bind_group(0, d.bind_group)
+        cpass.dispatch_workgroups(*d.groups)
+
+    def copy(self, c: Copy) -> None:
+        self.end_pass()
+        self.encoder.copy_buffer_to_buffer(c.src, c.src_offset, c.dst, c.dst_offset, c.nbytes)
+
+    def take(self) -> Any:
+        self.end_pass()
+        encoder = self.encoder
+        self.encoder = self.device.create_command_encoder(label="wgsentis run")
+        return encoder
+
+
+class _Stamps:
+    """Per-layer GPU timestamps of a profiled replay.
+
+    Where the adapter writes timestamps inside passes, they go between layers in the open pass (or on
+    the encoder around copies): a pass per layer costs ~0.15 ms each on some drivers (lavapipe),
+    which would swamp small layers. Otherwise each layer gets its own pass with timestamp writes
+    (copies then go untimed).
+    """
+
+    def __init__(self, program: GPUProgram, inside: bool) -> None:
+        self.program = program
+        self.inside = inside
+        self.count = 0
+        self.spans: list[tuple[int, int, int]] = []  # (layer index, query at start, query at end)
+        self._start = -1
+        self._staging: Any = None
+
+    def _next(self) -> tuple[Any, int, int]:
+        q = self.count
+        self.count += 1
+        return self.program._query_set(q // GPUProgram.MAX_QUERIES), q % GPUProgram.MAX_QUERIES, q
+
+    def _write(self, stream: _CommandStream) -> int:
         from wgpu.backends.wgpu_native.extras import write_timestamp
 
-        layers = self.graph.layers
-        encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
-        boundaries: list[tuple[int, int, int]] = []  # (layer index, query before, query after)
-        next_query = 0
-        cpass = None
-        prev_query = -1
+        query_set, index, q = self._next()
+        write_timestamp(stream.cpass if stream.cpass is not None else stream.encoder, query_set, index)
+        return q
 
-        def stamp() -> int:
-            nonlocal next_query
-            q = next_query
-            write_timestamp(cpass, self._query_set(q // self.MAX_QUERIES), q % self.MAX_QUERIES)
-            next_query += 1
-            return q
+    def begin_layer(self, stream: _CommandStream, layer_index: int) -> None:
+        if self.inside:
+            self._start = self._write(stream)
+            return
+        stream.end_pass()
+        query_set, begin, q = self._next()
+        _, end, _ = self._next()
+        stream.pass_timestamps = {"query_set": query_set, "beginning_of_pass_write_index": begin,
+                                  "end_of_pass_write_index": end}
+        if end != begin + 1:  # the pair straddled two query sets: skip this layer's timing
+            stream.pass_timestamps = None
+            self.count -= 1
+            q = -1
+        self._start = q
 
-        for layer_index, steps in groups:
-            if layer_index < 0:
-                if cpass is not None:
-                    cpass.end()
-                    cpass = None
-                self._replay_fallback(steps[0], encoder)
-                encoder = self.ctx.device.create_command_encoder(label="wgsentis profiled run")
-                continue
-            if cpass is None:
-                cpass = encoder.begin_compute_pass(label="wgsentis profiled layers")
-                prev_query = stamp()
-            layer = layers[layer_index]
-            if self.debug_groups:
-                cpass.push_debug_group(f"{layer.name} ({layer.op_type})")
-            for d in steps:
-                cpass.set_pipeline(d.pipeline)
-                cpass.set_bind_group(0, d.bind_group)
-                cpass.dispatch_workgroups(*d.groups)
-            if self.debug_groups:
-                cpass.pop_debug_group()
-            after = stamp()
-            boundaries.append((layer_index, prev_query, after))
-            prev_query = after
-        if cpass is not None:
-            cpass.end()
-        self.last_encode_seconds = time.perf_counter() - started
-        usage = self.ctx.wgpu.BufferUsage
-        staging = None
-        if next_query:
-            resolved = self.ctx.device.create_buffer(size=8 * next_query, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
-            staging = self.ctx.device.create_buffer(size=8 * next_query, usage=usage.MAP_READ | usage.COPY_DST)
-            for set_index in range((next_query + self.MAX_QUERIES - 1) // self.MAX_QUERIES):
-                first = set_index * self.MAX_QUERIES
-                count = min(self.MAX_QUERIES, next_query - first)
-                encoder.resolve_query_set(self._query_set(set_index), 0, count, resolved, 8 * first)
-            encoder.copy_buffer_to_buffer(resolved, 0, staging, 0, 8 * next_query)
-        readback = self._finish(encoder, plan.outputs)
-        self.last_layer_gpu_ns = {}
-        if staging is not None:
-            staging.map_sync("READ")
-            stamps = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint64).astype(np.int64)
-            staging.unmap()
-            for layer_index, before, after in boundaries:
-                took = max(0, int(stamps[after] - stamps[before]))
-                self.last_layer_gpu_ns[layer_index] = self.last_layer_gpu_ns.get(layer_index, 0) + took
-        return readback
+    def end_layer(self, stream: _CommandStream, layer_index: int) -> None:
+        if self.inside:
+            self.spans.append((layer_index, self._start, self._write(stream)))
+            return
+        stream.end_pass()
+        if self._start >= 0:
+            self.spans.append((layer_index, self._start, self._start + 1))
+
+    def resolve(self, encoder: Any) -> None:
+        if not self.count:
+            return
+        usage = self.program.ctx.wgpu.BufferUsage
+        device = self.program.ctx.device
+        resolved = device.create_buffer(size=8 * self.count, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+        self._staging = device.create_buffer(size=8 * self.count, usage=usage.MAP_READ | usage.COPY_DST)
+        for set_index in range((self.count + GPUProgram.MAX_QUERIES - 1) // GPUProgram.MAX_QUERIES):
+            first = set_index * GPUProgram.MAX_QUERIES
+            n = min(GPUProgram.MAX_QUERIES, self.count - first)
+            encoder.resolve_query_set(self.program._query_set(set_index), 0, n, resolved, 8 * first)
+        encoder.copy_buffer_to_buffer(resolved, 0, self._staging, 0, 8 * self.count)
+
+    def durations(self) -> dict[int, int]:
+        """Layer index -> GPU nanoseconds (summed over a layer's spans); waits for the resolve."""
+        if self._staging is None:
+            return {}
+        self._staging.map_sync("READ")
+        stamps = np.frombuffer(self._staging.read_mapped(copy=True), dtype=np.uint64).astype(np.int64)
+        self._staging.unmap()
+        self._staging.destroy()
+        out: dict[int, int] = {}
+        for layer_index, begin, end in self.spans:
+            out[layer_index] = out.get(layer_index, 0) + max(0, int(stamps[end] - stamps[begin]))
+        return out
 
 
 class _HostProgram:

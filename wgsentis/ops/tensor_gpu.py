@@ -255,6 +255,9 @@ def transpose(rec, layer, data, *, perm=None, **attrs):
     return _permute(rec, x, list(x.shape), perm, [x.shape[p] for p in perm])
 
 
+_MAX_SLAB_COPIES = 8  # Concat/Split as buffer copies when each tensor is at most this many slabs
+
+
 @gpu("Concat", 4)
 def concat(rec, layer, *inputs, axis=None, **attrs):
     if axis is None or not inputs or any(t is None for t in inputs):
@@ -278,6 +281,18 @@ def concat(rec, layer, *inputs, axis=None, **attrs):
             plans.append((x, axes, offset * out_st[axis]))
         offset += x.shape[axis]
     y = rec.alloc(out_shape, xs[0].dtype)
+    outer = math.prod(out_shape[:axis])
+    if outer <= _MAX_SLAB_COPIES:
+        # Each input is `outer` contiguous slabs of the output (one for NCHW channel concat with N=1):
+        # buffer copies, a memcpy, beat a copy shader's dispatch.
+        out_row = math.prod(out_shape[axis:])
+        offset = 0
+        for x in xs:
+            row = math.prod(x.shape[axis:])
+            for k in range(outer):
+                rec.copy(x, k * row, y, k * out_row + offset, row)
+            offset += row
+        return y
     for x, axes, base in plans:  # one dispatch per input writes its slab of the output
         _dispatch_copy(rec, x, y, axes, out_base=base)
     return y
@@ -307,13 +322,19 @@ def _split(rec, layer, data, axis, sizes, count):
             return NotImplemented
         plans.append((shape, axes, start * st[axis]))
         start += s
+    outer = math.prod(x.shape[:axis])
+    in_row = math.prod(x.shape[axis:])
     outs = []
     for k, (shape, axes, base) in enumerate(plans):
         if k < len(layer.outputs) and not layer.outputs[k]:
             outs.append(None)  # an unused output: nothing to compute
             continue
         y = rec.alloc(shape, x.dtype)
-        if y.size:
+        if y.size and outer <= _MAX_SLAB_COPIES:  # contiguous slabs: buffer copies (see Concat)
+            row = math.prod(shape[axis:])
+            for j in range(outer):
+                rec.copy(x, j * in_row + base, y, j * row, row)
+        elif y.size:
             _dispatch_copy(rec, x, y, axes, in_base=base)
         outs.append(y)
     return tuple(outs)
