@@ -67,12 +67,9 @@ def test_batch_of_two_matches_onnxruntime():
     assert not np.allclose(out[0], out[1])  # two different images, two answers
 
 
-# gpu-compute on lavapipe: the small models in every run, the big ones (seconds each on a CPU-emulated
-# GPU) with --runslow. Light models run densified: splat weights would hide indexing bugs.
-GPU_FAST = ["squeezenet", "shufflenet", "ppocr_cls", "orientation", "inception_v1", "bvlc_alexnet"]
-GPU_SLOW = ["resnet50", "densenet121", "inception_v2", "vgg19", "zfnet512", "ppocr_det"]
-GPU_CASES = [pytest.param(n, id=n) for n in GPU_FAST] + [pytest.param(n, id=n, marks=pytest.mark.slow)
-                                                         for n in GPU_SLOW]
+# Every reference model on gpu-compute (lavapipe in CI; about 45 s for all twelve). Light models run
+# densified: splat weights would hide indexing bugs.
+GPU_CASES = [pytest.param(n, id=n) for n in zoo.ALL_MODELS]
 
 
 @pytest.mark.gpu
