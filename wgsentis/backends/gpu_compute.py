@@ -383,11 +383,13 @@ class PendingReadback:
     """Outputs copied into one staging buffer whose mapping was requested; resolves when mapped."""
 
     def __init__(self, ctx: GPUContext, staging: Any, layout: dict[str, tuple[int, tuple[int, ...], np.dtype]],
-                 host_values: dict[str, Any]) -> None:
+                 host_values: dict[str, Any],
+                 extra: tuple[int, int, Callable[[np.ndarray], None]] | None = None) -> None:
         self.ctx = ctx
         self.staging = staging
         self.layout = layout
         self.host_values = host_values
+        self.extra = extra  # (offset, nbytes, callback): more bytes in the same staging buffer (timestamps)
         self.values: dict[str, Any] | None = None
         self.promise = staging.map_async("READ") if staging is not None else None
 
@@ -411,6 +413,9 @@ class PendingReadback:
                 for name, (offset, shape, dtype) in self.layout.items():
                     words = raw[offset: offset + 4 * math.prod(shape)].view(np.uint32)
                     values[name] = from_device_array(words, shape, dtype)
+                if self.extra is not None:
+                    offset, nbytes, callback = self.extra
+                    callback(raw[offset: offset + nbytes])
             self.values = values
         return self.values
 
@@ -841,7 +846,10 @@ class GPUProgram:
             target.host = None
             self.transfers[-1].layer = layer.name
 
-    def _finish(self, encoder: Any, outputs: dict[str, Any]) -> PendingReadback:
+    def _finish(self, encoder: Any, outputs: dict[str, Any],
+                extra: tuple[Any, int, Callable[[np.ndarray], None]] | None = None) -> PendingReadback:
+        """Copy the outputs (and ``extra``, a (buffer, nbytes, callback) such as resolved timestamps) into
+        one staging buffer, submit, and request its mapping: one map per run."""
         usage = self.ctx.wgpu.BufferUsage
         layout, host_values, total = {}, {}, 0
         for name, value in outputs.items():
@@ -850,6 +858,10 @@ class GPUProgram:
                 total += _aligned(max(4, value.nbytes))
             else:
                 host_values[name] = _host_of(value)
+        extra_slice = None
+        if extra is not None:
+            extra_slice = (total, extra[1], extra[2])
+            total += _aligned(extra[1])
         staging = None
         if total:
             staging = self.ctx.device.create_buffer(size=total, usage=usage.MAP_READ | usage.COPY_DST,
@@ -859,8 +871,10 @@ class GPUProgram:
                 if t.nbytes:
                     encoder.copy_buffer_to_buffer(t.alloc.buffer, 0, staging, offset, _aligned(t.nbytes, 4))
                 self.transfers.append(Transfer("download", name, t.nbytes, "output"))
+            if extra is not None:
+                encoder.copy_buffer_to_buffer(extra[0], 0, staging, extra_slice[0], extra[1])
         self.ctx.queue.submit([encoder.finish()])
-        return PendingReadback(self.ctx, staging, layout, host_values)
+        return PendingReadback(self.ctx, staging, layout, host_values, extra_slice)
 
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
         for name, t in plan.input_tensors.items():
@@ -874,12 +888,18 @@ class GPUProgram:
         # Host time spent encoding this replay (including any fallback layers' own work).
         self.last_encode_seconds = time.perf_counter() - started
         encoder = stream.take()
-        if stamps is not None:
-            stamps.resolve(encoder)
-        readback = self._finish(encoder, plan.outputs)
-        if stamps is not None:
-            self.last_layer_gpu_ns = stamps.durations()
-        return readback
+        extra = None
+        if stamps is not None and stamps.count:
+            # The resolved timestamps ride in the outputs' staging buffer: one map, no extra sync.
+            self.last_layer_gpu_ns = {}
+            extra = (stamps.resolve(encoder), 8 * stamps.count, self._set_layer_times(stamps))
+        return self._finish(encoder, plan.outputs, extra)
+
+    def _set_layer_times(self, stamps: _Stamps) -> Callable[[np.ndarray], None]:
+        def store(raw: np.ndarray) -> None:
+            self.last_layer_gpu_ns = stamps.durations(raw.view(np.uint64).astype(np.int64))
+
+        return store
 
     # -- profiling ----------------------------------------------------------------------------------
     MAX_QUERIES = 4096  # per query set (wgpu's limit)
@@ -953,7 +973,8 @@ class _Stamps:
         self.count = 0
         self.spans: list[tuple[int, int, int]] = []  # (layer index, query at start, query at end)
         self._start = -1
-        self._staging: Any = None
+        self._last_end = -1  # query of the last layer's end stamp, and the pass it was written in
+        self._last_pass: Any = None
 
     def _next(self) -> tuple[Any, int, int]:
         q = self.count
@@ -969,7 +990,11 @@ class _Stamps:
 
     def begin_layer(self, stream: _CommandStream, layer_index: int) -> None:
         if self.inside:
-            self._start = self._write(stream)
+            # The previous layer's end stamp starts this one when nothing ran in between (same open pass).
+            if not (self._last_end >= 0 and stream.cpass is not None and stream.cpass is self._last_pass):
+                self._start = self._write(stream)
+            else:
+                self._start = self._last_end
             return
         stream.end_pass()
         query_set, begin, q = self._next()
@@ -984,33 +1009,27 @@ class _Stamps:
 
     def end_layer(self, stream: _CommandStream, layer_index: int) -> None:
         if self.inside:
-            self.spans.append((layer_index, self._start, self._write(stream)))
+            self._last_end = self._write(stream)
+            self._last_pass = stream.cpass
+            self.spans.append((layer_index, self._start, self._last_end))
             return
         stream.end_pass()
         if self._start >= 0:
             self.spans.append((layer_index, self._start, self._start + 1))
 
-    def resolve(self, encoder: Any) -> None:
-        if not self.count:
-            return
+    def resolve(self, encoder: Any) -> Any:
+        """Record the resolve of every query written into a buffer; returns that buffer."""
         usage = self.program.ctx.wgpu.BufferUsage
-        device = self.program.ctx.device
-        resolved = device.create_buffer(size=8 * self.count, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
-        self._staging = device.create_buffer(size=8 * self.count, usage=usage.MAP_READ | usage.COPY_DST)
+        resolved = self.program.ctx.device.create_buffer(size=8 * self.count,
+                                                         usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
         for set_index in range((self.count + GPUProgram.MAX_QUERIES - 1) // GPUProgram.MAX_QUERIES):
             first = set_index * GPUProgram.MAX_QUERIES
             n = min(GPUProgram.MAX_QUERIES, self.count - first)
             encoder.resolve_query_set(self.program._query_set(set_index), 0, n, resolved, 8 * first)
-        encoder.copy_buffer_to_buffer(resolved, 0, self._staging, 0, 8 * self.count)
+        return resolved
 
-    def durations(self) -> dict[int, int]:
-        """Layer index -> GPU nanoseconds (summed over a layer's spans); waits for the resolve."""
-        if self._staging is None:
-            return {}
-        self._staging.map_sync("READ")
-        stamps = np.frombuffer(self._staging.read_mapped(copy=True), dtype=np.uint64).astype(np.int64)
-        self._staging.unmap()
-        self._staging.destroy()
+    def durations(self, stamps: np.ndarray) -> dict[int, int]:
+        """Layer index -> GPU nanoseconds (summed over a layer's spans) from the resolved ``stamps``."""
         out: dict[int, int] = {}
         for layer_index, begin, end in self.spans:
             out[layer_index] = out.get(layer_index, 0) + max(0, int(stamps[end] - stamps[begin]))
