@@ -80,6 +80,11 @@ CONV_CASES = [
     ((1, 3, 10, 9), (4, 3, 2, 2), {"auto_pad": "VALID", "strides": [3, 2]}),
     ((1, 3, 17), (5, 3, 4), {"strides": [2], "pads": [1, 2]}),  # 1-D
     ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # past one workgroup
+    # implicit GEMM: batched, strided + dilated rows, channels padded to 4, groups, a 7x7 stem
+    ((2, 8, 13, 11), (9, 8, 3, 3), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 0, 2]}),
+    ((2, 6, 12, 9), (4, 3, 3, 3), {"group": 2, "strides": [1, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 23, 21), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    ((1, 8, 10, 10), (6, 8, 1, 1), {"strides": [2, 2]}),
 ]
 
 

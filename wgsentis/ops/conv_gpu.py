@@ -20,10 +20,11 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.ops.matmul_gpu import Operand, fused, gemm, host_value, repacked
+from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, fused, gemm, host_value, repacked
 from wgsentis.ops.registry import register_gpu
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
+_NO_IMPLICIT = False
 
 
 def _pad4(v: int) -> int:
@@ -85,10 +86,12 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
     wt = rec.upload(w_mat, f"{layer.name}:W")
     y3 = rec.view(y, (n, m, p))
-    if kh == kw == 1 and st == [1, 1] and pd == [0, 0, 0, 0] and group == 1:
+    if kh == kw == 1 and st == [1, 1] and pd == [0, 0, 0, 0] and group == 1 and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         gemm(rec, Operand(wt, kp, 1, []), Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
              batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
+        return y
+    if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act):
         return y
     pp = _pad4(p)
     per_image = kp * pp
@@ -111,6 +114,65 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     return y
 
 
+def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act) -> bool:
+    """Implicit GEMM: shifted copies of the input (conv_shift.wgsl), then one matmul with a K loop per
+    kernel tap whose B rows are contiguous vec4 runs of a copy. Returns False when it does not apply."""
+    n, c = X.shape[:2]
+    m = w.shape[0]
+    cg, mg = c // group, m // group
+    kh, kw = ksize
+    oh, ow = outs
+    taps = kh * kw
+    phases = sorted({(ky * dl[0]) % st[0] for ky in range(kh)})
+    copies = len(phases) * kw
+    if taps > MAX_TAPS or copies > 50:
+        return False
+    cg4 = _pad4(cg)
+    wp = _pad4(ow)
+    hp = oh + max((ky * dl[0]) // st[0] for ky in range(kh))
+    plane = hp * wp
+    per_image = copies * cg4 * plane
+    if 4 * n * per_image > rec.ctx.max_binding or per_image == 0:
+        return False
+    # Weights as (group, mg, taps * cg4) rows, k = tap * cg4 + c (tap-major), zero for c >= cg.
+    w_mat = repacked(("convT", group), w, lambda: _tap_rows(w, group, cg4))
+    offsets = []
+    for ky in range(kh):
+        j0 = phases.index((ky * dl[0]) % st[0]) * kw
+        for kx in range(kw):
+            offsets.append(((j0 + kx) * cg4 * hp + (ky * dl[0]) // st[0]) * wp // 4)
+    copy_words = []
+    for a in phases:
+        for kx in range(kw):
+            copy_words += [a, kx * dl[1] - pd[1]]
+    xs = rec.alloc((n, copies, cg4, hp, wp), np.float32)
+    p = oh * ow
+    for g in range(group):
+        rows = n * copies * cg4 * hp
+        params = [rows, wp // 4, hp, cg4, copies, c, g * cg, cg, hw[0], hw[1], st[0], st[1], ow, pd[0], 0, 0,
+                  *copy_words]
+        rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64)
+        a_op = Operand(rec.upload(w_mat, f"{layer.name}:WT") if group == 1 else
+                       _group_rows(rec, layer, w_mat, g, "T"), taps * cg4, 1, [])
+        bias_g = bias_t
+        if b is not None and group > 1:
+            bias_g = rec.upload(repacked(("convB", g, group), b, lambda g=g: b[g * mg:(g + 1) * mg]),
+                                f"{layer.name}:B[{g}]")
+        gemm(rec, a_op, Operand(xs, plane, 1, [per_image]), y3, mg, oh * wp, cg4, y_row=p, y_col0=g * mg * p,
+             y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act, taps=offsets,
+             col_map=(wp, ow))
+    return True
+
+
+def _tap_rows(w: np.ndarray, group: int, cg4: int) -> np.ndarray:
+    """(C_out, C_in/group, *kernel) -> (group, C_out/group, taps*cg4), tap-major, channels zero-padded."""
+    m, cg = w.shape[:2]
+    taps = math.prod(w.shape[2:])
+    out = np.zeros((group, m // group, taps, cg4), np.float32)
+    out[..., :cg] = w.reshape(group, m // group, cg, taps).transpose(0, 1, 3, 2)
+    return out.reshape(group, m // group, taps * cg4)
+
+
 def _weight_rows(w: np.ndarray, group: int, kp: int) -> np.ndarray:
     """(C_out, C_in/group, kh, kw) -> (group, C_out/group, kp) rows, zero-padded past K."""
     m = w.shape[0]
@@ -120,10 +182,10 @@ def _weight_rows(w: np.ndarray, group: int, kp: int) -> np.ndarray:
     return out
 
 
-def _group_rows(rec, layer, w_mat: np.ndarray, g: int):
+def _group_rows(rec, layer, w_mat: np.ndarray, g: int, tag: str = ""):
     """The weight rows of group ``g`` as their own uploaded constant."""
     part = repacked(("group", g), w_mat, lambda: w_mat[g])
-    return rec.upload(part, f"{layer.name}:W[{g}]")
+    return rec.upload(part, f"{layer.name}:W{tag}[{g}]")
 
 
 @register_gpu("ConvTranspose", 1, host_inputs=(1, 2))

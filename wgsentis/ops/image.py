@@ -174,10 +174,10 @@ def _resize_axis(data: np.ndarray, axis: int, taps: np.ndarray, weights: np.ndar
     return result
 
 
-def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transformation_mode: str,
-            nearest_mode: str, cubic_coeff_a: float, exclude_outside: int, extrapolation_value: float,
-            antialias: int, axes, keep_aspect_ratio_policy: str) -> np.ndarray:
-    rank = X.ndim
+def resize_geometry(shape, scales, sizes, roi, axes, policy: str):
+    """Resize's geometry, shared by the CPU kernel and the GPU program: the resized axes, and per axis
+    its scale, output length and roi bounds. Raises ValueError for inconsistent scales/sizes/roi."""
+    rank = len(shape)
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
     if scales is not None and np.asarray(scales).size == 0:
         scales = None
@@ -187,10 +187,8 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
         roi = None
     if (scales is None) == (sizes is None):
         raise ValueError("Resize needs exactly one of scales and sizes")
-    if mode == "nearest" and antialias:
-        raise ValueError("antialias is not supported for nearest mode")
     scale_of = dict.fromkeys(range(rank), 1.0)
-    out_of = {i: X.shape[i] for i in range(rank)}
+    out_of = {i: shape[i] for i in range(rank)}
     if scales is not None:
         scale_values = np.asarray(scales, dtype=np.float64).reshape(-1)
         if scale_values.size != len(axes):
@@ -199,25 +197,25 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
             if s <= 0:
                 raise ValueError(f"scales must be positive, got {s}")
             scale_of[a] = float(s)
-            out_of[a] = int(X.shape[a] * s)  # floor
+            out_of[a] = int(shape[a] * s)  # floor
     else:
         size_values = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if size_values.size != len(axes):
             raise ValueError(f"sizes has {size_values.size} values for {len(axes)} axes")
         for a, n in zip(axes, size_values, strict=True):
-            scale_of[a] = int(n) / X.shape[a]
+            scale_of[a] = int(n) / shape[a]
             out_of[a] = int(n)
-        if keep_aspect_ratio_policy != "stretch":
+        if policy != "stretch":
             chosen = [scale_of[a] for a in axes]
-            if keep_aspect_ratio_policy == "not_larger":
+            if policy == "not_larger":
                 common = min(chosen)
-            elif keep_aspect_ratio_policy == "not_smaller":
+            elif policy == "not_smaller":
                 common = max(chosen)
             else:
-                raise ValueError(f"unknown keep_aspect_ratio_policy {keep_aspect_ratio_policy!r}")
+                raise ValueError(f"unknown keep_aspect_ratio_policy {policy!r}")
             for a in axes:
                 scale_of[a] = common
-                out_of[a] = int(common * X.shape[a] + 0.5)  # round half up
+                out_of[a] = int(common * shape[a] + 0.5)  # round half up
     roi_lo = dict.fromkeys(range(rank), 0.0)
     roi_hi = dict.fromkeys(range(rank), 1.0)
     if roi is not None:
@@ -227,6 +225,16 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
         for i, a in enumerate(roi_axes):
             roi_lo[a] = float(roi_values[i])
             roi_hi[a] = float(roi_values[n_axes + i])
+    return axes, scale_of, out_of, roi_lo, roi_hi
+
+
+def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transformation_mode: str,
+            nearest_mode: str, cubic_coeff_a: float, exclude_outside: int, extrapolation_value: float,
+            antialias: int, axes, keep_aspect_ratio_policy: str) -> np.ndarray:
+    if mode == "nearest" and antialias:
+        raise ValueError("antialias is not supported for nearest mode")
+    axes, scale_of, out_of, roi_lo, roi_hi = resize_geometry(X.shape, scales, sizes, roi, axes,
+                                                             keep_aspect_ratio_policy)
 
     integer = np.issubdtype(X.dtype, np.integer)
     if mode == "nearest":

@@ -23,6 +23,7 @@ TILE_M, TILE_N = 8, 16  # outputs per invocation (see matmul.wgsl)
 WORKGROUP = 64
 MAX_BATCH_RANK = 4
 IDENTITY = ("v", [0.0, 0.0, 0.0])
+MAX_TAPS = 88  # per-tap B offsets live in params words 40..127
 
 # Loader bodies per operand layout (see matmul.wgsl): "vec" reads vec4 rows, "scalar" strided f32.
 _LOAD_A = {
@@ -88,8 +89,14 @@ class Operand:
 def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_row: int, y_col0: int = 0,
          y_batch: list[int] | None = None, batch_shape: list[int] | None = None, bias: GTensor | None = None,
          bias_strides: tuple[int, int] = (0, 0), alpha: float = 1.0, beta: float = 1.0,
-         accumulate: bool = False, final: bool = True, act: tuple[str, list[float]] = IDENTITY) -> None:
-    """Record Y[b, m, y_col0 + n] (+)= act(alpha * A @ B + beta * bias) for every batch index."""
+         accumulate: bool = False, final: bool = True, act: tuple[str, list[float]] = IDENTITY,
+         taps: list[int] | None = None, col_map: tuple[int, int] = (0, 0)) -> None:
+    """Record Y[b, m, y_col0 + n] (+)= act(alpha * A @ B + beta * bias) for every batch index.
+
+    ``taps`` (implicit-GEMM convolution): the K loop runs once per entry, tap t reading A columns
+    t*k..(t+1)*k-1 and B rows from the entry's offset (B units). ``col_map = (Wp, ow)``: column
+    n = oy*Wp + ox is stored at oy*ow + ox, and not at all when ox >= ow.
+    """
     batch_shape = list(batch_shape or [])
     if len(batch_shape) > MAX_BATCH_RANK:
         raise ValueError("batch rank above 4")
@@ -109,19 +116,19 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     tiles = -(-m // TILE_M) * tiles_n
     params = [m, n, k, tiles_n, a_row, a_col, b_row, b_col, y_row, y_col0, bias_strides[0], bias_strides[1],
               flags, float(alpha), float(beta), *[float(v) for v in act[1]], len(batch_shape), 0,
-              *batch_shape, *pad, *four(a_batch), *four(b_batch), *four(y_batch)]
+              *batch_shape, *pad, *four(a_batch), *four(b_batch), *four(y_batch),
+              col_map[0], col_map[1], len(taps or [0]), 0, *(taps or [0])]
     groups = fold_groups(-(-tiles // WORKGROUP), rec.ctx.max_workgroups)
     if nbatch > rec.ctx.max_workgroups:
         raise ValueError("too many batches")
     a_mode, b_mode = ("vec" if a.vec else "scalar"), ("vec" if b.vec else "scalar")
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
+    subs = {"TA": "vec4<f32>" if a.vec else "f32", "TB": "vec4<f32>" if b.vec else "f32",
+            "LOAD_A": _LOAD_A[a_mode][0], "LOAD_A1": _LOAD_A[a_mode][1], "LOAD_B": _LOAD_B[b_mode],
+            "BVEC": "true" if b.vec else "false", "ACT": act[0]}
     rec.dispatch("compute/matmul.wgsl", [a.t, b.t, bias], [y], params, (groups[0], groups[1], nbatch),
-                 workgroup=WORKGROUP,
-                 subs={"TA": "vec4<f32>" if a.vec else "f32", "TB": "vec4<f32>" if b.vec else "f32",
-                       "LOAD_A": _LOAD_A[a_mode][0], "LOAD_A1": _LOAD_A[a_mode][1], "LOAD_B": _LOAD_B[b_mode],
-                       "BVEC": "true" if b.vec else "false", "ACT": act[0]})
-
+                 workgroup=WORKGROUP, subs=subs)
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 
@@ -267,4 +274,4 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
     return y
 
 
-__all__ = ["IDENTITY", "Operand", "fused", "gemm", "host_value", "repacked"]
+__all__ = ["IDENTITY", "MAX_TAPS", "Operand", "fused", "gemm", "host_value", "repacked"]

@@ -839,48 +839,7 @@ def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a,
     """Output shape and per-axis (taps, weights, outside) tables as the CPU kernel computes them
     (None for axes left unchanged); raises ValueError where the CPU kernel would."""
     rank = len(shape)
-    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
-    if scales is not None and np.asarray(scales).size == 0:
-        scales = None
-    if sizes is not None and np.asarray(sizes).size == 0:
-        sizes = None
-    if roi is not None and np.asarray(roi).size == 0:
-        roi = None
-    if (scales is None) == (sizes is None):
-        raise ValueError("Resize needs exactly one of scales and sizes")
-    scale_of = dict.fromkeys(range(rank), 1.0)
-    out_of = {i: shape[i] for i in range(rank)}
-    if scales is not None:
-        values = np.asarray(scales, dtype=np.float64).reshape(-1)
-        if values.size != len(axes) or np.any(values <= 0):
-            raise ValueError("bad scales")
-        for a, s in zip(axes, values, strict=True):
-            scale_of[a] = float(s)
-            out_of[a] = int(shape[a] * s)
-    else:
-        values = np.asarray(sizes, dtype=np.int64).reshape(-1)
-        if values.size != len(axes):
-            raise ValueError("bad sizes")
-        for a, n in zip(axes, values, strict=True):
-            scale_of[a] = int(n) / shape[a]
-            out_of[a] = int(n)
-        if policy != "stretch":
-            chosen = [scale_of[a] for a in axes]
-            if policy not in ("not_larger", "not_smaller"):
-                raise ValueError("bad keep_aspect_ratio_policy")
-            common = min(chosen) if policy == "not_larger" else max(chosen)
-            for a in axes:
-                scale_of[a] = common
-                out_of[a] = int(common * shape[a] + 0.5)
-    roi_lo = dict.fromkeys(range(rank), 0.0)
-    roi_hi = dict.fromkeys(range(rank), 1.0)
-    if roi is not None:
-        roi_values = np.asarray(roi, dtype=np.float64).reshape(-1)
-        n_axes = len(axes) if roi_values.size == 2 * len(axes) else rank
-        roi_axes = axes if n_axes == len(axes) else list(range(rank))
-        for i, a in enumerate(roi_axes):
-            roi_lo[a] = float(roi_values[i])
-            roi_hi[a] = float(roi_values[n_axes + i])
+    axes, scale_of, out_of, roi_lo, roi_hi = _image.resize_geometry(shape, scales, sizes, roi, axes, policy)
     crop = ctm == "tf_crop_and_resize"
     out_shape = [out_of[a] for a in range(rank)]
     tables: list[Any] = [None] * rank
