@@ -449,6 +449,7 @@ class GPUProgram:
         self.profile_layers = False
         self.last_layer_gpu_ns: dict[int, int] = {}  # layer index -> GPU duration of the last profiled run
         self._query_sets: list[Any] = []
+        self._resolve_buffer: Any = None
 
     def close(self) -> None:
         """Drop plans and buffers (the device itself is shared by the process)."""
@@ -1020,8 +1021,12 @@ class _Stamps:
     def resolve(self, encoder: Any) -> Any:
         """Record the resolve of every query written into a buffer; returns that buffer."""
         usage = self.program.ctx.wgpu.BufferUsage
-        resolved = self.program.ctx.device.create_buffer(size=8 * self.count,
-                                                         usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+        resolved = self.program._resolve_buffer
+        if resolved is None or resolved.size < 8 * self.count:  # kept across runs: one per program
+            resolved = self.program.ctx.device.create_buffer(size=8 * self.count,
+                                                             usage=usage.QUERY_RESOLVE | usage.COPY_SRC,
+                                                             label="wgsentis resolved timestamps")
+            self.program._resolve_buffer = resolved
         for set_index in range((self.count + GPUProgram.MAX_QUERIES - 1) // GPUProgram.MAX_QUERIES):
             first = set_index * GPUProgram.MAX_QUERIES
             n = min(GPUProgram.MAX_QUERIES, self.count - first)
