@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.errors import InputError, WgSentisError
+from wgsentis.errors import InputError
 
 PROFILE_RUNS = 3  # timestamped replays whose median per layer is stored with a capture
 
@@ -162,16 +162,10 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wgsentis", description="GPU debugging: RenderDoc capture, live view.")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except WgSentisError as exc:
-        print(f"wgsentis: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    """``python -m wgsentis.debug_cli capture|view ...``: the same as the ``wgsentis`` command."""
+    from wgsentis.cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":
