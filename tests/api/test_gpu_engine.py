@@ -183,3 +183,28 @@ def test_random_ops_are_not_baked_into_the_replayed_plan():
         assert worker.stats()["fallback_layers"] == ["rand"]
     assert not np.array_equal(first, second)
     assert ((0 <= first) & (first < 1)).all()
+
+
+@requires_gpu
+def test_constant_matrix_as_texture_reads_back():
+    from wgsentis.backends.device import get_context
+
+    model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [1])], [("y", F, [1])]))
+    program = gc.GPUProgram(model.graph)
+    rec = gc.Recorder(program)
+    matrix = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
+    tex = rec.texture(matrix, "m")
+    assert rec.texture(matrix, "m") is tex  # uploaded once
+    out = rec.alloc((3, 5))
+    rec.dispatch("compute/texture_copy.wgsl", [], [out], [15, 5], 15, textures=[tex])
+    ctx = get_context()
+    encoder = ctx.device.create_command_encoder()
+    cpass = encoder.begin_compute_pass()
+    for d in rec.dispatches:
+        cpass.set_pipeline(d.pipeline)
+        cpass.set_bind_group(0, d.bind_group)
+        cpass.dispatch_workgroups(*d.groups)
+    cpass.end()
+    np.testing.assert_array_equal(program._download([out], encoder, "test")[0], matrix)
+    too_big = np.zeros((ctx.limits["max-texture-dimension-2d"] + 1, 4), np.float32)
+    assert rec.texture(too_big, "big") is None

@@ -95,6 +95,19 @@ class GTensor:
         return f"GTensor({self.name!r}, {self.dtype.name}{list(self.shape)})"
 
 
+class GTexture:
+    """A constant 2-D float32 matrix held as an rgba32float texture: texel (x, y) holds columns 4x..4x+3
+    of row y. Some drivers vectorise texture loads where they scalarise storage-buffer loads."""
+
+    __slots__ = ("name", "shape", "texture", "view")
+
+    def __init__(self, texture: Any, shape: tuple[int, int], name: str) -> None:
+        self.texture = texture
+        self.view = texture.create_view()
+        self.shape = shape
+        self.name = name
+
+
 class BufferPool:
     """Intermediate buffers reused once the tensors in them are dead (best fit by size)."""
 
@@ -272,16 +285,21 @@ class Recorder:
         """A host array as a device tensor (constants are uploaded once per worker and kept)."""
         return self.program.upload_constant(value, name)
 
+    def texture(self, value: np.ndarray, name: str = "") -> GTexture | None:
+        """A constant (rows, cols) float32 matrix as an rgba32float texture (uploaded once per worker and
+        kept); None when it exceeds the device's texture size limit."""
+        return self.program.upload_texture(value, name)
+
     # dispatch
     def dispatch(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float],
                  invocations: int | tuple[int, int, int], *, workgroup: int = 64,
                  constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
-                 label: str = "") -> None:
+                 label: str = "", textures: list[GTexture] | None = None) -> None:
         """Record one dispatch of ``wgsl/<shader>``.
 
-        Bindings follow one order: inputs (read-only storage), outputs (read-write storage), then the
-        uniform parameter block. ``invocations`` is a total count (folded into a 2-D grid above the
-        per-dimension limit) or an explicit workgroup grid.
+        Bindings follow one order: inputs (read-only storage), outputs (read-write storage), the
+        uniform parameter block, then any constant textures. ``invocations`` is a total count (folded
+        into a 2-D grid above the per-dimension limit) or an explicit workgroup grid.
         """
         if isinstance(invocations, tuple):
             groups = invocations
@@ -294,7 +312,8 @@ class Recorder:
         if any(g > self.ctx.max_workgroups for g in groups):
             raise DeviceError(f"dispatch grid {groups} exceeds {self.ctx.max_workgroups} per dimension")
         consts = {"WG": workgroup, **(constants or {})}
-        key = pipeline_key(shader, subs or {}, consts, [(t.gpu_type, t.ndim) for t in inputs])
+        key = pipeline_key(shader, subs or {}, consts, [(t.gpu_type, t.ndim) for t in inputs]
+                           + [("texture", 2) for _ in textures or []])
         source = wgsl_source(shader, subs)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
@@ -309,6 +328,8 @@ class Recorder:
                                                        "size": max(4, t.alloc.buffer.size)}})
         entries.append({"binding": len(entries),
                         "resource": {"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}})
+        for tex in textures or []:
+            entries.append({"binding": len(entries), "resource": tex.view})
         try:
             bind_group = self.ctx.device.create_bind_group(layout=bgl, entries=entries, label=label)
         except Exception as exc:
@@ -432,7 +453,7 @@ class GPUProgram:
         self.output_names = [o.name for o in graph.outputs]
         self.pool = BufferPool(self.ctx)
         self.arena = UniformArena(self.ctx)
-        self.constants: dict[int, GTensor] = {}  # id(host array) -> uploaded tensor
+        self.constants: dict[Any, Any] = {}  # id(host array) -> uploaded tensor (or ("texture", id) -> GTexture)
         self.constant_bytes = 0
         self.plans: dict[tuple, Plan] = {}
         self.transfers: list[Transfer] = []  # this run's
@@ -530,6 +551,32 @@ class GPUProgram:
         self.constant_bytes += data.nbytes
         self.weight_transfers.append(Transfer("upload", name or "constant", data.nbytes))
         return t
+
+    def upload_texture(self, value: np.ndarray, name: str) -> GTexture | None:
+        key = ("texture", id(value))
+        hit = self.constants.get(key)
+        if hit is not None:
+            return hit
+        if value.ndim != 2 or value.dtype != np.float32:
+            raise DeviceError(f"texture '{name}': a 2-D float32 matrix is needed, got {value.dtype}{list(value.shape)}")
+        rows, cols = value.shape
+        width = max(1, (cols + 3) // 4)
+        limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
+        if rows > limit or width > limit:
+            return None
+        data = np.zeros((rows, width * 4), np.float32)
+        data[:, :cols] = value
+        usage = self.ctx.wgpu.TextureUsage
+        texture = self.ctx.device.create_texture(size=(width, max(rows, 1), 1), format="rgba32float",
+                                                 usage=usage.TEXTURE_BINDING | usage.COPY_DST, label=name)
+        if rows:
+            self.ctx.queue.write_texture({"texture": texture}, data, {"bytes_per_row": width * 16,
+                                                                      "rows_per_image": rows}, (width, rows, 1))
+        tex = GTexture(texture, (rows, cols), name)
+        self.constants[key] = tex  # keyed by id: the caller keeps ``value`` alive (repacked weights)
+        self.constant_bytes += data.nbytes
+        self.weight_transfers.append(Transfer("upload", name or "texture", data.nbytes))
+        return tex
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self, feeds: dict[str, Any]) -> PendingReadback:
