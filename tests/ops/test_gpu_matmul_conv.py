@@ -44,6 +44,38 @@ def test_matmul_constant_b_with_relu():
     gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
 
 
+@pytest.fixture
+def shaders(monkeypatch):
+    """The shader of every dispatch recorded while the test runs."""
+    from wgsentis.backends import gpu_compute
+
+    seen: list[str] = []
+    dispatch = gpu_compute.Recorder.dispatch
+
+    def spy(self, shader, *args, **kwargs):
+        seen.append(shader)
+        return dispatch(self, shader, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_compute.Recorder, "dispatch", spy)
+    return seen
+
+
+@pytest.mark.parametrize("a_shape,b_shape,const,shader", [
+    ((5, 7), (7, 9), "b", "matmul_tb"),  # unaligned rows: the texture pads them
+    ((2, 1, 9, 13), (3, 13, 20), "b", "matmul_tb"),  # batched constant B: batch offsets in texture rows
+    ((4, 13), (13,), "b", "matmul_tb"),  # 1-D constant B
+    ((6, 11), (11, 9), "a", "matmul_ta"),  # constant A, K % 4 tail read from the texture
+    ((2, 3, 5, 9), (2, 1, 9, 7), "a", "matmul_ta"),  # batched constant A, broadcast batch dims
+    ((2, 16385), (16385, 4), "b", "matmul"),  # past the texture size limit: storage buffer
+])
+def test_matmul_constant_operand_texture(a_shape, b_shape, const, shader, shaders):
+    feeds = {"a": _rand(*a_shape), "b": _rand(*b_shape)}
+    constants = {const: feeds.pop(const)}
+    model = gpu_check.node_model("MatMul", feeds, constants=constants, input_order=["a", "b"])
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+    assert f"compute/{shader}.wgsl" in shaders
+
+
 @pytest.mark.parametrize("trans_a,trans_b,c_shape,alpha,beta", [
     (0, 0, None, 1.0, 1.0),
     (1, 0, (11,), 0.5, 2.0),
@@ -89,11 +121,13 @@ CONV_CASES = [
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_CASES)
-def test_conv(x_shape, w_shape, attrs):
+def test_conv(x_shape, w_shape, attrs, shaders):
     feeds = {"x": _rand(*x_shape)}
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
     gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
                       rtol=1e-4, atol=1e-4)
+    depthwise = attrs.get("group", 1) == x_shape[1]
+    assert ("compute/depthwise.wgsl" if depthwise else "compute/matmul_ta.wgsl") in shaders  # weights: texture
 
 
 def test_conv_no_bias_fused_clip():
@@ -105,6 +139,19 @@ def test_conv_no_bias_fused_clip():
     model.graph.node.append(helper.make_node("Clip", ["t", "lo", "hi"], ["y0"]))
     model.graph.initializer.extend([helper.make_tensor("lo", 1, [], [-0.5]), helper.make_tensor("hi", 1, [], [0.5])])
     gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [CONV_CASES[0], CONV_CASES[2], CONV_CASES[3], CONV_CASES[10]])
+def test_conv_without_textures(x_shape, w_shape, attrs, monkeypatch, shaders):
+    # The storage-buffer path for weights (taken when a texture does not fit the device limits).
+    from wgsentis.ops import matmul_gpu
+
+    monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", False)
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
+    gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
+                      rtol=1e-4, atol=1e-4)
+    assert not any("matmul_t" in s for s in shaders)
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs", [

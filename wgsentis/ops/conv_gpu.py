@@ -10,7 +10,8 @@ Conv picks one of three paths:
   Implicit GEMM would gather with bounds checks inside the inner loop, where loads are what costs
   on lavapipe; the materialised columns are small for vision models at batch 1.
 Weights and bias are read on the host (``host_inputs``; they are initializers in practice) and
-repacked once ((C_out, K) rows padded to a multiple of 4).
+repacked once ((C_out, K) rows padded to a multiple of 4); the matmul reads them through a texture
+where one fits (``matmul_gpu.const_operand``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, fused, gemm, host_value, repacked
+from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, const_operand, fused, gemm, host_value, repacked
 from wgsentis.ops.registry import register_gpu
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
@@ -84,11 +85,11 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     k = cg * kh * kw
     kp = _pad4(k)
     w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
-    wt = rec.upload(w_mat, f"{layer.name}:W")
     y3 = rec.view(y, (n, m, p))
     if kh == kw == 1 and st == [1, 1] and pd == [0, 0, 0, 0] and group == 1 and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
-        gemm(rec, Operand(wt, kp, 1, []), Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
+        a_op = const_operand(rec, w_mat, f"{layer.name}:W")
+        gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
              batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
         return y
     if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act):
@@ -102,8 +103,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         rows = n * kp * oh
         params = [rows, kp, pp, k, p, c, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], ow, g * cg, oh]
         rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64)
-        a_op = Operand(wt, kp, 1, [])
-        a_op.t = wt if group == 1 else _group_rows(rec, layer, w_mat, g)
+        a_op = const_operand(rec, _group_rows(w_mat, g), f"{layer.name}:W[{g}]")
         bias_g = bias_t
         if b is not None and group > 1:
             bias_g = rec.upload(repacked(("convB", g, group), b, lambda g=g: b[g * mg:(g + 1) * mg]),
@@ -152,8 +152,7 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
         params = [rows, wp // 4, hp, cg4, copies, c, g * cg, cg, hw[0], hw[1], st[0], st[1], ow, pd[0], 0, 0,
                   *copy_words]
         rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64)
-        a_op = Operand(rec.upload(w_mat, f"{layer.name}:WT") if group == 1 else
-                       _group_rows(rec, layer, w_mat, g, "T"), taps * cg4, 1, [])
+        a_op = const_operand(rec, _group_rows(w_mat, g), f"{layer.name}:WT[{g}]")
         bias_g = bias_t
         if b is not None and group > 1:
             bias_g = rec.upload(repacked(("convB", g, group), b, lambda g=g: b[g * mg:(g + 1) * mg]),
@@ -182,10 +181,9 @@ def _weight_rows(w: np.ndarray, group: int, kp: int) -> np.ndarray:
     return out
 
 
-def _group_rows(rec, layer, w_mat: np.ndarray, g: int, tag: str = ""):
-    """The weight rows of group ``g`` as their own uploaded constant."""
-    part = repacked(("group", g), w_mat, lambda: w_mat[g])
-    return rec.upload(part, f"{layer.name}:W{tag}[{g}]")
+def _group_rows(w_mat: np.ndarray, g: int) -> np.ndarray:
+    """The (C_out/group, K) weight rows of group ``g`` (kept alive, so its upload stays cached)."""
+    return repacked(("group", g), w_mat, lambda: w_mat[g])
 
 
 @register_gpu("ConvTranspose", 1, host_inputs=(1, 2))

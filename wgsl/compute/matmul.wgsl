@@ -4,6 +4,8 @@
 // because lavapipe keeps unrolled scalars in registers (the same loops over arrays ran 4x slower).
 // Substitutions pick how A and B are read: TA/TB are the storage types (vec4<f32> when rows are
 // 16-byte aligned and contiguous, else f32), LOAD_A/LOAD_A1/LOAD_B are the loader bodies.
+// matmul_ta.wgsl / matmul_tb.wgsl bind A / B as an rgba32float texture instead (texel (x, y) = columns
+// 4x..4x+3 of row y; its row stride and batch strides count rows, its k stride is 1 row).
 // Params: 0 M, 1 N, 2 K (per tap), 3 column tiles, 4 A row stride, 5 A k stride, 6 B k stride, 7 B column
 // stride (strides in units of TA/TB), 8 Y row stride, 9 Y column offset, 10/11 bias row/column
 // stride (bias columns count from Y column 0), 12 flags (1 bias, 2 accumulate into Y, 4 apply
