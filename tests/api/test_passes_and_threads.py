@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from helpers import F, make_model
@@ -97,3 +98,44 @@ def test_layer_failure_in_a_parallel_branch_is_reported():
     with ws.Worker(ws.load_model(model), "cpu", threads=2) as worker:
         with pytest.raises(ws.errors.LayerError, match="'bad'"):
             worker.run({"x": np.zeros(2, np.float32)})
+
+
+def _residual_model(dtype=F):
+    return make_model(
+        [helper.make_node("Add", ["x", "y"], ["s"], name="residual_add"),
+         helper.make_node("Relu", ["s"], ["r"], name="relu"),
+         helper.make_node("Sum", ["r", "x", "y"], ["t"], name="sum3"),
+         helper.make_node("Relu", ["t"], ["out"], name="relu2")],
+        [("x", dtype, [2, 3, 5]), ("y", dtype, [3, 5])], [("out", dtype, [2, 3, 5])])
+
+
+def test_residual_add_and_sum_take_the_activation():
+    wg = ws.load_model(_residual_model())
+    assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
+        ("Add", "Relu"), ("Sum", "Relu")]
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((2, 3, 5)).astype(np.float32),
+             "y": rng.standard_normal((3, 5)).astype(np.float32)}
+    out = ws.Worker(wg, "cpu").run(feeds)["out"]
+    np.testing.assert_allclose(out, _ort(_residual_model(), feeds)[0], rtol=1e-6)
+
+
+def test_fused_residual_on_gpu_compute_and_int_fallback():
+    from wgsentis.backends.device import gpu_available
+
+    if not gpu_available()[0]:
+        pytest.skip("no wgpu adapter")
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((2, 3, 5)).astype(np.float32),
+             "y": rng.standard_normal((3, 5)).astype(np.float32)}
+    with ws.Worker(ws.load_model(_residual_model()), "gpu-compute") as worker:
+        out = worker.run(feeds)["out"]
+        assert worker.stats()["fallback_layers"] == []
+    np.testing.assert_allclose(out, _ort(_residual_model(), feeds)[0], rtol=1e-5, atol=1e-6)
+    # Activation expressions are float: an int32 Add + Relu runs on the CPU, correctly.
+    ints = {k: (v * 10).astype(np.int32) for k, v in feeds.items()}
+    with ws.Worker(ws.load_model(_residual_model(onnx.TensorProto.INT32)), "gpu-compute") as worker:
+        got = worker.run(ints)["out"]
+        assert "residual_add" in worker.stats()["fallback_layers"]
+    expected = np.maximum(np.maximum(ints["x"] + ints["y"], 0) + ints["x"] + ints["y"], 0)
+    np.testing.assert_array_equal(got, expected)

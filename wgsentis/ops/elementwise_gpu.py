@@ -175,8 +175,22 @@ _COMPARE = {
 _LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
 
 
-def binary(rec, a, b, expr: str, out_dtype, name: str = ""):
-    """Record Y = expr(a, b) with broadcasting; returns Y (or NotImplemented past MAX_RANK)."""
+def fused_activation(layer, dtype) -> tuple[str, list[float]] | None:
+    """The WGSL expression and parameters of the activation the passes folded into ``layer``, or None.
+    Raises _NoFusion for a non-float output (activation expressions are float)."""
+    if getattr(layer, "fused_activation", None) is None:
+        return None
+    if dtype != np.float32:
+        raise _NoFusion
+    return activation_expr(*layer.fused_activation)
+
+
+class _NoFusion(Exception):  # noqa: N818 - internal: the layer falls back, the CPU applies the activation
+    pass
+
+
+def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list[float]] | None = None):
+    """Record Y = act(expr(a, b)) with broadcasting; returns Y (or NotImplemented past MAX_RANK)."""
     a = _as_gpu(rec, a, f"{name}:a")
     b = _as_gpu(rec, b, f"{name}:b")
     out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
@@ -186,10 +200,11 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = ""):
     same = a.shape == out_shape and b.shape == out_shape
     rank = max(1, len(out_shape))
     shape = list(out_shape) or [1]
+    act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
     params = [y.size, rank, *_pad6(shape), *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
-              *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same)]
+              *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same), *act_params]
     rec.dispatch("compute/binary.wgsl", [a, b], [y], params, y.size, workgroup=256,
-                 subs={"EXPR": expr, "TA": a.gpu_type, "TB": b.gpu_type, "TY": y.gpu_type})
+                 subs={"EXPR": expr, "ACT": act_expr, "TA": a.gpu_type, "TB": b.gpu_type, "TY": y.gpu_type})
     return y
 
 
@@ -208,7 +223,11 @@ def _register_arith(op: str, exprs: dict[str, str]) -> None:
         gpu = "f32" if da == np.float32 else "i32"
         if gpu not in exprs or (op == "Pow" and db != np.float32):
             return NotImplemented
-        return binary(rec, a, b, exprs[gpu], da, layer.name)
+        try:
+            act = fused_activation(layer, da)
+        except _NoFusion:
+            return NotImplemented
+        return binary(rec, a, b, exprs[gpu], da, layer.name, act)
 
 
 for _op, _exprs in _ARITH.items():
@@ -251,16 +270,23 @@ def _register_variadic(op: str) -> None:
         if dtype not in (np.float32, np.int32, np.int64) or (op == "Mean" and dtype != np.float32):
             return NotImplemented
         gpu = "f32" if dtype == np.float32 else "i32"
+        try:
+            act = fused_activation(layer, dtype)
+        except _NoFusion:
+            return NotImplemented
         expr = {"Sum": "a + b", "Mean": "a + b", "Max": _ARITH["Max"][gpu], "Min": _ARITH["Min"][gpu]}[op]
-        acc = _as_gpu(rec, inputs[0], f"{layer.name}:0")
+        # (operand, expression) steps folding the inputs left to right; the fused activation rides on
+        # the last one.
+        steps = [(_as_gpu(rec, x, f"{layer.name}:{k}"), expr) for k, x in enumerate(inputs[1:], 1)]
         if len(inputs) == 1:
-            acc = binary(rec, acc, np.zeros((), dtype), "a + b", dtype, layer.name)
-        for k, x in enumerate(inputs[1:], 1):
-            acc = binary(rec, acc, _as_gpu(rec, x, f"{layer.name}:{k}"), expr, dtype, layer.name)
+            steps = [(np.zeros((), dtype), "a + b")]
+        if op == "Mean":
+            steps.append((np.asarray(1.0 / len(inputs), np.float32), "a * b"))
+        acc = _as_gpu(rec, inputs[0], f"{layer.name}:0")
+        for k, (operand, step_expr) in enumerate(steps):
+            acc = binary(rec, acc, operand, step_expr, dtype, layer.name, act if k == len(steps) - 1 else None)
             if acc is NotImplemented:
                 return NotImplemented
-        if op == "Mean":
-            acc = binary(rec, acc, np.asarray(1.0 / len(inputs), np.float32), "a * b", dtype, layer.name)
         return acc
 
 

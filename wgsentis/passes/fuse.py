@@ -11,7 +11,9 @@ FUSABLE_ACTIVATIONS = frozenset({
     "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
     "Softplus", "Gelu", "Mish",
 })
-_ACTIVATION_HOSTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+# Layers whose kernels (CPU and GPU) apply a fused activation to their output: the products, and the
+# residual Add/Sum (ResNet's Add + Relu).
+_ACTIVATION_HOSTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sum"})
 
 
 def _single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
@@ -61,7 +63,7 @@ class FuseConvBatchNorm:
 
 
 class FuseActivation:
-    """Conv/ConvTranspose/Gemm/MatMul followed by an elementwise activation becomes one layer."""
+    """Conv/ConvTranspose/Gemm/MatMul/Add/Sum followed by an elementwise activation becomes one layer."""
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
         outputs = {o.name for o in graph.outputs}

@@ -1,5 +1,7 @@
-// out[i] = {{EXPR}} of `a` and `b`, with numpy broadcasting through zero strides.
-// Params: 0 n, 1 rank, 2..7 out shape, 8..13 a strides, 14..19 b strides, 20 same-shape flag.
+// out[i] = {{ACT}} of v = {{EXPR}} of `a` and `b`, with numpy broadcasting through zero strides;
+// {{ACT}} is a fused activation of `v` (just `v` when there is none), e.g. a residual Add + Relu.
+// Params: 0 n, 1 rank, 2..7 out shape, 8..13 a strides, 14..19 b strides, 20 same-shape flag,
+//         21..23 the activation's alpha, beta, gamma.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
@@ -30,5 +32,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let a = A[ia];
     let b = B[ib];
-    Y[i] = {{EXPR}};
+    let v = {{EXPR}};
+    let alpha = pf(21u);
+    let beta = pf(22u);
+    let gamma = pf(23u);
+    Y[i] = {{ACT}};
 }
