@@ -109,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from wgsentis.ops.registry import flops_of
+    from wgsentis.ops.registry import flops_of, lookup_gpu
     from wgsentis.shapes import layer_shapes
 
     model = _load(args.model)
@@ -130,13 +130,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         total_params += params
         op = layer.op_type + (f"+{layer.fused_activation[0]}" if layer.fused_activation else "")
         out_shape = shapes.get(layer.outputs[0]) if layer.outputs else None
-        rows.append((layer.name, op, str(list(out_shape)) if out_shape is not None else "?", params, flops))
+        gpu = "yes" if lookup_gpu(layer.op_type, layer.domain, layer.opset) is not None else "-"
+        rows.append((layer.name, op, str(list(out_shape)) if out_shape is not None else "?", params, flops, gpu))
     w = max([len(r[0]) for r in rows] + [5])
-    print(f"\n{'layer':<{w}}  {'op':<22} {'output shape':<22} {'params':>10} {'FLOPs':>14}")
-    for name, op, shape, params, flops in rows:
-        print(f"{name:<{w}}  {op:<22} {shape:<22} {params:>10,} {flops:>14,}")
+    print(f"\n{'layer':<{w}}  {'op':<22} {'output shape':<22} {'params':>10} {'FLOPs':>14}  gpu program")
+    for name, op, shape, params, flops, gpu in rows:
+        print(f"{name:<{w}}  {op:<22} {shape:<22} {params:>10,} {flops:>14,}  {gpu}")
     print(f"\n{len(rows)} layers, {total_params:,} parameters, {total_flops:,} FLOPs "
-          "(a multiply-add counts 2; shapes from one CPU run on sample inputs)")
+          "(a multiply-add counts 2; shapes from one CPU run on sample inputs). 'gpu program': whether "
+          "gpu-compute has a program for the op (it may still fall back for a dtype or attribute it lacks)")
     return 0
 
 

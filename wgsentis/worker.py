@@ -250,7 +250,3 @@ class Worker:
 def _fmt(shape: tuple[Any, ...]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
-
-def as_array(value: Any) -> np.ndarray:
-    """Convert a Tensor or array-like to a numpy array."""
-    return value.download_to_array() if isinstance(value, Tensor) else np.asarray(value)

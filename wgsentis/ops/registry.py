@@ -148,7 +148,3 @@ def lookup_gpu(op_type: str, domain: str, opset: int) -> GPUImpl | None:
     eligible = [v for v in versions if v <= opset]
     return versions[max(eligible)] if eligible else None
 
-
-def supported_gpu_ops() -> dict[tuple[str, str], list[int]]:
-    """Every (domain, op_type) with a GPU builder, with its ``since`` versions."""
-    return {key: sorted(v) for key, v in _GPU_REGISTRY.items()}
