@@ -66,6 +66,13 @@ def if_(ctx, cond, *, then_branch=None, else_branch=None):
 # -- Loop -------------------------------------------------------------------------------------
 
 
+# A Loop with no trip count (or INT64_MAX, exporters' "infinite") runs until its condition turns false:
+# past this many iterations it is taken for a model whose condition never does, and stopped with an
+# error rather than left to hang. A finite trip count the model gives is trusted as it is.
+MAX_UNBOUNDED_LOOP_ITERATIONS = 1_000_000
+_UNBOUNDED_TRIP_COUNT = 2**62
+
+
 @register("Loop", 1)
 def loop(ctx, M=None, cond=None, *v_initial, body=None):
     """Generic loop: trip count and/or condition; loop-carried values, then stacked scan outputs.
@@ -85,7 +92,12 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
     carried = list(v_initial)
     scans: list[list] = [[] for _ in range(n_scan)]
     iteration = 0
+    unbounded = trip_count is None or trip_count >= _UNBOUNDED_TRIP_COUNT
     while keep_going and (trip_count is None or iteration < trip_count):
+        if unbounded and iteration >= MAX_UNBOUNDED_LOOP_ITERATIONS:
+            raise ValueError(
+                f"Loop ran {iteration} iterations with no trip count (or an 'infinite' one) and its condition "
+                "never turned false; stopping instead of hanging (a model bug?)")
         outputs = ctx.run_graph(body, [np.array(iteration, dtype=iter_dtype),
                                        np.array(keep_going, dtype=np.bool_), *carried])
         keep_going = _truth(outputs[0], "Loop body condition output")
