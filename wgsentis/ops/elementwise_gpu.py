@@ -85,9 +85,22 @@ def unary(rec, x, expr: str, params: list[float], out_dtype=None, in_type: str |
         return NotImplemented
     x = _as_gpu(rec, x)
     y = rec.alloc(x.shape, out_dtype or x.dtype)
+    if _vec4_ok(x, y) and in_type is None:
+        # Four elements per invocation: lavapipe loads a vec4 at once where it scalarises f32 loads
+        # (10 Relus over 800k floats: 24 -> 13 ms).
+        rec.dispatch("compute/unary4.wgsl", [x], [y], [x.size // 4, *params], x.size // 4,
+                     subs={"EXPR": expr}, workgroup=256)
+        return y
     rec.dispatch("compute/unary.wgsl", [x], [y], [x.size, *params], x.size,
                  subs={"EXPR": expr, "TX": in_type or x.gpu_type, "TY": y.gpu_type}, workgroup=256)
     return y
+
+
+def _vec4_ok(*tensors: Any) -> bool:
+    """Whether float32 tensors of one size can be processed four elements at a time."""
+    first = tensors[0]
+    return (first.size > 0 and first.size % 4 == 0
+            and all(t.dtype == np.float32 and t.size == first.size for t in tensors))
 
 
 def _float_in(x: Any) -> bool:
@@ -201,6 +214,10 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     rank = max(1, len(out_shape))
     shape = list(out_shape) or [1]
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
+    if same and _vec4_ok(a, b, y):  # four elements per invocation (see unary)
+        rec.dispatch("compute/binary4.wgsl", [a, b], [y], [y.size // 4, *act_params], y.size // 4,
+                     workgroup=256, subs={"EXPR": expr, "ACT": act_expr})
+        return y
     params = [y.size, rank, *_pad6(shape), *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
               *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same), *act_params]
     rec.dispatch("compute/binary.wgsl", [a, b], [y], params, y.size, workgroup=256,
