@@ -208,3 +208,41 @@ def test_constant_matrix_as_texture_reads_back():
     np.testing.assert_array_equal(program._download([out], encoder, "test")[0], matrix)
     too_big = np.zeros((ctx.limits["max-texture-dimension-2d"] + 1, 4), np.float32)
     assert rec.texture(too_big, "big") is None
+
+
+@requires_gpu
+def test_plan_rerecorded_when_a_host_read_input_value_changes():
+    model = make_model([helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+                        helper.make_node("Relu", ["r"], ["y"], name="relu")],
+                       [("x", F, [12]), ("shape", I64, [2])], [("y", F, None)])
+    x = np.arange(-6, 6, dtype=np.float32)
+    with ws.Worker(ws.load_model(model), "gpu-compute") as worker:
+        for shape in ([3, 4], [3, 4], [2, 6], [4, 3]):
+            out = worker.run({"x": x, "shape": np.array(shape, np.int64)})["y"]
+            assert out.shape == tuple(shape)
+            np.testing.assert_array_equal(out, np.maximum(x, 0).reshape(shape))
+            assert worker.stats()["fallback_layers"] == []
+
+
+@requires_gpu
+@pytest.mark.parametrize("inside", [True, False])
+def test_profiled_replay_times_every_gpu_layer(inside, monkeypatch):
+    # lavapipe writes timestamps inside passes; the other scheme (a timestamped pass per layer) is forced
+    # here by pretending the adapter lacks that feature.
+    if not inside:
+        monkeypatch.setattr(gc, "_INSIDE_STAMPS", frozenset({"no-such-feature"}))
+    nodes = [helper.make_node("Sin", ["t0"], ["t1"], name="sin"),
+             helper.make_node("Concat", ["t1", "t0"], ["t2"], name="concat", axis=0),  # a buffer copy
+             helper.make_node("Relu", ["t2"], ["t3"], name="relu")]
+    model = ws.load_model(make_model(nodes, [("t0", F, [4096])], [("t3", F, [8192])]))
+    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    with ws.Worker(model, "gpu-compute") as worker:
+        worker.run({"t0": x})
+        program = worker._program
+        program.profile_layers = True
+        out = worker.run({"t0": x})["t3"]
+        times = program.last_layer_gpu_ns
+    np.testing.assert_allclose(out, np.maximum(np.concatenate([np.sin(x), x]), 0), rtol=1e-6, atol=1e-7)
+    assert times[0] > 0 and times[2] > 0  # sin and relu, timed on the GPU
+    if inside:
+        assert times[1] > 0  # the copy, timed on the encoder between the passes
