@@ -246,3 +246,33 @@ def test_profiled_replay_times_every_gpu_layer(inside, monkeypatch):
     assert times[0] > 0 and times[2] > 0  # sin and relu, timed on the GPU
     if inside:
         assert times[1] > 0  # the copy, timed on the encoder between the passes
+
+
+def test_wgsl_includes_expand_once_and_cycles_are_named():
+    from importlib import resources
+
+    from wgsentis.backends import device
+
+    folder = resources.files("wgsentis") / "wgsl" / "compute"
+    files = {
+        "_t_top.wgsl": '#include "compute/_t_a.wgsl"\n#include "compute/_t_b.wgsl"\nTOP\n',
+        "_t_a.wgsl": '#include "compute/_t_shared.wgsl"\nA\n',
+        "_t_b.wgsl": '#include "compute/_t_shared.wgsl"\nB\n',
+        "_t_shared.wgsl": "SHARED\n",
+        "_t_loop1.wgsl": '#include "compute/_t_loop2.wgsl"\n',
+        "_t_loop2.wgsl": '#include "compute/_t_loop1.wgsl"\n',
+    }
+    try:
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        text = device.wgsl_source("compute/_t_top.wgsl")
+        assert text.count("SHARED") == 1 and text.index("SHARED") < text.index("A") < text.index("B")
+        with pytest.raises(DeviceError, match=r"include cycle: compute/_t_loop1.wgsl -> compute/_t_loop2.wgsl "
+                                              r"-> compute/_t_loop1.wgsl"):
+            device.wgsl_source("compute/_t_loop1.wgsl")
+        with pytest.raises(DeviceError, match="missing from the package"):
+            device.wgsl_source("compute/_t_absent.wgsl")
+    finally:
+        for name in files:
+            (folder / name).unlink(missing_ok=True)
+        device._source_cache.clear()

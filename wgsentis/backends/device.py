@@ -201,7 +201,7 @@ def wgsl_source(path: str, substitutions: dict[str, str] | None = None) -> str:
     key = path
     text = _source_cache.get(key)
     if text is None:
-        text = _read_wgsl(path, set())
+        text = _read_wgsl(path)
         _source_cache[key] = text
     for name, value in (substitutions or {}).items():
         text = text.replace("{{" + name + "}}", value)
@@ -211,13 +211,19 @@ def wgsl_source(path: str, substitutions: dict[str, str] | None = None) -> str:
     return text
 
 
-def _read_wgsl(path: str, seen: set[str]) -> str:
-    if path in seen:
-        raise DeviceError(f"shader include cycle at '{path}'")
-    seen.add(path)
+def _read_wgsl(path: str, stack: tuple[str, ...] = (), included: set[str] | None = None) -> str:
+    """A shader's text with its includes expanded, each file at most once (a second include of a file
+    already in, e.g. common/math.wgsl through two helpers, expands to nothing: WGSL forbids
+    redefinitions). A file including itself through its own includes is a cycle."""
+    included = set() if included is None else included
+    if path in stack:
+        raise DeviceError(f"shader include cycle: {' -> '.join((*stack, path))}")
+    if path in included:
+        return ""
+    included.add(path)
     node = resources.files("wgsentis") / "wgsl" / path
     try:
         text = node.read_text()
     except FileNotFoundError:
         raise DeviceError(f"shader source 'wgsl/{path}' is missing from the package") from None
-    return _INCLUDE.sub(lambda m: _read_wgsl(m.group(1), seen), text)
+    return _INCLUDE.sub(lambda m: _read_wgsl(m.group(1), (*stack, path), included), text)
