@@ -3,11 +3,12 @@ dims) and Gemm (alpha, beta, transA, transB, C broadcast), both with a fused act
 
 Everything runs through one register-tiled kernel (``wgsl/compute/matmul_body.wgsl``, 8x16 outputs
 per invocation, included by ``matmul.wgsl`` with both operands in storage buffers). On lavapipe a
-storage-buffer load costs far more than a multiply-add, so operands are read as vec4 whenever their rows are contiguous and 16-byte aligned; constants are repacked on the
-host (transposed to (K, N), columns padded to a multiple of 4) so that they always are, and are
-read through an rgba32float texture where one fits (``matmul_ta.wgsl`` / ``matmul_tb.wgsl``: the
-same body with A or B bound as a texture), which lavapipe fetches far faster. The conv
-family reuses :func:`gemm` for its 1x1 and im2col paths.
+storage-buffer load costs far more than a multiply-add, so operands are read as vec4 whenever their
+rows are contiguous and 16-byte aligned; constants are repacked on the host (transposed to (K, N),
+columns padded to a multiple of 4) so that they always are, and are read through an rgba32float
+texture where one fits (``matmul_ta.wgsl`` / ``matmul_tb.wgsl``: the same body with A or B bound as
+a texture), which lavapipe fetches far faster. The conv family reuses :func:`gemm` for its 1x1 and
+im2col paths.
 """
 
 from __future__ import annotations
