@@ -3,6 +3,7 @@ Conv/Gemm/MatMul), broadcasting binary ops, comparisons, logic, variadic Sum/Max
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -188,6 +189,15 @@ _COMPARE = {
 _LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
 
 
+def broadcast_params(a, b, out_shape: tuple[int, ...]) -> list[int]:
+    """Parameters 0..20 of a two-operand broadcasting program (the layout wgsl/common/broadcast.wgsl
+    reads): element count, rank, output shape, A and B strides, and whether no broadcasting happens."""
+    same = a.shape == out_shape and b.shape == out_shape
+    return [math.prod(out_shape), max(1, len(out_shape)), *_pad6(list(out_shape) or [1]),
+            *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
+            *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same)]
+
+
 def fused_activation(layer, dtype) -> tuple[str, list[float]] | None:
     """The WGSL expression and parameters of the activation the passes folded into ``layer``, or None.
     Raises _NoFusion for a non-float output (activation expressions are float)."""
@@ -210,16 +220,12 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     y = rec.alloc(out_shape, out_dtype)
-    same = a.shape == out_shape and b.shape == out_shape
-    rank = max(1, len(out_shape))
-    shape = list(out_shape) or [1]
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
-    if same and _vec4_ok(a, b, y):  # four elements per invocation (see unary)
+    if a.shape == out_shape and b.shape == out_shape and _vec4_ok(a, b, y):  # four elements per invocation (see unary)
         rec.dispatch("compute/binary4.wgsl", [a, b], [y], [y.size // 4, *act_params], y.size // 4,
                      workgroup=256, subs={"EXPR": expr, "ACT": act_expr})
         return y
-    params = [y.size, rank, *_pad6(shape), *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
-              *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same), *act_params]
+    params = [*broadcast_params(a, b, out_shape), *act_params]
     rec.dispatch("compute/binary.wgsl", [a, b], [y], params, y.size, workgroup=256,
                  subs={"EXPR": expr, "ACT": act_expr, "TA": a.gpu_type, "TB": b.gpu_type, "TY": y.gpu_type})
     return y

@@ -22,7 +22,7 @@ from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import image as _image
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.cast import _onnx_type
-from wgsentis.ops.elementwise_gpu import binary, broadcast_strides, unary
+from wgsentis.ops.elementwise_gpu import binary, broadcast_params, unary
 from wgsentis.ops.registry import lookup_gpu, register_gpu
 
 MAX_RANK = 6
@@ -987,10 +987,7 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     y = rec.alloc(out_shape, np.float32)
-    same = a.shape == out_shape and b.shape == out_shape
-    params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1]),
-              *_pad6(broadcast_strides(a.shape, out_shape) or [0]),
-              *_pad6(broadcast_strides(b.shape, out_shape) or [0]), int(same)]
+    params = broadcast_params(a, b, out_shape)
     rec.dispatch("compute/mod_float.wgsl", [a, b], [y], params, y.size, workgroup=256,
                  constants={"FMOD": int(bool(fmod))})
     return y

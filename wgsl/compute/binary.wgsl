@@ -4,6 +4,7 @@
 //         21..23 the activation's alpha, beta, gamma.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
+#include "common/broadcast.wgsl"
 
 @group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
@@ -14,24 +15,9 @@
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    var ia = i;
-    var ib = i;
-    if (pu(20u) == 0u) {
-        let rank = pu(1u);
-        var rem = i;
-        ia = 0u;
-        ib = 0u;
-        for (var d = 0u; d < rank; d++) {
-            let axis = rank - 1u - d;
-            let dim = pu(2u + axis);
-            let idx = rem % dim;
-            rem = rem / dim;
-            ia += idx * pu(8u + axis);
-            ib += idx * pu(14u + axis);
-        }
-    }
-    let a = A[ia];
-    let b = B[ib];
+    let o = broadcast_offsets(i);
+    let a = A[o.x];
+    let b = B[o.y];
     let v = {{EXPR}};
     let alpha = pf(21u);
     let beta = pf(22u);

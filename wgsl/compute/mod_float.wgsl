@@ -3,6 +3,7 @@
 // precision for large quotients and gives NaN for an infinite divisor.
 // Params: as binary.wgsl (0 n, 1 rank, 2..7 out shape, 8..13 a strides, 14..19 b strides, 20 same-shape).
 #include "common/params.wgsl"
+#include "common/broadcast.wgsl"
 
 override FMOD: u32 = 1u;
 
@@ -37,24 +38,9 @@ fn fmod_exact(a: f32, b: f32) -> f32 {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    var ia = i;
-    var ib = i;
-    if (pu(20u) == 0u) {
-        let rank = pu(1u);
-        var rem = i;
-        ia = 0u;
-        ib = 0u;
-        for (var d = 0u; d < rank; d++) {
-            let axis = rank - 1u - d;
-            let dim = pu(2u + axis);
-            let idx = rem % dim;
-            rem = rem / dim;
-            ia += idx * pu(8u + axis);
-            ib += idx * pu(14u + axis);
-        }
-    }
-    let b = B[ib];
-    var r = fmod_exact(A[ia], b);
+    let o = broadcast_offsets(i);
+    let b = B[o.y];
+    var r = fmod_exact(A[o.x], b);
     if (FMOD == 0u && !is_nan(r)) {
         // numpy: a non-zero remainder takes the divisor's sign; zero becomes +-0 like the divisor.
         if (r == 0.0) {
