@@ -254,19 +254,26 @@ def capture(path: str | os.PathLike[str], *, overwrite: bool = False,
     the capture's comments; ``tools/rdc_report.py`` reads the expected layer list from there.
     Raises RenderDocError on a bad path, a second capture at once, or when RenderDoc made no capture.
     """
-    global _active
     target = check_path(path, overwrite)
+    with _one_capture_at_a_time(target):
+        rd = enable()
+        device.get_context()  # the Vulkan device must exist for StartFrameCapture(NULL, NULL) to find it
+        target.parent.mkdir(parents=True, exist_ok=True)
+        result = Capture(target, dict(notes or {}))
+        yield from _capture_into(rd, target, overwrite, result)
+
+
+@contextlib.contextmanager
+def _one_capture_at_a_time(target: Path) -> Iterator[None]:
+    """Hold the process-wide capture slot for ``target``; RenderDocError when another capture has it."""
+    global _active
     with _lock:
         if _active is not None:
             raise RenderDocError(f"cannot capture to '{target}': a capture to '{_active}' is already in progress "
                                  "(one at a time)")
         _active = str(target)
     try:
-        rd = enable()
-        device.get_context()  # the Vulkan device must exist for StartFrameCapture(NULL, NULL) to find it
-        target.parent.mkdir(parents=True, exist_ok=True)
-        result = Capture(target, dict(notes or {}))
-        yield from _capture_into(rd, target, overwrite, result)
+        yield
     finally:
         with _lock:
             _active = None
@@ -325,14 +332,8 @@ def frame_capture(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
     """RenderDoc's ordinary, present-delimited frame capture for windowed programs (``wgsentis view``):
     inside the block call ``api().trigger()`` before a frame; on exit the captured frame is moved to
     ``path`` (mode 0600). Raises RenderDocError when no frame was captured."""
-    global _active
     target = check_path(path, overwrite)
-    with _lock:
-        if _active is not None:
-            raise RenderDocError(f"cannot capture to '{target}': a capture to '{_active}' is already in progress "
-                                 "(one at a time)")
-        _active = str(target)
-    try:
+    with _one_capture_at_a_time(target):
         rd = enable()
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".rdc-", dir=target.parent))
@@ -351,6 +352,3 @@ def frame_capture(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
         finally:
             rd.set_template(previous)
             shutil.rmtree(staging, ignore_errors=True)
-    finally:
-        with _lock:
-            _active = None
