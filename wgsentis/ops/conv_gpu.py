@@ -40,19 +40,29 @@ def _as_2d(x_shape, w_shape, strides, dilations, pads, nd):
             [0, pads[0], 0, pads[1]])
 
 
+def _float_weights(X, W, B) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The host weight and bias of a float32 1-D/2-D (transposed) convolution, or None where the GPU
+    programs do not apply (other dtypes or ranks, weights only on the device)."""
+    w = host_value(W)
+    b = None if B is None else host_value(B)
+    if getattr(X, "dtype", None) != np.float32 or w is None or w.dtype != np.float32:
+        return None
+    if B is not None and (b is None or b.dtype != np.float32):
+        return None
+    if X.ndim - 2 not in (1, 2) or w.ndim != X.ndim:
+        return None
+    return w, b
+
+
 @register_gpu("Conv", 1, host_inputs=(1, 2))
 def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
          pads=None, strides=None, **attrs):
     """Conv on the GPU; returns NotImplemented for 3-D and above, or device-only weights."""
-    w = host_value(W)
-    b = None if B is None else host_value(B)
-    if getattr(X, "dtype", None) != np.float32 or w is None or w.dtype != np.float32:
+    weights = _float_weights(X, W, B)
+    if weights is None:
         return NotImplemented
-    if B is not None and (b is None or b.dtype != np.float32):
-        return NotImplemented
+    w, b = weights
     nd = X.ndim - 2
-    if nd not in (1, 2) or w.ndim != X.ndim:
-        return NotImplemented
     if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
         return NotImplemented
     group = int(group)
@@ -190,15 +200,11 @@ def _group_rows(w_mat: np.ndarray, g: int) -> np.ndarray:
 def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
     """ConvTranspose (1-D/2-D) as a direct gather kernel."""
-    w = host_value(W)
-    b = None if B is None else host_value(B)
-    if getattr(X, "dtype", None) != np.float32 or w is None or w.dtype != np.float32:
+    weights = _float_weights(X, W, B)
+    if weights is None:
         return NotImplemented
-    if B is not None and (b is None or b.dtype != np.float32):
-        return NotImplemented
+    w, b = weights
     nd = X.ndim - 2
-    if nd not in (1, 2) or w.ndim != X.ndim:
-        return NotImplemented
     group = int(group)
     n, c = X.shape[:2]
     if c % group or w.shape[0] != c:
