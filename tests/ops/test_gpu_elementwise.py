@@ -7,23 +7,9 @@ import numpy as np
 import pytest
 from gpu_check import compare, node_model, requires_gpu
 
-from wgsentis.backends import gpu_compute
 
 pytestmark = requires_gpu
 
-
-@pytest.fixture
-def shaders(monkeypatch):
-    """The shader files dispatched while the fixture is active."""
-    seen: list[str] = []
-    original = gpu_compute.Recorder.dispatch
-
-    def spy(self, shader, *args, **kwargs):
-        seen.append(shader)
-        return original(self, shader, *args, **kwargs)
-
-    monkeypatch.setattr(gpu_compute.Recorder, "dispatch", spy)
-    return seen
 
 
 @pytest.mark.parametrize("size,vec4", [(4096, True), (4097, False), (6, False), (4, True)])

@@ -44,21 +44,6 @@ def test_matmul_constant_b_with_relu():
     gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture
-def shaders(monkeypatch):
-    """The shader of every dispatch recorded while the test runs."""
-    from wgsentis.backends import gpu_compute
-
-    seen: list[str] = []
-    dispatch = gpu_compute.Recorder.dispatch
-
-    def spy(self, shader, *args, **kwargs):
-        seen.append(shader)
-        return dispatch(self, shader, *args, **kwargs)
-
-    monkeypatch.setattr(gpu_compute.Recorder, "dispatch", spy)
-    return seen
-
 
 @pytest.mark.parametrize("a_shape,b_shape,const,shader", [
     ((5, 7), (7, 9), "b", "matmul_tb"),  # unaligned rows: the texture pads them
