@@ -1,7 +1,8 @@
 """Generate the register-tiled matmul kernel (8x16 outputs per invocation): its body
 wgsl/compute/matmul_body.wgsl, written once, and the three shaders that bind its operands and include
 it: matmul.wgsl (A and B in storage buffers), matmul_ta.wgsl / matmul_tb.wgsl (the constant A or B as
-a texture).
+a texture), matmul_tab.wgsl (both as textures: constant weights and an operand a GPU program wrote to a
+storage texture, as the Winograd convolution does).
 
 The kernel is written out unrolled because lavapipe keeps unrolled scalars in registers (the same
 loops over arrays ran 4x slower); this script is the source of truth for that repetition.
@@ -28,6 +29,8 @@ BINDINGS = {
     "matmul_tb.wgsl": ["var<storage, read> A: array<{{TA}}>", "var<storage, read> BIAS: array<f32>",
                        "var<storage, read_write> Y: array<f32>", "var<uniform> params: Params",
                        "var B: texture_2d<f32>"],
+    "matmul_tab.wgsl": ["var<storage, read> BIAS: array<f32>", "var<storage, read_write> Y: array<f32>",
+                        "var<uniform> params: Params", "var A: texture_2d<f32>", "var B: texture_2d<f32>"],
 }
 
 HEADER = """\

@@ -179,9 +179,9 @@ class Worker:
             "weight_upload_bytes": program.constant_bytes,
             "transfers": [{"kind": t.kind, "tensor": t.name, "bytes": t.nbytes, "layer": t.layer,
                            "ms": round(t.seconds * 1e3, 3)} for t in transfers],
-            "peak_device_bytes": (plan.pool_bytes if plan else 0) + program.constant_bytes
-            + program.arena.total_bytes,
-            "intermediate_bytes": plan.pool_bytes if plan else 0,
+            "peak_device_bytes": (plan.pool_bytes if plan else 0) + program.scratch_texture_bytes
+            + program.constant_bytes + program.arena.total_bytes,
+            "intermediate_bytes": (plan.pool_bytes if plan else 0) + program.scratch_texture_bytes,
             "intermediate_lower_bound_bytes": plan.peak_live_bytes if plan else 0,
             "weight_bytes": program.constant_bytes,
             "pipelines": program.ctx.cached_pipelines,

@@ -112,7 +112,41 @@ def test_conv(x_shape, w_shape, attrs, shaders):
     gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
                       rtol=1e-4, atol=1e-4)
     depthwise = attrs.get("group", 1) == x_shape[1]
-    assert ("compute/depthwise.wgsl" if depthwise else "compute/matmul_ta.wgsl") in shaders  # weights: texture
+    # Weights are read through a texture (matmul_ta, or matmul_tab for Winograd's two texture operands).
+    assert ("compute/depthwise.wgsl" in shaders) if depthwise else any("matmul_ta" in s for s in shaders)
+
+
+WINOGRAD_CASES = [
+    ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 10, 7, 9), (13, 10, 3, 3), {"pads": [1, 1, 1, 1]}),  # odd output: partial tiles; Cp > C; 2 images
+    ((1, 8, 9, 6), (5, 8, 3, 3), {"pads": [0, 2, 1, 0]}),  # asymmetric pads, odd output height
+    ((1, 12, 11, 11), (8, 12, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    ((1, 8, 3, 3), (4, 8, 3, 3), {}),  # one output pixel
+    ((3, 9, 14, 5), (7, 9, 3, 3), {"pads": [1, 1, 1, 1]}),  # tiles across images not a multiple of 4
+]
+
+
+@pytest.mark.parametrize("textures", [True, False])
+@pytest.mark.parametrize("x_shape,w_shape,attrs", WINOGRAD_CASES)
+def test_conv_winograd(x_shape, w_shape, attrs, textures, monkeypatch, shaders):
+    from wgsentis.ops import matmul_gpu
+
+    monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", textures)
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
+    gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
+                      rtol=1e-4, atol=1e-4)
+    assert "compute/winograd_in.wgsl" in shaders and "compute/winograd_out.wgsl" in shaders
+    assert ("compute/matmul_tab.wgsl" in shaders) == textures
+
+
+def test_conv_winograd_fused_relu_no_bias(shaders):
+    feeds = {"x": _rand(1, 8, 10, 10)}
+    model = gpu_check.node_model("Conv", feeds, constants={"w": _rand(16, 8, 3, 3, scale=0.3)}, pads=[1, 1, 1, 1])
+    model.graph.node[0].output[0] = "t"
+    model.graph.node.append(helper.make_node("Relu", ["t"], ["y0"]))
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+    assert "compute/winograd_out.wgsl" in shaders
 
 
 def test_conv_no_bias_fused_clip():

@@ -285,6 +285,11 @@ class Recorder:
         """A host array as a device tensor (constants are uploaded once per worker and kept)."""
         return self.program.upload_constant(value, name)
 
+    def scratch_texture(self, rows: int, cols: int, name: str = "") -> GTexture | None:
+        """A (rows, cols) rgba32float texture for an operand computed on the GPU (see
+        ``GPUProgram.scratch_texture``); None when it exceeds the device limits."""
+        return self.program.scratch_texture(rows, cols, name)
+
     def texture(self, value: np.ndarray, name: str = "") -> GTexture | None:
         """A constant (rows, cols) float32 matrix as an rgba32float texture (uploaded once per worker and
         kept); None when it exceeds the device's texture size limit."""
@@ -455,6 +460,8 @@ class GPUProgram:
         self.arena = UniformArena(self.ctx)
         self.constants: dict[Any, Any] = {}  # id(host array) -> uploaded tensor (or ("texture", id) -> GTexture)
         self.constant_bytes = 0
+        self.scratch_textures: dict[tuple[int, int], GTexture] = {}  # (rows, texels per row) -> texture
+        self.scratch_texture_bytes = 0
         self.plans: dict[tuple, Plan] = {}
         self.transfers: list[Transfer] = []  # this run's
         self.weight_transfers: list[Transfer] = []  # constants, uploaded once per worker
@@ -476,6 +483,7 @@ class GPUProgram:
         """Drop plans and buffers (the device itself is shared by the process)."""
         self.plans.clear()
         self.constants.clear()
+        self.scratch_textures.clear()
         self.last_plan = None
 
     # -- analysis done once ---------------------------------------------------------------------------
@@ -576,6 +584,26 @@ class GPUProgram:
         self.constants[key] = tex  # keyed by id: the caller keeps ``value`` alive (repacked weights)
         self.constant_bytes += data.nbytes
         self.weight_transfers.append(Transfer("upload", name or "texture", data.nbytes))
+        return tex
+
+    def scratch_texture(self, rows: int, cols: int, name: str) -> GTexture | None:
+        """An rgba32float texture that programs write as storage and read as a sampled operand within
+        one layer (a matmul operand produced on the GPU). Shared by every layer asking for the same
+        size: a layer consumes it before the next one writes it, and dispatches are ordered. None
+        when it exceeds the device's texture size limit."""
+        width = max(1, (cols + 3) // 4)
+        limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
+        if rows > limit or width > limit or rows == 0:
+            return None
+        hit = self.scratch_textures.get((rows, width))
+        if hit is not None:
+            return hit
+        usage = self.ctx.wgpu.TextureUsage
+        texture = self.ctx.device.create_texture(size=(width, rows, 1), format="rgba32float",
+                                                 usage=usage.TEXTURE_BINDING | usage.STORAGE_BINDING, label=name)
+        tex = GTexture(texture, (rows, cols), name)
+        self.scratch_textures[(rows, width)] = tex
+        self.scratch_texture_bytes += rows * width * 16
         return tex
 
     # -- running ----------------------------------------------------------------------------------------

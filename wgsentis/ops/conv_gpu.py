@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+from wgsentis.ops import matmul_gpu
 from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, const_operand, fused, gemm, host_value, repacked
 from wgsentis.ops.registry import register_gpu
 
@@ -102,6 +103,8 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
              batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
         return y
+    if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act):
+        return y
     if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act):
         return y
     pp = _pad4(p)
@@ -122,6 +125,70 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         gemm(rec, a_op, Operand(cols, pp, 1, [per_image]), y3, mg, p, kp, y_row=p, y_col0=g * mg * p,
              y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act)
     return y
+
+
+# F(2x2, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks").
+_WINO_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+_V_BUFFER_DECL = "@group(0) @binding(1) var<storage, read_write> V: array<vec4<f32>>;\n" + \
+    "@group(0) @binding(2) var<uniform> params: Params;"
+_V_BUFFER_STORE = "V[row * (pu(10u) / 4u) + t4] = value;"
+_V_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
+    "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
+_V_TEXTURE_STORE = "textureStore(V, vec2<i32>(i32(t4), i32(row)), value);"
+WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the products they save
+
+
+def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act) -> bool:
+    """Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions: 2.25x fewer multiply-adds than direct.
+
+    Input tiles are transformed into V (16, Cp, T) (winograd_in.wgsl), multiplied by the transformed
+    weights U (16, C_out, Cp) in 16 batched products (the register-tiled matmul, U read through a
+    texture), and the (16, C_out, T) results folded back into 2x2 outputs with bias and activation
+    (winograd_out.wgsl). Returns False when it does not apply."""
+    n, c = X.shape[:2]
+    m = w.shape[0]
+    if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
+        return False
+    oh, ow = outs
+    th, tw = -(-oh // 2), -(-ow // 2)
+    tiles = n * th * tw
+    tp = _pad4(tiles)
+    cp = _pad4(c)
+    if 4 * 16 * max(cp, m) * tp > rec.ctx.max_binding:
+        return False
+    u = repacked(("winograd",), w, lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
+    h, wd = X.shape[2:]
+    params = [cp * tp // 4, tiles, tw, th, c, h, wd, pd[0], pd[1], cp, tp]
+    # V as a storage texture where it fits (lavapipe fetches textures far faster than buffers).
+    v_tex = rec.scratch_texture(16 * cp, tp, "winograd V") if matmul_gpu.USE_TEXTURES else None
+    if v_tex is not None:
+        rec.dispatch("compute/winograd_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
+                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_TEXTURE_STORE})
+        b_op = Operand(None, tp, 1, [cp * tp])
+        b_op.tex = v_tex
+    else:
+        v = rec.alloc((16, cp, tp), np.float32)
+        rec.dispatch("compute/winograd_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
+                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_BUFFER_STORE})
+        b_op = Operand(v, tp, 1, [cp * tp])
+    prod = rec.alloc((16, m, tp), np.float32)
+    a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
+    gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp],
+         batch_shape=[16], final=False)
+    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
+    rec.dispatch("compute/winograd_out.wgsl", [prod, bias], [y],
+                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None), *act[1]], m * tiles, workgroup=64,
+                 subs={"ACT": act[0]})
+    return True
+
+
+def _winograd_weights(w: np.ndarray, cp: int) -> np.ndarray:
+    """(C_out, C_in, 3, 3) -> U = G g G^T as (16, C_out, Cp), xi = 4 * row + column, zero past C_in."""
+    m, c = w.shape[:2]
+    u = np.einsum("ai,mcij,bj->abmc", _WINO_G, w.astype(np.float64), _WINO_G).reshape(16, m, c)
+    out = np.zeros((16, m, cp), np.float32)
+    out[..., :c] = u
+    return out
 
 
 def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act) -> bool:

@@ -71,7 +71,7 @@ def const_operand(rec, host: np.ndarray, name: str, batch: list[int] | None = No
                   texture: bool = True) -> Operand:
     """A constant float32 operand (..., R, C), its rows read as vec4s: from a texture of the 2-D view
     (R', C) when ``texture`` and one fits the device limits, else from an uploaded buffer.
-    ``batch``: element strides. At most one operand of a dispatch is a texture (matmul_ta/tb.wgsl)."""
+    ``batch``: element strides. Either operand or both may be textures (matmul_ta/tb/tab.wgsl)."""
     cols = host.shape[-1]
     if USE_TEXTURES and texture:
         mat = host if host.ndim == 2 else repacked(("tex2d",), host, lambda: host.reshape(-1, cols))
@@ -155,8 +155,6 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     groups = fold_groups(-(-tiles // WORKGROUP), rec.ctx.max_workgroups)
     if nbatch > rec.ctx.max_workgroups:
         raise ValueError("too many batches")
-    if a.tex is not None and b.tex is not None:
-        raise ValueError("only one matmul operand can be a texture")
     a_mode = "tex" if a.tex is not None else ("vec" if a.vec else "scalar")
     b_mode = "tex" if b.tex is not None else ("vec" if b.vec else "scalar")
     if bias is None:
@@ -165,7 +163,10 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
             "LOAD_A": _LOAD_A[a_mode][0], "LOAD_A1": _LOAD_A[a_mode][1], "LOAD_B": _LOAD_B[b_mode],
             "BVEC": "true" if b.vec or b.tex is not None else "false", "ACT": act[0]}
     grid = (groups[0], groups[1], nbatch)
-    if a.tex is not None:
+    if a.tex is not None and b.tex is not None:
+        rec.dispatch("compute/matmul_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
+                     textures=[a.tex, b.tex])
+    elif a.tex is not None:
         rec.dispatch("compute/matmul_ta.wgsl", [b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
                      textures=[a.tex])
     elif b.tex is not None:

@@ -1,0 +1,73 @@
+// Winograd F(2x2, 3x3) input transform: for every channel and 4x4 input tile d (tiles step by 2,
+// zero outside the image), V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+// V is the B operand of 16 batched matmuls, (16 * Cp) rows of tp columns: row xi * Cp + c, column
+// t = (n * th + ty) * tw + tx, where xi = 4 * row + column of the transformed tile. Each invocation
+// transforms four consecutive tiles and stores one vec4 per xi; channels C..Cp-1 and tiles T..tp-1
+// are zeros. STORE_DECL / STORE pick a storage buffer of vec4 or a write-only storage texture.
+// Params: 0 total (Cp * tp / 4), 1 T (tiles over all images), 2 tw, 3 th, 4 C, 5 H, 6 W, 7 pad top,
+// 8 pad left, 9 Cp, 10 tp.
+#include "common/params.wgsl"
+
+@group(0) @binding(0) var<storage, read> X: array<f32>;
+{{STORE_DECL}}
+
+fn store(row: u32, t4: u32, value: vec4<f32>) { {{STORE}} }
+
+// Four input columns x0..x0+3 of row y, zero where outside the (h, w) image.
+fn row4(base: u32, y: i32, x0: i32, h: i32, w: i32) -> vec4<f32> {
+    if (y < 0 || y >= h) { return vec4<f32>(0.0); }
+    let r = base + u32(y * w);
+    var out = vec4<f32>(0.0);
+    if (x0 >= 0 && x0 < w) { out.x = X[r + u32(x0)]; }
+    if (x0 + 1 >= 0 && x0 + 1 < w) { out.y = X[r + u32(x0 + 1)]; }
+    if (x0 + 2 >= 0 && x0 + 2 < w) { out.z = X[r + u32(x0 + 2)]; }
+    if (x0 + 3 >= 0 && x0 + 3 < w) { out.w = X[r + u32(x0 + 3)]; }
+    return out;
+}
+
+// (a, b, c, d) B: the column transform of one row.
+fn bt(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(v.x - v.z, v.y + v.z, v.z - v.y, v.y - v.w); }
+
+// The transformed tile t of channel c as four rows (columns of the matrix), zero past the edges.
+fn tile(c: u32, t: u32) -> mat4x4<f32> {
+    if (c >= pu(4u) || t >= pu(1u)) { return mat4x4<f32>(); }
+    let tw = pu(2u);
+    let th = pu(3u);
+    let tx = t % tw;
+    let ty = (t / tw) % th;
+    let n = t / (tw * th);
+    let h = pi(5u);
+    let w = pi(6u);
+    let base = (n * pu(4u) + c) * u32(h * w);
+    let y0 = i32(ty * 2u) - pi(7u);
+    let x0 = i32(tx * 2u) - pi(8u);
+    let d0 = row4(base, y0, x0, h, w);
+    let d1 = row4(base, y0 + 1, x0, h, w);
+    let d2 = row4(base, y0 + 2, x0, h, w);
+    let d3 = row4(base, y0 + 3, x0, h, w);
+    return mat4x4<f32>(bt(d0 - d2), bt(d1 + d2), bt(d2 - d1), bt(d1 - d3));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let t4s = pu(10u) / 4u;
+    let t4 = i % t4s;
+    let c = i / t4s;
+    let cp = pu(9u);
+    let q0 = tile(c, 4u * t4);
+    let q1 = tile(c, 4u * t4 + 1u);
+    let q2 = tile(c, 4u * t4 + 2u);
+    let q3 = tile(c, 4u * t4 + 3u);
+    for (var r = 0u; r < 4u; r++) {
+        let a = q0[r];
+        let b = q1[r];
+        let d = q2[r];
+        let e = q3[r];
+        store((4u * r) * cp + c, t4, vec4<f32>(a.x, b.x, d.x, e.x));
+        store((4u * r + 1u) * cp + c, t4, vec4<f32>(a.y, b.y, d.y, e.y));
+        store((4u * r + 2u) * cp + c, t4, vec4<f32>(a.z, b.z, d.z, e.z));
+        store((4u * r + 3u) * cp + c, t4, vec4<f32>(a.w, b.w, d.w, e.w));
+    }
+}

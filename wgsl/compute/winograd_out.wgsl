@@ -1,0 +1,56 @@
+// Winograd F(2x2, 3x3) output transform: for every output channel and tile, the 2x2 outputs
+// A^T Mt A (A^T = [1 1 1 0; 0 1 -1 -1]) of the 16 batched matmul results Mt[(xi * M + m) * tp + t],
+// plus bias and the fused activation; outputs past the (oh, ow) edge are not stored.
+// Params: 0 total (M * T), 1 T, 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 has bias,
+// 9..11 activation alpha/beta/gamma.
+#include "common/params.wgsl"
+#include "common/math.wgsl"
+
+@group(0) @binding(0) var<storage, read> MT: array<f32>;
+@group(0) @binding(1) var<storage, read> BIAS: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<uniform> params: Params;
+
+fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
+
+// One row (four xi) of the transformed tile.
+fn row(o: u32, s: u32) -> vec4<f32> { return vec4<f32>(MT[o], MT[o + s], MT[o + 2u * s], MT[o + 3u * s]); }
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let T = pu(1u);
+    let t = i % T;
+    let m = i / T;
+    let M = pu(4u);
+    let s = M * pu(7u);  // xi stride of MT
+    let o = m * pu(7u) + t;
+    let m0 = row(o, s);
+    let m1 = row(o + 4u * s, s);
+    let m2 = row(o + 8u * s, s);
+    let m3 = row(o + 12u * s, s);
+    let a0 = m0 + m1 + m2;
+    let a1 = m1 - m2 - m3;
+    var b = 0.0;
+    if (pu(8u) != 0u) { b = BIAS[m]; }
+    let alpha = pf(9u);
+    let beta = pf(10u);
+    let gamma = pf(11u);
+    let tw = pu(2u);
+    let th = pu(3u);
+    let tx = t % tw;
+    let ty = (t / tw) % th;
+    let n = t / (tw * th);
+    let oh = pu(5u);
+    let ow = pu(6u);
+    let oy = ty * 2u;
+    let ox = tx * 2u;
+    let yb = (n * M + m) * oh * ow + oy * ow + ox;
+    Y[yb] = act(a0.x + a0.y + a0.z + b, alpha, beta, gamma);
+    if (ox + 1u < ow) { Y[yb + 1u] = act(a0.y - a0.z - a0.w + b, alpha, beta, gamma); }
+    if (oy + 1u < oh) {
+        Y[yb + ow] = act(a1.x + a1.y + a1.z + b, alpha, beta, gamma);
+        if (ox + 1u < ow) { Y[yb + ow + 1u] = act(a1.y - a1.z - a1.w + b, alpha, beta, gamma); }
+    }
+}
