@@ -25,13 +25,14 @@ import zoo
 import wgsentis as ws
 
 
-def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, dense: bool) -> dict:
+def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, dense: bool,
+                precision: str = "float32") -> dict:
     proto = zoo.load_proto(name, dense=dense)
     feeds = zoo.input_feeds(name, proto)
     sess = zoo.ort_session(proto, threads)
     out_names = [o.name for o in sess.get_outputs()]
     model = ws.load_model(proto, name=name)
-    worker = ws.Worker(model, backend, threads=threads)
+    worker = ws.Worker(model, backend, threads=threads, precision=precision)
     try:
         ours_out = None
         for _ in range(warmup):
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--models", help="comma-separated subset of: " + ",".join(zoo.ALL_MODELS))
     parser.add_argument("--shipped", action="store_true", help="zoo light models as shipped (default: densified)")
+    parser.add_argument("--precision", default="float32", help="gpu-compute weights: float32 | float16")
     parser.add_argument("--markdown", help="append the table to this Markdown file")
     parser.add_argument("--matmul", action="store_true", help="also measure MatMul 1024^3 GFLOP/s (always on GPU)")
     args = parser.parse_args(argv)
@@ -111,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'model':<14} {'ORT ms':>9} {'wgsentis ms':>12} {'ratio':>7} {'rel L2':>9}"
     if gpu:
         header += f" {'fallbk':>6} {'us/layer':>8} {'interm. MB':>10} {'bound MB':>9} {'weights MB':>10}"
-    print(f"backend {args.backend}, threads {args.threads}, {args.runs} runs (median), "
+    print(f"backend {args.backend} ({args.precision}), threads {args.threads}, {args.runs} runs (median), "
           f"{'shipped' if args.shipped else 'densified'} light models")
     print(header)
     for name in names:
-        row = bench_model(name, args.backend, args.threads, args.runs, args.warmup, dense=not args.shipped)
+        row = bench_model(name, args.backend, args.threads, args.runs, args.warmup, dense=not args.shipped,
+                          precision=args.precision)
         rows.append(row)
         line = (f"{name:<14} {row['ort_ms']:>9.2f} {row['ours_ms']:>12.2f} {row['ratio']:>7.2f} "
                 f"{row['rel_l2']:>9.1e}")
@@ -134,11 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         import onnxruntime
 
         lines = [
-            f"\n## {args.backend}, threads={args.threads} ({time.strftime('%Y-%m-%d')})\n",
+            f"\n## {args.backend}, {args.precision}, threads={args.threads} ({time.strftime('%Y-%m-%d')})\n",
             f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
             f"onnxruntime {onnxruntime.__version__}, {args.runs} runs (median ms), "
             f"{'shipped' if args.shipped else 'densified'} light models. "
-            f"Command: `python tools/bench.py --backend {args.backend} --threads {args.threads} --runs {args.runs}`\n",
+            f"Command: `python tools/bench.py --backend {args.backend} --precision {args.precision} "
+            f"--threads {args.threads} --runs {args.runs}`\n",
             "| model | ORT ms | wgsentis ms | ratio | rel L2 |", "|---|---:|---:|---:|---:|",
         ]
         if gpu:

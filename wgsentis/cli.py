@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     model = _load(args.model)
     feeds = _inputs_for(model, args)
-    with ws.Worker(model, args.backend, threads=args.threads) as worker:
+    with ws.Worker(model, args.backend, threads=args.threads, precision=args.precision) as worker:
         start = time.perf_counter()
         outputs = worker.run(feeds)
         first_ms = (time.perf_counter() - start) * 1e3
@@ -86,7 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             times.append((time.perf_counter() - start) * 1e3)
         stats = worker.stats()
     print(f"model   {model.name} ({args.model or 'built-in sample'})")
-    print(f"backend {args.backend}  threads {worker.threads}  layers {len(model.layers)}")
+    precision = f" ({worker.precision} weights)" if worker.precision != "float32" else ""
+    print(f"backend {args.backend}{precision}  threads {worker.threads}  layers {len(model.layers)}")
     for name, value in feeds.items():
         print(f"input   {name}: {_summary(value)}")
     for name, value in outputs.items():
@@ -194,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--backend", default="cpu", help="cpu | gpu-compute | gpu-pixel")
     run.add_argument("--threads", type=int, default=None, help="CPU threads (pool and BLAS)")
+    run.add_argument("--precision", default="float32",
+                     help="gpu-compute weights: float32 | float16 (needs the adapter feature shader-f16)")
     run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
     run.add_argument("--output-dir", help="write each output as NAME.npy here")
     run.set_defaults(func=cmd_run)

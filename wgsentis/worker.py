@@ -37,10 +37,17 @@ def _backend_of(backend: BackendType | str) -> BackendType:
 
 
 class Worker:
-    """Runs a Model on one backend. ``schedule`` returns at once; outputs are deferred Tensors."""
+    """Runs a Model on one backend. ``schedule`` returns at once; outputs are deferred Tensors.
+
+    ``threads``: worker threads for CPU kernels (default: the core count, at most 8).
+    ``precision`` (gpu-compute): "float32", or "float16" to hold the weights of Conv, MatMul and Gemm
+    in half precision on the device (half the weight memory and bandwidth; products still accumulate
+    in float32, so results differ from float32 by the weights' rounding, ~1e-3 relative). Needs the
+    adapter feature shader-f16; a DeviceError names it when the adapter lacks it.
+    """
 
     def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
-                 threads: int | None = None, debug_groups: bool = False) -> None:
+                 threads: int | None = None, debug_groups: bool = False, precision: str = "float32") -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = _backend_of(backend)
@@ -50,6 +57,12 @@ class Worker:
             )
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"Worker(threads={threads!r}): threads must be a positive integer")
+        if precision not in ("float32", "float16"):
+            raise InputError(f"Worker(precision={precision!r}): choose 'float32' or 'float16'")
+        if precision == "float16" and self.backend is not BackendType.GPU_COMPUTE:
+            raise InputError(
+                f"Worker(precision='float16') applies to the gpu-compute backend, not '{self.backend.value}'")
+        self.precision = precision
         self.model = model
         self.threads = threads or min(os.cpu_count() or 1, 8)
         self.debug_groups = debug_groups
@@ -66,7 +79,7 @@ class Worker:
         if self.backend is BackendType.GPU_COMPUTE:
             from wgsentis.backends.gpu_compute import GPUProgram
 
-            return GPUProgram(graph, self.threads, debug_groups=self.debug_groups)
+            return GPUProgram(graph, self.threads, debug_groups=self.debug_groups, precision=self.precision)
         return GraphProgram(graph, self.threads)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -168,6 +181,7 @@ class Worker:
         return {
             "backend": self.backend.value,
             "device": program.ctx.info.as_dict(),
+            "precision": program.precision,
             "gpu_layers": list(plan.gpu_layers) if plan else [],
             "cpu_layers": list(plan.cpu_layers) if plan else [],
             "fallback_layers": list(plan.fallback_layers) if plan else [],

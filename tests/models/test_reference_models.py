@@ -14,7 +14,8 @@ TOLERANCE = 1e-3
 CASES = [(name, False) for name in zoo.ALL_MODELS] + [(name, True) for name in zoo.LIGHT_MODELS]
 
 
-def check_against_onnxruntime(name: str, dense: bool, backend: str, batch: int = 1) -> dict[str, np.ndarray]:
+def check_against_onnxruntime(name: str, dense: bool, backend: str, batch: int = 1, precision: str = "float32",
+                              tolerance: float = TOLERANCE) -> dict[str, np.ndarray]:
     """Run ``name`` on ``backend`` and compare every output with ONNX Runtime (CPU): relative L2 <= 1e-3.
 
     Two outputs need care, both made by a final activation, whose logits are compared too:
@@ -34,7 +35,7 @@ def check_against_onnxruntime(name: str, dense: bool, backend: str, batch: int =
     opset = model.opsets.get("", 1)
     for _op, logits, _attrs in finals.values():
         model.add_output(logits)
-    with ws.Worker(model, backend, threads=2) as worker:
+    with ws.Worker(model, backend, threads=2, precision=precision) as worker:
         outputs = worker.run(feeds)
         assert worker.stats()["fallback_layers"] == [], worker.stats()["fallback_layers"]
     for out_name, ref in reference.items():
@@ -47,7 +48,7 @@ def check_against_onnxruntime(name: str, dense: bool, backend: str, batch: int =
             elif ill_conditioned:
                 expected = zoo.exact_activation(op, outputs[logits], attrs, opset)
         err = zoo.rel_l2(ours, expected)
-        assert err <= TOLERANCE, f"{name} output {out_name}: relative L2 error {err:.2e} on {backend}"
+        assert err <= tolerance, f"{name} output {out_name}: relative L2 error {err:.2e} on {backend} ({precision})"
     return outputs
 
 
@@ -81,3 +82,20 @@ def test_model_matches_onnxruntime_on_gpu_compute(name):
     if not ok:
         pytest.skip(f"no wgpu adapter: {why}")
     check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-compute")
+
+
+# precision="float16" rounds every Conv/MatMul/Gemm weight to half precision (relative error 2^-11
+# each), which compounds over a deep network to ~1e-3..1e-2 relative at the outputs.
+FLOAT16_TOLERANCE = 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["inception_v1", "ppocr_cls", "shufflenet"])
+def test_model_float16_weights_on_gpu_compute(name):
+    from wgsentis.backends.device import get_context, gpu_available
+
+    ok, why = gpu_available()
+    if not ok or not get_context().has_f16:
+        pytest.skip(f"no wgpu adapter with shader-f16: {why}")
+    check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-compute", precision="float16",
+                              tolerance=FLOAT16_TOLERANCE)

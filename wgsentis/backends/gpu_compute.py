@@ -32,6 +32,7 @@ GPU_TYPES: dict[np.dtype, str] = {
     np.dtype(np.int64): "i32",  # range-checked at upload; most adapters lack 64-bit integers
     np.dtype(np.bool_): "u32",
 }
+PRECISIONS = ("float32", "float16")  # Worker(precision=...): how constant matmul operands are held
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
 PARAM_WORDS = 128  # uniform words per dispatch (32 x vec4<u32>), see wgsl/common/params.wgsl
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
@@ -290,10 +291,19 @@ class Recorder:
         ``GPUProgram.scratch_texture``); None when it exceeds the device limits."""
         return self.program.scratch_texture(rows, cols, name)
 
-    def texture(self, value: np.ndarray, name: str = "") -> GTexture | None:
-        """A constant (rows, cols) float32 matrix as an rgba32float texture (uploaded once per worker and
-        kept); None when it exceeds the device's texture size limit."""
-        return self.program.upload_texture(value, name)
+    @property
+    def half_weights(self) -> bool:
+        """Whether constant matmul operands are held in half precision (Worker precision="float16")."""
+        return self.program.precision == "float16"
+
+    def upload_half(self, value: np.ndarray, name: str = "") -> GTensor:
+        """A constant float32 matrix rounded to float16 (see ``GPUProgram.upload_half``)."""
+        return self.program.upload_half(value, name)
+
+    def texture(self, value: np.ndarray, name: str = "", *, half: bool = False) -> GTexture | None:
+        """A constant (rows, cols) float32 matrix as an rgba32float texture (rgba16float when ``half``),
+        uploaded once per worker and kept; None when it exceeds the device's texture size limit."""
+        return self.program.upload_texture(value, name, half=half)
 
     # dispatch
     def dispatch(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float],
@@ -450,8 +460,15 @@ class PendingReadback:
 class GPUProgram:
     """A graph compiled for the gpu-compute backend: plans per input signature, shared weights."""
 
-    def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False) -> None:
+    def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
+                 precision: str = "float32") -> None:
         self.ctx = get_context()
+        if precision not in PRECISIONS:
+            raise DeviceError(f"precision '{precision}' is not one of {list(PRECISIONS)}")
+        if precision == "float16" and not self.ctx.has_f16:
+            raise DeviceError(f"precision='float16' needs the adapter feature 'shader-f16', which "
+                              f"'{self.ctx.info.name}' ({self.ctx.info.backend}) does not offer; use 'float32'")
+        self.precision = precision
         self.graph = graph
         self.threads = threads
         self.debug_groups = debug_groups
@@ -560,8 +577,8 @@ class GPUProgram:
         self.weight_transfers.append(Transfer("upload", name or "constant", data.nbytes))
         return t
 
-    def upload_texture(self, value: np.ndarray, name: str) -> GTexture | None:
-        key = ("texture", id(value))
+    def upload_texture(self, value: np.ndarray, name: str, *, half: bool = False) -> GTexture | None:
+        key = ("texture", id(value), half)
         hit = self.constants.get(key)
         if hit is not None:
             return hit
@@ -572,19 +589,44 @@ class GPUProgram:
         limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
         if rows > limit or width > limit:
             return None
-        data = np.zeros((rows, width * 4), np.float32)
+        dtype, texel = (np.float16, 8) if half else (np.float32, 16)
+        data = np.zeros((rows, width * 4), dtype)
         data[:, :cols] = value
         usage = self.ctx.wgpu.TextureUsage
-        texture = self.ctx.device.create_texture(size=(width, max(rows, 1), 1), format="rgba32float",
+        texture = self.ctx.device.create_texture(size=(width, max(rows, 1), 1),
+                                                 format="rgba16float" if half else "rgba32float",
                                                  usage=usage.TEXTURE_BINDING | usage.COPY_DST, label=name)
         if rows:
-            self.ctx.queue.write_texture({"texture": texture}, data, {"bytes_per_row": width * 16,
+            self.ctx.queue.write_texture({"texture": texture}, data, {"bytes_per_row": width * texel,
                                                                       "rows_per_image": rows}, (width, rows, 1))
         tex = GTexture(texture, (rows, cols), name)
         self.constants[key] = tex  # keyed by id: the caller keeps ``value`` alive (repacked weights)
         self.constant_bytes += data.nbytes
         self.weight_transfers.append(Transfer("upload", name or "texture", data.nbytes))
         return tex
+
+    def upload_half(self, value: np.ndarray, name: str) -> GTensor:
+        """A constant float32 matrix (..., cols), cols a multiple of 4, rounded to float16 and uploaded as
+        a storage buffer of vec4<f16> rows (read by shaders that ``enable f16``). The tensor is typed
+        int32 with half as many columns: that is how its bytes are bound, never how they are read."""
+        key = ("half", id(value))
+        hit = self.constants.get(key)
+        if hit is not None:
+            return hit
+        if value.dtype != np.float32 or value.ndim < 1 or value.shape[-1] % 4:
+            raise DeviceError(f"constant '{name}': float16 storage needs float32 rows of a multiple of 4 values, "
+                              f"got {value.dtype}{list(value.shape)}")
+        words = np.ascontiguousarray(value.astype(np.float16)).view(np.int32)  # (..., cols / 2)
+        if words.nbytes > self.ctx.max_binding:
+            raise _TooLarge(f"constant '{name}' ({words.nbytes} bytes in float16) exceeds the binding limit")
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.device.create_buffer_with_data(data=words if words.size else np.zeros(4, np.uint32),
+                                                      usage=usage.STORAGE | usage.COPY_SRC, label=name)
+        t = GTensor(Allocation(buf, words.nbytes, persistent=True), words.shape, np.int32, name)
+        self.constants[key] = t
+        self.constant_bytes += words.nbytes
+        self.weight_transfers.append(Transfer("upload", name or "constant", words.nbytes))
+        return t
 
     def scratch_texture(self, rows: int, cols: int, name: str) -> GTexture | None:
         """An rgba32float texture that programs write as storage and read as a sampled operand within

@@ -45,6 +45,17 @@ _LOAD_B = {
                "B[kb + min(cb + 2u, nl) * s], B[kb + min(cb + 3u, nl) * s]);"),
 }
 
+# Loader bodies for an operand stored as vec4<f16> rows (always vec4 mode).
+_LOAD_A_HALF = ("return vec4<f32>(A[ra + k4]);", "return f32(A[ra + k / 4u][k % 4u]);")
+_LOAD_B_HALF = "return vec4<f32>(B[kb + cb]);"
+
+
+def _storage_type(op: Operand) -> str:
+    if op.half:
+        return "vec4<f16>"
+    return "vec4<f32>" if op.vec else "f32"
+
+
 # Host-side repacks of constant operands, kept alive so uploads (cached by id) stay valid.
 _REPACKED: dict[tuple, tuple[np.ndarray, Any]] = {}
 
@@ -73,13 +84,20 @@ def const_operand(rec, host: np.ndarray, name: str, batch: list[int] | None = No
     (R', C) when ``texture`` and one fits the device limits, else from an uploaded buffer.
     ``batch``: element strides. Either operand or both may be textures (matmul_ta/tb/tab.wgsl)."""
     cols = host.shape[-1]
+    # Worker(precision="float16"): weights held in half precision (rgba16float textures, or f16
+    # storage buffers read with shader-f16), widened to f32 in registers; products accumulate in f32.
+    half = rec.half_weights and cols % 4 == 0
     if USE_TEXTURES and texture:
         mat = host if host.ndim == 2 else repacked(("tex2d",), host, lambda: host.reshape(-1, cols))
-        tex = rec.texture(mat, name)
+        tex = rec.texture(mat, name, half=half)
         if tex is not None:
             op = Operand(None, cols, 1, list(batch or []))
             op.tex = tex
             return op
+    if half:
+        op = Operand(rec.upload_half(host, name), cols, 1, list(batch or []))
+        op.half = True
+        return op
     return Operand(rec.upload(host, name), cols, 1, list(batch or []))
 
 
@@ -110,6 +128,7 @@ class Operand:
         self.batch = offset_batch  # per batch dim, elements
         self.vec = col == 1 and row % 4 == 0 and all(s % 4 == 0 for s in offset_batch)
         self.tex = None  # a GTexture holding the same matrix (rows of the 2-D view) when set
+        self.half = False  # stored as f16 (vec4<f16> rows), widened on load
 
     def strides(self) -> tuple[int, int, list[int]]:
         """(row, col, batch strides) in the units the kernel indexes (vec4, elements, texture rows)."""
@@ -159,9 +178,11 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     b_mode = "tex" if b.tex is not None else ("vec" if b.vec else "scalar")
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
-    subs = {"TA": "vec4<f32>" if a.vec else "f32", "TB": "vec4<f32>" if b.vec else "f32",
-            "LOAD_A": _LOAD_A[a_mode][0], "LOAD_A1": _LOAD_A[a_mode][1], "LOAD_B": _LOAD_B[b_mode],
-            "BVEC": "true" if b.vec or b.tex is not None else "false", "ACT": act[0]}
+    a_load, a_load1 = _LOAD_A_HALF if a.half else _LOAD_A[a_mode]
+    subs = {"TA": _storage_type(a), "TB": _storage_type(b),
+            "LOAD_A": a_load, "LOAD_A1": a_load1, "LOAD_B": _LOAD_B_HALF if b.half else _LOAD_B[b_mode],
+            "BVEC": "true" if b.vec or b.tex is not None else "false", "ACT": act[0],
+            "ENABLE": "enable f16;" if a.half or b.half else ""}
     grid = (groups[0], groups[1], nbatch)
     if a.tex is not None and b.tex is not None:
         rec.dispatch("compute/matmul_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
