@@ -117,29 +117,48 @@ def test_gpu_host_timers(sample_path: str, gpu: None) -> None:
     assert prof["timer"].startswith("host") and all(e["time_ms"] > 0 for e in prof["layers"])
 
 
-def test_gpu_time_sum_inception(gpu: None) -> None:
-    """The time-sum rule on a model whose layers outweigh the timestamps' own cost.
-
-    On lavapipe each timestamp write costs ~75 us of GPU time, which is a visible share of fast,
-    layer-heavy models (the ~1 ms built-in sample: rows ~150% of the plain run; SqueezeNet at ~70 ms:
-    0.96-1.13 across runs); Inception-v1 (~250 ms, 84 layers) is where the rule's 10% is meaningful.
-    """
-    import zoo
-
-    proto = zoo.load_proto("inception_v1")
+def _time_sum_ratio(source, backend: str, feeds=None, runs: int = 7, **kwargs) -> tuple[dict, list[float]]:
+    """Profile ``source`` until the time-sum ratio is within 10% (at most twice: the machine is shared, and
+    one retry absorbs a noisy neighbour); returns the last profile's data and every ratio seen."""
     ratios = []
-    for _ in range(2):  # the machine is shared: one retry when a noisy neighbour skews the medians
-        prof = ws.profile(proto, backend="gpu-compute", threads=2, runs=7, warmup=1,
-                          inputs=zoo.input_feeds("inception_v1", proto), pruning_layers=1)
-        data = _check(prof, "gpu-compute")
+    for _ in range(2):
+        prof = ws.profile(source, backend=backend, threads=2, runs=runs, warmup=1, inputs=feeds, **kwargs)
+        data = _check(prof, backend)
         ratios.append(data["time_sum_ratio"])
         if 0.9 <= ratios[-1] <= 1.1:
             break
-    # Layer and transfer rows add up to ms_per_batch within 10% (timestamps are written between layers
-    # inside one pass); the retry above only absorbs a noisy neighbour.
-    assert abs(data["time_sum_ms"] / data["ms_per_batch_instrumented"] - 1) < 0.1
+    return data, ratios
+
+
+def test_gpu_time_sum_inception(gpu: None) -> None:
+    """The time-sum rule on a model whose layers dominate its run (~250 ms, 84 layers)."""
+    import zoo
+
+    proto = zoo.load_proto("inception_v1")
+    data, ratios = _time_sum_ratio(proto, "gpu-compute", zoo.input_feeds("inception_v1", proto), pruning_layers=1)
     assert 0.9 <= ratios[-1] <= 1.1, ratios
     assert sum(1 for e in data["layers"] if "pruning" in e) == 1
+
+
+@pytest.mark.parametrize("name", ["sample", "ppocr_cls"])
+def test_gpu_time_sum_small_models(name: str, sample_path: str, gpu: None) -> None:
+    """The rule on models where the timestamps' own cost is a large share of the run: the ~1 ms built-in
+    sample and PP-OCR cls (~15 ms, 154 layers). On lavapipe one timestamp write costs ~60 us of GPU
+    time; the profiler measures it on the model itself (a run stamped only at its ends beside each
+    per-layer run) and takes it out of the layer rows."""
+    import zoo
+
+    if name == "sample":
+        source, feeds = sample_path, None
+    else:
+        source = zoo.load_proto(name, dense=True)
+        feeds = zoo.input_feeds(name, source)
+    data, ratios = _time_sum_ratio(source, "gpu-compute", feeds, runs=10, pruning_layers=0)
+    assert 0.9 <= ratios[-1] <= 1.1, ratios
+    if data["timer"] == "gpu-timestamps":
+        # what was taken out of the layer rows: at most one measured stamp cost per layer interval
+        assert data["timestamp_cost_us"] >= 0
+        assert 0 <= data["timestamp_overhead_ms"] <= 1.001e-3 * data["timestamp_cost_us"] * len(data["layers"])
 
 
 @pytest.mark.slow
@@ -152,10 +171,13 @@ def test_every_reference_model(backend: str) -> None:
 
         if not gpu_available()[0]:
             pytest.skip("no GPU adapter")
+    outside = {}
     for name in zoo.ALL_MODELS:
         proto = zoo.load_proto(name)
-        prof = ws.profile(proto, backend=backend, threads=2, runs=2, warmup=1, inputs=zoo.input_feeds(name, proto),
-                          pruning_layers=1, name=name)
-        _check(prof, backend)
-        print(name, backend, prof["ms_per_batch"], prof["time_sum_ratio"], file=sys.stderr)
-        assert np.isfinite(prof["ms_per_batch"])
+        data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto), runs=3, pruning_layers=1,
+                                       name=name)
+        print(name, backend, data["ms_per_batch"], ratios, file=sys.stderr)
+        assert np.isfinite(data["ms_per_batch"])
+        if not 0.9 <= ratios[-1] <= 1.1:
+            outside[name] = ratios
+    assert not outside, f"time-sum ratio outside 0.9..1.1 on {backend}: {outside}"

@@ -490,9 +490,12 @@ class GPUProgram:
         self._peak_live = 0
         self.on_layer: Callable[[int, str], None] | None = None
         self.last_encode_seconds = 0.0  # host time encoding the last replayed run
-        # Profiling: each layer in its own compute pass with timestamps written at its start and end.
-        self.profile_layers = False
+        # Profiling: True writes timestamps between layers (or a timestamped pass per layer); "whole"
+        # only at the start and end of the run, keyed -1 (what the per-layer stamps themselves cost).
+        self.profile_layers: bool | str = False
         self.last_layer_gpu_ns: dict[int, int] = {}  # layer index -> GPU duration of the last profiled run
+        self.last_layer_spans: dict[int, int] = {}  # layer index -> timed intervals behind that duration
+        self.last_stamp_count = 0  # timestamps written by the last profiled run
         self._query_sets: list[Any] = []
         self._resolve_buffer: Any = None
 
@@ -998,11 +1001,16 @@ class GPUProgram:
         for name, t in plan.input_tensors.items():
             self._upload_input(name, feeds[name], t)
         stamps = None
-        if self.profile_layers and self.ctx.has_timestamps:
-            stamps = _Stamps(self, inside=_INSIDE_STAMPS <= set(self.ctx.info.features))
+        inside = _INSIDE_STAMPS <= set(self.ctx.info.features)
+        if self.profile_layers == "whole" and inside:
+            stamps = _Stamps(self, inside=True, whole=True)
+        elif self.profile_layers and self.ctx.has_timestamps:
+            stamps = _Stamps(self, inside=inside)
         started = time.perf_counter()
         stream = _CommandStream(self.ctx.device)
         self._emit_steps(stream, plan.steps, stamps)
+        if stamps is not None:
+            stamps.finish(stream)
         # Host time spent encoding this replay (including any fallback layers' own work).
         self.last_encode_seconds = time.perf_counter() - started
         encoder = stream.take()
@@ -1016,6 +1024,8 @@ class GPUProgram:
     def _set_layer_times(self, stamps: _Stamps) -> Callable[[np.ndarray], None]:
         def store(raw: np.ndarray) -> None:
             self.last_layer_gpu_ns = stamps.durations(raw.view(np.uint64).astype(np.int64))
+            self.last_layer_spans = stamps.span_counts()
+            self.last_stamp_count = stamps.count
 
         return store
 
@@ -1085,9 +1095,10 @@ class _Stamps:
     (copies then go untimed).
     """
 
-    def __init__(self, program: GPUProgram, inside: bool) -> None:
+    def __init__(self, program: GPUProgram, inside: bool, whole: bool = False) -> None:
         self.program = program
         self.inside = inside
+        self.whole = whole  # one span (layer -1) from the first layer's start to the run's end
         self.count = 0
         self.spans: list[tuple[int, int, int]] = []  # (layer index, query at start, query at end)
         self._start = -1
@@ -1107,6 +1118,10 @@ class _Stamps:
         return q
 
     def begin_layer(self, stream: _CommandStream, layer_index: int) -> None:
+        if self.whole:
+            if self.count == 0:
+                self._start = self._write(stream)
+            return
         if self.inside:
             # The previous layer's end stamp starts this one when nothing ran in between (same open pass).
             if not (self._last_end >= 0 and stream.cpass is not None and stream.cpass is self._last_pass):
@@ -1126,6 +1141,8 @@ class _Stamps:
         self._start = q
 
     def end_layer(self, stream: _CommandStream, layer_index: int) -> None:
+        if self.whole:
+            return
         if self.inside:
             self._last_end = self._write(stream)
             self._last_pass = stream.cpass
@@ -1149,6 +1166,18 @@ class _Stamps:
             n = min(GPUProgram.MAX_QUERIES, self.count - first)
             encoder.resolve_query_set(self.program._query_set(set_index), 0, n, resolved, 8 * first)
         return resolved
+
+    def finish(self, stream: _CommandStream) -> None:
+        """After the last layer: the closing stamp of a ``whole`` run."""
+        if self.whole and self.count:
+            self.spans.append((-1, self._start, self._write(stream)))
+
+    def span_counts(self) -> dict[int, int]:
+        """Layer index -> how many timed intervals its duration sums (more than one around copies)."""
+        out: dict[int, int] = {}
+        for layer_index, _begin, _end in self.spans:
+            out[layer_index] = out.get(layer_index, 0) + 1
+        return out
 
     def durations(self, stamps: np.ndarray) -> dict[int, int]:
         """Layer index -> GPU nanoseconds (summed over a layer's spans) from the resolved ``stamps``."""

@@ -6,13 +6,17 @@ so the rows add up to the mean instrumented run).
 
 - cpu: layers run one after another (``GraphProgram(branch_parallel=False)``; kernels still use
   ``threads``); a host timer between consecutive layer callbacks gives each layer's time.
-- gpu-compute: with timestamp queries, each layer replays in its own timestamped compute pass
-  (``GPUProgram.profile_layers``). Without them, each layer is submitted on its own and fenced
-  with a tiny mapped read, timed on the host (the profile's ``timer`` says which).
-  Host-side time is measured too: input uploads, command encoding, CPU-fallback kernels and their
-  downloads (less the GPU time of the layers that ran during the wait), and finally
-  ``submit + readback wait``, the rest of the run's wall time (submission, the output copy and
-  waiting for its mapping), so the rows of a run add up to its wall time.
+- gpu-compute: with timestamp queries, each instrumented run writes a timestamp between layers
+  (``GPUProgram.profile_layers``); a third run per iteration stamps only the run's ends, and the
+  excess per interior stamp (the stamps' own GPU cost: ~60 us each on lavapipe) is taken out of every
+  layer interval and reported (``timestamp_cost_us``, ``timestamp_overhead_ms``). Without timestamp
+  queries, each layer is submitted on its own and fenced with a tiny mapped read, timed on the host
+  (the profile's ``timer`` says which).
+  Host rows come from the plain run beside each instrumented one: input uploads, command encoding,
+  CPU-fallback kernels and their downloads (less the GPU time of the layers that ran during the
+  wait), and ``submit + readback wait``, the rest of the plain run's wall (submission, the output copy
+  and waiting for its mapping) once layers and transfers are accounted for; it is never negative,
+  so layers measured longer than the plain run show as a time sum above ``ms_per_batch``.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class Timing:
     transfers: list[dict[str, Any]] = field(default_factory=list)  # one per transfer, median seconds
     host_rows: dict[str, list[float]] = field(default_factory=dict)  # label -> seconds per run
     timer: str = "host"
+    timestamp_cost_us: float = 0.0  # GPU time one timestamp write adds (taken out of layer times)
+    stamp_overhead: list[float] = field(default_factory=list)  # per instrumented run: what was taken out
     device: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, list[str]] = field(default_factory=dict)
     weight_upload_bytes: int = 0
@@ -240,6 +246,12 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     for k in range(warmup):
         program.run(feeds).wait()
         _tick(progress, "warmup", k + 1, warmup)
+    # Timestamps between layers cost GPU time of their own (~60 us each on lavapipe, which drains its
+    # queue at every write; well under a microsecond on real GPUs). Where they can be written anywhere,
+    # a third run per iteration stamps only the start and end of the run, and the per-layer run's excess
+    # over it, per interior stamp, is taken out of every layer interval (median over the runs).
+    calibrate = timestamps and {"timestamp-query-inside-passes", "timestamp-query-inside-encoders"} <= set(
+        ctx.info.features)
     if timestamps:
         # One discarded instrumented run: the first timestamped replay pays one-time costs (query sets,
         # the driver's first timestamp writes: ~13 ms on lavapipe) that are no part of any layer.
@@ -258,58 +270,87 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
             pending = []
     kernel_s, undo = _instrument(program)
     fence = _Fence(ctx)
-    per_transfer: dict[tuple[int, str, str, str], list[float]] = {}
-    transfer_bytes: dict[tuple[int, str, str, str], int] = {}
+    measured: list[dict[str, Any]] = []
     try:
         for k in range(runs):  # plain and instrumented runs alternate: both see the same machine state
             program.profile_layers = False
             start = time.perf_counter()
             program.run(feeds).wait()
-            timing.plain.append(time.perf_counter() - start)
+            run = {"plain_wall": time.perf_counter() - start, "plain_encode": program.last_encode_seconds,
+                   "stamp_cost": None}
+            timing.plain.append(run["plain_wall"])
+            if calibrate:
+                program.profile_layers = "whole"
+                program.run(feeds).wait()
+                whole = program.last_layer_gpu_ns.get(-1)
             program.profile_layers = timestamps
             kernel_s.clear()
             start = time.perf_counter()
             if timestamps:
                 program.run(feeds).wait()
-                layer_s = {i: ns / 1e9 for i, ns in program.last_layer_gpu_ns.items()}
+                run["layer_s"] = {i: ns / 1e9 for i, ns in program.last_layer_gpu_ns.items()}
+                run["spans"] = dict(program.last_layer_spans)
+                run["stamps"] = program.last_stamp_count
+                interior = sum(run["spans"].values()) - 1
+                if calibrate and whole is not None and interior > 0:
+                    run["stamp_cost"] = max(0.0, (sum(run["layer_s"].values()) - whole / 1e9) / interior)
             else:
-                layer_s, readback = _host_timed_replay(program, program.last_plan, feeds, fence)
+                run["layer_s"], readback = _host_timed_replay(program, program.last_plan, feeds, fence)
                 readback.wait()
-            wall = time.perf_counter() - start
-            timing.walls.append(wall)
-            for i, s in layer_s.items():
-                timing.layers.setdefault(i, []).append(s)
-            fallback_total = 0.0
-            for i, s in kernel_s.items():
-                if i in timing.fallback:
-                    timing.layers.setdefault(i, []).append(s)
-                    fallback_total += s
-            accounted = sum(layer_s.values()) + fallback_total
-            inside_encode = fallback_total
-            seen: dict[tuple[str, str, str], int] = {}
-            for t in program.transfers:
-                seconds = t.seconds
-                if t.kind == "download" and t.layer in by_name and by_name[t.layer] in pending_before:
-                    inside_encode += seconds
-                    gpu_wait = sum(layer_s.get(j, 0.0) for j in pending_before[by_name[t.layer]])
-                    n_same = sum(1 for u in program.transfers if u.kind == "download" and u.layer == t.layer)
-                    seconds = max(0.0, seconds - gpu_wait / max(1, n_same))
-                elif t.kind == "upload" and t.layer:
-                    inside_encode += seconds
-                base = (t.kind, t.name, t.layer)
-                occurrence = seen.get(base, 0)
-                seen[base] = occurrence + 1
-                key = (occurrence, *base)
-                per_transfer.setdefault(key, []).append(seconds)
-                transfer_bytes[key] = t.nbytes
-                accounted += seconds
-            encode = max(0.0, program.last_encode_seconds - inside_encode) if timestamps else 0.0
-            timing.host_rows.setdefault("host: encode commands", []).append(encode)
-            timing.host_rows.setdefault("host: submit + readback wait", []).append(max(0.0, wall - accounted - encode))
+            run["wall"] = time.perf_counter() - start
+            run["kernel_s"] = dict(kernel_s)
+            run["transfers"] = list(program.transfers)
+            measured.append(run)
             _tick(progress, "runs", k + 1, runs)
     finally:
         program.profile_layers = False
         undo()
+    costs = [r["stamp_cost"] for r in measured if r["stamp_cost"] is not None]
+    stamp_s = statistics.median(costs) if costs else 0.0
+    timing.timestamp_cost_us = stamp_s * 1e6
+    per_transfer: dict[tuple[int, str, str, str], list[float]] = {}
+    transfer_bytes: dict[tuple[int, str, str, str], int] = {}
+    for run in measured:
+        timing.walls.append(run["wall"])
+        layer_s = run["layer_s"]
+        if stamp_s:
+            raw = sum(layer_s.values())
+            layer_s = {i: max(0.0, s - stamp_s * run["spans"].get(i, 1)) for i, s in layer_s.items()}
+            timing.stamp_overhead.append(raw - sum(layer_s.values()))
+        for i, s in layer_s.items():
+            timing.layers.setdefault(i, []).append(s)
+        fallback_total = 0.0
+        for i, s in run["kernel_s"].items():
+            if i in timing.fallback:
+                timing.layers.setdefault(i, []).append(s)
+                fallback_total += s
+        accounted = sum(layer_s.values()) + fallback_total
+        inside_encode = fallback_total
+        seen: dict[tuple[str, str, str], int] = {}
+        for t in run["transfers"]:
+            seconds = t.seconds
+            if t.kind == "download" and t.layer in by_name and by_name[t.layer] in pending_before:
+                inside_encode += seconds
+                gpu_wait = sum(layer_s.get(j, 0.0) for j in pending_before[by_name[t.layer]])
+                n_same = sum(1 for u in run["transfers"] if u.kind == "download" and u.layer == t.layer)
+                seconds = max(0.0, seconds - gpu_wait / max(1, n_same))
+            elif t.kind == "upload" and t.layer:
+                inside_encode += seconds
+            base = (t.kind, t.name, t.layer)
+            occurrence = seen.get(base, 0)
+            seen[base] = occurrence + 1
+            key = (occurrence, *base)
+            per_transfer.setdefault(key, []).append(seconds)
+            transfer_bytes[key] = t.nbytes
+            accounted += seconds
+        # Host rows come from the plain run beside this one: its encoding time, and the rest of its wall
+        # once the layers (timestamped, stamp cost out) and transfers are accounted for, which is
+        # submission and the readback wait. Never negative: layers measured longer than the plain run
+        # show up as a time sum above ms_per_batch.
+        encode = max(0.0, run["plain_encode"] - inside_encode) if timestamps else 0.0
+        timing.host_rows.setdefault("host: encode commands", []).append(encode)
+        timing.host_rows.setdefault("host: submit + readback wait", []).append(
+            max(0.0, run["plain_wall"] - accounted - encode))
     for key, values in per_transfer.items():
         _occ, kind, name, layer = key
         timing.transfers.append({"kind": kind, "name": name, "layer": layer or ("input" if kind == "upload" else ""),
