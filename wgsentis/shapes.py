@@ -11,18 +11,28 @@ from wgsentis.model import Model, TensorInfo
 
 
 def concrete_shape(info: TensorInfo, dims: dict[str, int] | None = None, default: int = 1) -> tuple[int, ...]:
-    """The shape of an input with symbolic/unknown dims replaced from ``dims`` (else ``default``)."""
+    """The shape of an input with symbolic/unknown dims replaced from ``dims``, keyed by the dim's
+    name or by ``"INPUT:AXIS"`` (unnamed dims). An unknown leading (batch) dim defaults to ``default``;
+    any other unknown dim is an InputError: guessing 1 for an image's height would run a degenerate
+    model (zero-size tensors, NaN pools) and profile nothing real."""
     if info.shape is None:
         raise InputError(f"input '{info.name}' has unknown rank; give it explicitly")
     dims = dims or {}
     out = []
-    for d in info.shape:
+    for axis, d in enumerate(info.shape):
+        key = d if isinstance(d, str) else f"{info.name}:{axis}"
         if isinstance(d, int):
             out.append(d)
-        elif isinstance(d, str) and d in dims:
-            out.append(int(dims[d]))
-        else:
+        elif key in dims:
+            out.append(int(dims[key]))
+        elif f"{info.name}:{axis}" in dims:
+            out.append(int(dims[f"{info.name}:{axis}"]))
+        elif axis == 0:
             out.append(default)
+        else:
+            shape = ["?" if v is None else v for v in info.shape]
+            raise InputError(f"input '{info.name}' {shape}: the size of axis {axis} ({d or 'unnamed'}) is unknown; "
+                             f"give it (dims={{'{key}': N}}, CLI --dim {key}=N) or pass the input itself")
     return tuple(out)
 
 

@@ -58,3 +58,17 @@ def test_runtime_failure_names_layer_and_inputs():
         worker.schedule({"x": np.ones(6, np.float32), "s": np.array([4, 4], np.int64)})
         with pytest.raises(LayerError, match=r"layer 'bad_reshape' \(Reshape\).*float32\[6\]"):
             worker.peek_output().readback_and_clone()
+
+
+def test_sample_inputs_need_non_batch_dims():
+    from wgsentis.shapes import sample_inputs
+
+    model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                                     [("x", F, [None, 3, "height", None])], [("y", F, [None, 3, "height", None])]),
+                          name="img")
+    with pytest.raises(InputError, match=r"input 'x'.*axis 2 \(height\).*--dim height=N"):
+        sample_inputs(model)
+    with pytest.raises(InputError, match=r"axis 3 \(unnamed\).*--dim x:3=N"):
+        sample_inputs(model, {"height": 5})
+    feeds = sample_inputs(model, {"height": 5, "x:3": 7})
+    assert feeds["x"].shape == (1, 3, 5, 7)  # the unknown batch dim defaults to 1

@@ -206,6 +206,8 @@ def lp_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_sh
 @register("GlobalAveragePool", 1)
 def global_average_pool(ctx, X):
     axes = tuple(range(2, X.ndim))
+    if any(X.shape[a] == 0 for a in axes):  # the mean of nothing: NaN, as numpy has it, without its warning
+        return np.full((*X.shape[:2], *([1] * len(axes))), np.nan, X.dtype)
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
     return np.asarray(x.mean(axis=axes, keepdims=True)).astype(X.dtype, copy=False)
 
