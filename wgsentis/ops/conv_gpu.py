@@ -27,6 +27,9 @@ from wgsentis.ops.registry import register_gpu
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 _NO_IMPLICIT = False
+# 1x1 convolutions copy their input planes into a texture first (_pointwise_texture): on lavapipe the
+# matmul then runs ~25% faster, far more than the copy costs (ResNet-50: 569 -> 517 ms).
+TEXTURE_INPUTS = True
 
 
 def _pad4(v: int) -> int:
@@ -77,6 +80,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     h, wd = x_shape[2:]
     kh, kw = w_shape[2:]
     oh, ow = (1, outs[0]) if nd == 1 else outs
+    outs2d = (oh, ow)
     y = rec.alloc((n, m, *outs), np.float32)
     if y.size == 0:
         return y
@@ -97,6 +101,9 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     kp = _pad4(k)
     w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
     y3 = rec.view(y, (n, m, p))
+    if kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1 and _pointwise_texture(rec, layer, X, w_mat, y3, st, outs2d,
+                                                                              bias_t, act):
+        return y
     if kh == kw == 1 and st == [1, 1] and pd == [0, 0, 0, 0] and group == 1 and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         a_op = const_operand(rec, w_mat, f"{layer.name}:W")
@@ -189,6 +196,34 @@ def _winograd_weights(w: np.ndarray, cp: int) -> np.ndarray:
     out = np.zeros((16, m, cp), np.float32)
     out[..., :c] = u
     return out
+
+
+def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act) -> bool:
+    """A 1x1 convolution (any stride, one group) with both operands as textures: the input planes
+    (subsampled by the stride) are copied into a storage texture (to_texture.wgsl), one plane per row,
+    and multiplied by the weight texture. Returns False when textures do not apply or fit."""
+    n, c = X.shape[:2]
+    h, wd = X.shape[2:] if X.ndim == 4 else (1, X.shape[2])
+    m = w_mat.shape[1]
+    oh, ow = outs
+    p = oh * ow
+    if not TEXTURE_INPUTS:
+        return False
+    a_op = const_operand(rec, w_mat, f"{layer.name}:W")
+    if a_op.tex is None:
+        return False
+    x_tex = rec.scratch_texture(n * c, p, "conv input planes")
+    if x_tex is None:
+        return False
+    width = -(-p // 4)
+    contiguous = int(st == [1, 1] and p % 4 == 0 and p == h * wd)
+    rec.dispatch("compute/to_texture.wgsl", [X], [], [n * c * width, width, p, ow, h * wd, wd, st[0], st[1]],
+                 n * c * width, workgroup=64, textures=[x_tex], constants={"CONTIGUOUS": contiguous})
+    b_op = Operand(None, 4 * width, 1, [c * 4 * width])
+    b_op.tex = x_tex
+    gemm(rec, a_op, b_op, y3, m, p, c, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
+         bias_strides=(1, 0), act=act)
+    return True
 
 
 def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act) -> bool:
