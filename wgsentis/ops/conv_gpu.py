@@ -112,6 +112,9 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         return y
     if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act):
         return y
+    if group == 1 and _im2col_texture(rec, layer, X, w_mat, y3, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd,
+                                      bias_t, act):
+        return y
     if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act):
         return y
     pp = _pad4(p)
@@ -222,6 +225,33 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act) -> bool:
     b_op = Operand(None, 4 * width, 1, [c * 4 * width])
     b_op.tex = x_tex
     gemm(rec, a_op, b_op, y3, m, p, c, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
+         bias_strides=(1, 0), act=act)
+    return True
+
+
+def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd, bias_t, act) -> bool:
+    """One-group convolution as im2col into a storage texture (im2col_tex.wgsl, rows n * Kp + kk, one
+    column per output pixel) and the matmul with both operands as textures. Returns False when
+    textures do not apply or fit."""
+    if not TEXTURE_INPUTS:
+        return False
+    n, c = X.shape[:2]
+    m = w_mat.shape[1]
+    oh, ow = outs
+    p = oh * ow
+    a_op = const_operand(rec, w_mat, f"{layer.name}:W")
+    if a_op.tex is None:
+        return False
+    cols = rec.scratch_texture(n * kp, p, "conv columns")
+    if cols is None:
+        return False
+    width = -(-p // 4)
+    params = [n * kp * width, width, kp, k, p, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
+              dl[0], dl[1], ow, 0]
+    rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, n * kp * width, workgroup=64, textures=[cols])
+    b_op = Operand(None, 4 * width, 1, [kp * 4 * width])
+    b_op.tex = cols
+    gemm(rec, a_op, b_op, y3, m, p, kp, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
          bias_strides=(1, 0), act=act)
     return True
 
