@@ -21,15 +21,15 @@ DIR = Path(__file__).resolve().parents[1] / "wgsl" / "compute"
 # block (gpu_compute.Recorder.dispatch(textures=...)); its loader body reads it with textureLoad.
 BINDINGS = {
     "matmul.wgsl": ["var<storage, read> A: array<{{TA}}>", "var<storage, read> B: array<{{TB}}>",
-                    "var<storage, read> BIAS: array<f32>", "var<storage, read_write> Y: array<f32>",
+                    "var<storage, read> BIAS: array<f32>", "var<storage, read_write> Y: array<{{TY}}>",
                     "var<uniform> params: Params"],
     "matmul_ta.wgsl": ["var<storage, read> B: array<{{TB}}>", "var<storage, read> BIAS: array<f32>",
-                       "var<storage, read_write> Y: array<f32>", "var<uniform> params: Params",
+                       "var<storage, read_write> Y: array<{{TY}}>", "var<uniform> params: Params",
                        "var A: texture_2d<f32>"],
     "matmul_tb.wgsl": ["var<storage, read> A: array<{{TA}}>", "var<storage, read> BIAS: array<f32>",
-                       "var<storage, read_write> Y: array<f32>", "var<uniform> params: Params",
+                       "var<storage, read_write> Y: array<{{TY}}>", "var<uniform> params: Params",
                        "var B: texture_2d<f32>"],
-    "matmul_tab.wgsl": ["var<storage, read> BIAS: array<f32>", "var<storage, read_write> Y: array<f32>",
+    "matmul_tab.wgsl": ["var<storage, read> BIAS: array<f32>", "var<storage, read_write> Y: array<{{TY}}>",
                         "var<uniform> params: Params", "var A: texture_2d<f32>", "var B: texture_2d<f32>"],
 }
 
@@ -77,19 +77,28 @@ fn colmap(n: u32, nl: u32, wp: u32, ow: u32) -> u32 {
     return select(SKIP, oy * ow + ox, n <= nl && ox < ow);
 }
 
+fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
+
+// Y element access: TY is f32, or vec4<f32> when the epilogue stores whole vec4s (STORE4 below).
+fn y_get(i: u32) -> f32 { {{Y_GET}} }
+fn y_set(i: u32, v: f32) { {{Y_SET}} }
+
 fn epilogue(acc: f32, m: u32, n: u32, yb: u32, e: Ep) {
     let yi = yb + m * e.yrow + e.ycol + n;
     var v = e.scale * acc;
-    if ((e.flags & 2u) != 0u) { v += Y[yi]; }
+    if ((e.flags & 2u) != 0u) { v += y_get(yi); }
     if ((e.flags & 4u) != 0u) {
         if ((e.flags & 1u) != 0u) { v += e.beta * BIAS[m * e.bm + (n + e.ycol) * e.bn]; }
-        let alpha = e.alpha_;
-        let beta = e.beta_;
-        let gamma = e.gamma_;
-        v = {{ACT}};
+        v = act(v, e.alpha_, e.beta_, e.gamma_);
     }
-    Y[yi] = v;
+    y_set(yi, v);
 }
+
+// Four accumulators of row m at tile columns n..n+3, whose stored columns are q (SKIP: not stored).
+// STORE4 is either four scalar epilogues, or, where the matmul guarantees it (no column map, no
+// accumulation, a bias constant along each row, vec4-aligned rows), one vec4 store when all four
+// columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
+fn store4(c: vec4<f32>, m: u32, n: u32, yb: u32, e: Ep, q: vec4<u32>) { {{STORE4}} }
 """
 
 MAIN_HEAD = """
@@ -179,12 +188,12 @@ def generate() -> str:
     w("    }\n")
     w("    let e = Ep(pu(12u), pu(8u), pu(9u), pu(10u), pu(11u), pf(13u), pf(14u), pf(15u), pf(16u), pf(17u));\n")
     w("    let wp = pu(36u);\n    let ow = pu(37u);\n")
-    for c in range(4 * TN4):
-        w(f"    let y{c} = colmap(n0 + {c}u, nl, wp, ow);\n")
+    for j in range(TN4):
+        w(f"    let q{j} = vec4<u32>(" + ", ".join(f"colmap(n0 + {4 * j + i}u, nl, wp, ow)" for i in range(4)) + ");\n")
     for r in range(TM):
         w(f"    if (r0 + {r}u <= ml) {{\n")
-        for c in range(4 * TN4):
-            w(f"        if (y{c} != SKIP) {{ epilogue(c{r}_{c // 4}.{lanes(c % 4)}, r0 + {r}u, y{c}, yb, e); }}\n")
+        for j in range(TN4):
+            w(f"        store4(c{r}_{j}, r0 + {r}u, n0 + {4 * j}u, yb, e, q{j});\n")
         w("    }\n")
     w("}\n")
     return "".join(out)

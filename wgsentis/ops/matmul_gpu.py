@@ -56,6 +56,27 @@ def _storage_type(op: Operand) -> str:
     return "vec4<f32>" if op.vec else "f32"
 
 
+# Epilogue stores (see matmul_body.wgsl's store4): per element, or a vec4 per group of four columns.
+VEC4_STORES = True
+_STORE_SCALAR = {
+    "TY": "f32", "Y_GET": "return Y[i];", "Y_SET": "Y[i] = v;",
+    "STORE4": ("if (q.x != SKIP) { epilogue(c.x, m, q.x, yb, e); } if (q.y != SKIP) { epilogue(c.y, m, q.y, yb, e); } "
+               "if (q.z != SKIP) { epilogue(c.z, m, q.z, yb, e); } if (q.w != SKIP) { epilogue(c.w, m, q.w, yb, e); }"),
+}
+_STORE_VEC = {
+    "TY": "vec4<f32>", "Y_GET": "return Y[i / 4u][i % 4u];", "Y_SET": "Y[i / 4u][i % 4u] = v;",
+    "STORE4": ("if (q.w == SKIP) { "
+               "if (q.x != SKIP) { epilogue(c.x, m, q.x, yb, e); } if (q.y != SKIP) { epilogue(c.y, m, q.y, yb, e); } "
+               "if (q.z != SKIP) { epilogue(c.z, m, q.z, yb, e); } return; } "
+               "var v = e.scale * c; "
+               "if ((e.flags & 4u) != 0u) { "
+               "if ((e.flags & 1u) != 0u) { v += vec4<f32>(e.beta * BIAS[m * e.bm]); } "
+               "v = vec4<f32>(act(v.x, e.alpha_, e.beta_, e.gamma_), act(v.y, e.alpha_, e.beta_, e.gamma_), "
+               "act(v.z, e.alpha_, e.beta_, e.gamma_), act(v.w, e.alpha_, e.beta_, e.gamma_)); } "
+               "Y[(yb + m * e.yrow + e.ycol + n) / 4u] = v;"),
+}
+
+
 # Host-side repacks of constant operands, kept alive so uploads (cached by id) stay valid.
 _REPACKED: dict[tuple, tuple[np.ndarray, Any]] = {}
 
@@ -178,11 +199,14 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     b_mode = "tex" if b.tex is not None else ("vec" if b.vec else "scalar")
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
+    # vec4 stores of whole output groups where every stored group is 16-byte aligned and contiguous.
+    vec_y = (VEC4_STORES and col_map[0] == 0 and not accumulate and (bias is None or bias_strides[1] == 0)
+             and y_row % 4 == 0 and y_col0 % 4 == 0 and all(s % 4 == 0 for s in (y_batch or [])))
     a_load, a_load1 = _LOAD_A_HALF if a.half else _LOAD_A[a_mode]
     subs = {"TA": _storage_type(a), "TB": _storage_type(b),
             "LOAD_A": a_load, "LOAD_A1": a_load1, "LOAD_B": _LOAD_B_HALF if b.half else _LOAD_B[b_mode],
             "BVEC": "true" if b.vec or b.tex is not None else "false", "ACT": act[0],
-            "ENABLE": "enable f16;" if a.half or b.half else ""}
+            "ENABLE": "enable f16;" if a.half or b.half else "", **(_STORE_VEC if vec_y else _STORE_SCALAR)}
     grid = (groups[0], groups[1], nbatch)
     if a.tex is not None and b.tex is not None:
         rec.dispatch("compute/matmul_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,

@@ -5,7 +5,7 @@
 @group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
 @group(0) @binding(2) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> Y: array<{{TY}}>;
 @group(0) @binding(4) var<uniform> params: Params;
 
 #include "compute/matmul_body.wgsl"

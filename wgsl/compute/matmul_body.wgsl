@@ -41,19 +41,28 @@ fn colmap(n: u32, nl: u32, wp: u32, ow: u32) -> u32 {
     return select(SKIP, oy * ow + ox, n <= nl && ox < ow);
 }
 
+fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
+
+// Y element access: TY is f32, or vec4<f32> when the epilogue stores whole vec4s (STORE4 below).
+fn y_get(i: u32) -> f32 { {{Y_GET}} }
+fn y_set(i: u32, v: f32) { {{Y_SET}} }
+
 fn epilogue(acc: f32, m: u32, n: u32, yb: u32, e: Ep) {
     let yi = yb + m * e.yrow + e.ycol + n;
     var v = e.scale * acc;
-    if ((e.flags & 2u) != 0u) { v += Y[yi]; }
+    if ((e.flags & 2u) != 0u) { v += y_get(yi); }
     if ((e.flags & 4u) != 0u) {
         if ((e.flags & 1u) != 0u) { v += e.beta * BIAS[m * e.bm + (n + e.ycol) * e.bn]; }
-        let alpha = e.alpha_;
-        let beta = e.beta_;
-        let gamma = e.gamma_;
-        v = {{ACT}};
+        v = act(v, e.alpha_, e.beta_, e.gamma_);
     }
-    Y[yi] = v;
+    y_set(yi, v);
 }
+
+// Four accumulators of row m at tile columns n..n+3, whose stored columns are q (SKIP: not stored).
+// STORE4 is either four scalar epilogues, or, where the matmul guarantees it (no column map, no
+// accumulation, a bias constant along each row, vec4-aligned rows), one vec4 store when all four
+// columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
+fn store4(c: vec4<f32>, m: u32, n: u32, yb: u32, e: Ep, q: vec4<u32>) { {{STORE4}} }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -202,164 +211,56 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let e = Ep(pu(12u), pu(8u), pu(9u), pu(10u), pu(11u), pf(13u), pf(14u), pf(15u), pf(16u), pf(17u));
     let wp = pu(36u);
     let ow = pu(37u);
-    let y0 = colmap(n0 + 0u, nl, wp, ow);
-    let y1 = colmap(n0 + 1u, nl, wp, ow);
-    let y2 = colmap(n0 + 2u, nl, wp, ow);
-    let y3 = colmap(n0 + 3u, nl, wp, ow);
-    let y4 = colmap(n0 + 4u, nl, wp, ow);
-    let y5 = colmap(n0 + 5u, nl, wp, ow);
-    let y6 = colmap(n0 + 6u, nl, wp, ow);
-    let y7 = colmap(n0 + 7u, nl, wp, ow);
-    let y8 = colmap(n0 + 8u, nl, wp, ow);
-    let y9 = colmap(n0 + 9u, nl, wp, ow);
-    let y10 = colmap(n0 + 10u, nl, wp, ow);
-    let y11 = colmap(n0 + 11u, nl, wp, ow);
-    let y12 = colmap(n0 + 12u, nl, wp, ow);
-    let y13 = colmap(n0 + 13u, nl, wp, ow);
-    let y14 = colmap(n0 + 14u, nl, wp, ow);
-    let y15 = colmap(n0 + 15u, nl, wp, ow);
+    let q0 = vec4<u32>(colmap(n0 + 0u, nl, wp, ow), colmap(n0 + 1u, nl, wp, ow), colmap(n0 + 2u, nl, wp, ow), colmap(n0 + 3u, nl, wp, ow));
+    let q1 = vec4<u32>(colmap(n0 + 4u, nl, wp, ow), colmap(n0 + 5u, nl, wp, ow), colmap(n0 + 6u, nl, wp, ow), colmap(n0 + 7u, nl, wp, ow));
+    let q2 = vec4<u32>(colmap(n0 + 8u, nl, wp, ow), colmap(n0 + 9u, nl, wp, ow), colmap(n0 + 10u, nl, wp, ow), colmap(n0 + 11u, nl, wp, ow));
+    let q3 = vec4<u32>(colmap(n0 + 12u, nl, wp, ow), colmap(n0 + 13u, nl, wp, ow), colmap(n0 + 14u, nl, wp, ow), colmap(n0 + 15u, nl, wp, ow));
     if (r0 + 0u <= ml) {
-        if (y0 != SKIP) { epilogue(c0_0.x, r0 + 0u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c0_0.y, r0 + 0u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c0_0.z, r0 + 0u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c0_0.w, r0 + 0u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c0_1.x, r0 + 0u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c0_1.y, r0 + 0u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c0_1.z, r0 + 0u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c0_1.w, r0 + 0u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c0_2.x, r0 + 0u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c0_2.y, r0 + 0u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c0_2.z, r0 + 0u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c0_2.w, r0 + 0u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c0_3.x, r0 + 0u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c0_3.y, r0 + 0u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c0_3.z, r0 + 0u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c0_3.w, r0 + 0u, y15, yb, e); }
+        store4(c0_0, r0 + 0u, n0 + 0u, yb, e, q0);
+        store4(c0_1, r0 + 0u, n0 + 4u, yb, e, q1);
+        store4(c0_2, r0 + 0u, n0 + 8u, yb, e, q2);
+        store4(c0_3, r0 + 0u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 1u <= ml) {
-        if (y0 != SKIP) { epilogue(c1_0.x, r0 + 1u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c1_0.y, r0 + 1u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c1_0.z, r0 + 1u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c1_0.w, r0 + 1u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c1_1.x, r0 + 1u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c1_1.y, r0 + 1u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c1_1.z, r0 + 1u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c1_1.w, r0 + 1u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c1_2.x, r0 + 1u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c1_2.y, r0 + 1u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c1_2.z, r0 + 1u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c1_2.w, r0 + 1u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c1_3.x, r0 + 1u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c1_3.y, r0 + 1u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c1_3.z, r0 + 1u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c1_3.w, r0 + 1u, y15, yb, e); }
+        store4(c1_0, r0 + 1u, n0 + 0u, yb, e, q0);
+        store4(c1_1, r0 + 1u, n0 + 4u, yb, e, q1);
+        store4(c1_2, r0 + 1u, n0 + 8u, yb, e, q2);
+        store4(c1_3, r0 + 1u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 2u <= ml) {
-        if (y0 != SKIP) { epilogue(c2_0.x, r0 + 2u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c2_0.y, r0 + 2u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c2_0.z, r0 + 2u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c2_0.w, r0 + 2u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c2_1.x, r0 + 2u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c2_1.y, r0 + 2u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c2_1.z, r0 + 2u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c2_1.w, r0 + 2u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c2_2.x, r0 + 2u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c2_2.y, r0 + 2u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c2_2.z, r0 + 2u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c2_2.w, r0 + 2u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c2_3.x, r0 + 2u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c2_3.y, r0 + 2u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c2_3.z, r0 + 2u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c2_3.w, r0 + 2u, y15, yb, e); }
+        store4(c2_0, r0 + 2u, n0 + 0u, yb, e, q0);
+        store4(c2_1, r0 + 2u, n0 + 4u, yb, e, q1);
+        store4(c2_2, r0 + 2u, n0 + 8u, yb, e, q2);
+        store4(c2_3, r0 + 2u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 3u <= ml) {
-        if (y0 != SKIP) { epilogue(c3_0.x, r0 + 3u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c3_0.y, r0 + 3u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c3_0.z, r0 + 3u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c3_0.w, r0 + 3u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c3_1.x, r0 + 3u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c3_1.y, r0 + 3u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c3_1.z, r0 + 3u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c3_1.w, r0 + 3u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c3_2.x, r0 + 3u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c3_2.y, r0 + 3u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c3_2.z, r0 + 3u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c3_2.w, r0 + 3u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c3_3.x, r0 + 3u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c3_3.y, r0 + 3u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c3_3.z, r0 + 3u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c3_3.w, r0 + 3u, y15, yb, e); }
+        store4(c3_0, r0 + 3u, n0 + 0u, yb, e, q0);
+        store4(c3_1, r0 + 3u, n0 + 4u, yb, e, q1);
+        store4(c3_2, r0 + 3u, n0 + 8u, yb, e, q2);
+        store4(c3_3, r0 + 3u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 4u <= ml) {
-        if (y0 != SKIP) { epilogue(c4_0.x, r0 + 4u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c4_0.y, r0 + 4u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c4_0.z, r0 + 4u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c4_0.w, r0 + 4u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c4_1.x, r0 + 4u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c4_1.y, r0 + 4u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c4_1.z, r0 + 4u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c4_1.w, r0 + 4u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c4_2.x, r0 + 4u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c4_2.y, r0 + 4u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c4_2.z, r0 + 4u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c4_2.w, r0 + 4u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c4_3.x, r0 + 4u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c4_3.y, r0 + 4u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c4_3.z, r0 + 4u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c4_3.w, r0 + 4u, y15, yb, e); }
+        store4(c4_0, r0 + 4u, n0 + 0u, yb, e, q0);
+        store4(c4_1, r0 + 4u, n0 + 4u, yb, e, q1);
+        store4(c4_2, r0 + 4u, n0 + 8u, yb, e, q2);
+        store4(c4_3, r0 + 4u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 5u <= ml) {
-        if (y0 != SKIP) { epilogue(c5_0.x, r0 + 5u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c5_0.y, r0 + 5u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c5_0.z, r0 + 5u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c5_0.w, r0 + 5u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c5_1.x, r0 + 5u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c5_1.y, r0 + 5u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c5_1.z, r0 + 5u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c5_1.w, r0 + 5u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c5_2.x, r0 + 5u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c5_2.y, r0 + 5u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c5_2.z, r0 + 5u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c5_2.w, r0 + 5u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c5_3.x, r0 + 5u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c5_3.y, r0 + 5u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c5_3.z, r0 + 5u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c5_3.w, r0 + 5u, y15, yb, e); }
+        store4(c5_0, r0 + 5u, n0 + 0u, yb, e, q0);
+        store4(c5_1, r0 + 5u, n0 + 4u, yb, e, q1);
+        store4(c5_2, r0 + 5u, n0 + 8u, yb, e, q2);
+        store4(c5_3, r0 + 5u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 6u <= ml) {
-        if (y0 != SKIP) { epilogue(c6_0.x, r0 + 6u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c6_0.y, r0 + 6u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c6_0.z, r0 + 6u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c6_0.w, r0 + 6u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c6_1.x, r0 + 6u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c6_1.y, r0 + 6u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c6_1.z, r0 + 6u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c6_1.w, r0 + 6u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c6_2.x, r0 + 6u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c6_2.y, r0 + 6u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c6_2.z, r0 + 6u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c6_2.w, r0 + 6u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c6_3.x, r0 + 6u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c6_3.y, r0 + 6u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c6_3.z, r0 + 6u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c6_3.w, r0 + 6u, y15, yb, e); }
+        store4(c6_0, r0 + 6u, n0 + 0u, yb, e, q0);
+        store4(c6_1, r0 + 6u, n0 + 4u, yb, e, q1);
+        store4(c6_2, r0 + 6u, n0 + 8u, yb, e, q2);
+        store4(c6_3, r0 + 6u, n0 + 12u, yb, e, q3);
     }
     if (r0 + 7u <= ml) {
-        if (y0 != SKIP) { epilogue(c7_0.x, r0 + 7u, y0, yb, e); }
-        if (y1 != SKIP) { epilogue(c7_0.y, r0 + 7u, y1, yb, e); }
-        if (y2 != SKIP) { epilogue(c7_0.z, r0 + 7u, y2, yb, e); }
-        if (y3 != SKIP) { epilogue(c7_0.w, r0 + 7u, y3, yb, e); }
-        if (y4 != SKIP) { epilogue(c7_1.x, r0 + 7u, y4, yb, e); }
-        if (y5 != SKIP) { epilogue(c7_1.y, r0 + 7u, y5, yb, e); }
-        if (y6 != SKIP) { epilogue(c7_1.z, r0 + 7u, y6, yb, e); }
-        if (y7 != SKIP) { epilogue(c7_1.w, r0 + 7u, y7, yb, e); }
-        if (y8 != SKIP) { epilogue(c7_2.x, r0 + 7u, y8, yb, e); }
-        if (y9 != SKIP) { epilogue(c7_2.y, r0 + 7u, y9, yb, e); }
-        if (y10 != SKIP) { epilogue(c7_2.z, r0 + 7u, y10, yb, e); }
-        if (y11 != SKIP) { epilogue(c7_2.w, r0 + 7u, y11, yb, e); }
-        if (y12 != SKIP) { epilogue(c7_3.x, r0 + 7u, y12, yb, e); }
-        if (y13 != SKIP) { epilogue(c7_3.y, r0 + 7u, y13, yb, e); }
-        if (y14 != SKIP) { epilogue(c7_3.z, r0 + 7u, y14, yb, e); }
-        if (y15 != SKIP) { epilogue(c7_3.w, r0 + 7u, y15, yb, e); }
+        store4(c7_0, r0 + 7u, n0 + 0u, yb, e, q0);
+        store4(c7_1, r0 + 7u, n0 + 4u, yb, e, q1);
+        store4(c7_2, r0 + 7u, n0 + 8u, yb, e, q2);
+        store4(c7_3, r0 + 7u, n0 + 12u, yb, e, q3);
     }
 }

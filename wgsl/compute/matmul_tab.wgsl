@@ -3,7 +3,7 @@
 // ENABLE is `enable f16;` when an operand is stored in half precision (TA/TB vec4<f16>).
 {{ENABLE}}
 @group(0) @binding(0) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(1) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(1) var<storage, read_write> Y: array<{{TY}}>;
 @group(0) @binding(2) var<uniform> params: Params;
 @group(0) @binding(3) var A: texture_2d<f32>;
 @group(0) @binding(4) var B: texture_2d<f32>;
