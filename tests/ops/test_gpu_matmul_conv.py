@@ -51,7 +51,8 @@ def test_matmul_constant_b_with_relu():
     ((4, 13), (13,), "b", "matmul_tb"),  # 1-D constant B
     ((6, 11), (11, 9), "a", "matmul_ta"),  # constant A, K % 4 tail read from the texture
     ((2, 3, 5, 9), (2, 1, 9, 7), "a", "matmul_ta"),  # batched constant A, broadcast batch dims
-    ((2, 16385), (16385, 4), "b", "matmul"),  # past the texture size limit: storage buffer
+    ((2, 16385), (16385, 4), "b", "gemv"),  # past the texture size limit: storage buffer (two rows: gemv)
+    ((1, 37), (37, 10), "b", "gemv_tb"),  # one row: the 1x4 kernel, constant B as a texture
 ])
 def test_matmul_constant_operand_texture(a_shape, b_shape, const, shader, shaders):
     feeds = {"a": _rand(*a_shape), "b": _rand(*b_shape)}
@@ -59,6 +60,26 @@ def test_matmul_constant_operand_texture(a_shape, b_shape, const, shader, shader
     model = gpu_check.node_model("MatMul", feeds, constants=constants, input_order=["a", "b"])
     gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
     assert f"compute/{shader}.wgsl" in shaders
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((1, 2050), (2050, 1001)),  # a classifier: one row, K and N past many tiles, N % 4 != 0
+    ((2, 9), (9, 3)),  # two rows, fewer columns than one vec4
+    ((3, 2, 1, 13), (3, 1, 13, 6)),  # batched single rows with broadcast
+])
+def test_matmul_one_or_two_rows(a_shape, b_shape, shaders):
+    feeds = {"a": _rand(*a_shape), "b": _rand(*b_shape)}
+    gpu_check.compare(gpu_check.node_model("MatMul", feeds), feeds, rtol=1e-4, atol=1e-4)
+    assert "compute/gemv.wgsl" in shaders
+
+
+def test_gemm_classifier_row_with_bias_and_relu(shaders):
+    feeds = {"a": _rand(1, 96)}
+    model = gpu_check.node_model("Gemm", feeds, constants={"b": _rand(30, 96), "c": _rand(30)}, transB=1)
+    model.graph.node[0].output[0] = "t"
+    model.graph.node.append(helper.make_node("Relu", ["t"], ["y0"]))
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+    assert any(s.startswith("compute/gemv") for s in shaders)
 
 
 @pytest.mark.parametrize("trans_a,trans_b,c_shape,alpha,beta", [
@@ -113,7 +134,7 @@ def test_conv(x_shape, w_shape, attrs, shaders):
                       rtol=1e-4, atol=1e-4)
     depthwise = attrs.get("group", 1) == x_shape[1]
     # Weights are read through a texture (matmul_ta, or matmul_tab for Winograd's two texture operands).
-    assert ("compute/depthwise.wgsl" in shaders) if depthwise else any("matmul_ta" in s for s in shaders)
+    assert ("compute/depthwise.wgsl" in shaders) if depthwise else any("_ta" in s for s in shaders)
 
 
 WINOGRAD_CASES = [

@@ -23,6 +23,7 @@ from wgsentis.ops.elementwise_gpu import activation_expr, broadcast_strides
 from wgsentis.ops.registry import register_gpu
 
 TILE_M, TILE_N = 8, 16  # outputs per invocation (see matmul.wgsl)
+GEMV_MAX_ROWS = 2  # products with at most this many rows use the 1x4-tile kernel (gemv.wgsl)
 WORKGROUP = 64
 MAX_BATCH_RANK = 4
 IDENTITY = ("v", [0.0, 0.0, 0.0])
@@ -186,8 +187,11 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
         strides = strides + [0] * (len(batch_shape) - len(strides))  # operands without batch dims
         return strides + [0] * (MAX_BATCH_RANK - len(strides))
     flags = (1 if bias is not None else 0) | (2 if accumulate else 0) | (4 if final else 0)
-    tiles_n = -(-n // TILE_N)
-    tiles = -(-m // TILE_M) * tiles_n
+    # One or two rows (a batch-1 fully-connected layer): the 1x4-tile kernel (gemv*.wgsl).
+    kernel = "gemv" if m <= GEMV_MAX_ROWS else "matmul"
+    tile_m, tile_n = (1, 4) if kernel == "gemv" else (TILE_M, TILE_N)
+    tiles_n = -(-n // tile_n)
+    tiles = -(-m // tile_m) * tiles_n
     params = [m, n, k, tiles_n, a_row, a_col, b_row, b_col, y_row, y_col0, bias_strides[0], bias_strides[1],
               flags, float(alpha), float(beta), *[float(v) for v in act[1]], len(batch_shape), 0,
               *batch_shape, *pad, *four(a_batch), *four(b_batch), *four(y_batch),
@@ -209,16 +213,16 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
             "ENABLE": "enable f16;" if a.half or b.half else "", **(_STORE_VEC if vec_y else _STORE_SCALAR)}
     grid = (groups[0], groups[1], nbatch)
     if a.tex is not None and b.tex is not None:
-        rec.dispatch("compute/matmul_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
+        rec.dispatch(f"compute/{kernel}_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
                      textures=[a.tex, b.tex])
     elif a.tex is not None:
-        rec.dispatch("compute/matmul_ta.wgsl", [b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
+        rec.dispatch(f"compute/{kernel}_ta.wgsl", [b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
                      textures=[a.tex])
     elif b.tex is not None:
-        rec.dispatch("compute/matmul_tb.wgsl", [a.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
+        rec.dispatch(f"compute/{kernel}_tb.wgsl", [a.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
                      textures=[b.tex])
     else:
-        rec.dispatch("compute/matmul.wgsl", [a.t, b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs)
+        rec.dispatch(f"compute/{kernel}.wgsl", [a.t, b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs)
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 
