@@ -90,7 +90,7 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
         rec.dispatch("compute/pool.wgsl", [x], [y], params, _grid(x, out_shape), workgroup=POOL_WG,
-                     constants={"MODE": mode}, subs=_subs(x, p))
+                     constants={"MODE": mode, "KD0": params[7], "KD1": params[8], "KD2": params[9]}, subs=_subs(x, p))
     return y
 
 

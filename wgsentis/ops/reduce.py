@@ -69,6 +69,9 @@ def _reduce_kernel(kind: str):
         empty = any(x.shape[a] == 0 for a in axes)
         if kind == "sum":
             out = np.sum(work, axis=axes, keepdims=keepdims, dtype=work.dtype)
+        elif kind == "mean" and empty:  # the mean of nothing: NaN, as numpy has it, without its warning
+            shape = np.sum(work, axis=axes, keepdims=keepdims, dtype=work.dtype).shape
+            out = np.full(shape, np.nan, dtype=work.dtype if work.dtype.kind == "f" else np.float64)
         elif kind == "mean":
             out = np.mean(work, axis=axes, keepdims=keepdims)
         elif kind == "max":
