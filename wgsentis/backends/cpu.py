@@ -248,10 +248,13 @@ class GraphProgram:
         ctx = step.ctx
         ctx.outer = scope
         try:
-            result = step.kernel(ctx, *args, **step.attrs)
-            if step.activation is not None:
-                act_kernel, act_attrs = step.activation
-                result = act_kernel(ctx, result, **act_attrs)
+            # ONNX arithmetic is IEEE arithmetic: log(0) = -inf, inf - inf = NaN are results, not faults,
+            # so numpy's floating-point warnings would only be noise in the user's output.
+            with np.errstate(all="ignore"):
+                result = step.kernel(ctx, *args, **step.attrs)
+                if step.activation is not None:
+                    act_kernel, act_attrs = step.activation
+                    result = act_kernel(ctx, result, **act_attrs)
         except WgSentisError as exc:
             if isinstance(exc, LayerError):
                 raise

@@ -865,9 +865,10 @@ class GPUProgram:
     def _run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
         step = self._cpu_steps[index]
         try:
-            result = step.kernel(step.ctx, *args, **step.attrs)
-            if step.activation is not None:
-                result = step.activation[0](step.ctx, result, **step.activation[1])
+            with np.errstate(all="ignore"):  # IEEE results (see backends/cpu.py _run_step)
+                result = step.kernel(step.ctx, *args, **step.attrs)
+                if step.activation is not None:
+                    result = step.activation[0](step.ctx, result, **step.activation[1])
         except WgSentisError as exc:
             raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
         except Exception as exc:
