@@ -243,6 +243,8 @@ class Recorder:
         self.ctx = program.ctx
         self.layer: Layer | None = None
         self.layer_index = -1
+        self._scratch_layer = -2  # the layer _scratch_held belongs to
+        self._scratch_held: list[GTexture] = []
         self.dispatches: list[Dispatch] = []
         self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
 
@@ -287,9 +289,15 @@ class Recorder:
         return self.program.upload_constant(value, name)
 
     def scratch_texture(self, rows: int, cols: int, name: str = "") -> GTexture | None:
-        """A (rows, cols) rgba32float texture for an operand computed on the GPU (see
-        ``GPUProgram.scratch_texture``); None when it exceeds the device limits."""
-        return self.program.scratch_texture(rows, cols, name)
+        """An rgba32float texture of at least (rows, cols) for an operand computed on the GPU (see
+        ``GPUProgram.scratch_texture``), not one this layer holds already; None when it exceeds the
+        device limits."""
+        if self._scratch_layer != self.layer_index:
+            self._scratch_layer, self._scratch_held = self.layer_index, []
+        tex = self.program.scratch_texture(rows, cols, name, tuple(self._scratch_held))
+        if tex is not None:
+            self._scratch_held.append(tex)
+        return tex
 
     @property
     def half_weights(self) -> bool:
@@ -631,24 +639,33 @@ class GPUProgram:
         self.weight_transfers.append(Transfer("upload", name or "constant", words.nbytes))
         return t
 
-    def scratch_texture(self, rows: int, cols: int, name: str) -> GTexture | None:
-        """An rgba32float texture that programs write as storage and read as a sampled operand within
-        one layer (a matmul operand produced on the GPU). Shared by every layer asking for the same
-        size: a layer consumes it before the next one writes it, and dispatches are ordered. None
-        when it exceeds the device's texture size limit."""
+    def scratch_texture(self, rows: int, cols: int, name: str, busy: tuple[GTexture, ...] = ()) -> GTexture | None:
+        """An rgba32float texture of at least (rows, cols) that a layer writes as storage and reads as a
+        sampled matmul operand (an operand produced on the GPU). Layers share them: a layer consumes its
+        texture before the next one writes it, dispatches are ordered, and a texture larger than asked
+        for serves as well (programs address texels explicitly). The smallest free one that covers the
+        request is reused; otherwise a new one is made, at least twice as tall as the tallest of its width,
+        so that a network whose channel counts grow, as DenseNet's do, makes a few textures rather than
+        one per layer. ``busy``: textures the caller
+        holds already. None when it exceeds the device's texture size limit."""
         width = max(1, (cols + 3) // 4)
         limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
         if rows > limit or width > limit or rows == 0:
             return None
-        hit = self.scratch_textures.get((rows, width))
-        if hit is not None:
-            return hit
+        fits = [t for t in self.scratch_textures.values()
+                if t.shape[0] >= rows and t.shape[1] >= 4 * width and all(t is not u for u in busy)]
+        if fits:
+            return min(fits, key=lambda t: t.shape[0] * t.shape[1])
+        # Rows grow geometrically per width: a second texture of a width is at least twice the first.
+        tallest = max((t.shape[0] for t in self.scratch_textures.values() if t.shape[1] == 4 * width), default=0)
+        tex_rows = min(limit, max(rows, 2 * tallest))
+        width_class = width
         usage = self.ctx.wgpu.TextureUsage
-        texture = self.ctx.device.create_texture(size=(width, rows, 1), format="rgba32float",
+        texture = self.ctx.device.create_texture(size=(width_class, tex_rows, 1), format="rgba32float",
                                                  usage=usage.TEXTURE_BINDING | usage.STORAGE_BINDING, label=name)
-        tex = GTexture(texture, (rows, cols), name)
-        self.scratch_textures[(rows, width)] = tex
-        self.scratch_texture_bytes += rows * width * 16
+        tex = GTexture(texture, (tex_rows, 4 * width_class), name)
+        self.scratch_textures[(tex_rows, width_class)] = tex
+        self.scratch_texture_bytes += tex_rows * width_class * 16
         return tex
 
     # -- running ----------------------------------------------------------------------------------------
