@@ -491,6 +491,7 @@ class GPUProgram:
         self.transfers: list[Transfer] = []  # this run's
         self.weight_transfers: list[Transfer] = []  # constants, uploaded once per worker
         self.last_plan: Plan | None = None
+        self._next_stream: _CommandStream | None = None  # ready for the next replay
         self._cpu_steps = [_Step(layer, _HostProgram(self)) for layer in graph.layers]
         self.host_needed = self._plan_host_tensors()
         self._last_use = self._last_uses()
@@ -512,6 +513,7 @@ class GPUProgram:
         self.plans.clear()
         self.constants.clear()
         self.scratch_textures.clear()
+        self._next_stream = None
         self.last_plan = None
 
     # -- analysis done once ---------------------------------------------------------------------------
@@ -866,6 +868,16 @@ class GPUProgram:
 
     def _emit_steps(self, stream: _CommandStream, steps: list[Any], stamps: _Stamps | None = None) -> None:
         """Encode a recorded plan's steps, running its fallback layers in between."""
+        if stamps is None and not self.debug_groups:
+            # The plain replay: no per-layer grouping to do, so none of its host cost.
+            for step in steps:
+                if isinstance(step, Dispatch):
+                    stream.dispatch(step)
+                elif isinstance(step, Copy):
+                    stream.copy(step)
+                else:
+                    self._replay_fallback(step, stream.take())
+            return
         start = 0
         while start < len(steps):
             step = steps[start]
@@ -1025,7 +1037,8 @@ class GPUProgram:
         elif self.profile_layers and self.ctx.has_timestamps:
             stamps = _Stamps(self, inside=inside)
         started = time.perf_counter()
-        stream = _CommandStream(self.ctx.device)
+        # The encoder (and its first pass) made while the previous run was on the GPU, if any.
+        stream, self._next_stream = self._next_stream or _CommandStream(self.ctx.device), None
         self._emit_steps(stream, plan.steps, stamps)
         if stamps is not None:
             stamps.finish(stream)
@@ -1037,7 +1050,12 @@ class GPUProgram:
             # The resolved timestamps ride in the outputs' staging buffer: one map, no extra sync.
             self.last_layer_gpu_ns = {}
             extra = (stamps.resolve(encoder), 8 * stamps.count, self._set_layer_times(stamps))
-        return self._finish(encoder, plan.outputs, extra)
+        readback = self._finish(encoder, plan.outputs, extra)
+        # Creating an encoder and beginning a pass cost ~50 us each on wgpu-native: do it now, while the
+        # GPU runs what was just submitted, rather than at the start of the next run.
+        self._next_stream = _CommandStream(self.ctx.device)
+        self._next_stream.compute_pass()
+        return readback
 
     def _set_layer_times(self, stamps: _Stamps) -> Callable[[np.ndarray], None]:
         def store(raw: np.ndarray) -> None:
@@ -1067,15 +1085,23 @@ class _CommandStream:
 
     def __init__(self, device: Any) -> None:
         self.device = device
-        self.encoder = device.create_command_encoder(label="wgsentis run")
+        self._encoder: Any = device.create_command_encoder(label="wgsentis run")
         self.cpass: Any = None
+        self.pipeline: Any = None  # set in the open pass
         self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
+
+    @property
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder(label="wgsentis run")
+        return self._encoder
 
     def compute_pass(self) -> Any:
         if self.cpass is None:
             kwargs = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
             self.cpass = self.encoder.begin_compute_pass(label="wgsentis layers", **kwargs)
             self.pass_timestamps = None
+            self.pipeline = None
         return self.cpass
 
     def end_pass(self) -> None:
@@ -1088,8 +1114,10 @@ class _CommandStream:
         return self.encoder
 
     def dispatch(self, d: Dispatch) -> None:
-        cpass = self.compute_pass()
-        cpass.set_pipeline(d.pipeline)
+        cpass = self.cpass if self.cpass is not None else self.compute_pass()
+        if d.pipeline is not self.pipeline:  # consecutive layers often share one (the matmul's)
+            cpass.set_pipeline(d.pipeline)
+            self.pipeline = d.pipeline
         cpass.set_bind_group(0, d.bind_group)
         cpass.dispatch_workgroups(*d.groups)
 
@@ -1098,9 +1126,10 @@ class _CommandStream:
         self.encoder.copy_buffer_to_buffer(c.src, c.src_offset, c.dst, c.dst_offset, c.nbytes)
 
     def take(self) -> Any:
+        """The encoder so far (to submit); later commands go to a fresh one, made when first needed."""
         self.end_pass()
         encoder = self.encoder
-        self.encoder = self.device.create_command_encoder(label="wgsentis run")
+        self._encoder = None
         return encoder
 
 
