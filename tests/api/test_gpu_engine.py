@@ -211,6 +211,28 @@ def test_constant_matrix_as_texture_reads_back():
 
 
 @requires_gpu
+def test_scratch_textures_are_shared_by_layers_and_grow_geometrically():
+    model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [1])], [("y", F, [1])]))
+    program = gc.GPUProgram(model.graph)
+    rec = gc.Recorder(program)
+    rec.layer_index = 0
+    first = rec.scratch_texture(64, 100)
+    assert first.shape == (64, 100)
+    assert rec.scratch_texture(32, 40) is not first  # the layer holds `first` already
+    rec.layer_index = 1  # the next layer: anything covering the request is shared
+    assert rec.scratch_texture(60, 97) is first
+    # A network whose channel counts grow (DenseNet) makes a few textures, not one per layer.
+    for i, rows in enumerate(range(64, 512, 32), start=2):
+        rec.layer_index = i
+        assert rec.scratch_texture(rows, 100).shape[0] >= rows
+    tall = sorted(t.shape[0] for t in program.scratch_textures.values() if t.shape[1] == 100)
+    assert tall == [64, 128, 256, 512]
+    assert program.scratch_texture_bytes == sum(t.shape[0] * t.shape[1] * 4 for t in program.scratch_textures.values())
+    limit = program.ctx.limits["max-texture-dimension-2d"]
+    assert rec.scratch_texture(limit + 1, 4) is None
+
+
+@requires_gpu
 def test_plan_rerecorded_when_a_host_read_input_value_changes():
     model = make_model([helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
                         helper.make_node("Relu", ["r"], ["y"], name="relu")],
