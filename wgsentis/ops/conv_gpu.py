@@ -1,14 +1,17 @@
 """gpu-compute programs of the conv family: Conv (1-D/2-D, pads/strides/dilations, auto_pad, groups,
 bias, fused activation) and ConvTranspose (gather form).
 
-Conv picks one of three paths:
-- 1x1, stride 1, no padding, one group: a matmul of the weight (C_out, C_in) with each image seen as
-  (C_in, H*W), no copy at all;
+Conv picks the first path that applies:
 - depthwise (one input channel per group): a direct kernel, one output per invocation;
-- otherwise im2col into a (K, P) column matrix per group (K = C_in/group*kh*kw, both padded to
-  multiples of 4 so every load is a vec4), then the register-tiled matmul of ``matmul_gpu``.
-  Implicit GEMM would gather with bounds checks inside the inner loop, where loads are what costs
-  on lavapipe; the materialised columns are small for vision models at batch 1.
+- 1x1, no padding, one group: the input planes (subsampled by the stride) are copied into a storage
+  texture, then multiplied by the weight texture (``_pointwise_texture``); without textures, a
+  matmul of the weight (C_out, C_in) with each image seen as (C_in, H*W), no copy at all;
+- 3x3, stride 1, one group: Winograd F(2x2, 3x3) (``_winograd``), 2.25x fewer multiply-adds;
+- one group: im2col into a storage texture (``_im2col_texture``), one row per (channel, tap);
+- otherwise implicit GEMM over shifted input copies (``_implicit``) or im2col into a buffer, both
+  read by the register-tiled matmul of ``matmul_gpu`` as storage buffers.
+lavapipe fetches textures far faster than storage buffers, hence the copies into textures; each
+layer's texture comes from a pool shared by the layers (``Recorder.scratch_texture``).
 Weights and bias are read on the host (``host_inputs``; they are initializers in practice) and
 repacked once ((C_out, K) rows padded to a multiple of 4); the matmul reads them through a texture
 where one fits (``matmul_gpu.const_operand``).

@@ -6,9 +6,11 @@ per invocation, included by ``matmul.wgsl`` with both operands in storage buffer
 storage-buffer load costs far more than a multiply-add, so operands are read as vec4 whenever their
 rows are contiguous and 16-byte aligned; constants are repacked on the host (transposed to (K, N),
 columns padded to a multiple of 4) so that they always are, and are read through an rgba32float
-texture where one fits (``matmul_ta.wgsl`` / ``matmul_tb.wgsl``: the same body with A or B bound as
-a texture), which lavapipe fetches far faster. The conv family reuses :func:`gemm` for its 1x1 and
-im2col paths.
+texture where one fits (``matmul_ta.wgsl`` / ``matmul_tb.wgsl`` / ``matmul_tab.wgsl``: the same body
+with A, B or both bound as textures), which lavapipe fetches far faster. Products of one or two rows
+use ``gemv*.wgsl``, the same body with a 1x4 tile. The epilogue (bias, activation) stores whole vec4s
+where the output rows allow. With ``Worker(precision="float16")`` constant operands are held in half
+precision. The conv family reuses :func:`gemm` for all of its matmul paths.
 """
 
 from __future__ import annotations
