@@ -504,7 +504,6 @@ class GPUProgram:
         self.profile_layers: bool | str = False
         self.last_layer_gpu_ns: dict[int, int] = {}  # layer index -> GPU duration of the last profiled run
         self.last_layer_spans: dict[int, int] = {}  # layer index -> timed intervals behind that duration
-        self.last_stamp_count = 0  # timestamps written by the last profiled run
         self._query_sets: list[Any] = []
         self._resolve_buffer: Any = None
 
@@ -567,7 +566,6 @@ class GPUProgram:
         if hit is not None and hit.host is value:
             return hit
         data = to_device_array(value, f"constant '{name}'")
-        usage = self.ctx.wgpu.BufferUsage
         shape = tuple(value.shape)
         if data.nbytes > self.ctx.max_binding:
             # Split into row blocks, each within the binding limit (VGG-19's 411 MB FC weight).
@@ -577,18 +575,29 @@ class GPUProgram:
             chunks = []
             for start in range(0, rows, per):
                 part = np.ascontiguousarray(data[start: start + per])
-                buf = self.ctx.device.create_buffer_with_data(data=part, usage=usage.STORAGE | usage.COPY_SRC,
-                                                              label=f"{name}[{start}:{start + len(part)}]")
-                chunks.append((start, len(part), Allocation(buf, part.nbytes, persistent=True)))
+                chunks.append((start, len(part), self._constant_buffer(part, f"{name}[{start}:{start + len(part)}]")))
             t = GTensor(None, shape, value.dtype, name, host=value, chunks=chunks)
         else:
-            buf = self.ctx.device.create_buffer_with_data(data=data if data.size else np.zeros(4, np.uint32),
-                                                          usage=usage.STORAGE | usage.COPY_SRC, label=name)
-            t = GTensor(Allocation(buf, data.nbytes, persistent=True), shape, value.dtype, name, host=value)
-        self.constants[key] = t
-        self.constant_bytes += data.nbytes
-        self.weight_transfers.append(Transfer("upload", name or "constant", data.nbytes))
-        return t
+            t = GTensor(self._constant_buffer(data, name), shape, value.dtype, name, host=value)
+        return self._keep_constant(key, t, data.nbytes, name)
+
+    def _constant_buffer(self, data: np.ndarray, label: str) -> Allocation:
+        """A persistent storage buffer holding ``data`` (4 bytes when ``data`` is empty)."""
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.device.create_buffer_with_data(data=data if data.size else np.zeros(4, np.uint32),
+                                                      usage=usage.STORAGE | usage.COPY_SRC, label=label)
+        return Allocation(buf, data.nbytes, persistent=True)
+
+    def _keep_constant(self, key: Any, uploaded: Any, nbytes: int, name: str) -> Any:
+        """Cache an uploaded constant under ``key`` and count its upload."""
+        self.constants[key] = uploaded
+        self.constant_bytes += nbytes
+        self.weight_transfers.append(Transfer("upload", name or "constant", nbytes))
+        return uploaded
+
+    @property
+    def _texture_limit(self) -> int:
+        return int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
 
     def upload_texture(self, value: np.ndarray, name: str, *, half: bool = False) -> GTexture | None:
         key = ("texture", id(value), half)
@@ -599,8 +608,7 @@ class GPUProgram:
             raise DeviceError(f"texture '{name}': a 2-D float32 matrix is needed, got {value.dtype}{list(value.shape)}")
         rows, cols = value.shape
         width = max(1, (cols + 3) // 4)
-        limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
-        if rows > limit or width > limit:
+        if rows > self._texture_limit or width > self._texture_limit:
             return None
         dtype, texel = (np.float16, 8) if half else (np.float32, 16)
         data = np.zeros((rows, width * 4), dtype)
@@ -612,11 +620,8 @@ class GPUProgram:
         if rows:
             self.ctx.queue.write_texture({"texture": texture}, data, {"bytes_per_row": width * texel,
                                                                       "rows_per_image": rows}, (width, rows, 1))
-        tex = GTexture(texture, (rows, cols), name)
-        self.constants[key] = tex  # keyed by id: the caller keeps ``value`` alive (repacked weights)
-        self.constant_bytes += data.nbytes
-        self.weight_transfers.append(Transfer("upload", name or "texture", data.nbytes))
-        return tex
+        # Keyed by id: the caller keeps ``value`` alive (repacked weights).
+        return self._keep_constant(key, GTexture(texture, (rows, cols), name), data.nbytes, name or "texture")
 
     def upload_half(self, value: np.ndarray, name: str) -> GTensor:
         """A constant float32 matrix (..., cols), cols a multiple of 4, rounded to float16 and uploaded as
@@ -632,14 +637,8 @@ class GPUProgram:
         words = np.ascontiguousarray(value.astype(np.float16)).view(np.int32)  # (..., cols / 2)
         if words.nbytes > self.ctx.max_binding:
             raise _TooLarge(f"constant '{name}' ({words.nbytes} bytes in float16) exceeds the binding limit")
-        usage = self.ctx.wgpu.BufferUsage
-        buf = self.ctx.device.create_buffer_with_data(data=words if words.size else np.zeros(4, np.uint32),
-                                                      usage=usage.STORAGE | usage.COPY_SRC, label=name)
-        t = GTensor(Allocation(buf, words.nbytes, persistent=True), words.shape, np.int32, name)
-        self.constants[key] = t
-        self.constant_bytes += words.nbytes
-        self.weight_transfers.append(Transfer("upload", name or "constant", words.nbytes))
-        return t
+        t = GTensor(self._constant_buffer(words, name), words.shape, np.int32, name)
+        return self._keep_constant(key, t, words.nbytes, name)
 
     def scratch_texture(self, rows: int, cols: int, name: str, busy: tuple[GTexture, ...] = ()) -> GTexture | None:
         """An rgba32float texture of at least (rows, cols) that a layer writes as storage and reads as a
@@ -648,10 +647,10 @@ class GPUProgram:
         for serves as well (programs address texels explicitly). The smallest free one that covers the
         request is reused; otherwise a new one is made, at least twice as tall as the tallest of its width,
         so that a network whose channel counts grow, as DenseNet's do, makes a few textures rather than
-        one per layer. ``busy``: textures the caller
-        holds already. None when it exceeds the device's texture size limit."""
+        one per layer. ``busy``: textures the caller holds already. None when it exceeds the device's
+        texture size limit."""
         width = max(1, (cols + 3) // 4)
-        limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
+        limit = self._texture_limit
         if rows > limit or width > limit or rows == 0:
             return None
         fits = [t for t in self.scratch_textures.values()
@@ -661,13 +660,12 @@ class GPUProgram:
         # Rows grow geometrically per width: a second texture of a width is at least twice the first.
         tallest = max((t.shape[0] for t in self.scratch_textures.values() if t.shape[1] == 4 * width), default=0)
         tex_rows = min(limit, max(rows, 2 * tallest))
-        width_class = width
         usage = self.ctx.wgpu.TextureUsage
-        texture = self.ctx.device.create_texture(size=(width_class, tex_rows, 1), format="rgba32float",
+        texture = self.ctx.device.create_texture(size=(width, tex_rows, 1), format="rgba32float",
                                                  usage=usage.TEXTURE_BINDING | usage.STORAGE_BINDING, label=name)
-        tex = GTexture(texture, (tex_rows, 4 * width_class), name)
-        self.scratch_textures[(tex_rows, width_class)] = tex
-        self.scratch_texture_bytes += tex_rows * width_class * 16
+        tex = GTexture(texture, (tex_rows, 4 * width), name)
+        self.scratch_textures[(tex_rows, width)] = tex
+        self.scratch_texture_bytes += tex_rows * width * 16
         return tex
 
     # -- running ----------------------------------------------------------------------------------------
@@ -1031,11 +1029,12 @@ class GPUProgram:
         for name, t in plan.input_tensors.items():
             self._upload_input(name, feeds[name], t)
         stamps = None
-        inside = _INSIDE_STAMPS <= set(self.ctx.info.features)
-        if self.profile_layers == "whole" and inside:
-            stamps = _Stamps(self, inside=True, whole=True)
-        elif self.profile_layers and self.ctx.has_timestamps:
-            stamps = _Stamps(self, inside=inside)
+        if self.profile_layers and self.ctx.has_timestamps:
+            inside = stamps_inside_passes(self.ctx)
+            if self.profile_layers != "whole":
+                stamps = _Stamps(self, inside=inside)
+            elif inside:  # the run's two ends need stamps outside any layer's pass
+                stamps = _Stamps(self, inside=True, whole=True)
         started = time.perf_counter()
         # The encoder (and its first pass) made while the previous run was on the GPU, if any.
         stream, self._next_stream = self._next_stream or _CommandStream(self.ctx.device), None
@@ -1061,7 +1060,6 @@ class GPUProgram:
         def store(raw: np.ndarray) -> None:
             self.last_layer_gpu_ns = stamps.durations(raw.view(np.uint64).astype(np.int64))
             self.last_layer_spans = stamps.span_counts()
-            self.last_stamp_count = stamps.count
 
         return store
 
@@ -1077,6 +1075,11 @@ class GPUProgram:
 
 # Timestamps written between layers need both: inside the open pass, and on the encoder around copies.
 _INSIDE_STAMPS = frozenset({"timestamp-query-inside-passes", "timestamp-query-inside-encoders"})
+
+
+def stamps_inside_passes(ctx: GPUContext) -> bool:
+    """Whether the adapter can write timestamps between layers (inside passes and around copies)."""
+    return _INSIDE_STAMPS <= set(ctx.info.features)
 
 
 class _CommandStream:

@@ -30,8 +30,9 @@ from wgsentis.ops.registry import register_gpu
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 _NO_IMPLICIT = False
-# 1x1 convolutions copy their input planes into a texture first (_pointwise_texture): on lavapipe the
-# matmul then runs ~25% faster, far more than the copy costs (ResNet-50: 569 -> 517 ms).
+# Convolutions copy their input planes (1x1, _pointwise_texture) or im2col columns (_im2col_texture)
+# into a texture first: on lavapipe the matmul then runs ~25% faster, far more than the copy costs
+# (ResNet-50: 569 -> 517 ms for the 1x1 layers alone).
 TEXTURE_INPUTS = True
 
 
@@ -83,7 +84,6 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     h, wd = x_shape[2:]
     kh, kw = w_shape[2:]
     oh, ow = (1, outs[0]) if nd == 1 else outs
-    outs2d = (oh, ow)
     y = rec.alloc((n, m, *outs), np.float32)
     if y.size == 0:
         return y
@@ -104,10 +104,10 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     kp = _pad4(k)
     w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
     y3 = rec.view(y, (n, m, p))
-    if kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1 and _pointwise_texture(rec, layer, X, w_mat, y3, st, outs2d,
-                                                                              bias_t, act):
+    pointwise = kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1
+    if pointwise and _pointwise_texture(rec, layer, X, w_mat, y3, st, (oh, ow), bias_t, act):
         return y
-    if kh == kw == 1 and st == [1, 1] and pd == [0, 0, 0, 0] and group == 1 and (p % 4 == 0 or _NO_IMPLICIT):
+    if pointwise and st == [1, 1] and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         a_op = const_operand(rec, w_mat, f"{layer.name}:W")
         gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
@@ -177,8 +177,7 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     if v_tex is not None:
         rec.dispatch("compute/winograd_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
                      subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_TEXTURE_STORE})
-        b_op = Operand(None, tp, 1, [cp * tp])
-        b_op.tex = v_tex
+        b_op = Operand.of_texture(v_tex, tp, [cp * tp])
     else:
         v = rec.alloc((16, cp, tp), np.float32)
         rec.dispatch("compute/winograd_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
@@ -225,10 +224,7 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act) -> bool:
     contiguous = int(st == [1, 1] and p % 4 == 0 and p == h * wd)
     rec.dispatch("compute/to_texture.wgsl", [X], [], [n * c * width, width, p, ow, h * wd, wd, st[0], st[1]],
                  n * c * width, workgroup=64, textures=[x_tex], constants={"CONTIGUOUS": contiguous})
-    b_op = Operand(None, 4 * width, 1, [c * 4 * width])
-    b_op.tex = x_tex
-    gemm(rec, a_op, b_op, y3, m, p, c, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
-         bias_strides=(1, 0), act=act)
+    _gemm_texture_rows(rec, a_op, x_tex, c, y3, n, m, p, bias_t, act)
     return True
 
 
@@ -252,11 +248,16 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     params = [n * kp * width, width, kp, k, p, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
               dl[0], dl[1], ow, 0]
     rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, n * kp * width, workgroup=64, textures=[cols])
-    b_op = Operand(None, 4 * width, 1, [kp * 4 * width])
-    b_op.tex = cols
-    gemm(rec, a_op, b_op, y3, m, p, kp, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
-         bias_strides=(1, 0), act=act)
+    _gemm_texture_rows(rec, a_op, cols, kp, y3, n, m, p, bias_t, act)
     return True
+
+
+def _gemm_texture_rows(rec, a_op, tex, k, y3, n, m, p, bias_t, act) -> None:
+    """Y (N, C_out, P) = W @ B per image, B being ``k`` rows per image of a texture a layer program
+    wrote, one row of P columns each (texel x holds columns 4x..4x+3)."""
+    row = 4 * -(-p // 4)
+    gemm(rec, a_op, Operand.of_texture(tex, row, [k * row]), y3, m, p, k, y_row=p, y_batch=[m * p],
+         batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
 
 
 def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act) -> bool:

@@ -61,16 +61,12 @@ def _storage_type(op: Operand) -> str:
 
 # Epilogue stores (see matmul_body.wgsl's store4): per element, or a vec4 per group of four columns.
 VEC4_STORES = True
-_STORE_SCALAR = {
-    "TY": "f32", "Y_GET": "return Y[i];", "Y_SET": "Y[i] = v;",
-    "STORE4": ("if (q.x != SKIP) { epilogue(c.x, m, q.x, yb, e); } if (q.y != SKIP) { epilogue(c.y, m, q.y, yb, e); } "
-               "if (q.z != SKIP) { epilogue(c.z, m, q.z, yb, e); } if (q.w != SKIP) { epilogue(c.w, m, q.w, yb, e); }"),
-}
+_SCALAR_STORES = " ".join(f"if (q.{lane} != SKIP) {{ epilogue(c.{lane}, m, q.{lane}, yb, e); }}" for lane in "xyzw")
+_STORE_SCALAR = {"TY": "f32", "Y_GET": "return Y[i];", "Y_SET": "Y[i] = v;", "STORE4": _SCALAR_STORES}
 _STORE_VEC = {
     "TY": "vec4<f32>", "Y_GET": "return Y[i / 4u][i % 4u];", "Y_SET": "Y[i / 4u][i % 4u] = v;",
-    "STORE4": ("if (q.w == SKIP) { "
-               "if (q.x != SKIP) { epilogue(c.x, m, q.x, yb, e); } if (q.y != SKIP) { epilogue(c.y, m, q.y, yb, e); } "
-               "if (q.z != SKIP) { epilogue(c.z, m, q.z, yb, e); } return; } "
+    # A partial group (q.w is SKIP past the last column) takes the scalar stores of its valid lanes.
+    "STORE4": (f"if (q.w == SKIP) {{ {_SCALAR_STORES} return; }} "
                "var v = e.scale * c; "
                "if ((e.flags & 4u) != 0u) { "
                "if ((e.flags & 1u) != 0u) { v += vec4<f32>(e.beta * BIAS[m * e.bm]); } "
@@ -115,9 +111,7 @@ def const_operand(rec, host: np.ndarray, name: str, batch: list[int] | None = No
         mat = host if host.ndim == 2 else repacked(("tex2d",), host, lambda: host.reshape(-1, cols))
         tex = rec.texture(mat, name, half=half)
         if tex is not None:
-            op = Operand(None, cols, 1, list(batch or []))
-            op.tex = tex
-            return op
+            return Operand.of_texture(tex, cols, list(batch or []))
     if half:
         op = Operand(rec.upload_half(host, name), cols, 1, list(batch or []))
         op.half = True
@@ -153,6 +147,13 @@ class Operand:
         self.vec = col == 1 and row % 4 == 0 and all(s % 4 == 0 for s in offset_batch)
         self.tex = None  # a GTexture holding the same matrix (rows of the 2-D view) when set
         self.half = False  # stored as f16 (vec4<f16> rows), widened on load
+
+    @classmethod
+    def of_texture(cls, tex: Any, row: int, offset_batch: list[int]) -> Operand:
+        """An operand read from the texture ``tex``: rows of ``row`` elements, batch offsets in elements."""
+        op = cls(None, row, 1, offset_batch)
+        op.tex = tex
+        return op
 
     def strides(self) -> tuple[int, int, list[int]]:
         """(row, col, batch strides) in the units the kernel indexes (vec4, elements, texture rows)."""

@@ -224,7 +224,7 @@ def _host_timed_replay(program: Any, plan: Any, feeds: dict[str, Any], fence: _F
 def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progress: Progress | None = None,
              use_timestamps: bool = True) -> Timing:
     """Plain and instrumented runs on the gpu-compute backend (``worker._program``)."""
-    from wgsentis.backends.gpu_compute import Dispatch, Fallback
+    from wgsentis.backends.gpu_compute import Dispatch, Fallback, stamps_inside_passes
 
     set_blas_threads(1)
     program = worker._program
@@ -250,8 +250,7 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     # queue at every write; well under a microsecond on real GPUs). Where they can be written anywhere,
     # a third run per iteration stamps only the start and end of the run, and the per-layer run's excess
     # over it, per interior stamp, is taken out of every layer interval (median over the runs).
-    calibrate = timestamps and {"timestamp-query-inside-passes", "timestamp-query-inside-encoders"} <= set(
-        ctx.info.features)
+    calibrate = timestamps and stamps_inside_passes(ctx)
     if timestamps:
         # One discarded instrumented run: the first timestamped replay pays one-time costs (query sets,
         # the driver's first timestamp writes: ~13 ms on lavapipe) that are no part of any layer.
@@ -290,7 +289,6 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
                 program.run(feeds).wait()
                 run["layer_s"] = {i: ns / 1e9 for i, ns in program.last_layer_gpu_ns.items()}
                 run["spans"] = dict(program.last_layer_spans)
-                run["stamps"] = program.last_stamp_count
                 interior = sum(run["spans"].values()) - 1
                 if calibrate and whole is not None and interior > 0:
                     run["stamp_cost"] = max(0.0, (sum(run["layer_s"].values()) - whole / 1e9) / interior)
