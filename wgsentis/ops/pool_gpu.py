@@ -85,12 +85,17 @@ def _subs(x, p: float = 2.0) -> dict[str, str]:
             "ROOT": root}
 
 
+def _window_constants(params: list) -> dict[str, int]:
+    """The window size per dim as pipeline constants (pool_window.wgsl), from params 7..9."""
+    return {"KD0": params[7], "KD1": params[8], "KD2": params[9]}
+
+
 def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0):
     params, out_shape = _params(x, geo, include_pad, p)
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
         rec.dispatch("compute/pool.wgsl", [x], [y], params, _grid(x, out_shape), workgroup=POOL_WG,
-                     constants={"MODE": mode, "KD0": params[7], "KD1": params[8], "KD2": params[9]}, subs=_subs(x, p))
+                     constants={"MODE": mode, **_window_constants(params)}, subs=_subs(x, p))
     return y
 
 
@@ -114,7 +119,7 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
     sub = _subs(X)
     if y.size:
         rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, _grid(X, out_shape), workgroup=POOL_WG,
-                     subs={"T": sub["T"], "LOWEST": sub["LOWEST"]})
+                     constants=_window_constants(params), subs={"T": sub["T"], "LOWEST": sub["LOWEST"]})
     return y, idx
 
 

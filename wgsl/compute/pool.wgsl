@@ -6,13 +6,9 @@
 //         average counts (i32, [lo, hi) per dim), 25 p (f32), 26 1/p (f32), 29 planes (N * C).
 // Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with any p.
 #include "common/params.wgsl"
+#include "compute/pool_window.wgsl"
 
 override MODE: u32 = 0u;
-// The window's size per dim (params 7..9 hold the same): pipeline constants, so that the compiler
-// unrolls the window loops (a 3x3 max pool ran ~4x slower with uniform-bound loops on lavapipe).
-override KD0: i32 = 1;
-override KD1: i32 = 1;
-override KD2: i32 = 1;
 
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
@@ -22,27 +18,15 @@ fn is_nan(v: {{T}}) -> bool { return {{NANCHK}}; }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    // Grid: x runs over a plane's outputs, (y, z) over the N * C planes (no division for the plane).
-    let plane = gid.y + gid.z * nwg.y;
-    let out_d = vec3<u32>(pu(4u), pu(5u), pu(6u));
-    let plane_size = out_d.x * out_d.y * out_d.z;
-    if (gid.x >= plane_size || plane >= pu(29u)) { return; }
-    let i = plane * plane_size + gid.x;
-    let in_d = vec3<i32>(pi(1u), pi(2u), pi(3u));
-    let q = gid.x / out_d.z;
-    let o2 = gid.x - q * out_d.z;
-    var o1 = q;
-    var o0 = 0u;
-    if (out_d.x > 1u) {
-        o0 = q / out_d.y;
-        o1 = q - o0 * out_d.y;
-    }
-    let start = vec3<i32>(vec3<u32>(o0, o1, o2) * vec3<u32>(pu(10u), pu(11u), pu(12u))) -
-                vec3<i32>(pi(16u), pi(17u), pi(18u));
-    let dil = vec3<i32>(pi(13u), pi(14u), pi(15u));
+    let site = pool_site(gid, nwg);
+    if (!site.ok) { return; }
+    let i = site.i;
+    let in_d = site.in_d;
+    let start = site.start;
+    let dil = site.dil;
+    let base = site.base;
     let lo = vec3<i32>(pi(19u), pi(20u), pi(21u));
     let hi = vec3<i32>(pi(22u), pi(23u), pi(24u));
-    let base = plane * u32(in_d.x * in_d.y * in_d.z);
     var acc = {{T}}(0);
     if (MODE == 0u) { acc = {{LOWEST}}; }
     var count = 0;
