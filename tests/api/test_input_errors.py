@@ -72,3 +72,14 @@ def test_sample_inputs_need_non_batch_dims():
         sample_inputs(model, {"height": 5})
     feeds = sample_inputs(model, {"height": 5, "x:3": 7})
     assert feeds["x"].shape == (1, 3, 5, 7)  # the unknown batch dim defaults to 1
+
+
+def test_ieee_results_raise_no_numpy_warnings():
+    import warnings
+
+    model = ws.load_model(make_model([helper.make_node("Log", ["x"], ["y"], name="log")],
+                                     [("x", F, [3])], [("y", F, [3])]))
+    with warnings.catch_warnings(), ws.Worker(model, "cpu") as worker:
+        warnings.simplefilter("error")  # log(0) = -inf is the answer, not a fault
+        out = worker.run({"x": np.array([0.0, 1.0, -1.0], np.float32)})["y"]
+    assert out[0] == -np.inf and out[1] == 0 and np.isnan(out[2])

@@ -170,6 +170,19 @@ def test_conv_winograd_fused_relu_no_bias(shaders):
     assert "compute/winograd_out.wgsl" in shaders
 
 
+@pytest.mark.parametrize("x_shape,w_shape,attrs,shader", [
+    ((2, 6, 9, 11), (4, 6, 1, 1), {}, "compute/to_texture.wgsl"),  # 1x1: input planes into a texture
+    ((1, 8, 10, 10), (6, 8, 1, 1), {"strides": [2, 2]}, "compute/to_texture.wgsl"),  # strided 1x1
+    ((1, 3, 23, 21), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, "compute/im2col_tex.wgsl"),
+])
+def test_conv_inputs_reach_the_matmul_as_textures(x_shape, w_shape, attrs, shader, shaders):
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
+    gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
+                      rtol=1e-4, atol=1e-4)
+    assert shader in shaders and "compute/matmul_tab.wgsl" in shaders
+
+
 def test_conv_no_bias_fused_clip():
     feeds = {"x": _rand(1, 4, 6, 6)}
     w = _rand(6, 4, 3, 3, scale=0.3)
