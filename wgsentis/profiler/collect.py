@@ -1,8 +1,8 @@
 """Timing collection: runs a model repeatedly and splits each run's wall time into rows.
 
 Every backend gives two kinds of runs, alternating: *plain* runs (no instrumentation) whose median is
-``ms_per_batch``, and *instrumented* runs whose per-layer times, averaged, are the layer rows (means,
-so the rows add up to the mean instrumented run).
+``ms_per_batch``, and *instrumented* runs whose per-layer times, averaged, are the layer rows (interquartile means, so
+the rows add up to a typical run and one disturbed run does not lift them all).
 
 - cpu: layers run one after another (``GraphProgram(branch_parallel=False)``; kernels still use
   ``threads``); a host timer between consecutive layer callbacks gives each layer's time.
@@ -75,7 +75,7 @@ class Timing:
     layers: dict[int, list[float]] = field(default_factory=dict)  # layer index -> seconds per run
     layer_device: dict[int, str] = field(default_factory=dict)  # "gpu" | "cpu"
     fallback: set[int] = field(default_factory=set)
-    transfers: list[dict[str, Any]] = field(default_factory=list)  # one per transfer, median seconds
+    transfers: list[dict[str, Any]] = field(default_factory=list)  # one per transfer, interquartile-mean seconds
     host_rows: dict[str, list[float]] = field(default_factory=dict)  # label -> seconds per run
     timer: str = "host"
     timestamp_cost_us: float = 0.0  # GPU time one timestamp write adds (taken out of layer times)
@@ -91,6 +91,18 @@ def _median(values: list[float]) -> float:
 
 def _mean(values: list[float]) -> float:
     return float(statistics.fmean(values)) if values else 0.0
+
+
+def _row_mean(values: list[float]) -> float:
+    """What a row reports: the interquartile mean of its per-run values (the mean once the fastest and
+    slowest quarter are left out; a plain mean under four runs). A plain mean lets one run slowed by the
+    machine (a neighbour, a page fault: 7 ms beside 1.3 ms runs on lavapipe) lift every row above the
+    median ``ms_per_batch``; rows trimmed alike still add up to a typical run."""
+    if len(values) < 4:
+        return _mean(values)
+    ordered = sorted(values)
+    cut = len(ordered) // 4
+    return float(statistics.fmean(ordered[cut:len(ordered) - cut]))
 
 
 def _tick(progress: Progress | None, phase: str, done: int, total: int) -> None:
@@ -352,7 +364,7 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     for key, values in per_transfer.items():
         _occ, kind, name, layer = key
         timing.transfers.append({"kind": kind, "name": name, "layer": layer or ("input" if kind == "upload" else ""),
-                                 "bytes": transfer_bytes[key], "seconds": _mean(values),
+                                 "bytes": transfer_bytes[key], "seconds": _row_mean(values),
                                  "timing": ("in 'host: submit + readback wait'" if layer == "output" else
                                             "host time of write_buffer" if kind == "upload" else
                                             "host wait, less the GPU time of layers finishing in it")})

@@ -246,14 +246,15 @@ def _layer_entry(cost: LayerCost, seconds: float | None, device: str, fallback: 
 def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, Any] | None, runs: int,
                     warmup: int, batch: int) -> dict[str, Any]:
     med = collect._median
-    mean = collect._mean  # rows are means over the instrumented runs, so they add up to the mean run
+    mean = collect._mean
+    row = collect._row_mean  # interquartile means: the rows add up to a typical run, as ms_per_batch is
     layers = []
     for c in costs:
         if c.index not in m.layers:
             continue  # planned on the host once (shape arithmetic): not executed per run
-        layers.append(_layer_entry(c, mean(m.layers[c.index]), m.layer_device.get(c.index, "cpu"),
+        layers.append(_layer_entry(c, row(m.layers[c.index]), m.layer_device.get(c.index, "cpu"),
                                    c.index in m.fallback, ceil))
-    host = [{"name": label, "time_ms": round(mean(v) * 1e3, 5)} for label, v in m.host_rows.items()]
+    host = [{"name": label, "time_ms": round(row(v) * 1e3, 5)} for label, v in m.host_rows.items()]
     transfers = [{"kind": t["kind"], "tensor": t["name"], "layer": t["layer"], "bytes": t["bytes"],
                   "time_ms": round(t["seconds"] * 1e3, 5), "timing": t["timing"]} for t in m.transfers]
     total = sum(e["time_ms"] for e in layers) + sum(r["time_ms"] for r in host) + sum(t["time_ms"] for t in transfers)
