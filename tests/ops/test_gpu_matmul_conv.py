@@ -183,6 +183,41 @@ def test_conv_inputs_reach_the_matmul_as_textures(x_shape, w_shape, attrs, shade
     assert shader in shaders and "compute/matmul_tab.wgsl" in shaders
 
 
+@pytest.mark.parametrize("x_shape,w_shape", [
+    ((2, 8, 8, 8), (12, 8, 1, 1)),  # two images: the batch stride counts texels; a partial texture row only
+    ((1, 40, 20, 20), (8, 40, 1, 1)),  # 4000 texels: three whole texture rows and a partial one
+    ((1, 64, 32, 32), (20, 64, 1, 1)),  # exactly 16 whole rows
+])
+def test_conv_1x1_input_by_transfer_copy(x_shape, w_shape, shaders, monkeypatch):
+    """A 1x1 stride-1 input whose planes are whole texels reaches its texture by copy_buffer_to_texture
+    into a linear texture (no copy shader), read by the matmul with linear addressing."""
+    from wgsentis.backends import gpu_compute
+
+    copies = []
+    original = gpu_compute.Recorder.copy_to_texture
+    monkeypatch.setattr(gpu_compute.Recorder, "copy_to_texture",
+                        lambda self, src, tex: copies.append(src.nbytes) or original(self, src, tex))
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
+    gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants), feeds, rtol=1e-4, atol=1e-4)
+    assert copies == [4 * int(np.prod(x_shape))]
+    assert "compute/to_texture.wgsl" not in shaders and "compute/matmul_tab.wgsl" in shaders
+
+
+def test_conv_1x1_chain_shares_linear_textures(shaders):
+    """Three 1x1 convolutions in a row, each reading its input through a linear texture: the layers
+    take textures from the shared pool and each reads its own input, not a neighbour's."""
+    feeds = {"x": _rand(1, 16, 12, 12)}
+    model = gpu_check.node_model("Conv", feeds, constants={"w": _rand(24, 16, 1, 1, scale=0.3)})
+    model.graph.node[0].output[0] = "t0"
+    ws_ = [_rand(8, 24, 1, 1, scale=0.3), _rand(12, 8, 1, 1, scale=0.3)]
+    for i, w in enumerate(ws_):
+        model.graph.initializer.append(helper.make_tensor(f"w{i + 1}", 1, list(w.shape), w.ravel().tolist()))
+        model.graph.node.append(helper.make_node("Conv", [f"t{i}", f"w{i + 1}"], ["y0" if i == 1 else f"t{i + 1}"]))
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+    assert "compute/to_texture.wgsl" not in shaders
+
+
 def test_conv_no_bias_fused_clip():
     feeds = {"x": _rand(1, 4, 6, 6)}
     w = _rand(6, 4, 3, 3, scale=0.3)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import GTensor, fold_groups
+from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fold_groups
 from wgsentis.ops.elementwise_gpu import activation_expr, broadcast_strides
 from wgsentis.ops.registry import register_gpu
 
@@ -44,6 +44,9 @@ _LOAD_A = {
 _LOAD_B = {
     "vec": "return B[kb + cb];",
     "tex": "return textureLoad(B, vec2<i32>(i32(cb), i32(kb)), 0);",  # kb is the row (k stride 1)
+    # linear texture (gpu_compute.LINEAR_TEXELS texels per row): kb + cb is the texel's index
+    "linear": f"let t = kb + cb; return textureLoad(B, vec2<i32>(i32(t & {LINEAR_TEXELS - 1}u), "
+              f"i32(t >> {LINEAR_SHIFT}u)), 0);",
     "scalar": ("let s = pu(7u); return vec4<f32>(B[kb + cb * s], B[kb + min(cb + 1u, nl) * s], "
                "B[kb + min(cb + 2u, nl) * s], B[kb + min(cb + 3u, nl) * s]);"),
 }
@@ -147,6 +150,7 @@ class Operand:
         self.vec = col == 1 and row % 4 == 0 and all(s % 4 == 0 for s in offset_batch)
         self.tex = None  # a GTexture holding the same matrix (rows of the 2-D view) when set
         self.half = False  # stored as f16 (vec4<f16> rows), widened on load
+        self.linear = False  # ``tex`` is a linear texture (the buffer's floats in order)
 
     @classmethod
     def of_texture(cls, tex: Any, row: int, offset_batch: list[int]) -> Operand:
@@ -155,8 +159,22 @@ class Operand:
         op.tex = tex
         return op
 
+    @classmethod
+    def of_linear_texture(cls, tex: Any, row: int, offset_batch: list[int]) -> Operand:
+        """An operand read from a linear texture (``Recorder.copy_to_texture``) holding the matrix's
+        floats in buffer order: rows of ``row`` elements (a multiple of 4), batch offsets in elements."""
+        op = cls.of_texture(tex, row, offset_batch)
+        if not op.vec:
+            raise ValueError(f"a linear texture operand needs rows and batch offsets in whole texels: {row}, "
+                             f"{offset_batch}")
+        op.linear = True
+        return op
+
     def strides(self) -> tuple[int, int, list[int]]:
-        """(row, col, batch strides) in the units the kernel indexes (vec4, elements, texture rows)."""
+        """(row, col, batch strides) in the units the kernel indexes (vec4, elements, texture rows; a
+        linear texture counts texels)."""
+        if self.linear:
+            return self.row // 4, 1, [s // 4 for s in self.batch]
         if self.tex is not None:
             return 1, 1, [s // self.row for s in self.batch]
         if self.vec:
@@ -203,7 +221,7 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     if nbatch > rec.ctx.max_workgroups:
         raise ValueError("too many batches")
     a_mode = "tex" if a.tex is not None else ("vec" if a.vec else "scalar")
-    b_mode = "tex" if b.tex is not None else ("vec" if b.vec else "scalar")
+    b_mode = ("linear" if b.linear else "tex") if b.tex is not None else ("vec" if b.vec else "scalar")
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
     # vec4 stores of whole output groups where every stored group is 16-byte aligned and contiguous.

@@ -201,31 +201,40 @@ def _instrument(program: Any) -> tuple[dict[int, float], Callable[[], None]]:
 def _host_timed_replay(program: Any, plan: Any, feeds: dict[str, Any], fence: _Fence) -> tuple[dict[int, float], Any]:
     """Replay ``plan`` one layer per submission, fenced, timing each on the host: the fallback
     when the adapter has no timestamp queries. Returns (layer index -> seconds, readback)."""
-    from wgsentis.backends.gpu_compute import Dispatch
+    from wgsentis.backends.gpu_compute import Copy, Fallback
 
     program.transfers = []
     for name, t in plan.input_tensors.items():
         program._upload_input(name, feeds[name], t)
     fence.wait()
     times: dict[int, float] = {}
-    groups: list[tuple[int, list[Any]]] = []
+    groups: list[tuple[int, list[Any]]] = []  # a layer's dispatches and copies, or one fallback (-1)
     for step in plan.steps:
-        if isinstance(step, Dispatch) and groups and groups[-1][0] == step.layer:
+        if not isinstance(step, Fallback) and groups and groups[-1][0] == step.layer:
             groups[-1][1].append(step)
         else:
-            groups.append((step.layer if isinstance(step, Dispatch) else -1, [step]))
+            groups.append((-1 if isinstance(step, Fallback) else step.layer, [step]))
     for layer_index, steps in groups:
         encoder = program.ctx.device.create_command_encoder(label="profiler layer")
         if layer_index < 0:
             program._replay_fallback(steps[0], encoder)
             continue
         start = time.perf_counter()
-        cpass = encoder.begin_compute_pass(label="profiler layer")
-        for d in steps:
-            cpass.set_pipeline(d.pipeline)
-            cpass.set_bind_group(0, d.bind_group)
-            cpass.dispatch_workgroups(*d.groups)
-        cpass.end()
+        cpass = None
+        for step in steps:
+            if isinstance(step, Copy):  # copies live outside compute passes
+                if cpass is not None:
+                    cpass.end()
+                    cpass = None
+                step.encode(encoder)
+                continue
+            if cpass is None:
+                cpass = encoder.begin_compute_pass(label="profiler layer")
+            cpass.set_pipeline(step.pipeline)
+            cpass.set_bind_group(0, step.bind_group)
+            cpass.dispatch_workgroups(*step.groups)
+        if cpass is not None:
+            cpass.end()
         fence.wait(encoder)
         times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
     program.last_encode_seconds = 0.0
