@@ -137,19 +137,21 @@ def test_conv(x_shape, w_shape, attrs, shaders):
     assert ("compute/depthwise.wgsl" in shaders) if depthwise else any("_ta" in s for s in shaders)
 
 
-WINOGRAD_CASES = [
-    ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
-    ((2, 10, 7, 9), (13, 10, 3, 3), {"pads": [1, 1, 1, 1]}),  # odd output: partial tiles; Cp > C; 2 images
-    ((1, 8, 9, 6), (5, 8, 3, 3), {"pads": [0, 2, 1, 0]}),  # asymmetric pads, odd output height
-    ((1, 12, 11, 11), (8, 12, 3, 3), {"auto_pad": "SAME_UPPER"}),
-    ((1, 8, 3, 3), (4, 8, 3, 3), {}),  # one output pixel
-    ((3, 9, 14, 5), (7, 9, 3, 3), {"pads": [1, 1, 1, 1]}),  # tiles across images not a multiple of 4
+WINOGRAD_CASES = [  # (x, w, attrs, output tile side: F(2x2, 3x3) or F(4x4, 3x3))
+    ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}, 4),
+    ((2, 10, 7, 9), (13, 10, 3, 3), {"pads": [1, 1, 1, 1]}, 2),  # odd output: partial tiles; Cp > C; 2 images
+    ((1, 8, 9, 6), (5, 8, 3, 3), {"pads": [0, 2, 1, 0]}, 2),  # asymmetric pads, odd output height
+    ((1, 12, 11, 11), (8, 12, 3, 3), {"auto_pad": "SAME_UPPER"}, 4),  # 11x11: partial 4x4 tiles
+    ((1, 8, 3, 3), (4, 8, 3, 3), {}, 2),  # one output pixel
+    ((3, 9, 14, 5), (7, 9, 3, 3), {"pads": [1, 1, 1, 1]}, 2),  # tiles across images not a multiple of 4
+    ((2, 9, 10, 13), (6, 9, 3, 3), {"pads": [0, 1, 2, 0]}, 4),  # 2 images, asymmetric pads, odd sides
+    ((1, 20, 40, 36), (12, 20, 3, 3), {"pads": [1, 1, 1, 1]}, 4),  # V past one linear texture row
 ]
 
 
 @pytest.mark.parametrize("textures", [True, False])
-@pytest.mark.parametrize("x_shape,w_shape,attrs", WINOGRAD_CASES)
-def test_conv_winograd(x_shape, w_shape, attrs, textures, monkeypatch, shaders):
+@pytest.mark.parametrize("x_shape,w_shape,attrs,side", WINOGRAD_CASES)
+def test_conv_winograd(x_shape, w_shape, attrs, side, textures, monkeypatch, shaders):
     from wgsentis.ops import matmul_gpu
 
     monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", textures)
@@ -157,7 +159,8 @@ def test_conv_winograd(x_shape, w_shape, attrs, textures, monkeypatch, shaders):
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
     gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
                       rtol=1e-4, atol=1e-4)
-    assert "compute/winograd_in.wgsl" in shaders and "compute/winograd_out.wgsl" in shaders
+    prefix = "compute/winograd" if side == 2 else "compute/winograd4"
+    assert f"{prefix}_in.wgsl" in shaders and f"{prefix}_out.wgsl" in shaders
     assert ("compute/matmul_tab.wgsl" in shaders) == textures
 
 
@@ -167,7 +170,7 @@ def test_conv_winograd_fused_relu_no_bias(shaders):
     model.graph.node[0].output[0] = "t"
     model.graph.node.append(helper.make_node("Relu", ["t"], ["y0"]))
     gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
-    assert "compute/winograd_out.wgsl" in shaders
+    assert "compute/winograd4_out.wgsl" in shaders  # 10x10 output: F(4x4, 3x3)
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs,shader", [

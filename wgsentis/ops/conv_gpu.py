@@ -3,10 +3,12 @@ bias, fused activation) and ConvTranspose (gather form).
 
 Conv picks the first path that applies:
 - depthwise (one input channel per group): a direct kernel, one output per invocation;
-- 1x1, no padding, one group: the input planes (subsampled by the stride) are copied into a storage
-  texture, then multiplied by the weight texture (``_pointwise_texture``); without textures, a
+- 1x1, no padding, one group: the input reaches a texture (a transfer copy into a linear texture at
+  stride 1 with whole-texel planes; else a copy shader into a storage texture, subsampling by the
+  stride), then is multiplied by the weight texture (``_pointwise_texture``); without textures, a
   matmul of the weight (C_out, C_in) with each image seen as (C_in, H*W), no copy at all;
-- 3x3, stride 1, one group: Winograd F(2x2, 3x3) (``_winograd``), 2.25x fewer multiply-adds;
+- 3x3, stride 1, one group: Winograd F(4x4, 3x3) (``_winograd4``, 4x fewer multiply-adds) where the
+  output is at least 8x8 and the weights float32, else F(2x2, 3x3) (``_winograd``, 2.25x);
 - one group: im2col into a storage texture (``_im2col_texture``), one row per (channel, tap);
 - otherwise implicit GEMM over shifted input copies (``_implicit``) or im2col into a buffer, both
   read by the register-tiled matmul of ``matmul_gpu`` as storage buffers.
@@ -24,6 +26,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, const_operand, fused, gemm, host_value, repacked
 from wgsentis.ops.registry import register_gpu
@@ -152,6 +155,18 @@ _V_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
     "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
 _V_TEXTURE_STORE = "textureStore(V, vec2<i32>(i32(t4), i32(row)), value);"
 WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the products they save
+# F(4x4, 3x3) transform matrices (same source): 4x fewer multiply-adds than direct, and its transformed
+# input is 2.25x the input where F(2x2)'s is 4x. Taken where the output is at least this many pixels on
+# both sides (smaller planes waste much of their 4x4 tiles), with float32 weights; F(2x2, 3x3) otherwise.
+_WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                     [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+WINOGRAD4_MIN_SIDE = 8
+USE_WINOGRAD4 = True
+_V_LINEAR_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
+    "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
+_V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
+                           f"i32(index >> {LINEAR_SHIFT}u)), value);")
+_V_LINEAR_BUFFER_STORE = "V[index] = value;"
 
 
 def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act) -> bool:
@@ -166,6 +181,10 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
         return False
     oh, ow = outs
+    # Half-precision weights keep F(2x2): F(4x4)'s transforms (entries up to 8) amplify their rounding.
+    if USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
+            _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act):
+        return True
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
     tp = _pad4(tiles)
@@ -197,11 +216,53 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     return True
 
 
-def _winograd_weights(w: np.ndarray, cp: int) -> np.ndarray:
-    """(C_out, C_in, 3, 3) -> U = G g G^T as (16, C_out, Cp), xi = 4 * row + column, zero past C_in."""
+def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act) -> bool:
+    """Winograd F(4x4, 3x3): 6x6 input tiles stepping by 4 transformed into V (36, Cp, T), held in
+    buffer order in a linear texture (36 * Cp rows would pass the texture height limit), 36 batched
+    products with the transformed weights U (36, C_out, Cp), and the 4x4 outputs folded back with bias
+    and activation. Returns False when it does not fit (F(2x2) is tried next)."""
+    n, c = X.shape[:2]
+    m = w.shape[0]
+    oh, ow = outs
+    th, tw = -(-oh // 4), -(-ow // 4)
+    tiles = n * th * tw
+    tp = _pad4(tiles)
+    cp = _pad4(c)
+    if 4 * 36 * max(cp, m) * tp > rec.ctx.max_binding:
+        return False
+    u = repacked(("winograd4",), w, lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
+    a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
+    if matmul_gpu.USE_TEXTURES and a_op.tex is None:
+        return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
+    h, wd = X.shape[2:]
+    params = [cp * tp // 4, tiles, tw, th, c, h, wd, pd[0], pd[1], cp, tp]
+    v_tex = rec.scratch_texture(36 * cp, tp, "winograd4 V (linear)", linear=True) \
+        if matmul_gpu.USE_TEXTURES else None
+    if v_tex is not None:
+        rec.dispatch("compute/winograd4_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
+                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_LINEAR_TEXTURE_STORE})
+        b_op = Operand.of_linear_texture(v_tex, tp, [cp * tp])
+    else:
+        v = rec.alloc((36, cp, tp), np.float32)
+        rec.dispatch("compute/winograd4_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
+                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_LINEAR_BUFFER_STORE})
+        b_op = Operand(v, tp, 1, [cp * tp])
+    prod = rec.alloc((36, m, tp), np.float32)
+    gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp], batch_shape=[36], final=False)
+    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
+    rec.dispatch("compute/winograd4_out.wgsl", [prod, bias], [y],
+                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None), *act[1]], m * tiles, workgroup=64,
+                 subs={"ACT": act[0]})
+    return True
+
+
+def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:
+    """(C_out, C_in, 3, 3) -> U = G g G^T as (s*s, C_out, Cp) for G (s, 3), xi = s * row + column, zero
+    past C_in."""
     m, c = w.shape[:2]
-    u = np.einsum("ai,mcij,bj->abmc", _WINO_G, w.astype(np.float64), _WINO_G).reshape(16, m, c)
-    out = np.zeros((16, m, cp), np.float32)
+    side = g_matrix.shape[0]
+    u = np.einsum("ai,mcij,bj->abmc", g_matrix, w.astype(np.float64), g_matrix).reshape(side * side, m, c)
+    out = np.zeros((side * side, m, cp), np.float32)
     out[..., :c] = u
     return out
 
