@@ -191,20 +191,28 @@ def test_conv_inputs_reach_the_matmul_as_textures(x_shape, w_shape, attrs, shade
     ((1, 40, 20, 20), (8, 40, 1, 1)),  # 4000 texels: three whole texture rows and a partial one
     ((1, 64, 32, 32), (20, 64, 1, 1)),  # exactly 16 whole rows
 ])
-def test_conv_1x1_input_by_transfer_copy(x_shape, w_shape, shaders, monkeypatch):
+@pytest.mark.parametrize("native", [True, False])
+def test_conv_1x1_input_by_transfer_copy(x_shape, w_shape, native, shaders, monkeypatch):
     """A 1x1 stride-1 input whose planes are whole texels reaches its texture by copy_buffer_to_texture
-    into a linear texture (no copy shader), read by the matmul with linear addressing."""
+    into a linear texture (no copy shader), read by the matmul with linear addressing; the copy is
+    encoded by wgpu-native calls built once (``native``) or by wgpu-py's public method."""
     from wgsentis.backends import gpu_compute
 
     copies = []
     original = gpu_compute.Recorder.copy_to_texture
     monkeypatch.setattr(gpu_compute.Recorder, "copy_to_texture",
                         lambda self, src, tex: copies.append(src.nbytes) or original(self, src, tex))
+    built = []
+    native_copies = gpu_compute._native_copies
+    monkeypatch.setattr(gpu_compute, "_native_copies",
+                        lambda copy: built.append(native_copies(copy)) or built[-1] if native else None)
     feeds = {"x": _rand(*x_shape)}
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
     gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants), feeds, rtol=1e-4, atol=1e-4)
     assert copies == [4 * int(np.prod(x_shape))]
     assert "compute/to_texture.wgsl" not in shaders and "compute/matmul_tab.wgsl" in shaders
+    if native:  # this wgpu-py has the struct helpers: the fast path ran
+        assert built and all(built)
 
 
 def test_conv_1x1_chain_shares_linear_textures(shaders):

@@ -206,17 +206,52 @@ class TextureCopy(Copy):
     """A buffer-to-texture copy of ``nbytes`` (a multiple of 16) into a linear texture (``dst``), as
     whole texture rows and one partial row."""
 
-    def encode(self, encoder: Any) -> None:
+    native: Any = field(default=None, repr=False, compare=False)  # see _native_copies
+
+    def regions(self) -> list[tuple[int, int, int, int]]:
+        """(buffer offset, first texture row, texels per row, rows) of each copy command."""
         row_bytes = LINEAR_TEXELS * 16
         rows, tail = divmod(self.nbytes, row_bytes)
-        if rows:
-            encoder.copy_buffer_to_texture(
-                {"buffer": self.src, "offset": self.src_offset, "bytes_per_row": row_bytes, "rows_per_image": rows},
-                {"texture": self.dst, "origin": (0, 0, 0)}, (LINEAR_TEXELS, rows, 1))
+        out = [(self.src_offset, 0, LINEAR_TEXELS, rows)] if rows else []
         if tail:
+            out.append((self.src_offset + rows * row_bytes, rows, tail // 16, 1))
+        return out
+
+    def encode(self, encoder: Any) -> None:
+        if self.native is None:
+            self.native = _native_copies(self) or False
+        if self.native:
+            handle = encoder._internal
+            for call, args in self.native:
+                call(handle, *args)
+            return
+        for offset, row, texels, rows in self.regions():
             encoder.copy_buffer_to_texture(
-                {"buffer": self.src, "offset": self.src_offset + rows * row_bytes, "bytes_per_row": row_bytes,
-                 "rows_per_image": 1}, {"texture": self.dst, "origin": (0, rows, 0)}, (tail // 16, 1, 1))
+                {"buffer": self.src, "offset": offset, "bytes_per_row": LINEAR_TEXELS * 16, "rows_per_image": rows},
+                {"texture": self.dst, "origin": (0, row, 0)}, (texels, rows, 1))
+
+
+def _native_copies(copy: TextureCopy) -> list[tuple[Callable[..., Any], tuple[Any, ...]]] | None:
+    """The wgpu-native calls of ``copy`` with their argument structs built once. wgpu-py builds three
+    structs from dicts on every copy_buffer_to_texture (~35 us of host time, more than three dispatches),
+    and a replay encodes the same copy every run. Built with wgpu-py's own struct helpers; None (the
+    public method then) where this wgpu-py lacks them."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        calls = []
+        for offset, row, texels, rows in copy.regions():
+            layout = _api.new_struct("WGPUTexelCopyBufferLayout", offset=offset, bytesPerRow=LINEAR_TEXELS * 16,
+                                     rowsPerImage=rows)
+            source = _api.new_struct_p("WGPUTexelCopyBufferInfo *", layout=layout, buffer=copy.src._internal)
+            origin = _api.new_struct("WGPUOrigin3D", x=0, y=row, z=0)
+            destination = _api.new_struct_p("WGPUTexelCopyTextureInfo *", texture=copy.dst._internal, mipLevel=0,
+                                            origin=origin, aspect="all")
+            size = _api.new_struct_p("WGPUExtent3D *", width=texels, height=rows, depthOrArrayLayers=1)
+            calls.append((_api.libf.wgpuCommandEncoderCopyBufferToTexture, (source, destination, size)))
+        return calls
+    except Exception:  # any mismatch with this wgpu-py: the public method instead
+        return None
 
 
 @dataclass
