@@ -31,7 +31,8 @@ def test_inspect_sample(capsys):
     assert main(["inspect"]) == 0
     out = capsys.readouterr().out
     assert "stem_conv" in out and "Conv+Relu" in out and "parameters" in out and "FLOPs" in out
-    assert "gpu program" in out and out.count(" yes\n") == 9  # every sample layer has a GPU program
+    assert "FusedConv+Relu" in out  # the residual Add (and its Relu) rides in block_pwconv
+    assert "gpu program" in out and out.count(" yes\n") == 8  # every sample layer has a GPU program
 
 
 def test_errors_exit_nonzero_with_message(tmp_path, capsys):

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 import pytest
 from helpers import F, make_model
@@ -139,3 +140,96 @@ def test_fused_residual_on_gpu_compute_and_int_fallback():
         assert "residual_add" in worker.stats()["fallback_layers"]
     expected = np.maximum(np.maximum(ints["x"] + ints["y"], 0) + ints["x"] + ints["y"], 0)
     np.testing.assert_array_equal(got, expected)
+
+
+def _conv_add_model(x_shape, w_shape, z_shape, conv_attrs, *, relu=True, bias=True, z_from_conv=False,
+                    expose_conv=False):
+    """x -> Conv -> Add(z) [-> Relu] -> out; z a graph input, or the output of a second (1x1) Conv of x."""
+    rng = np.random.default_rng(6)
+    inits = {"w": (rng.standard_normal(w_shape) * 0.3).astype(np.float32)}
+    if bias:
+        inits["b"] = rng.standard_normal(w_shape[0]).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["c"], name="conv", **conv_attrs)]
+    inputs = [("x", F, list(x_shape))]
+    if z_from_conv:
+        inits["wz"] = (rng.standard_normal((w_shape[0], x_shape[1], 1, 1)) * 0.3).astype(np.float32)
+        nodes.insert(0, helper.make_node("Conv", ["x", "wz"], ["z"], name="shortcut",
+                                         strides=conv_attrs.get("strides", [1, 1])))
+    else:
+        inputs.append(("z", F, list(z_shape)))
+    nodes.append(helper.make_node("Add", ["c", "z"], ["s" if relu else "out"], name="residual"))
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["out"], name="relu"))
+    outputs = [("out", F, None)] + ([("c", F, None)] if expose_conv else [])
+    return make_model(nodes, inputs, outputs, inits)
+
+
+def test_residual_add_fuses_into_the_conv():
+    wg = ws.load_model(_conv_add_model((1, 4, 6, 6), (8, 4, 3, 3), (1, 8, 6, 6), {"pads": [1, 1, 1, 1]}))
+    assert [(layer.name, layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in
+            wg.layers] == [("conv", "FusedConv", "Relu")]
+    assert wg.layers[0].inputs == ["x", "w", "b", "z"]
+    # The later of two producing convs takes the Add (the other one's output is ready by then).
+    wg = ws.load_model(_conv_add_model((1, 4, 6, 6), (8, 4, 1, 1), None, {}, z_from_conv=True))
+    assert [(layer.name, layer.op_type) for layer in wg.layers] == [("shortcut", "Conv"), ("conv", "FusedConv")]
+    # Not fused: the conv output is read elsewhere (here, a graph output).
+    wg = ws.load_model(_conv_add_model((1, 4, 6, 6), (8, 4, 3, 3), (1, 8, 6, 6), {"pads": [1, 1, 1, 1]},
+                                       expose_conv=True))
+    assert [layer.op_type for layer in wg.layers] == ["Conv", "Add"]
+    # add_output on the conv's output undoes the fusion, and the tensor is there.
+    model = ws.load_model(_conv_add_model((1, 4, 6, 6), (8, 4, 3, 3), (1, 8, 6, 6), {"pads": [1, 1, 1, 1]}))
+    model.add_output("c")
+    assert [layer.op_type for layer in model.layers] == ["Conv", "Add"]
+
+
+def test_fused_conv_with_a_constant_residual():
+    """Z an initializer: the GPU adds it after the convolution (a host constant is no device buffer)."""
+    from wgsentis.backends.device import gpu_available
+
+    model = _conv_add_model((1, 4, 6, 6), (8, 4, 3, 3), (1, 8, 6, 6), {"pads": [1, 1, 1, 1]})
+    z = np.random.default_rng(8).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    model.graph.input.pop()  # z becomes an initializer
+    model.graph.initializer.append(onnx.numpy_helper.from_array(z, "z"))
+    wg = ws.load_model(model)
+    assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
+    feeds = {"x": np.random.default_rng(9).standard_normal((1, 4, 6, 6)).astype(np.float32)}
+    expected = _ort(model, feeds)[0]
+    np.testing.assert_allclose(ws.Worker(wg, "cpu").run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
+    if gpu_available()[0]:
+        with ws.Worker(wg, "gpu-compute") as worker:
+            np.testing.assert_allclose(worker.run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
+            assert worker.stats()["fallback_layers"] == []
+
+
+RESIDUAL_CASES = [  # (x, w, z, conv attrs): one per conv path of the GPU backend
+    ((2, 8, 8, 8), (12, 8, 1, 1), (2, 12, 8, 8), {}),  # 1x1: linear texture
+    ((1, 6, 9, 11), (5, 6, 1, 1), (1, 5, 9, 11), {}),  # 1x1: copy shader into a texture
+    ((1, 8, 10, 10), (6, 8, 1, 1), (1, 6, 5, 5), {"strides": [2, 2]}),  # strided 1x1
+    ((1, 8, 12, 12), (16, 8, 3, 3), (1, 16, 12, 12), {"pads": [1, 1, 1, 1]}),  # Winograd F(4x4)
+    ((1, 8, 6, 6), (16, 8, 3, 3), (1, 16, 6, 6), {"pads": [1, 1, 1, 1]}),  # Winograd F(2x2)
+    ((1, 3, 15, 15), (8, 3, 3, 3), (1, 8, 8, 8), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # im2col
+    ((1, 8, 9, 9), (8, 1, 3, 3), (1, 8, 9, 9), {"pads": [1, 1, 1, 1], "group": 8}),  # depthwise
+    ((1, 8, 9, 9), (8, 4, 3, 3), (1, 8, 9, 9), {"pads": [1, 1, 1, 1], "group": 2}),  # grouped
+    ((1, 4, 6, 6), (8, 4, 3, 3), (1, 8, 1, 1), {"pads": [1, 1, 1, 1]}),  # broadcast Z: a separate add
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,z_shape,attrs", RESIDUAL_CASES)
+@pytest.mark.parametrize("relu,bias", [(True, True), (False, False)])
+def test_fused_conv_matches_onnxruntime_on_every_backend(x_shape, w_shape, z_shape, attrs, relu, bias):
+    from wgsentis.backends.device import gpu_available
+
+    model = _conv_add_model(x_shape, w_shape, z_shape, attrs, relu=relu, bias=bias)
+    wg = ws.load_model(model)
+    assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+             "z": rng.standard_normal(z_shape).astype(np.float32)}
+    expected = _ort(model, feeds)[0]
+    np.testing.assert_allclose(ws.Worker(wg, "cpu").run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
+    if gpu_available()[0]:
+        with ws.Worker(wg, "gpu-compute") as worker:
+            got = worker.run(feeds)["out"]
+            assert worker.stats()["fallback_layers"] == []
+            np.testing.assert_allclose(worker.run(feeds)["out"], got)  # the replayed plan
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

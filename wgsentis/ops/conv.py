@@ -12,6 +12,7 @@ Transposed convolution is the adjoint: one matmul produces the columns, which ar
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import threading
@@ -530,6 +531,29 @@ def deform_conv(ctx, X, W, offset, B=None, mask=None, *, dilations=None, group=1
 # --------------------------------------------------------------------------------------------
 # FLOPs
 # --------------------------------------------------------------------------------------------
+
+@register("FusedConv", 1)
+def fused_conv(ctx, X, W, B=None, Z=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+               pads=None, strides=None):
+    """FusedConv (a Conv and the residual Add after it, ``passes.fuse.FuseResidualAdd``): Conv(X, W, B) + Z
+    with Z broadcast as the Add did; the Add's activation is applied on the result."""
+    y = conv(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+             pads=pads, strides=strides)
+    if Z is None:
+        raise ValueError("FusedConv needs its residual input Z")
+    if Z.shape == y.shape and Z.dtype == y.dtype:
+        return np.add(y, Z, out=y)
+    return np.add(y, Z)
+
+
+@register_flops("FusedConv")
+def fused_conv_flops(layer, in_shapes, out_shapes) -> int:
+    """The convolution's FLOPs (bias included) and one add per output element."""
+    conv_like = copy.copy(layer)
+    conv_like.op_type = "Conv"
+    out = out_shapes[0] if out_shapes and out_shapes[0] is not None else None
+    return conv_flops(conv_like, in_shapes[:3], out_shapes) + (math.prod(out) if out is not None else 0)
+
 
 @register_flops("Conv", "ConvInteger", "QLinearConv", "DeformConv")
 def conv_flops(layer, in_shapes, out_shapes) -> int:

@@ -21,13 +21,15 @@ where one fits (``matmul_gpu.const_operand``).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS
+from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor
 from wgsentis.ops import matmul_gpu
+from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, const_operand, fused, gemm, host_value, repacked
 from wgsentis.ops.registry import register_gpu
 
@@ -70,8 +72,10 @@ def _float_weights(X, W, B) -> tuple[np.ndarray, np.ndarray | None] | None:
 
 @register_gpu("Conv", 1, host_inputs=(1, 2))
 def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
-         pads=None, strides=None, **attrs):
-    """Conv on the GPU; returns NotImplemented for 3-D and above, or device-only weights."""
+         pads=None, strides=None, residual=None, **attrs):
+    """Conv on the GPU; returns NotImplemented for 3-D and above, or device-only weights.
+    ``residual`` (FusedConv): a tensor of the output's shape added before bias and activation; it is
+    copied into the output (a memcpy) and every path accumulates onto it."""
     weights = _float_weights(X, W, B)
     if weights is None:
         return NotImplemented
@@ -90,6 +94,10 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     h, wd = x_shape[2:]
     kh, kw = w_shape[2:]
     oh, ow = (1, outs[0]) if nd == 1 else outs
+    acc = residual is not None
+    if acc and (not isinstance(residual, GTensor) or residual.alloc is None or residual.dtype != np.float32
+                or tuple(residual.shape) != (n, m, *outs)):
+        return NotImplemented  # a host constant, a split or broadcast tensor: FusedConv adds it separately
     y = rec.alloc((n, m, *outs), np.float32)
     if y.size == 0:
         return y
@@ -97,11 +105,13 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     p = oh * ow
     cg, mg = c // group, m // group
     bias_t = None if b is None else rec.upload(b, f"{layer.name}:B")
+    if acc:
+        rec.copy(residual, 0, y, 0, y.size)
 
     if group == c and cg == 1:  # depthwise (channel multiplier mg)
         wt = rec.upload(w, f"{layer.name}:W")
         params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], mg, c,
-                  int(b is not None), *act[1]]
+                  int(b is not None) | (2 if acc else 0), *act[1]]
         rec.dispatch("compute/depthwise.wgsl", [X, wt, bias_t if bias_t is not None else rec.upload(_ZERO, "zero")],
                      [y], params, y.size, workgroup=64, subs={"ACT": act[0]})
         return y
@@ -111,20 +121,20 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
     y3 = rec.view(y, (n, m, p))
     pointwise = kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1
-    if pointwise and _pointwise_texture(rec, layer, X, w_mat, y3, st, (oh, ow), bias_t, act):
+    if pointwise and _pointwise_texture(rec, layer, X, w_mat, y3, st, (oh, ow), bias_t, act, acc):
         return y
     if pointwise and st == [1, 1] and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         a_op = const_operand(rec, w_mat, f"{layer.name}:W")
         gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
-             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
+             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act, accumulate=acc)
         return y
-    if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act):
+    if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act, acc):
         return y
     if group == 1 and _im2col_texture(rec, layer, X, w_mat, y3, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd,
-                                      bias_t, act):
+                                      bias_t, act, acc):
         return y
-    if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act):
+    if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act, acc):
         return y
     pp = _pad4(p)
     per_image = kp * pp
@@ -142,8 +152,25 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
                                 f"{layer.name}:B[{g}]")
         # Output rows of group g start at channel g*mg: offset Y through the column offset.
         gemm(rec, a_op, Operand(cols, pp, 1, [per_image]), y3, mg, p, kp, y_row=p, y_col0=g * mg * p,
-             y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act)
+             y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act, accumulate=acc)
     return y
+
+
+@register_gpu("FusedConv", 1, host_inputs=(1, 2))
+def fused_conv(rec, layer, X, W, B=None, Z=None, **attrs):
+    """FusedConv (passes.fuse.FuseResidualAdd): act(Conv(X, W, B) + Z). Z of the output's shape rides in
+    the convolution's epilogue; a broadcast Z takes a separate add."""
+    if Z is None:
+        return NotImplemented
+    y = conv(rec, layer, X, W, B, residual=Z, **attrs)
+    if y is not NotImplemented:
+        return y
+    plain = copy.copy(layer)
+    plain.fused_activation = None
+    y = conv(rec, plain, X, W, B, **attrs)
+    if y is NotImplemented or getattr(Z, "dtype", None) != np.float32:
+        return NotImplemented
+    return binary(rec, y, Z, "a + b", np.float32, layer.name, fused(layer))
 
 
 # F(2x2, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks").
@@ -169,7 +196,7 @@ _V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXEL
 _V_LINEAR_BUFFER_STORE = "V[index] = value;"
 
 
-def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act) -> bool:
+def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
     """Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions: 2.25x fewer multiply-adds than direct.
 
     Input tiles are transformed into V (16, Cp, T) (winograd_in.wgsl), multiplied by the transformed
@@ -183,7 +210,7 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     oh, ow = outs
     # Half-precision weights keep F(2x2): F(4x4)'s transforms (entries up to 8) amplify their rounding.
     if USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
-            _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act):
+            _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc):
         return True
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
@@ -211,12 +238,12 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
          batch_shape=[16], final=False)
     bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
     rec.dispatch("compute/winograd_out.wgsl", [prod, bias], [y],
-                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None), *act[1]], m * tiles, workgroup=64,
-                 subs={"ACT": act[0]})
+                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None) | (2 if acc else 0), *act[1]], m * tiles,
+                 workgroup=64, subs={"ACT": act[0]})
     return True
 
 
-def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act) -> bool:
+def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool:
     """Winograd F(4x4, 3x3): 6x6 input tiles stepping by 4 transformed into V (36, Cp, T), held in
     buffer order in a linear texture (36 * Cp rows would pass the texture height limit), 36 batched
     products with the transformed weights U (36, C_out, Cp), and the 4x4 outputs folded back with bias
@@ -251,8 +278,8 @@ def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act) -> bool:
     gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp], batch_shape=[36], final=False)
     bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
     rec.dispatch("compute/winograd4_out.wgsl", [prod, bias], [y],
-                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None), *act[1]], m * tiles, workgroup=64,
-                 subs={"ACT": act[0]})
+                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None) | (2 if acc else 0), *act[1]], m * tiles,
+                 workgroup=64, subs={"ACT": act[0]})
     return True
 
 
@@ -267,7 +294,7 @@ def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) ->
     return out
 
 
-def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act) -> bool:
+def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=False) -> bool:
     """A 1x1 convolution (any stride, one group) with both operands as textures: the input planes
     (subsampled by the stride) are copied into a storage texture (to_texture.wgsl), one plane per row,
     and multiplied by the weight texture. Returns False when textures do not apply or fit."""
@@ -288,7 +315,7 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act) -> bool:
             return False
         rec.copy_to_texture(X, x_tex)
         gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
-             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
+             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act, accumulate=acc)
         return True
     x_tex = rec.scratch_texture(n * c, p, "conv input planes")
     if x_tex is None:
@@ -297,11 +324,11 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act) -> bool:
     contiguous = 0
     rec.dispatch("compute/to_texture.wgsl", [X], [], [n * c * width, width, p, ow, h * wd, wd, st[0], st[1]],
                  n * c * width, workgroup=64, textures=[x_tex], constants={"CONTIGUOUS": contiguous})
-    _gemm_texture_rows(rec, a_op, x_tex, c, y3, n, m, p, bias_t, act)
+    _gemm_texture_rows(rec, a_op, x_tex, c, y3, n, m, p, bias_t, act, acc)
     return True
 
 
-def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd, bias_t, act) -> bool:
+def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd, bias_t, act, acc=False) -> bool:
     """One-group convolution as im2col into a storage texture (im2col_tex.wgsl, rows n * Kp + kk, one
     column per output pixel) and the matmul with both operands as textures. Returns False when
     textures do not apply or fit."""
@@ -321,19 +348,19 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     params = [n * kp * width, width, kp, k, p, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
               dl[0], dl[1], ow, 0]
     rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, n * kp * width, workgroup=64, textures=[cols])
-    _gemm_texture_rows(rec, a_op, cols, kp, y3, n, m, p, bias_t, act)
+    _gemm_texture_rows(rec, a_op, cols, kp, y3, n, m, p, bias_t, act, acc)
     return True
 
 
-def _gemm_texture_rows(rec, a_op, tex, k, y3, n, m, p, bias_t, act) -> None:
+def _gemm_texture_rows(rec, a_op, tex, k, y3, n, m, p, bias_t, act, acc=False) -> None:
     """Y (N, C_out, P) = W @ B per image, B being ``k`` rows per image of a texture a layer program
     wrote, one row of P columns each (texel x holds columns 4x..4x+3)."""
     row = 4 * -(-p // 4)
     gemm(rec, a_op, Operand.of_texture(tex, row, [k * row]), y3, m, p, k, y_row=p, y_batch=[m * p],
-         batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act)
+         batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act, accumulate=acc)
 
 
-def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act) -> bool:
+def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act, acc=False) -> bool:
     """Implicit GEMM: shifted copies of the input (conv_shift.wgsl), then one matmul with a K loop per
     kernel tap whose B rows are contiguous vec4 runs of a copy. Returns False when it does not apply."""
     n, c = X.shape[:2]
@@ -378,7 +405,7 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
                                 f"{layer.name}:B[{g}]")
         gemm(rec, a_op, Operand(xs, plane, 1, [per_image]), y3, mg, oh * wp, cg4, y_row=p, y_col0=g * mg * p,
              y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act, taps=offsets,
-             col_map=(wp, ow))
+             col_map=(wp, ow), accumulate=acc)
     return True
 
 

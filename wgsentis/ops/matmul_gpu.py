@@ -71,6 +71,7 @@ _STORE_VEC = {
     # A partial group (q.w is SKIP past the last column) takes the scalar stores of its valid lanes.
     "STORE4": (f"if (q.w == SKIP) {{ {_SCALAR_STORES} return; }} "
                "var v = e.scale * c; "
+               "if ((e.flags & 2u) != 0u) { v += Y[(yb + m * e.yrow + e.ycol + n) / 4u]; } "
                "if ((e.flags & 4u) != 0u) { "
                "if ((e.flags & 1u) != 0u) { v += vec4<f32>(e.beta * BIAS[m * e.bm]); } "
                "v = vec4<f32>(act(v.x, e.alpha_, e.beta_, e.gamma_), act(v.y, e.alpha_, e.beta_, e.gamma_), "
@@ -225,7 +226,7 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
     # vec4 stores of whole output groups where every stored group is 16-byte aligned and contiguous.
-    vec_y = (VEC4_STORES and col_map[0] == 0 and not accumulate and (bias is None or bias_strides[1] == 0)
+    vec_y = (VEC4_STORES and col_map[0] == 0 and (bias is None or bias_strides[1] == 0)
              and y_row % 4 == 0 and y_col0 % 4 == 0 and all(s % 4 == 0 for s in (y_batch or [])))
     a_load, a_load1 = _LOAD_A_HALF if a.half else _LOAD_A[a_mode]
     subs = {"TA": _storage_type(a), "TB": _storage_type(b),

@@ -1,5 +1,6 @@
 """Fusions: BatchNormalization folded into the preceding Conv's weights; activations folded into
-the layer that produces their input (the kernel applies them on its output)."""
+the layer that produces their input (the kernel applies them on its output); a residual Add folded
+into the Conv that produces one of its inputs (FusedConv)."""
 
 from __future__ import annotations
 
@@ -88,5 +89,45 @@ class FuseActivation:
             host.fused_activation = (act.op_type, attrs)
             host.outputs = list(act.outputs)
             removed.add(id(act))
+        if removed:
+            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+
+
+class FuseResidualAdd:
+    """Conv -> Add (or a two-input Sum) with another tensor Z becomes one FusedConv layer computing
+    act(Conv(X, W, B) + Z), the Add's fused activation included (ResNet's residual Add + Relu): the GPU
+    adds Z in the convolution's epilogue instead of a pass of its own over three tensors. The fused
+    layer takes the Conv's name and the Add's place in the order (Z is ready there), and inputs
+    [X, W, B, Z]. Runs after FuseActivation, which fuses the activation into the Add first."""
+
+    def run(self, graph: Graph, opsets: dict[str, int]) -> None:
+        outputs = {o.name for o in graph.outputs}
+        producers = graph.producers()
+        consumers = graph.consumers()
+        position = {id(layer): i for i, layer in enumerate(graph.layers)}
+        removed: set[int] = set()
+        for add in graph.layers:
+            if add.op_type not in ("Add", "Sum") or add.domain or len(add.inputs) != 2 or len(add.outputs) != 1:
+                continue
+            if add.attrs.get("broadcast") or add.attrs.get("axis") is not None or add.inputs[0] == add.inputs[1]:
+                continue  # opset < 7 broadcasting, or x + x
+            candidates = []
+            for k, name in enumerate(add.inputs):
+                conv = producers.get(name)
+                if (conv is None or conv.op_type != "Conv" or conv.domain or conv.fused_activation
+                        or id(conv) in removed or len(conv.outputs) != 1 or name in outputs
+                        or _single_consumer(consumers, name) is not add or len(conv.inputs) < 2):
+                    continue
+                candidates.append((position[id(conv)], k, conv))
+            if not candidates:
+                continue
+            _, k, conv = max(candidates, key=lambda c: c[0])  # the later Conv: the other input is ready
+            bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
+            fused = Layer(name=conv.name, op_type="FusedConv", inputs=[conv.inputs[0], conv.inputs[1], bias,
+                                                                       add.inputs[1 - k]],
+                          outputs=list(add.outputs), attrs=dict(conv.attrs), domain="", opset=conv.opset,
+                          fused_activation=add.fused_activation)
+            graph.layers[position[id(add)]] = fused
+            removed.add(id(conv))
         if removed:
             graph.layers = [layer for layer in graph.layers if id(layer) not in removed]

@@ -1,6 +1,7 @@
 // Depthwise 2-D convolution (one filter per channel, any channel multiplier): one output per invocation.
 // Params: 0 total, 1 M (output channels), 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw, 8 sh, 9 sw, 10 ph, 11 pw,
-// 12 dh, 13 dw, 14 multiplier (output channels per input channel), 15 C, 16 has bias,
+// 12 dh, 13 dw, 14 multiplier (output channels per input channel), 15 C, 16 flags (1: bias, 2: add
+// the residual that Y holds already (FusedConv)),
 // 17..19 activation alpha/beta/gamma.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
@@ -43,7 +44,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             if (ix >= 0 && ix < w) { acc = fma(X[row + u32(ix)], WT[wrow + kx], acc); }
         }
     }
-    if (pu(16u) != 0u) { acc += BIAS[m]; }
+    if ((pu(16u) & 1u) != 0u) { acc += BIAS[m]; }
+    if ((pu(16u) & 2u) != 0u) { acc += Y[i]; }
     let alpha = pf(17u);
     let beta = pf(18u);
     let gamma = pf(19u);

@@ -2,7 +2,8 @@
 // A^T Mt A (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]) of the 36 batched
 // matmul results Mt[(xi * M + m) * tp + t], plus bias and the fused activation; outputs past the
 // (oh, ow) edge are not stored.
-// Params: 0 total (M * T), 1 T, 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 has bias,
+// Params: 0 total (M * T), 1 T, 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 flags (1: bias, 2: add the residual
+// that Y holds already (FusedConv)),
 // 9..11 activation alpha/beta/gamma.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
@@ -13,6 +14,13 @@
 @group(0) @binding(3) var<uniform> params: Params;
 
 fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
+
+// Output i: the activation of v, plus the residual Y[i] holds when there is one.
+fn put(i: u32, v: f32, residual: bool, alpha: f32, beta: f32, gamma: f32) {
+    var x = v;
+    if (residual) { x += Y[i]; }
+    Y[i] = act(x, alpha, beta, gamma);
+}
 
 struct Row6 { lo: vec4<f32>, hi: vec2<f32> }
 
@@ -56,7 +64,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let y2 = at(Row6(p12.lo + 4.0 * p34.lo, p12.hi + 4.0 * p34.hi));
     let y3 = at(Row6(d12.lo + 8.0 * d34.lo + m5.lo, d12.hi + 8.0 * d34.hi + m5.hi));
     var b = 0.0;
-    if (pu(8u) != 0u) { b = BIAS[m]; }
+    if ((pu(8u) & 1u) != 0u) { b = BIAS[m]; }
+    let residual = (pu(8u) & 2u) != 0u;
     let alpha = pf(9u);
     let beta = pf(10u);
     let gamma = pf(11u);
@@ -75,9 +84,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         if (oy + r >= oh) { break; }
         let yb = plane + (oy + r) * ow + ox;
         let v = rows[r];
-        Y[yb] = act(v.x + b, alpha, beta, gamma);
-        if (ox + 1u < ow) { Y[yb + 1u] = act(v.y + b, alpha, beta, gamma); }
-        if (ox + 2u < ow) { Y[yb + 2u] = act(v.z + b, alpha, beta, gamma); }
-        if (ox + 3u < ow) { Y[yb + 3u] = act(v.w + b, alpha, beta, gamma); }
+        put(yb, v.x + b, residual, alpha, beta, gamma);
+        if (ox + 1u < ow) { put(yb + 1u, v.y + b, residual, alpha, beta, gamma); }
+        if (ox + 2u < ow) { put(yb + 2u, v.z + b, residual, alpha, beta, gamma); }
+        if (ox + 3u < ow) { put(yb + 3u, v.w + b, residual, alpha, beta, gamma); }
     }
 }

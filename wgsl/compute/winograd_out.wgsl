@@ -1,7 +1,8 @@
 // Winograd F(2x2, 3x3) output transform: for every output channel and tile, the 2x2 outputs
 // A^T Mt A (A^T = [1 1 1 0; 0 1 -1 -1]) of the 16 batched matmul results Mt[(xi * M + m) * tp + t],
 // plus bias and the fused activation; outputs past the (oh, ow) edge are not stored.
-// Params: 0 total (M * T), 1 T, 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 has bias,
+// Params: 0 total (M * T), 1 T, 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 flags (1: bias, 2: add the residual
+// that Y holds already (FusedConv)),
 // 9..11 activation alpha/beta/gamma.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
@@ -12,6 +13,13 @@
 @group(0) @binding(3) var<uniform> params: Params;
 
 fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
+
+// Output i: the activation of v, plus the residual Y[i] holds when there is one.
+fn put(i: u32, v: f32, residual: bool, alpha: f32, beta: f32, gamma: f32) {
+    var x = v;
+    if (residual) { x += Y[i]; }
+    Y[i] = act(x, alpha, beta, gamma);
+}
 
 // One row (four xi) of the transformed tile.
 fn row(o: u32, s: u32) -> vec4<f32> { return vec4<f32>(MT[o], MT[o + s], MT[o + 2u * s], MT[o + 3u * s]); }
@@ -33,7 +41,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let a0 = m0 + m1 + m2;
     let a1 = m1 - m2 - m3;
     var b = 0.0;
-    if (pu(8u) != 0u) { b = BIAS[m]; }
+    if ((pu(8u) & 1u) != 0u) { b = BIAS[m]; }
+    let residual = (pu(8u) & 2u) != 0u;
     let alpha = pf(9u);
     let beta = pf(10u);
     let gamma = pf(11u);
@@ -47,10 +56,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let oy = ty * 2u;
     let ox = tx * 2u;
     let yb = (n * M + m) * oh * ow + oy * ow + ox;
-    Y[yb] = act(a0.x + a0.y + a0.z + b, alpha, beta, gamma);
-    if (ox + 1u < ow) { Y[yb + 1u] = act(a0.y - a0.z - a0.w + b, alpha, beta, gamma); }
+    put(yb, a0.x + a0.y + a0.z + b, residual, alpha, beta, gamma);
+    if (ox + 1u < ow) { put(yb + 1u, a0.y - a0.z - a0.w + b, residual, alpha, beta, gamma); }
     if (oy + 1u < oh) {
-        Y[yb + ow] = act(a1.x + a1.y + a1.z + b, alpha, beta, gamma);
-        if (ox + 1u < ow) { Y[yb + ow + 1u] = act(a1.y - a1.z - a1.w + b, alpha, beta, gamma); }
+        put(yb + ow, a1.x + a1.y + a1.z + b, residual, alpha, beta, gamma);
+        if (ox + 1u < ow) { put(yb + ow + 1u, a1.y - a1.z - a1.w + b, residual, alpha, beta, gamma); }
     }
 }
