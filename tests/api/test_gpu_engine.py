@@ -298,3 +298,25 @@ def test_wgsl_includes_expand_once_and_cycles_are_named():
         for name in files:
             (folder / name).unlink(missing_ok=True)
         device._source_cache.clear()
+
+
+@requires_gpu
+@pytest.mark.parametrize("native", [True, False])
+def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypatch):
+    """Replays encode dispatches through wgpu-native's calls where this wgpu-py exposes them (it does:
+    the fast path must not silently fall away) and through wgpu-py's public methods otherwise; both
+    give the same answer."""
+    if native:
+        assert gc._native_pass_calls() is not None
+    else:
+        monkeypatch.setattr(gc, "_native_pass_calls", lambda: None)
+    from wgsentis.cli import sample_model_path
+
+    model = ws.load_model(str(sample_model_path()))
+    feeds = {"image": np.random.default_rng(3).random((1, 3, 32, 32), dtype=np.float32)}
+    expected = ws.Worker(model, "cpu").run(feeds)
+    with ws.Worker(model, "gpu-compute") as worker:
+        for _ in range(3):  # record, then replays
+            got = worker.run(feeds)
+            for name, value in expected.items():
+                np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5)

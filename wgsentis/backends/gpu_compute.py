@@ -815,7 +815,7 @@ class GPUProgram:
             if self._last_use.get(name, -1) < 0 and name not in self.output_names:
                 self._drop(env[name])
         rec = Recorder(self)
-        stream = _CommandStream(self.ctx.device)
+        stream = _CommandStream(self.ctx.device, self.debug_groups)
         encoded = 0  # steps of rec already encoded
         for i, layer in enumerate(self.graph.layers):
             rec.layer, rec.layer_index = layer, i
@@ -1118,7 +1118,7 @@ class GPUProgram:
                 stamps = _Stamps(self, inside=True, whole=True)
         started = time.perf_counter()
         # The encoder (and its first pass) made while the previous run was on the GPU, if any.
-        stream, self._next_stream = self._next_stream or _CommandStream(self.ctx.device), None
+        stream, self._next_stream = self._next_stream or _CommandStream(self.ctx.device, self.debug_groups), None
         self._emit_steps(stream, plan.steps, stamps)
         if stamps is not None:
             stamps.finish(stream)
@@ -1133,7 +1133,7 @@ class GPUProgram:
         readback = self._finish(encoder, plan.outputs, extra)
         # Creating an encoder and beginning a pass cost ~50 us each on wgpu-native: do it now, while the
         # GPU runs what was just submitted, rather than at the start of the next run.
-        self._next_stream = _CommandStream(self.ctx.device)
+        self._next_stream = _CommandStream(self.ctx.device, self.debug_groups)
         self._next_stream.compute_pass()
         return readback
 
@@ -1167,12 +1167,15 @@ class _CommandStream:
     """A command encoder with at most one open compute pass: dispatches open it, copies close it,
     ``take()`` hands the encoder over (to submit) and starts a fresh one."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, labels: bool = False) -> None:
         self.device = device
         self._encoder: Any = device.create_command_encoder(label="wgsentis run")
         self.cpass: Any = None
         self.pipeline: Any = None  # set in the open pass
         self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
+        # Pass labels (for captures) cost wgpu-py ~8 us of string conversion a pass: only with debug groups.
+        self.pass_label = "wgsentis layers" if labels else None
+        self.native = _native_pass_calls()
 
     @property
     def encoder(self) -> Any:
@@ -1183,7 +1186,9 @@ class _CommandStream:
     def compute_pass(self) -> Any:
         if self.cpass is None:
             kwargs = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
-            self.cpass = self.encoder.begin_compute_pass(label="wgsentis layers", **kwargs)
+            if self.pass_label:
+                kwargs["label"] = self.pass_label
+            self.cpass = self.encoder.begin_compute_pass(**kwargs)
             self.pass_timestamps = None
             self.pipeline = None
         return self.cpass
@@ -1199,7 +1204,16 @@ class _CommandStream:
 
     def dispatch(self, d: Dispatch) -> None:
         cpass = self.cpass if self.cpass is not None else self.compute_pass()
-        if d.pipeline is not self.pipeline:  # consecutive layers often share one (the matmul's)
+        native = self.native
+        if native is not None:
+            handle = cpass._internal
+            if d.pipeline is not self.pipeline:  # consecutive layers often share one (the matmul's)
+                native[0](handle, d.pipeline._internal)
+                self.pipeline = d.pipeline
+            native[1](handle, 0, d.bind_group._internal, 0, native[3])
+            native[2](handle, *d.groups)
+            return
+        if d.pipeline is not self.pipeline:
             cpass.set_pipeline(d.pipeline)
             self.pipeline = d.pipeline
         cpass.set_bind_group(0, d.bind_group)
@@ -1215,6 +1229,21 @@ class _CommandStream:
         encoder = self.encoder
         self._encoder = None
         return encoder
+
+
+def _native_pass_calls() -> tuple[Any, Any, Any, Any] | None:
+    """wgpu-native's set-pipeline, set-bind-group and dispatch calls (through wgpu-py's error-checked
+    wrappers) and its NULL, or None where this wgpu-py differs. A replay encodes ~100 dispatches per
+    model run; wgpu-py's methods build a dynamic-offset array for every set_bind_group (13 us a dispatch
+    in all, 4 us this way). Bind groups and pipelines stay alive in the recorded plan."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        lib = _api.libf
+        return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
+                lib.wgpuComputePassEncoderDispatchWorkgroups, _api.ffi.NULL)
+    except Exception:  # any mismatch with this wgpu-py: its public methods instead
+        return None
 
 
 class _Stamps:
