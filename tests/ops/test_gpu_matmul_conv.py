@@ -62,6 +62,27 @@ def test_matmul_constant_operand_texture(a_shape, b_shape, const, shader, shader
     assert f"compute/{shader}.wgsl" in shaders
 
 
+@pytest.mark.parametrize("a_shape,b_shape,const,shader,copied", [
+    ((33, 64), (64, 40), None, "matmul_tab", 2),  # both device operands reach linear textures
+    ((2, 1, 8, 12), (3, 12, 20), None, "matmul_tab", 2),  # batched with broadcast: batch offsets in texels
+    ((40, 24), (24, 36), "b", "matmul_tab", 1),  # device A copied; constant B a texture of its own
+    ((8, 13), (13, 16), None, "matmul_tb", 1),  # A rows are not whole texels: A from its buffer, B copied
+    ((1, 64), (64, 12), None, "gemv_tab", 2),  # one row: the 1x4 kernel
+])
+def test_matmul_device_operands_by_transfer_copy(a_shape, b_shape, const, shader, copied, shaders, monkeypatch):
+    from wgsentis.backends import gpu_compute
+
+    copies = []
+    original = gpu_compute.Recorder.copy_to_texture
+    monkeypatch.setattr(gpu_compute.Recorder, "copy_to_texture",
+                        lambda self, src, tex: copies.append(src.shape) or original(self, src, tex))
+    feeds = {"a": _rand(*a_shape), "b": _rand(*b_shape)}
+    constants = {const: feeds.pop(const)} if const else {}
+    model = gpu_check.node_model("MatMul", feeds, constants=constants, input_order=["a", "b"])
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
+    assert f"compute/{shader}.wgsl" in shaders and len(copies) == copied
+
+
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((1, 2050), (2050, 1001)),  # a classifier: one row, K and N past many tiles, N % 4 != 0
     ((2, 9), (9, 3)),  # two rows, fewer columns than one vec4
