@@ -31,8 +31,35 @@ def test_same_shape_binary_paths(op, shape, vec4, shaders):
     assert ("compute/binary4.wgsl" in shaders) == vec4
 
 
-def test_broadcast_binary_stays_scalar(shaders):
-    a = np.random.default_rng(1).random((2, 3, 8), dtype=np.float32)
-    b = np.random.default_rng(2).random((3, 1), dtype=np.float32)
-    compare(node_model("Add", {"a": a, "b": b}), {"a": a, "b": b})
-    assert "compute/binary.wgsl" in shaders and "compute/binary4.wgsl" not in shaders
+@pytest.mark.parametrize("a_shape,b_shape,vec4", [
+    ((2, 3, 8), (1,), True),  # a scalar tensor, splat
+    ((1,), (2, 3, 8), True),  # the scalar first (PP-OCR's Mul(3, x))
+    ((2, 6, 4, 4), (), True),  # 0-d
+    ((2, 6, 4, 4), (1, 6, 1, 1), True),  # per channel: each group of four shares one element
+    ((6, 1, 1), (2, 6, 4, 4), True),  # per channel, fewer dims, first
+    ((2, 6, 4, 4), (2, 1, 1, 1), True),  # per image
+    ((2, 3, 8), (3, 1), True),  # one axis with an inner extent of 8
+    ((2, 3, 6), (3, 1), False),  # inner extent 6: groups of four straddle two elements
+    ((2, 3, 8), (1, 8), False),  # the last axis varies within a group
+    ((2, 6, 4, 4), (2, 6, 1, 1), False),  # two non-unit axes
+])
+@pytest.mark.parametrize("op", ["Add", "Mul", "Div", "Sub"])
+def test_broadcast_binary_paths(a_shape, b_shape, vec4, op, shaders):
+    rng = np.random.default_rng(len(a_shape) + len(b_shape))
+    a = (rng.random(a_shape) + 0.5).astype(np.float32)
+    b = (rng.random(b_shape) + 0.5).astype(np.float32)
+    compare(node_model(op, {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-5, atol=1e-6)
+    assert ("compute/binary4.wgsl" in shaders) == vec4
+    assert ("compute/binary.wgsl" in shaders) != vec4
+
+
+def test_broadcast_scalar_constant_with_fused_relu(shaders):
+    """A constant scalar operand (an initializer) and the fused activation on the vec4 path."""
+    from onnx import helper
+
+    a = np.random.default_rng(3).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    model = node_model("Add", {"a": a}, constants={"c": np.array([0.25], np.float32)})
+    model.graph.node[0].output[0] = "t"
+    model.graph.node.append(helper.make_node("Relu", ["t"], ["y0"]))
+    compare(model, {"a": a}, rtol=1e-6, atol=1e-6)
+    assert "compute/binary4.wgsl" in shaders

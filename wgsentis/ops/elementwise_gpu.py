@@ -212,6 +212,27 @@ class _NoFusion(Exception):  # noqa: N818 - internal: the layer falls back, the 
     pass
 
 
+def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, str, list[int]] | None:
+    """How binary4.wgsl reads float32 operand ``t`` (bound as ``var``) of an op with output ``out_shape``:
+    (storage type, loader body, [inner, dim] params), or None where a group of four output elements does
+    not map to one vec4 or one element of it."""
+    if t.dtype != np.float32:
+        return None
+    if tuple(t.shape) == out_shape:
+        return "vec4<f32>", f"return {var}[i];", [0, 0]
+    if t.size == 1:
+        return "f32", f"return vec4<f32>({var}[0]);", [0, 0]
+    shape = (1,) * (len(out_shape) - len(t.shape)) + tuple(t.shape)
+    axes = [d for d, extent in enumerate(shape) if extent != 1]
+    if len(axes) != 1 or shape[axes[0]] != out_shape[axes[0]]:
+        return None
+    inner = math.prod(out_shape[axes[0] + 1:])
+    if inner % 4:
+        return None
+    p = 4 if var == "A" else 6
+    return "f32", f"return vec4<f32>({var}[(i * 4u / pu({p}u)) % pu({p + 1}u)]);", [inner, shape[axes[0]]]
+
+
 def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list[float]] | None = None):
     """Record Y = act(expr(a, b)) with broadcasting; returns Y (or NotImplemented past MAX_RANK)."""
     a = _as_gpu(rec, a, f"{name}:a")
@@ -221,9 +242,13 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
         return NotImplemented
     y = rec.alloc(out_shape, out_dtype)
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
-    if a.shape == out_shape and b.shape == out_shape and _vec4_ok(a, b, y):  # four elements per invocation (see unary)
-        rec.dispatch("compute/binary4.wgsl", [a, b], [y], [y.size // 4, *act_params], y.size // 4,
-                     workgroup=256, subs={"EXPR": expr, "ACT": act_expr})
+    modes = [_vec4_operand(t, out_shape, name) for t, name in ((a, "A"), (b, "B"))]
+    if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):
+        # Four elements per invocation (see unary), broadcasting a scalar or one axis per group of four.
+        (ta, load_a, a_geom), (tb, load_b, b_geom) = modes
+        rec.dispatch("compute/binary4.wgsl", [a, b], [y], [y.size // 4, *act_params, *a_geom, *b_geom],
+                     y.size // 4, workgroup=256, subs={"EXPR": expr, "ACT": act_expr, "TA": ta, "TB": tb,
+                                                       "LOAD_A": load_a, "LOAD_B": load_b})
         return y
     params = [*broadcast_params(a, b, out_shape), *act_params]
     rec.dispatch("compute/binary.wgsl", [a, b], [y], params, y.size, workgroup=256,

@@ -1,12 +1,18 @@
-// Same-shape float32 binary op four elements at a time (the element count is a multiple of 4):
-// drivers that scalarise storage loads (lavapipe) load a vec4 in one go. Per component:
+// Float32 binary op four output elements at a time (the element count is a multiple of 4): drivers
+// that scalarise storage loads (lavapipe) load a vec4 in one go. Per component:
 // out = {{ACT}} of v = {{EXPR}} of `a` and `b`, the same scalar expressions as binary.wgsl.
-// Params: 0 n / 4, 1 alpha, 2 beta, 3 gamma (the fused activation's).
+// Each operand is read as LOAD_A / LOAD_B of the group index i (elements 4i..4i+3):
+//   full    - the output's shape: the vec4 at i;
+//   scalar  - one element, splat;
+//   axis    - one non-unit axis whose inner extent (the product of the output dims after it) is a
+//             multiple of 4, so the group's four elements share the element (4i / inner) % dim.
+// Params: 0 n / 4, 1 alpha, 2 beta, 3 gamma (the fused activation's), 4 A inner, 5 A dim, 6 B inner,
+// 7 B dim.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
-@group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
+@group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
+@group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
 @group(0) @binding(2) var<storage, read_write> Y: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> params: Params;
 
@@ -15,12 +21,15 @@ fn f(a: f32, b: f32, alpha: f32, beta: f32, gamma: f32) -> f32 {
     return {{ACT}};
 }
 
+fn load_a(i: u32) -> vec4<f32> { {{LOAD_A}} }
+fn load_b(i: u32) -> vec4<f32> { {{LOAD_B}} }
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let p = A[i];
-    let q = B[i];
+    let p = load_a(i);
+    let q = load_b(i);
     let alpha = pf(1u);
     let beta = pf(2u);
     let gamma = pf(3u);
