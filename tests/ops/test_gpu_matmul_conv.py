@@ -279,10 +279,15 @@ def test_conv_without_textures(x_shape, w_shape, attrs, monkeypatch, shaders):
     ((2, 4, 5, 6), (4, 1, 2, 3), {"group": 2, "strides": [2, 3], "dilations": [2, 1]}),
     ((1, 3, 7), (3, 2, 3), {"strides": [2], "auto_pad": "SAME_UPPER"}),
     ((1, 2, 3, 3), (2, 3, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),
+    ((2, 24, 8, 8), (24, 10, 2, 2), {"strides": [2, 2]}),  # a decoder's 2x upsampling: no overlap, H*W % 4 == 0
+    ((1, 9, 7, 5), (9, 6, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [1, 1]}),  # overlaps
 ])
-def test_conv_transpose(x_shape, w_shape, attrs):
+def test_conv_transpose(x_shape, w_shape, attrs, shaders):
     feeds = {"x": _rand(*x_shape)}
     group = attrs.get("group", 1)
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[1] * group)}
     gpu_check.compare(gpu_check.node_model("ConvTranspose", feeds, constants=constants, **attrs), feeds,
                       rtol=1e-4, atol=1e-4)
+    # One group: a product, then the gather of products; groups: the direct gather kernel.
+    product = "compute/conv_transpose_cols.wgsl" in shaders
+    assert product == (group == 1) and ("compute/conv_transpose.wgsl" in shaders) == (group > 1)

@@ -30,7 +30,8 @@ from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_at
 from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
-from wgsentis.ops.matmul_gpu import MAX_TAPS, Operand, const_operand, fused, gemm, host_value, repacked
+from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, _padded_cols, const_operand, device_operand, fused, gemm,
+                                     host_value, repacked)
 from wgsentis.ops.registry import register_gpu
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
@@ -435,7 +436,8 @@ def _group_rows(w_mat: np.ndarray, g: int) -> np.ndarray:
 @register_gpu("ConvTranspose", 1, host_inputs=(1, 2))
 def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
-    """ConvTranspose (1-D/2-D) as a direct gather kernel."""
+    """ConvTranspose (1-D/2-D): with one group, the product of the weight and the image, then a gather of
+    the products per output pixel; with groups, a direct gather kernel."""
     weights = _float_weights(X, W, B)
     if weights is None:
         return NotImplemented
@@ -460,8 +462,23 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     if y.size == 0:
         return y
     act = fused(layer)
-    wt = rec.upload(w, f"{layer.name}:W")
     bias_t = rec.upload(b if b is not None else _ZERO, f"{layer.name}:B")
+    taps = kh * kw
+    if group == 1 and 4 * n * m * taps * h * wd <= rec.ctx.max_binding:
+        # The channel sums as one product, (M * kh * kw, C) @ (C, H * W) per image, then a gather of
+        # at most ceil(kh / sh) * ceil(kw / sw) products per output pixel (conv_transpose_cols.wgsl).
+        w_rows = repacked(("convTW",), w, lambda: _padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
+        a_op = const_operand(rec, w_rows, f"{layer.name}:W")
+        cols = rec.alloc((n, m * taps, h * wd), np.float32)
+        b_op = device_operand(rec, X, h * wd, [c * h * wd], f"{layer.name}:X")
+        gemm(rec, a_op, b_op, cols, m * taps, h * wd, c, y_row=h * wd, y_batch=[m * taps * h * wd],
+             batch_shape=[n], final=False)
+        rec.dispatch("compute/conv_transpose_cols.wgsl", [cols, bias_t], [y],
+                     [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
+                      int(b is not None), *act[1]], y.size, workgroup=64, subs={"ACT": act[0]},
+                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1]})
+        return y
+    wt = rec.upload(w, f"{layer.name}:W")
     params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], c, c // group, mg,
               int(b is not None), *act[1]]
     rec.dispatch("compute/conv_transpose.wgsl", [X, wt, bias_t], [y], params, y.size, workgroup=64,
