@@ -136,6 +136,9 @@ CONV_CASES = [
     ((2, 4, 9, 10), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [1, 2], "auto_pad": "SAME_UPPER"}),
     ((1, 4, 9, 10), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 0, 1, 2]}),  # depthwise x2
     ((1, 5, 7, 7), (5, 1, 3, 3), {"group": 5, "auto_pad": "SAME_LOWER"}),  # depthwise
+    # depthwise, four outputs of a row per invocation: widths not a multiple of 4, dilations, 5x5, x2
+    ((2, 6, 11, 13), (6, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2], "dilations": [1, 2]}),
+    ((1, 4, 7, 9), (8, 1, 3, 3), {"group": 4, "strides": [1, 2], "pads": [1, 1, 1, 1], "dilations": [2, 1]}),
     ((1, 3, 10, 9), (4, 3, 2, 2), {"auto_pad": "VALID", "strides": [3, 2]}),
     ((1, 3, 17), (5, 3, 4), {"strides": [2], "pads": [1, 2]}),  # 1-D
     ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # past one workgroup
