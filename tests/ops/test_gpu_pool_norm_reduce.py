@@ -74,13 +74,17 @@ def test_global_pools(op, shape):
 
 
 # -- normalizations ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("shape", [(2, 6, 9, 11), (3, 6), (1, 6, 70, 3), (2, 6, 5, 4, 3)])
-def test_batch_norm(shape):
+@pytest.mark.parametrize("shape,folded", [((2, 6, 9, 11), False), ((3, 6), False), ((1, 6, 70, 3), False),
+                                          ((2, 6, 5, 4, 3), False), ((2, 6, 16, 16), True), ((1, 6, 20, 40), True)])
+def test_batch_norm(shape, folded, shaders):
+    """Constant parameters over planes of a multiple of 4 (at least 256) elements are folded on the host
+    into a vec4 per-channel affine pass; other shapes take the general kernel."""
     x = rand(*shape)
     c = {k: rand(6) for k in "sbm"}
     c["v"] = RNG.random(6).astype(np.float32) + 0.5
     compare(node_model("BatchNormalization", {"x": x}, constants=c, input_order=["x", "s", "b", "m", "v"],
                        epsilon=1e-3), {"x": x})
+    assert ("compute/channel_affine4.wgsl" in shaders) == folded
 
 
 def test_batch_norm_params_as_inputs():

@@ -31,6 +31,9 @@ STAT_VAR, STAT_MVN, STAT_RMS, STAT_L1, STAT_L2 = range(5)
 
 
 GRID_WG = 256  # workgroup size of the per-plane elementwise passes (BatchNormalization, LRN)
+# BatchNormalization parameters folded on the host, keyed by the ids of the constants (kept alive
+# beside them, so an id is never reused while its entry lives): uploads are cached by array identity.
+_FOLDED: dict[tuple, tuple[np.ndarray, list]] = {}
 
 
 def _plane_grid(n: int, c: int, inner: int) -> tuple[int, int, int] | None:
@@ -192,6 +195,19 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
         return NotImplemented
     y = rec.alloc(X.shape, np.float32)
     n, inner = X.shape[0], spatial_size
+    hosts = [t if isinstance(t, np.ndarray) else getattr(t, "host", None) for t in (scale, B, mean, var)]
+    grid4 = _plane_grid(n, c, inner // 4) if inner % 4 == 0 and not per_position else None
+    if grid4 is not None and all(h is not None for h in hosts):
+        # Constant parameters: fold them once on the host and run a vec4 per-channel affine pass.
+        s_, b_, m_, v_ = (np.asarray(h, np.float64).reshape(-1) for h in hosts)
+        a = s_ / np.sqrt(v_ + float(epsilon))
+        folded = np.stack([a, b_ - m_ * a]).astype(np.float32)  # (2, C)
+        key = (*(id(h) for h in hosts), float(epsilon))
+        folded = _FOLDED.setdefault(key, (folded, hosts))[0]
+        rec.dispatch("compute/channel_affine4.wgsl", [X, rec.upload(folded[0], f"{layer.name}:a"),
+                                                       rec.upload(folded[1], f"{layer.name}:b")],
+                     [y], [inner // 4, c], grid4, workgroup=GRID_WG)
+        return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
     words = [X.size, inner, c, float(epsilon), int(per_position)]
     grid = _plane_grid(n, c, inner)
     rec.dispatch("compute/batchnorm.wgsl", [X, *params], [y], words, grid or X.size, workgroup=GRID_WG,

@@ -1,0 +1,21 @@
+// Y = X * A[c] + B[c] per channel c, four elements at a time: inference BatchNormalization with its
+// parameters folded on the host (A = scale / sqrt(var + eps), B = bias - mean * A), for planes whose
+// size is a multiple of 4. The dispatch is (ceil(inner / 4 / WG), C, N): the channel is the workgroup's
+// y, so no element pays an integer division, a square root or a parameter load of its own.
+// Params: 0 inner / 4 (vec4 per plane), 1 C.
+#include "common/params.wgsl"
+
+@group(0) @binding(0) var<storage, read> X: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read> B: array<f32>;
+@group(0) @binding(3) var<storage, read_write> Y: array<vec4<f32>>;
+@group(0) @binding(4) var<uniform> params: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let inner4 = pu(0u);
+    if (gid.x >= inner4) { return; }
+    let c = gid.y;
+    let i = (gid.z * pu(1u) + c) * inner4 + gid.x;
+    Y[i] = X[i] * A[c] + vec4<f32>(B[c]);
+}
