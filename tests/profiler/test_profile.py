@@ -117,14 +117,25 @@ def test_gpu_host_timers(sample_path: str, gpu: None) -> None:
     assert prof["timer"].startswith("host") and all(e["time_ms"] > 0 for e in prof["layers"])
 
 
-def _time_sum_ratio(source, backend: str, feeds=None, runs: int = 7, **kwargs) -> tuple[dict, list[float]]:
-    """Profile ``source`` until the time-sum ratio is within 10% (at most twice: the machine is shared, and
-    one retry absorbs a noisy neighbour); returns the last profile's data and every ratio seen."""
+def _measured_share(data: dict) -> float:
+    """The share of ms_per_batch that measured rows explain: on gpu-compute the 'submit + readback wait'
+    row is the rest of the median plain run by definition, so the time sum cannot fall short there;
+    what can is this share (layers timed too short, or host work no row accounts for)."""
+    rest = sum(r["time_ms"] for r in data["host"] if r["name"] == "host: submit + readback wait")
+    return (data["time_sum_ms"] - rest) / data["ms_per_batch"]
+
+
+def _time_sum_ratio(source, backend: str, feeds=None, runs: int = 7, min_share: float = 0.0,
+                    **kwargs) -> tuple[dict, list[float]]:
+    """Profile ``source`` until the time-sum ratio is within 10% and measured rows explain at least
+    ``min_share`` of the run (at most twice: the machine is shared, and one retry absorbs a noisy
+    neighbour); returns the last profile's data and every ratio seen (below 0.9 where the share fell short)."""
     ratios = []
     for _ in range(2):
         prof = ws.profile(source, backend=backend, threads=2, runs=runs, warmup=1, inputs=feeds, **kwargs)
         data = _check(prof, backend)
-        ratios.append(data["time_sum_ratio"])
+        ratio = data["time_sum_ratio"]
+        ratios.append(ratio if _measured_share(data) >= min_share else min(ratio, round(_measured_share(data), 4)))
         if 0.9 <= ratios[-1] <= 1.1:
             break
     return data, ratios
@@ -135,7 +146,8 @@ def test_gpu_time_sum_inception(gpu: None) -> None:
     import zoo
 
     proto = zoo.load_proto("inception_v1")
-    data, ratios = _time_sum_ratio(proto, "gpu-compute", zoo.input_feeds("inception_v1", proto), pruning_layers=1)
+    data, ratios = _time_sum_ratio(proto, "gpu-compute", zoo.input_feeds("inception_v1", proto), pruning_layers=1,
+                                   min_share=0.9)
     assert 0.9 <= ratios[-1] <= 1.1, ratios
     assert sum(1 for e in data["layers"] if "pruning" in e) == 1
 
@@ -175,9 +187,12 @@ def test_every_reference_model(backend: str) -> None:
     outside = {}
     for name in zoo.ALL_MODELS:
         proto = zoo.load_proto(name)
+        # Measured rows explain at least 90% of a run (the rest is submission and the readback wait, which
+        # the 'submit + readback wait' row fills in on gpu-compute), but on PP-OCR cls: ~20-30 ms over
+        # 154 small layers, a quarter of it in submission and readback.
         data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto), runs=3, pruning_layers=1,
-                                       name=name)
-        print(name, backend, data["ms_per_batch"], ratios, file=sys.stderr)
+                                       name=name, min_share=0.0 if name in ("ppocr_cls",) else 0.9)
+        print(name, backend, data["ms_per_batch"], ratios, round(_measured_share(data), 4), file=sys.stderr)
         assert np.isfinite(data["ms_per_batch"])
         if not 0.9 <= ratios[-1] <= 1.1:
             outside[name] = ratios

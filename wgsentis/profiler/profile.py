@@ -258,6 +258,10 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
     transfers = [{"kind": t["kind"], "tensor": t["name"], "layer": t["layer"], "bytes": t["bytes"],
                   "time_ms": round(t["seconds"] * 1e3, 5), "timing": t["timing"]} for t in m.transfers]
     total = sum(e["time_ms"] for e in layers) + sum(r["time_ms"] for r in host) + sum(t["time_ms"] for t in transfers)
+    for r in host:
+        if r["name"] == collect.RESIDUAL_ROW:  # the rest of the median plain run, never negative
+            r["time_ms"] = round(max(0.0, med(m.plain) * 1e3 - total), 5)
+            total += r["time_ms"]
     for row in [*layers, *host, *transfers]:
         row["percent"] = round(100.0 * row["time_ms"] / total, 3) if total else 0.0
     if ceil is not None:  # a layer faster than the matmul ceiling: the roofline's peak is a floor, say so
