@@ -349,9 +349,14 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     if cols is None:
         return False
     width = -(-p // 4)
-    params = [n * kp * width, width, kp, k, p, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
+    grid = (-(-width // 64), kp, n)
+    if max(grid) > rec.ctx.max_workgroups:
+        return False
+    params = [width, width, kp, k, p, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
               dl[0], dl[1], ow, 0]
-    rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, n * kp * width, workgroup=64, textures=[cols])
+    rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, grid, workgroup=64, textures=[cols],
+                 constants={"KH": ksize[0], "KW": ksize[1], "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1],
+                            "OW": ow})
     _gemm_texture_rows(rec, a_op, cols, kp, y3, n, m, p, bias_t, act, acc)
     return True
 
