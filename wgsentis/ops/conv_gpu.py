@@ -229,12 +229,14 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     v_tex = rec.scratch_texture(16 * cp, tp, "winograd V") if matmul_gpu.USE_TEXTURES else None
     if v_tex is not None:
         rec.dispatch("compute/winograd_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
-                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_TEXTURE_STORE})
+                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_TEXTURE_STORE},
+                     constants=_tile_constants(tw, th, tp))
         b_op = Operand.of_texture(v_tex, tp, [cp * tp])
     else:
         v = rec.alloc((16, cp, tp), np.float32)
         rec.dispatch("compute/winograd_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_BUFFER_STORE})
+                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_BUFFER_STORE},
+                     constants=_tile_constants(tw, th, tp))
         b_op = Operand(v, tp, 1, [cp * tp])
     prod = rec.alloc((16, m, tp), np.float32)
     a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
@@ -243,7 +245,7 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
     rec.dispatch("compute/winograd_out.wgsl", [prod, bias], [y],
                  [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None) | (2 if acc else 0), *act[1]], m * tiles,
-                 workgroup=64, subs={"ACT": act[0]})
+                 workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": tiles})
     return True
 
 
@@ -271,20 +273,27 @@ def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool
         if matmul_gpu.USE_TEXTURES else None
     if v_tex is not None:
         rec.dispatch("compute/winograd4_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
-                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_LINEAR_TEXTURE_STORE})
+                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_LINEAR_TEXTURE_STORE},
+                     constants=_tile_constants(tw, th, tp))
         b_op = Operand.of_linear_texture(v_tex, tp, [cp * tp])
     else:
         v = rec.alloc((36, cp, tp), np.float32)
         rec.dispatch("compute/winograd4_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_LINEAR_BUFFER_STORE})
+                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_LINEAR_BUFFER_STORE},
+                     constants=_tile_constants(tw, th, tp))
         b_op = Operand(v, tp, 1, [cp * tp])
     prod = rec.alloc((36, m, tp), np.float32)
     gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp], batch_shape=[36], final=False)
     bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
     rec.dispatch("compute/winograd4_out.wgsl", [prod, bias], [y],
                  [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None) | (2 if acc else 0), *act[1]], m * tiles,
-                 workgroup=64, subs={"ACT": act[0]})
+                 workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": tiles})
     return True
+
+
+def _tile_constants(tw: int, th: int, tp: int) -> dict[str, int]:
+    """Pipeline constants of the Winograd input transforms: the tile grid and texels per V row."""
+    return {"TW": tw, "TH": th, "T4S": tp // 4}
 
 
 def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:

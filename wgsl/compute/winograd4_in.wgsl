@@ -10,6 +10,12 @@
 // 8 pad left, 9 Cp, 10 tp.
 #include "common/params.wgsl"
 
+// The tile grid (TW x TH per image) and TP / 4 (T4S) are pipeline constants: the per-tile index
+// arithmetic divides by constants only (runtime integer division is slow on lavapipe).
+override TW: u32 = 1u;
+override TH: u32 = 1u;
+override T4S: u32 = 1u;
+
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 {{STORE_DECL}}
 
@@ -61,8 +67,8 @@ fn zero_tile() -> Tile {
 // The transformed tile t of channel c, zero past the edges.
 fn tile(c: u32, t: u32) -> Tile {
     if (c >= pu(4u) || t >= pu(1u)) { return zero_tile(); }
-    let tw = pu(2u);
-    let th = pu(3u);
+    let tw = TW;
+    let th = TH;
     let tx = t % tw;
     let ty = (t / tw) % th;
     let n = t / (tw * th);
@@ -104,7 +110,7 @@ fn row_of(q: Tile, r: u32) -> Row6 {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let t4s = pu(10u) / 4u;
+    let t4s = T4S;
     let t4 = i % t4s;
     let c = i / t4s;
     let cp = pu(9u);

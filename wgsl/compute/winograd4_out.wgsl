@@ -8,6 +8,12 @@
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
+// The tile grid (TW x TH per image) and the tile count (TILES) are pipeline constants: the index
+// arithmetic divides by constants only (runtime integer division is slow on lavapipe).
+override TW: u32 = 1u;
+override TH: u32 = 1u;
+override TILES: u32 = 1u;
+
 @group(0) @binding(0) var<storage, read> MT: array<f32>;
 @group(0) @binding(1) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
@@ -42,7 +48,7 @@ fn at(v: Row6) -> vec4<f32> {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let T = pu(1u);
+    let T = TILES;
     let t = i % T;
     let m = i / T;
     let M = pu(4u);
@@ -69,8 +75,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let alpha = pf(9u);
     let beta = pf(10u);
     let gamma = pf(11u);
-    let tw = pu(2u);
-    let th = pu(3u);
+    let tw = TW;
+    let th = TH;
     let tx = t % tw;
     let ty = (t / tw) % th;
     let n = t / (tw * th);

@@ -8,6 +8,12 @@
 // 8 pad left, 9 Cp, 10 tp.
 #include "common/params.wgsl"
 
+// The tile grid (TW x TH per image) and TP / 4 (T4S) are pipeline constants: the per-tile index
+// arithmetic divides by constants only (runtime integer division is slow on lavapipe).
+override TW: u32 = 1u;
+override TH: u32 = 1u;
+override T4S: u32 = 1u;
+
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 {{STORE_DECL}}
 
@@ -31,8 +37,8 @@ fn bt(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(v.x - v.z, v.y + v.z, v.z - 
 // The transformed tile t of channel c as four rows (columns of the matrix), zero past the edges.
 fn tile(c: u32, t: u32) -> mat4x4<f32> {
     if (c >= pu(4u) || t >= pu(1u)) { return mat4x4<f32>(); }
-    let tw = pu(2u);
-    let th = pu(3u);
+    let tw = TW;
+    let th = TH;
     let tx = t % tw;
     let ty = (t / tw) % th;
     let n = t / (tw * th);
@@ -52,7 +58,7 @@ fn tile(c: u32, t: u32) -> mat4x4<f32> {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let t4s = pu(10u) / 4u;
+    let t4s = T4S;
     let t4 = i % t4s;
     let c = i / t4s;
     let cp = pu(9u);
