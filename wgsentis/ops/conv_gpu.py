@@ -113,11 +113,15 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         wt = rec.upload(w, f"{layer.name}:W")
         params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], mg, c,
                   int(b is not None) | (2 if acc else 0), *act[1]]
-        groups4 = n * m * oh * -(-ow // 4)  # four outputs of a row per invocation
-        params[0] = groups4
+        ow4 = -(-ow // 4)  # four outputs of a row per invocation
+        params[0] = n * m * oh * ow4
+        params.append(n * m)  # 20: planes
+        limit = rec.ctx.max_workgroups
+        grid = (-(-(oh * ow4) // 64), min(n * m, limit), -(-(n * m) // limit))
         rec.dispatch("compute/depthwise.wgsl", [X, wt, bias_t if bias_t is not None else rec.upload(_ZERO, "zero")],
-                     [y], params, groups4, workgroup=64, subs={"ACT": act[0]},
-                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1]})
+                     [y], params, grid, workgroup=64, subs={"ACT": act[0]},
+                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "OW4": ow4,
+                                "M": m, "MULT": mg})
         return y
 
     k = cg * kh * kw

@@ -5,10 +5,13 @@
 // Params: 0 total (N * M * oh * ceil(ow / 4)), 1 M (output channels), 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw,
 // 8 sh, 9 sw, 10 ph, 11 pw, 12 dh, 13 dw, 14 multiplier (output channels per input channel), 15 C,
 // 16 flags (1: bias, 2: add the residual that Y holds already (FusedConv)), 17..19 activation
-// alpha/beta/gamma.
+// alpha/beta/gamma, 20 planes (N * M).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
+override OW4: u32 = 1u;  // groups of four outputs per output row
+override M: u32 = 1u;  // output channels
+override MULT: u32 = 1u;  // output channels per input channel
 override KH: u32 = 3u;
 override KW: u32 = 3u;
 override SH: i32 = 1;
@@ -32,18 +35,18 @@ fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_index(gid, nwg);
-    if (i >= pu(0u)) { return; }
+    // The grid is (ceil(oh * OW4 / WG), planes) with N * M planes, those past 65535 folded into z: a
+    // plane per workgroup row, divisions by constants only.
     let ow = pu(3u);
     let oh = pu(2u);
-    let ow4 = (ow + 3u) / 4u;
-    let qx = i % ow4;
-    let rest = i / ow4;
-    let oy = rest % oh;
-    let nm = rest / oh;
-    let m = nm % pu(1u);
-    let n = nm / pu(1u);
-    let c = m / pu(14u);
+    let s = gid.x;
+    let nm = gid.y + gid.z * nwg.y;
+    if (s >= oh * OW4 || nm >= pu(20u)) { return; }
+    let oy = s / OW4;
+    let qx = s - oy * OW4;
+    let m = nm % M;
+    let n = nm / M;
+    let c = m / MULT;
     let h = pi(4u);
     let w = pi(5u);
     let base = (n * pu(15u) + c) * u32(h * w);
