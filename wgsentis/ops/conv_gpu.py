@@ -338,9 +338,11 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
     if x_tex is None:
         return False
     width = -(-p // 4)
-    contiguous = 0
-    rec.dispatch("compute/to_texture.wgsl", [X], [], [n * c * width, width, p, ow, h * wd, wd, st[0], st[1]],
-                 n * c * width, workgroup=64, textures=[x_tex], constants={"CONTIGUOUS": contiguous})
+    rows = n * c
+    limit = rec.ctx.max_workgroups
+    grid = (-(-width // 64), min(rows, limit), -(-rows // limit))
+    rec.dispatch("compute/to_texture.wgsl", [X], [], [rows * width, width, p, ow, h * wd, wd, st[0], st[1], rows],
+                 grid, workgroup=64, textures=[x_tex], constants={"OW": ow, "SH": st[0], "SW": st[1]})
     _gemm_texture_rows(rec, a_op, x_tex, c, y3, n, m, p, bias_t, act, acc)
     return True
 
@@ -497,7 +499,7 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
         rec.dispatch("compute/conv_transpose_cols.wgsl", [cols, bias_t], [y],
                      [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
                       int(b is not None), *act[1]], y.size, workgroup=64, subs={"ACT": act[0]},
-                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1]})
+                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "OW": ow, "OH": oh})
         return y
     wt = rec.upload(w, f"{layer.name}:W")
     params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], c, c // group, mg,

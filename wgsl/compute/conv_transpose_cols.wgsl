@@ -3,8 +3,8 @@
 // (M * kh * kw, C) with the image (C, H * W). Each output pixel sums the columns whose scatter lands
 // on it, oy = iy*sh - ph + ky*dh (iy = (oy + ph - ky*dh) / sh where that divides exactly), then adds
 // the bias and applies the fused activation.
-// The kernel size and strides are pipeline constants (KH, KW, SH, SW): the tap loops unroll and the
-// divisions by the stride become cheap (integer division is slow on lavapipe).
+// The kernel size, strides and output size are pipeline constants (KH, KW, SH, SW, OW, OH): the tap
+// loops unroll and every division is by a constant (runtime integer division is slow on lavapipe).
 // Params: 0 total, 1 M, 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw, 8 sh, 9 sw, 10 ph, 11 pw, 12 dh, 13 dw,
 // 14 has bias, 15..17 activation alpha/beta/gamma.
 #include "common/params.wgsl"
@@ -14,6 +14,8 @@ override KH: u32 = 1u;
 override KW: u32 = 1u;
 override SH: i32 = 1;
 override SW: i32 = 1;
+override OW: u32 = 1u;
+override OH: u32 = 1u;
 
 @group(0) @binding(0) var<storage, read> COLS: array<f32>;
 @group(0) @binding(1) var<storage, read> BIAS: array<f32>;
@@ -24,8 +26,8 @@ override SW: i32 = 1;
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let ow = pu(3u);
-    let oh = pu(2u);
+    let ow = OW;
+    let oh = OH;
     let ox = i32(i % ow);
     let oy = i32((i / ow) % oh);
     let nm = i / (ow * oh);  // n * M + m
