@@ -86,8 +86,9 @@ def _subs(x, p: float = 2.0) -> dict[str, str]:
 
 
 def _window_constants(params: list) -> dict[str, int]:
-    """The window size per dim as pipeline constants (pool_window.wgsl), from params 7..9."""
-    return {"KD0": params[7], "KD1": params[8], "KD2": params[9]}
+    """The window size per dim and the output's last two sizes as pipeline constants (pool_window.wgsl),
+    from params 7..9 and 5..6."""
+    return {"KD0": params[7], "KD1": params[8], "KD2": params[9], "OD1": params[5], "OD2": params[6]}
 
 
 def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0):

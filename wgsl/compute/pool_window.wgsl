@@ -6,6 +6,10 @@
 override KD0: i32 = 1;
 override KD1: i32 = 1;
 override KD2: i32 = 1;
+// The output's last two spatial sizes (params 5, 6 hold the same): the output position is found by
+// dividing by constants (runtime integer division is slow on lavapipe).
+override OD1: u32 = 1u;
+override OD2: u32 = 1u;
 
 struct PoolSite {
     ok: bool,  // false past the last output or plane
@@ -20,19 +24,14 @@ fn pool_site(gid: vec3<u32>, nwg: vec3<u32>) -> PoolSite {
     var s: PoolSite;
     // No division for the plane: it comes from the grid's y and z.
     let plane = gid.y + gid.z * nwg.y;
-    let out_d = vec3<u32>(pu(4u), pu(5u), pu(6u));
-    let plane_size = out_d.x * out_d.y * out_d.z;
+    let plane_size = pu(4u) * OD1 * OD2;
     s.ok = gid.x < plane_size && plane < pu(29u);
     s.i = plane * plane_size + gid.x;
     s.in_d = vec3<i32>(pi(1u), pi(2u), pi(3u));
-    let q = gid.x / out_d.z;
-    let o2 = gid.x - q * out_d.z;
-    var o1 = q;
-    var o0 = 0u;
-    if (out_d.x > 1u) {
-        o0 = q / out_d.y;
-        o1 = q - o0 * out_d.y;
-    }
+    let q = gid.x / OD2;
+    let o2 = gid.x - q * OD2;
+    let o0 = q / OD1;
+    let o1 = q - o0 * OD1;
     s.start = vec3<i32>(vec3<u32>(o0, o1, o2) * vec3<u32>(pu(10u), pu(11u), pu(12u))) -
               vec3<i32>(pi(16u), pi(17u), pi(18u));
     s.dil = vec3<i32>(pi(13u), pi(14u), pi(15u));
