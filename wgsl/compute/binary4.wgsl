@@ -6,10 +6,16 @@
 //   scalar  - one element, splat;
 //   axis    - one non-unit axis whose inner extent (the product of the output dims after it) is a
 //             multiple of 4, so the group's four elements share the element (4i / inner) % dim.
-// Params: 0 n / 4, 1 alpha, 2 beta, 3 gamma (the fused activation's), 4 A inner, 5 A dim, 6 B inner,
-// 7 B dim.
+// An axis operand's inner extent and dim are pipeline constants (A_INNER, A_DIM, B_INNER, B_DIM):
+// dividing by them costs little, where a runtime integer division is slow on lavapipe.
+// Params: 0 n / 4, 1 alpha, 2 beta, 3 gamma (the fused activation's).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
+
+override A_INNER: u32 = 1u;
+override A_DIM: u32 = 1u;
+override B_INNER: u32 = 1u;
+override B_DIM: u32 = 1u;
 
 @group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
