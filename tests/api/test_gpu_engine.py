@@ -306,10 +306,10 @@ def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypat
     """Replays encode dispatches through wgpu-native's calls where this wgpu-py exposes them (it does:
     the fast path must not silently fall away) and through wgpu-py's public methods otherwise; both
     give the same answer."""
-    if native:
-        assert gc._native_pass_calls() is not None
+    if native:  # checked calls while recording, direct ones in replays
+        assert gc._native_pass_calls() is not None and gc._native_pass_calls(checked=False) is not None
     else:
-        monkeypatch.setattr(gc, "_native_pass_calls", lambda: None)
+        monkeypatch.setattr(gc, "_native_pass_calls", lambda checked=True: None)
     from wgsentis.cli import sample_model_path
 
     model = ws.load_model(str(sample_model_path()))

@@ -1118,7 +1118,8 @@ class GPUProgram:
                 stamps = _Stamps(self, inside=True, whole=True)
         started = time.perf_counter()
         # The encoder (and its first pass) made while the previous run was on the GPU, if any.
-        stream, self._next_stream = self._next_stream or _CommandStream(self.ctx.device, self.debug_groups), None
+        stream = self._next_stream or _CommandStream(self.ctx.device, self.debug_groups, checked=False)
+        self._next_stream = None
         self._emit_steps(stream, plan.steps, stamps)
         if stamps is not None:
             stamps.finish(stream)
@@ -1133,7 +1134,7 @@ class GPUProgram:
         readback = self._finish(encoder, plan.outputs, extra)
         # Creating an encoder and beginning a pass cost ~50 us each on wgpu-native: do it now, while the
         # GPU runs what was just submitted, rather than at the start of the next run.
-        self._next_stream = _CommandStream(self.ctx.device, self.debug_groups)
+        self._next_stream = _CommandStream(self.ctx.device, self.debug_groups, checked=False)
         self._next_stream.compute_pass()
         return readback
 
@@ -1167,7 +1168,7 @@ class _CommandStream:
     """A command encoder with at most one open compute pass: dispatches open it, copies close it,
     ``take()`` hands the encoder over (to submit) and starts a fresh one."""
 
-    def __init__(self, device: Any, labels: bool = False) -> None:
+    def __init__(self, device: Any, labels: bool = False, checked: bool = True) -> None:
         self.device = device
         self._encoder: Any = device.create_command_encoder(label="wgsentis run")
         self.cpass: Any = None
@@ -1175,7 +1176,7 @@ class _CommandStream:
         self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
         # Pass labels (for captures) cost wgpu-py ~8 us of string conversion a pass: only with debug groups.
         self.pass_label = "wgsentis layers" if labels else None
-        self.native = _native_pass_calls()
+        self.native = _native_pass_calls(checked)
 
     @property
     def encoder(self) -> Any:
@@ -1231,15 +1232,17 @@ class _CommandStream:
         return encoder
 
 
-def _native_pass_calls() -> tuple[Any, Any, Any, Any] | None:
-    """wgpu-native's set-pipeline, set-bind-group and dispatch calls (through wgpu-py's error-checked
-    wrappers) and its NULL, or None where this wgpu-py differs. A replay encodes ~100 dispatches per
-    model run; wgpu-py's methods build a dynamic-offset array for every set_bind_group (13 us a dispatch
-    in all, 4 us this way). Bind groups and pipelines stay alive in the recorded plan."""
+def _native_pass_calls(checked: bool = True) -> tuple[Any, Any, Any, Any] | None:
+    """wgpu-native's set-pipeline, set-bind-group and dispatch calls and its NULL, or None where this
+    wgpu-py differs. A replay encodes ~100 dispatches per model run; wgpu-py's methods build a
+    dynamic-offset array for every set_bind_group (13 us a dispatch in all, 4 us this way). ``checked``:
+    through wgpu-py's wrappers that turn a validation error into an exception (~1 us a call: two thirds
+    of a replay's encoding); replays of a recorded plan, whose every call was checked when it was
+    recorded, call the functions directly. Bind groups and pipelines stay alive in the recorded plan."""
     try:
         from wgpu.backends.wgpu_native import _api
 
-        lib = _api.libf
+        lib = _api.libf if checked else _api.lib
         return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
                 lib.wgpuComputePassEncoderDispatchWorkgroups, _api.ffi.NULL)
     except Exception:  # any mismatch with this wgpu-py: its public methods instead
