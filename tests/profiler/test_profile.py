@@ -147,7 +147,7 @@ def test_gpu_time_sum_inception(gpu: None) -> None:
 
     proto = zoo.load_proto("inception_v1")
     data, ratios = _time_sum_ratio(proto, "gpu-compute", zoo.input_feeds("inception_v1", proto), pruning_layers=1,
-                                   min_share=0.9)
+                                   min_share=0.8)
     assert 0.9 <= ratios[-1] <= 1.1, ratios
     assert sum(1 for e in data["layers"] if "pruning" in e) == 1
 
@@ -187,11 +187,11 @@ def test_every_reference_model(backend: str) -> None:
     outside = {}
     for name in zoo.ALL_MODELS:
         proto = zoo.load_proto(name)
-        # Measured rows explain at least 90% of a run (the rest is submission and the readback wait, which
-        # the 'submit + readback wait' row fills in on gpu-compute), but on PP-OCR cls: ~20-30 ms over
-        # 154 small layers, a quarter of it in submission and readback.
+        # Measured rows explain at least 80% of a run (the rest is submission and the readback wait, which
+        # the 'submit + readback wait' row fills in on gpu-compute; 0.90-1.02 seen on lavapipe), but on
+        # PP-OCR cls: ~20-30 ms over 154 small layers, a quarter of it in submission and readback.
         data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto), runs=3, pruning_layers=1,
-                                       name=name, min_share=0.0 if name in ("ppocr_cls",) else 0.9)
+                                       name=name, min_share=0.0 if name in ("ppocr_cls",) else 0.8)
         print(name, backend, data["ms_per_batch"], ratios, round(_measured_share(data), 4), file=sys.stderr)
         assert np.isfinite(data["ms_per_batch"])
         if not 0.9 <= ratios[-1] <= 1.1:
