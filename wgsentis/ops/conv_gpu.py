@@ -30,8 +30,8 @@ from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_at
 from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
-from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, _padded_cols, const_operand, device_operand, fused, gemm,
-                                     host_value, repacked)
+from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
+                                     padded_cols, repacked)
 from wgsentis.ops.registry import register_gpu
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
@@ -490,7 +490,7 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     if group == 1 and 4 * n * m * taps * h * wd <= rec.ctx.max_binding:
         # The channel sums as one product, (M * kh * kw, C) @ (C, H * W) per image, then a gather of
         # at most ceil(kh / sh) * ceil(kw / sw) products per output pixel (conv_transpose_cols.wgsl).
-        w_rows = repacked(("convTW",), w, lambda: _padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
+        w_rows = repacked(("convTW",), w, lambda: padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
         a_op = const_operand(rec, w_rows, f"{layer.name}:W")
         cols = rec.alloc((n, m * taps, h * wd), np.float32)
         b_op = device_operand(rec, X, h * wd, [c * h * wd], f"{layer.name}:X")

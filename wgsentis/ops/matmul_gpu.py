@@ -281,7 +281,7 @@ def _device(t: Any) -> GTensor | None:
     return t if isinstance(t, GTensor) and t.alloc is not None else None
 
 
-def _padded_cols(x: np.ndarray) -> np.ndarray:
+def padded_cols(x: np.ndarray) -> np.ndarray:
     """``x`` (..., R, C) with C padded by zeros to a multiple of 4 (vec4 rows)."""
     c = x.shape[-1]
     cp = -(-c // 4) * 4
@@ -318,7 +318,7 @@ def matmul(rec, layer, A, B):
     b_host = host_value(B) if _device(B) is None else None
     b_ncols = n
     if b_host is not None and B.ndim >= 2 and n % 4:
-        b_host = repacked(("pad",), b_host, lambda: _padded_cols(b_host.astype(np.float32)))
+        b_host = repacked(("pad",), b_host, lambda: padded_cols(b_host.astype(np.float32)))
         b_ncols = b_host.shape[-1]
     elif b_host is not None and B.ndim == 1:
         b_host = repacked(("col",), b_host, lambda: b_host.reshape(k, 1))
@@ -383,7 +383,7 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
     # A: constants are repacked to (M, K) rows; a device A^T is read with strides.
     a_host = host_value(A)
     if a_host is not None:
-        a_mat = repacked(("gemmA", transA), a_host, lambda: _padded_cols(a_host.T if transA else a_host))
+        a_mat = repacked(("gemmA", transA), a_host, lambda: padded_cols(a_host.T if transA else a_host))
         a_op = const_operand(rec, a_mat, f"{layer.name}:A")
     elif transA:
         a_op = Operand(A, 1, m, [])
@@ -402,7 +402,7 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
 
         def block(c0=c0, c1=c1):
             part = b_host[c0:c1].T if transB else b_host[:, c0:c1]
-            return _padded_cols(np.asarray(part, np.float32))
+            return padded_cols(np.asarray(part, np.float32))
 
         b_mat = repacked(("gemmB", transB, c0, c1), b_host, block)
         b_op = const_operand(rec, b_mat, f"{layer.name}:B[{c0}:{c1}]")
@@ -412,4 +412,4 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
 
 
 __all__ = ["IDENTITY", "MAX_TAPS", "Operand", "const_operand", "device_operand", "fused", "gemm", "host_value",
-           "repacked"]
+           "padded_cols", "repacked"]

@@ -59,9 +59,9 @@ fn epilogue(acc: f32, m: u32, n: u32, yb: u32, e: Ep) {
 }
 
 // Four accumulators of row m at tile columns n..n+3, whose stored columns are q (SKIP: not stored).
-// STORE4 is either four scalar epilogues, or, where the matmul guarantees it (no column map, no
-// accumulation, a bias constant along each row, vec4-aligned rows), one vec4 store when all four
-// columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
+// STORE4 is either four scalar epilogues, or, where the matmul guarantees it (no column map, a bias
+// constant along each row, vec4-aligned rows), one vec4 load (when accumulating) and store when all
+// four columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
 fn store4(c: vec4<f32>, m: u32, n: u32, yb: u32, e: Ep, q: vec4<u32>) { {{STORE4}} }
 
 @compute @workgroup_size(WG)
