@@ -209,6 +209,36 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
     return y.reshape(n, c, oh, ow)
 
 
+def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins, ends,
+                            outs, threads: int) -> np.ndarray:
+    """Depthwise 2-D conv as one small product per channel: the channel's kh*kw shifted planes gathered
+    into (K, P) columns, then (1, K) @ (K, P) for every (image, channel) in one stacked matmul. Two
+    numpy passes per tap (``_conv_depthwise_2d``) cost more than one gather of all taps and a product
+    (PP-LCNet's 5x5 layers: 0.84 -> 0.51 ms at 256ch@14, 136ch@28 3x3: 0.58 -> 0.33 ms). Channel ranges
+    run in parallel threads."""
+    n, c = x.shape[:2]
+    kh, kw = w.shape[2:]
+    oh, ow = outs
+    k, p = kh * kw, oh * ow
+    xp = pad_spatial(x, begins, ends)
+    # (N*C, kh, kw, oh, ow): merging N and C of the padded (contiguous) input keeps it a view.
+    windows = window_view(xp, (kh, kw), strides, dilations, outs).reshape(n * c, kh, kw, oh, ow)
+    w_rows = np.tile(w.reshape(c, 1, k), (n, 1, 1))  # (N*C, 1, K)
+    y = np.empty((n * c, 1, p), dtype=x.dtype)
+
+    def work(lo: int, hi: int) -> None:
+        cols = scratch("dwc_cols", (hi - lo, k, p), x.dtype)
+        np.copyto(cols.reshape(hi - lo, kh, kw, oh, ow), windows[lo:hi])
+        np.matmul(w_rows[lo:hi], cols, out=y[lo:hi])
+
+    big = n * c * k * p >= _PARALLEL_MIN_ELEMENTS
+    run_split(n * c, threads if big else 1, work)
+    y = y.reshape(n, c, oh, ow)
+    if b is not None:
+        y += b.reshape(1, c, 1, 1)
+    return y
+
+
 def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spatial) -> np.ndarray:
     """Depthwise conv of any rank: sum over kernel taps of strided slice * per-channel weight."""
     n, c = xp.shape[:2]
@@ -290,7 +320,14 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         else:
             y = par_matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size), threads)
     elif group == c and c_g == 1 and m == c and nd == 2:
-        y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads)
+        # Small planes: one gather of every tap and a product per channel; large ones (where the
+        # gathered columns leave the cache) run tap by tap. Measured on 2 cores: the columns win by
+        # 1.2-1.7x up to 56x56 outputs at stride 1 and 28x28 strided, and lose ~0.7x at 112x112.
+        out_size = math.prod(outs)
+        if out_size <= 1024 or (out_size <= 4096 and tuple(strides) == (1, 1)):
+            y = _conv_depthwise_2d_cols(x, w, b, strides, dilations, begins, ends, outs, threads)
+        else:
+            y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads)
         bias_done = True
     elif group == c and c_g == 1 and m == c:
         y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
