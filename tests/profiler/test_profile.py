@@ -125,13 +125,14 @@ def _measured_share(data: dict) -> float:
     return (data["time_sum_ms"] - rest) / data["ms_per_batch"]
 
 
-def _time_sum_ratio(source, backend: str, feeds=None, runs: int = 7, min_share: float = 0.0,
+def _time_sum_ratio(source, backend: str, feeds=None, runs: int = 7, min_share: float = 0.0, attempts: int = 2,
                     **kwargs) -> tuple[dict, list[float]]:
     """Profile ``source`` until the time-sum ratio is within 10% and measured rows explain at least
-    ``min_share`` of the run (at most twice: the machine is shared, and one retry absorbs a noisy
-    neighbour); returns the last profile's data and every ratio seen (below 0.9 where the share fell short)."""
+    ``min_share`` of the run (at most ``attempts`` times: the machine is shared, and a retry absorbs a
+    noisy neighbour); returns the last profile's data and every ratio seen (below 0.9 where the share
+    fell short)."""
     ratios = []
-    for _ in range(2):
+    for _ in range(attempts):
         prof = ws.profile(source, backend=backend, threads=2, runs=runs, warmup=1, inputs=feeds, **kwargs)
         data = _check(prof, backend)
         ratio = data["time_sum_ratio"]
@@ -190,8 +191,10 @@ def test_every_reference_model(backend: str) -> None:
         # Measured rows explain at least 80% of a run (the rest is submission and the readback wait, which
         # the 'submit + readback wait' row fills in on gpu-compute; 0.90-1.02 seen on lavapipe), but on
         # PP-OCR cls: ~20-30 ms over 154 small layers, a quarter of it in submission and readback.
-        data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto), runs=3, pruning_layers=1,
-                                       name=name, min_share=0.0 if name in ("ppocr_cls",) else 0.8)
+        # Five runs (rows are then interquartile means) and three attempts: twelve models on a shared
+        # machine, and a CI rehearsal saw ShuffleNet's three-run profile read 0.76 and 1.29.
+        data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto), runs=5, pruning_layers=1,
+                                       name=name, min_share=0.0 if name in ("ppocr_cls",) else 0.8, attempts=3)
         print(name, backend, data["ms_per_batch"], ratios, round(_measured_share(data), 4), file=sys.stderr)
         assert np.isfinite(data["ms_per_batch"])
         if not 0.9 <= ratios[-1] <= 1.1:
