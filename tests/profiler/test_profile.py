@@ -189,7 +189,7 @@ def test_every_reference_model(backend: str) -> None:
     for name in zoo.ALL_MODELS:
         proto = zoo.load_proto(name)
         # Measured rows explain at least 80% of a run (the rest is submission and the readback wait, which
-        # the 'submit + readback wait' row fills in on gpu-compute; 0.85-1.04 seen on lavapipe), but on
+        # the 'submit + readback wait' row fills in on gpu-compute; 0.85-1.06 seen on lavapipe), but on
         # PP-OCR cls: ~20-30 ms over 154 small layers, a quarter of it in submission and readback.
         # Five runs (rows are then interquartile means) and three attempts: twelve models on a shared
         # machine, and a CI rehearsal saw ShuffleNet's three-run profile read 0.76 and 1.29.
