@@ -204,7 +204,7 @@ def _instrument(program: Any) -> tuple[dict[int, float], Callable[[], None]]:
 def _host_timed_replay(program: Any, plan: Any, feeds: dict[str, Any], fence: _Fence) -> tuple[dict[int, float], Any]:
     """Replay ``plan`` one layer per submission, fenced, timing each on the host: the fallback
     when the adapter has no timestamp queries. Returns (layer index -> seconds, readback)."""
-    from wgsentis.backends.gpu_compute import Copy, Fallback
+    from wgsentis.backends.gpu_compute import Dispatch, Fallback, _CommandStream
 
     program.transfers = []
     for name, t in plan.input_tensors.items():
@@ -218,27 +218,17 @@ def _host_timed_replay(program: Any, plan: Any, feeds: dict[str, Any], fence: _F
         else:
             groups.append((-1 if isinstance(step, Fallback) else step.layer, [step]))
     for layer_index, steps in groups:
-        encoder = program.ctx.device.create_command_encoder(label="profiler layer")
         if layer_index < 0:
-            program._replay_fallback(steps[0], encoder)
+            program._replay_fallback(steps[0], program.ctx.device.create_command_encoder(label="profiler layer"))
             continue
         start = time.perf_counter()
-        cpass = None
+        stream = _CommandStream(program.ctx.device)  # the replay's own encoding: copies close the pass
         for step in steps:
-            if isinstance(step, Copy):  # copies live outside compute passes
-                if cpass is not None:
-                    cpass.end()
-                    cpass = None
-                step.encode(encoder)
-                continue
-            if cpass is None:
-                cpass = encoder.begin_compute_pass(label="profiler layer")
-            cpass.set_pipeline(step.pipeline)
-            cpass.set_bind_group(0, step.bind_group)
-            cpass.dispatch_workgroups(*step.groups)
-        if cpass is not None:
-            cpass.end()
-        fence.wait(encoder)
+            if isinstance(step, Dispatch):
+                stream.dispatch(step)
+            else:
+                stream.copy(step)
+        fence.wait(stream.take())
         times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
     program.last_encode_seconds = 0.0
     encoder = program.ctx.device.create_command_encoder(label="profiler outputs")
@@ -346,7 +336,6 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
             if i in timing.fallback:
                 timing.layers.setdefault(i, []).append(s)
                 fallback_total += s
-        accounted = sum(layer_s.values()) + fallback_total
         inside_encode = fallback_total
         seen: dict[tuple[str, str, str], int] = {}
         for t in run["transfers"]:
@@ -364,7 +353,6 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
             key = (occurrence, *base)
             per_transfer.setdefault(key, []).append(seconds)
             transfer_bytes[key] = t.nbytes
-            accounted += seconds
         # Host rows come from the plain run beside this one: its encoding time here, and the rest of the
         # plain runs' median wall once every other row is accounted for (submission and the readback
         # wait: ``RESIDUAL_ROW``, filled in by the profile). Taking that rest per run and clipping it at
@@ -372,7 +360,7 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
         # on a noisy machine the clip keeps every positive difference and drops every negative one.
         encode = max(0.0, run["plain_encode"] - inside_encode) if timestamps else 0.0
         timing.host_rows.setdefault("host: encode commands", []).append(encode)
-        timing.host_rows.setdefault(RESIDUAL_ROW, [])
+    timing.host_rows[RESIDUAL_ROW] = []  # no per-run values: filled in from the other rows
     for key, values in per_transfer.items():
         _occ, kind, name, layer = key
         timing.transfers.append({"kind": kind, "name": name, "layer": layer or ("input" if kind == "upload" else ""),
