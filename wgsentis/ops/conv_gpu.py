@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -134,8 +135,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     if pointwise and st == [1, 1] and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         a_op = const_operand(rec, w_mat, f"{layer.name}:W")
-        gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
-             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act, accumulate=acc)
+        _image_gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, c, bias_t, act, acc)
         return y
     if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act, acc):
         return y
@@ -197,21 +197,33 @@ _WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1
                      [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 WINOGRAD4_MIN_SIDE = 8
 USE_WINOGRAD4 = True
-_V_LINEAR_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
-    "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
 _V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
                            f"i32(index >> {LINEAR_SHIFT}u)), value);")
 _V_LINEAR_BUFFER_STORE = "V[index] = value;"
 
 
-def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
-    """Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions: 2.25x fewer multiply-adds than direct.
+@dataclass(frozen=True)
+class _WinogradForm:
+    """What tells F(2x2, 3x3) and F(4x4, 3x3) apart once their weights are transformed."""
 
-    Input tiles are transformed into V (16, Cp, T) (winograd_in.wgsl), multiplied by the transformed
-    weights U (16, C_out, Cp) in 16 batched products (the register-tiled matmul, U read through a
-    texture), and the (16, C_out, T) results folded back into 2x2 outputs with bias and activation
-    (winograd_out.wgsl). Returns False when it does not apply."""
-    n, c = X.shape[:2]
+    shader: str  # compute/<shader>_in.wgsl and compute/<shader>_out.wgsl
+    side: int  # output tile side
+    xi: int  # elements of a transformed tile: the number of batched products
+    texture_store: str  # the input transform's store into a texture V
+    buffer_store: str  # ... into a buffer V
+    linear: bool  # a texture V holds its floats in buffer order (gpu_compute.LINEAR_TEXELS a row)
+
+
+_F2X2 = _WinogradForm("winograd", 2, 16, _V_TEXTURE_STORE, _V_BUFFER_STORE, False)
+_F4X4 = _WinogradForm("winograd4", 4, 36, _V_LINEAR_TEXTURE_STORE, _V_LINEAR_BUFFER_STORE, True)
+
+
+def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
+    """Winograd for 3x3 stride-1 convolutions: F(4x4, 3x3) where the output is at least
+    WINOGRAD4_MIN_SIDE on both sides and the weights float32 (``_winograd4``), else F(2x2, 3x3), 2.25x
+    fewer multiply-adds than direct, with V (16, Cp, T) in a 2-D texture where it fits (lavapipe fetches
+    textures far faster than buffers). Returns False when it does not apply."""
+    c = X.shape[1]
     m = w.shape[0]
     if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
         return False
@@ -220,84 +232,68 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     if USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
             _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc):
         return True
-    th, tw = -(-oh // 2), -(-ow // 2)
-    tiles = n * th * tw
-    tp = _pad4(tiles)
-    cp = _pad4(c)
+    _, tp, cp = _winograd_sizes(X, outs, _F2X2)
     if 4 * 16 * max(cp, m) * tp > rec.ctx.max_binding:
         return False
     u = repacked(("winograd",), w, lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
-    h, wd = X.shape[2:]
-    params = [cp * tp // 4, tiles, tw, th, c, h, wd, pd[0], pd[1], cp, tp]
-    # V as a storage texture where it fits (lavapipe fetches textures far faster than buffers).
     v_tex = rec.scratch_texture(16 * cp, tp, "winograd V") if matmul_gpu.USE_TEXTURES else None
-    if v_tex is not None:
-        rec.dispatch("compute/winograd_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
-                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_TEXTURE_STORE},
-                     constants=_tile_constants(tw, th, tp))
-        b_op = Operand.of_texture(v_tex, tp, [cp * tp])
-    else:
-        v = rec.alloc((16, cp, tp), np.float32)
-        rec.dispatch("compute/winograd_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_BUFFER_STORE},
-                     constants=_tile_constants(tw, th, tp))
-        b_op = Operand(v, tp, 1, [cp * tp])
-    prod = rec.alloc((16, m, tp), np.float32)
     a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
-    gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp],
-         batch_shape=[16], final=False)
-    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
-    rec.dispatch("compute/winograd_out.wgsl", [prod, bias], [y],
-                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None) | (2 if acc else 0), *act[1]], m * tiles,
-                 workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": tiles})
+    _winograd_record(rec, _F2X2, X, y, a_op, v_tex, outs, pd, b is not None, bias_t, act, acc)
     return True
 
 
 def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool:
-    """Winograd F(4x4, 3x3): 6x6 input tiles stepping by 4 transformed into V (36, Cp, T), held in
-    buffer order in a linear texture (36 * Cp rows would pass the texture height limit), 36 batched
-    products with the transformed weights U (36, C_out, Cp), and the 4x4 outputs folded back with bias
-    and activation. Returns False when it does not fit (F(2x2) is tried next)."""
-    n, c = X.shape[:2]
+    """Winograd F(4x4, 3x3): 6x6 input tiles stepping by 4, V (36, Cp, T) held in buffer order in a linear
+    texture (36 * Cp rows would pass the texture height limit). Returns False when it does not fit
+    (F(2x2) is tried next)."""
     m = w.shape[0]
-    oh, ow = outs
-    th, tw = -(-oh // 4), -(-ow // 4)
-    tiles = n * th * tw
-    tp = _pad4(tiles)
-    cp = _pad4(c)
+    _, tp, cp = _winograd_sizes(X, outs, _F4X4)
     if 4 * 36 * max(cp, m) * tp > rec.ctx.max_binding:
         return False
     u = repacked(("winograd4",), w, lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
     a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
     if matmul_gpu.USE_TEXTURES and a_op.tex is None:
         return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
-    h, wd = X.shape[2:]
-    params = [cp * tp // 4, tiles, tw, th, c, h, wd, pd[0], pd[1], cp, tp]
     v_tex = rec.scratch_texture(36 * cp, tp, "winograd4 V (linear)", linear=True) \
         if matmul_gpu.USE_TEXTURES else None
-    if v_tex is not None:
-        rec.dispatch("compute/winograd4_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64, textures=[v_tex],
-                     subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": _V_LINEAR_TEXTURE_STORE},
-                     constants=_tile_constants(tw, th, tp))
-        b_op = Operand.of_linear_texture(v_tex, tp, [cp * tp])
-    else:
-        v = rec.alloc((36, cp, tp), np.float32)
-        rec.dispatch("compute/winograd4_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": _V_LINEAR_BUFFER_STORE},
-                     constants=_tile_constants(tw, th, tp))
-        b_op = Operand(v, tp, 1, [cp * tp])
-    prod = rec.alloc((36, m, tp), np.float32)
-    gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp], batch_shape=[36], final=False)
-    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
-    rec.dispatch("compute/winograd4_out.wgsl", [prod, bias], [y],
-                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(b is not None) | (2 if acc else 0), *act[1]], m * tiles,
-                 workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": tiles})
+    _winograd_record(rec, _F4X4, X, y, a_op, v_tex, outs, pd, b is not None, bias_t, act, acc)
     return True
 
 
-def _tile_constants(tw: int, th: int, tp: int) -> dict[str, int]:
-    """Pipeline constants of the Winograd input transforms: the tile grid and texels per V row."""
-    return {"TW": tw, "TH": th, "T4S": tp // 4}
+def _winograd_sizes(X, outs, form: _WinogradForm) -> tuple[int, int, int]:
+    """(tiles over all images, tiles padded to 4, channels padded to 4)."""
+    n, c = X.shape[:2]
+    tiles = n * -(-outs[0] // form.side) * -(-outs[1] // form.side)
+    return tiles, _pad4(tiles), _pad4(c)
+
+
+def _winograd_record(rec, form: _WinogradForm, X, y, a_op, v_tex, outs, pd, has_bias, bias_t, act, acc) -> None:
+    """Record a Winograd convolution: the input tiles transformed into V (``v_tex``, or a buffer when
+    None), ``form.xi`` batched products with the transformed weights U (``a_op``), and the outputs folded
+    back with bias, the residual (``acc``) and the activation."""
+    c, h, wd = X.shape[1:]
+    m = y.shape[1]
+    oh, ow = outs
+    th, tw = -(-oh // form.side), -(-ow // form.side)
+    tiles, tp, cp = _winograd_sizes(X, outs, form)
+    params = [cp * tp // 4, tiles, tw, th, c, h, wd, pd[0], pd[1], cp, tp]
+    constants = {"TW": tw, "TH": th, "T4S": tp // 4}
+    if v_tex is not None:
+        rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
+                     textures=[v_tex], subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": form.texture_store},
+                     constants=constants)
+        b_op = (Operand.of_linear_texture if form.linear else Operand.of_texture)(v_tex, tp, [cp * tp])
+    else:
+        v = rec.alloc((form.xi, cp, tp), np.float32)
+        rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
+                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": form.buffer_store}, constants=constants)
+        b_op = Operand(v, tp, 1, [cp * tp])
+    prod = rec.alloc((form.xi, m, tp), np.float32)
+    gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
+    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
+    rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],
+                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1]], m * tiles,
+                 workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": tiles})
 
 
 def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:
@@ -317,7 +313,6 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
     and multiplied by the weight texture. Returns False when textures do not apply or fit."""
     n, c = X.shape[:2]
     h, wd = X.shape[2:] if X.ndim == 4 else (1, X.shape[2])
-    m = w_mat.shape[1]
     oh, ow = outs
     p = oh * ow
     if not TEXTURE_INPUTS:
@@ -331,8 +326,7 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
         if x_tex is None:
             return False
         rec.copy_to_texture(X, x_tex)
-        gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, m, p, c, y_row=p, y_batch=[m * p],
-             batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act, accumulate=acc)
+        _image_gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, c, bias_t, act, acc)
         return True
     x_tex = rec.scratch_texture(n * c, p, "conv input planes")
     if x_tex is None:
@@ -343,7 +337,7 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
     grid = (-(-width // 64), min(rows, limit), -(-rows // limit))
     rec.dispatch("compute/to_texture.wgsl", [X], [], [rows * width, width, p, ow, h * wd, wd, st[0], st[1], rows],
                  grid, workgroup=64, textures=[x_tex], constants={"OW": ow, "SH": st[0], "SW": st[1]})
-    _gemm_texture_rows(rec, a_op, x_tex, c, y3, n, m, p, bias_t, act, acc)
+    _image_gemm(rec, a_op, _texture_rows(x_tex, c, p), y3, c, bias_t, act, acc)
     return True
 
 
@@ -354,7 +348,6 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     if not TEXTURE_INPUTS:
         return False
     n, c = X.shape[:2]
-    m = w_mat.shape[1]
     oh, ow = outs
     p = oh * ow
     a_op = const_operand(rec, w_mat, f"{layer.name}:W")
@@ -372,16 +365,23 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, grid, workgroup=64, textures=[cols],
                  constants={"KH": ksize[0], "KW": ksize[1], "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1],
                             "OW": ow})
-    _gemm_texture_rows(rec, a_op, cols, kp, y3, n, m, p, bias_t, act, acc)
+    _image_gemm(rec, a_op, _texture_rows(cols, kp, p), y3, kp, bias_t, act, acc)
     return True
 
 
-def _gemm_texture_rows(rec, a_op, tex, k, y3, n, m, p, bias_t, act, acc=False) -> None:
-    """Y (N, C_out, P) = W @ B per image, B being ``k`` rows per image of a texture a layer program
-    wrote, one row of P columns each (texel x holds columns 4x..4x+3)."""
+def _texture_rows(tex, k: int, p: int) -> Operand:
+    """The B operand held in ``k`` rows per image of a texture a layer program wrote, one row of P
+    columns each (texel x holds columns 4x..4x+3)."""
     row = 4 * -(-p // 4)
-    gemm(rec, a_op, Operand.of_texture(tex, row, [k * row]), y3, m, p, k, y_row=p, y_batch=[m * p],
-         batch_shape=[n], bias=bias_t, bias_strides=(1, 0), act=act, accumulate=acc)
+    return Operand.of_texture(tex, row, [k * row])
+
+
+def _image_gemm(rec, a_op, b_op, y3, k: int, bias_t, act, acc=False) -> None:
+    """Y (N, C_out, P) = act(W @ B + bias [+ Y]) per image: the weight rows ``a_op`` times the K rows
+    of image n in ``b_op``."""
+    n, m, p = y3.shape
+    gemm(rec, a_op, b_op, y3, m, p, k, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
+         bias_strides=(1, 0), act=act, accumulate=acc)
 
 
 def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act, acc=False) -> bool:
