@@ -89,13 +89,16 @@ _STORE_VEC = {
 _REPACKED: dict[tuple, tuple[np.ndarray, Any]] = {}
 
 
-def repacked(key: tuple, source: np.ndarray, make) -> np.ndarray:
-    """``make()`` computed once per (key, source array); the result lives as long as the module."""
-    hit = _REPACKED.get((id(source), *key))
-    if hit is not None and hit[1] is source:
+def repacked(key: tuple, source: np.ndarray, make, *more: np.ndarray) -> np.ndarray:
+    """``make()`` computed once per (key, source array[, the ``more`` arrays it also derives from]); the
+    result lives as long as the module, and so do its sources (an id is never reused for another array)."""
+    sources = (source, *more)
+    full_key = (*(id(a) for a in sources), *key)
+    hit = _REPACKED.get(full_key)
+    if hit is not None and all(a is b for a, b in zip(hit[1], sources, strict=True)):
         return hit[0]
     value = np.ascontiguousarray(make())
-    _REPACKED[(id(source), *key)] = (value, source)
+    _REPACKED[full_key] = (value, sources)
     return value
 
 

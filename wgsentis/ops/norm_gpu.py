@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.ops.elementwise_gpu import broadcast_strides
+from wgsentis.ops.matmul_gpu import repacked
 from wgsentis.ops.reduce_gpu import norm_axis, row_params
 from wgsentis.ops.registry import register_gpu
 
@@ -31,9 +32,6 @@ STAT_VAR, STAT_MVN, STAT_RMS, STAT_L1, STAT_L2 = range(5)
 
 
 GRID_WG = 256  # workgroup size of the per-plane elementwise passes (BatchNormalization, LRN)
-# BatchNormalization parameters folded on the host, keyed by the ids of the constants (kept alive
-# beside them, so an id is never reused while its entry lives): uploads are cached by array identity.
-_FOLDED: dict[tuple, tuple[np.ndarray, list]] = {}
 
 
 def _plane_grid(n: int, c: int, inner: int) -> tuple[int, int, int] | None:
@@ -176,6 +174,13 @@ def _param_strides(param, shape: tuple[int, ...]) -> list[int] | None:
 
 
 # -- BatchNormalization -------------------------------------------------------------------------------
+def _bn_affine(hosts: list[np.ndarray], epsilon: float) -> np.ndarray:
+    """Inference BatchNormalization's (scale, bias, mean, var) as y = x * a + b: (2, C) rows a and b."""
+    s_, b_, m_, v_ = (np.asarray(h, np.float64).reshape(-1) for h in hosts)
+    a = s_ / np.sqrt(v_ + float(epsilon))
+    return np.stack([a, b_ - m_ * a]).astype(np.float32)
+
+
 @register_gpu("BatchNormalization", 1)
 def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_test=0, spatial=1,
                         training_mode=0, **attrs):
@@ -199,11 +204,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
     grid4 = _plane_grid(n, c, inner // 4) if inner % 4 == 0 and not per_position else None
     if grid4 is not None and all(h is not None for h in hosts):
         # Constant parameters: fold them once on the host and run a vec4 per-channel affine pass.
-        s_, b_, m_, v_ = (np.asarray(h, np.float64).reshape(-1) for h in hosts)
-        a = s_ / np.sqrt(v_ + float(epsilon))
-        folded = np.stack([a, b_ - m_ * a]).astype(np.float32)  # (2, C)
-        key = (*(id(h) for h in hosts), float(epsilon))
-        folded = _FOLDED.setdefault(key, (folded, hosts))[0]
+        folded = repacked(("bn_affine", float(epsilon)), hosts[0], lambda: _bn_affine(hosts, epsilon), *hosts[1:])
         rec.dispatch("compute/channel_affine4.wgsl", [X, rec.upload(folded[0], f"{layer.name}:a"),
                                                        rec.upload(folded[1], f"{layer.name}:b")],
                      [y], [inner // 4, c], grid4, workgroup=GRID_WG)
