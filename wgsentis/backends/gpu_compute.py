@@ -11,6 +11,7 @@ buffers that are mapped asynchronously.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -1232,6 +1233,7 @@ class _CommandStream:
         return encoder
 
 
+@functools.cache  # every replay makes a stream: resolve the functions once
 def _native_pass_calls(checked: bool = True) -> tuple[Any, Any, Any, Any] | None:
     """wgpu-native's set-pipeline, set-bind-group and dispatch calls and its NULL, or None where this
     wgpu-py differs. A replay encodes ~100 dispatches per model run; wgpu-py's methods build a

@@ -12,7 +12,6 @@ Transposed convolution is the adjoint: one matmul produces the columns, which ar
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 import threading
@@ -574,10 +573,10 @@ def fused_conv(ctx, X, W, B=None, Z=None, *, auto_pad="NOTSET", dilations=None, 
                pads=None, strides=None):
     """FusedConv (a Conv and the residual Add after it, ``passes.fuse.FuseResidualAdd``): Conv(X, W, B) + Z
     with Z broadcast as the Add did; the Add's activation is applied on the result."""
-    y = conv(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-             pads=pads, strides=strides)
     if Z is None:
         raise ValueError("FusedConv needs its residual input Z")
+    y = conv(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+             pads=pads, strides=strides)
     if Z.shape == y.shape and Z.dtype == y.dtype:
         return np.add(y, Z, out=y)
     return np.add(y, Z)
@@ -586,10 +585,8 @@ def fused_conv(ctx, X, W, B=None, Z=None, *, auto_pad="NOTSET", dilations=None, 
 @register_flops("FusedConv")
 def fused_conv_flops(layer, in_shapes, out_shapes) -> int:
     """The convolution's FLOPs (bias included) and one add per output element."""
-    conv_like = copy.copy(layer)
-    conv_like.op_type = "Conv"
     out = out_shapes[0] if out_shapes and out_shapes[0] is not None else None
-    return conv_flops(conv_like, in_shapes[:3], out_shapes) + (math.prod(out) if out is not None else 0)
+    return conv_flops(layer, in_shapes[:3], out_shapes) + (math.prod(out) if out is not None else 0)
 
 
 @register_flops("Conv", "ConvInteger", "QLinearConv", "DeformConv")
@@ -600,7 +597,7 @@ def conv_flops(layer, in_shapes, out_shapes) -> int:
         return 0
     w_shape = in_shapes[w_index]
     macs = math.prod(out_shapes[0]) * math.prod(w_shape[1:])
-    return 2 * macs + (math.prod(out_shapes[0]) if len(in_shapes) > 2 and layer.op_type == "Conv"
+    return 2 * macs + (math.prod(out_shapes[0]) if len(in_shapes) > 2 and layer.op_type in ("Conv", "FusedConv")
                        and in_shapes[2] is not None else 0)
 
 

@@ -212,16 +212,16 @@ class _NoFusion(Exception):  # noqa: N818 - internal: the layer falls back, the 
     pass
 
 
-def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, str, list[int]] | None:
+def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, str, tuple[int, int]] | None:
     """How binary4.wgsl reads float32 operand ``t`` (bound as ``var``) of an op with output ``out_shape``:
-    (storage type, loader body, [inner, dim] of an axis operand, else [0, 0]), or None where a group of
+    (storage type, loader body, (inner, dim) of an axis operand, else (1, 1)), or None where a group of
     four output elements does not map to one vec4 or one element of it."""
     if t.dtype != np.float32:
         return None
     if tuple(t.shape) == out_shape:
-        return "vec4<f32>", f"return {var}[i];", [0, 0]
+        return "vec4<f32>", f"return {var}[i];", (1, 1)
     if t.size == 1:
-        return "f32", f"return vec4<f32>({var}[0]);", [0, 0]
+        return "f32", f"return vec4<f32>({var}[0]);", (1, 1)
     shape = (1,) * (len(out_shape) - len(t.shape)) + tuple(t.shape)
     axes = [d for d, extent in enumerate(shape) if extent != 1]
     if len(axes) != 1 or shape[axes[0]] != out_shape[axes[0]]:
@@ -229,7 +229,7 @@ def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, st
     inner = math.prod(out_shape[axes[0] + 1:])
     if inner % 4:
         return None
-    return "f32", f"return vec4<f32>({var}[(i * 4u / {var}_INNER) % {var}_DIM]);", [inner, shape[axes[0]]]
+    return "f32", f"return vec4<f32>({var}[(i * 4u / {var}_INNER) % {var}_DIM]);", (inner, shape[axes[0]])
 
 
 def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list[float]] | None = None):
@@ -245,8 +245,7 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):
         # Four elements per invocation (see unary), broadcasting a scalar or one axis per group of four.
         (ta, load_a, a_geom), (tb, load_b, b_geom) = modes
-        geometry = {"A_INNER": a_geom[0] or 1, "A_DIM": a_geom[1] or 1, "B_INNER": b_geom[0] or 1,
-                    "B_DIM": b_geom[1] or 1}
+        geometry = {"A_INNER": a_geom[0], "A_DIM": a_geom[1], "B_INNER": b_geom[0], "B_DIM": b_geom[1]}
         rec.dispatch("compute/binary4.wgsl", [a, b], [y], [y.size // 4, *act_params], y.size // 4, workgroup=256,
                      subs={"EXPR": expr, "ACT": act_expr, "TA": ta, "TB": tb, "LOAD_A": load_a, "LOAD_B": load_b},
                      constants=geometry)
