@@ -10,10 +10,9 @@
 // 8 pad left, 9 Cp, 10 tp.
 #include "common/params.wgsl"
 
-// The tile grid (TW x TH per image) and TP / 4 (T4S) are pipeline constants: the per-tile index
-// arithmetic divides by constants only (runtime integer division is slow on lavapipe).
-override TW: u32 = 1u;
-override TH: u32 = 1u;
+#include "compute/winograd_tiles.wgsl"
+
+// Texels per V row (tp / 4), a pipeline constant like the tile grid (winograd_tiles.wgsl).
 override T4S: u32 = 1u;
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
@@ -67,11 +66,10 @@ fn zero_tile() -> Tile {
 // The transformed tile t of channel c, zero past the edges.
 fn tile(c: u32, t: u32) -> Tile {
     if (c >= pu(4u) || t >= pu(1u)) { return zero_tile(); }
-    let tw = TW;
-    let th = TH;
-    let tx = t % tw;
-    let ty = (t / tw) % th;
-    let n = t / (tw * th);
+    let pos = tile_position(t);
+    let tx = pos.x;
+    let ty = pos.y;
+    let n = pos.z;
     let h = pi(5u);
     let w = pi(6u);
     let base = (n * pu(4u) + c) * u32(h * w);

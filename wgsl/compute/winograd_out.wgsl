@@ -7,10 +7,9 @@
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
-// The tile grid (TW x TH per image) and the tile count (TILES) are pipeline constants: the index
-// arithmetic divides by constants only (runtime integer division is slow on lavapipe).
-override TW: u32 = 1u;
-override TH: u32 = 1u;
+#include "compute/winograd_tiles.wgsl"
+
+// The tile count, a pipeline constant like the tile grid (winograd_tiles.wgsl).
 override TILES: u32 = 1u;
 
 @group(0) @binding(0) var<storage, read> MT: array<f32>;
@@ -18,14 +17,7 @@ override TILES: u32 = 1u;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<uniform> params: Params;
 
-fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
-
-// Output i: the activation of v, plus the residual Y[i] holds when there is one.
-fn put(i: u32, v: f32, residual: bool, alpha: f32, beta: f32, gamma: f32) {
-    var x = v;
-    if (residual) { x += Y[i]; }
-    Y[i] = act(x, alpha, beta, gamma);
-}
+#include "compute/winograd_put.wgsl"
 
 // One row (four xi) of the transformed tile.
 fn row(o: u32, s: u32) -> vec4<f32> { return vec4<f32>(MT[o], MT[o + s], MT[o + 2u * s], MT[o + 3u * s]); }
@@ -52,11 +44,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let alpha = pf(9u);
     let beta = pf(10u);
     let gamma = pf(11u);
-    let tw = TW;
-    let th = TH;
-    let tx = t % tw;
-    let ty = (t / tw) % th;
-    let n = t / (tw * th);
+    let pos = tile_position(t);
+    let tx = pos.x;
+    let ty = pos.y;
+    let n = pos.z;
     let oh = pu(5u);
     let ow = pu(6u);
     let oy = ty * 2u;
