@@ -17,52 +17,7 @@
 // B rows from offset 40 + t (B units) -- the implicit-GEMM convolution (conv_gpu.py); T = 1, offset 0
 // is a plain matmul.
 // The bindings (A, B, BIAS, Y, params) are declared by the shader that includes this body.
-#include "common/params.wgsl"
-#include "common/math.wgsl"
-
-// Four consecutive k of row base `ra` (k4 counts groups of four).
-fn load_a(ra: u32, k4: u32) -> vec4<f32> { {{LOAD_A}} }
-// One k of row base `ra` (the K % 4 tail, scalar A only).
-fn load_a1(ra: u32, k: u32) -> f32 { {{LOAD_A1}} }
-// Four consecutive columns from column `cb` of the B row starting at `kb`; `nl` is the last column.
-fn load_b(kb: u32, cb: u32, nl: u32) -> vec4<f32> { {{LOAD_B}} }
-
-// Per-dispatch epilogue values, read from the uniform block once per invocation.
-struct Ep { flags: u32, yrow: u32, ycol: u32, bm: u32, bn: u32, scale: f32, beta: f32, alpha_: f32, beta_: f32,
-            gamma_: f32 }
-
-const SKIP: u32 = 0xffffffffu;
-
-// The stored column of tile column n (SKIP past the edge or in a column-map gap).
-fn colmap(n: u32, nl: u32, wp: u32, ow: u32) -> u32 {
-    if (wp == 0u) { return select(SKIP, n, n <= nl); }
-    let oy = n / wp;
-    let ox = n - oy * wp;
-    return select(SKIP, oy * ow + ox, n <= nl && ox < ow);
-}
-
-fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
-
-// Y element access: TY is f32, or vec4<f32> when the epilogue stores whole vec4s (STORE4 below).
-fn y_get(i: u32) -> f32 { {{Y_GET}} }
-fn y_set(i: u32, v: f32) { {{Y_SET}} }
-
-fn epilogue(acc: f32, m: u32, n: u32, yb: u32, e: Ep) {
-    let yi = yb + m * e.yrow + e.ycol + n;
-    var v = e.scale * acc;
-    if ((e.flags & 2u) != 0u) { v += y_get(yi); }
-    if ((e.flags & 4u) != 0u) {
-        if ((e.flags & 1u) != 0u) { v += e.beta * BIAS[m * e.bm + (n + e.ycol) * e.bn]; }
-        v = act(v, e.alpha_, e.beta_, e.gamma_);
-    }
-    y_set(yi, v);
-}
-
-// Four accumulators of row m at tile columns n..n+3, whose stored columns are q (SKIP: not stored).
-// STORE4 is either four scalar epilogues, or, where the matmul guarantees it (no column map, a bias
-// constant along each row, vec4-aligned rows), one vec4 load (when accumulating) and store when all
-// four columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
-fn store4(c: vec4<f32>, m: u32, n: u32, yb: u32, e: Ep, q: vec4<u32>) { {{STORE4}} }
+#include "compute/matmul_common.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
