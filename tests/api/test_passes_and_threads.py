@@ -233,3 +233,66 @@ def test_fused_conv_matches_onnxruntime_on_every_backend(x_shape, w_shape, z_sha
             assert worker.stats()["fallback_layers"] == []
             np.testing.assert_allclose(worker.run(feeds)["out"], got)  # the replayed plan
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def _affine_chain_model(c=6):
+    """Conv -> Mul -> Add -> Relu, and MaxPool -> BatchNormalization -> Mul -> Sub -> Div -> LeakyRelu:
+    Caffe2-style per-channel scale and shift after each host, as exported DenseNet has them."""
+    rng = np.random.default_rng(8)
+    inits = {"w": rng.standard_normal((c, 3, 3, 3)).astype(np.float32), "b": rng.standard_normal(c).astype(np.float32),
+             "k1": rng.standard_normal((c, 1, 1)).astype(np.float32),
+             "k2": rng.standard_normal((1, c, 1, 1)).astype(np.float32),
+             "s": rng.random(c).astype(np.float32) + 0.5, "beta": rng.standard_normal(c).astype(np.float32),
+             "m": rng.standard_normal(c).astype(np.float32), "v": rng.random(c).astype(np.float32) + 0.1,
+             "k3": np.array(1.5, np.float32), "k4": rng.standard_normal((c, 1, 1)).astype(np.float32),
+             "k5": (rng.random((c, 1, 1)) + 0.5).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["k1", "c"], ["c1"], name="mul"),
+             helper.make_node("Add", ["c1", "k2"], ["c2"], name="add"),
+             helper.make_node("Relu", ["c2"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("BatchNormalization", ["p", "s", "beta", "m", "v"], ["bn"], name="bn"),
+             helper.make_node("Mul", ["bn", "k3"], ["b1"], name="mul2"),
+             helper.make_node("Sub", ["b1", "k4"], ["b2"], name="sub"),
+             helper.make_node("Div", ["b2", "k5"], ["b3"], name="div"),
+             helper.make_node("LeakyRelu", ["b3"], ["y"], name="leaky", alpha=0.2)]
+    return make_model(nodes, [("x", F, [2, 3, 8, 8])], [("y", F, None)], inits)
+
+
+def test_per_channel_affine_folds_into_conv_and_batchnorm():
+    model = _affine_chain_model()
+    wg = ws.load_model(model)
+    assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
+        ("Conv", "Relu"), ("MaxPool", None), ("BatchNormalization", "LeakyRelu")]
+    x = np.random.default_rng(9).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    expected = _ort(model, {"x": x})[0]
+    for backend in ("cpu", "gpu-compute"):
+        with ws.Worker(wg, backend) as worker:
+            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-4, atol=1e-5)
+            assert not worker.stats()["fallback_layers"], backend
+
+
+@pytest.mark.parametrize("case", ["spatial_constant", "two_readers", "constant_first_sub"])
+def test_affine_that_is_not_per_channel_stays(case):
+    rng = np.random.default_rng(10)
+    inits = {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+             "k": rng.standard_normal((4, 1, 1)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv")]
+    if case == "spatial_constant":  # (1, 1, H, W) scales positions, not channels
+        inits["k"] = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+        nodes.append(helper.make_node("Mul", ["c", "k"], ["y"], name="op"))
+        outputs = [("y", F, None)]
+    elif case == "two_readers":
+        nodes += [helper.make_node("Mul", ["c", "k"], ["y"], name="op"),
+                  helper.make_node("Relu", ["c"], ["z"], name="other")]
+        outputs = [("y", F, None), ("z", F, None)]
+    else:  # k - conv(x): not conv(x) shifted
+        nodes.append(helper.make_node("Sub", ["k", "c"], ["y"], name="op"))
+        outputs = [("y", F, None)]
+    model = make_model(nodes, [("x", F, [1, 3, 6, 6])], outputs, inits)
+    wg = ws.load_model(model)
+    assert "op" in [layer.name for layer in wg.layers]
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    got = ws.Worker(wg, "cpu").run({"x": x})
+    for (name, *_), expected in zip(outputs, _ort(model, {"x": x}), strict=True):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)

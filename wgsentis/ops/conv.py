@@ -138,62 +138,85 @@ def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
 _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than it saves
 
 
-def _fill_padded(padded: np.ndarray, src: np.ndarray, begins) -> None:
-    """Write ``src`` (rows, h, w) into ``padded`` at offset ``begins`` and zero only the border."""
-    top, left = begins
-    h, w = src.shape[1:]
-    padded[:, :top] = 0
-    padded[:, top + h:] = 0
-    padded[:, top:top + h, :left] = 0
-    padded[:, top:top + h, left + w:] = 0
-    padded[:, top:top + h, left:left + w] = src
+class FlatWindows:
+    """A 2-D windowed op (depthwise conv, pools) laid out on flattened stride-phase planes.
+
+    Each padded input plane is split into its stride phases (space-to-depth) so that every kernel
+    tap reads one *contiguous* run of a flattened phase plane: numpy then runs long unit-stride
+    inner loops instead of short strided ones. An output row is ``wq`` wide in that layout; the
+    ``wq - ow`` wrap-around columns per row are computed and dropped by ``crop``."""
+
+    __slots__ = ("begins", "copy_h", "copy_w", "hq", "length", "outs", "strides", "taps", "wq")
+
+    def __init__(self, in_hw, kernel, strides, dilations, begins, outs) -> None:
+        h, wd = in_hw
+        kh, kw = kernel
+        sh, sw = strides
+        dh, dw = dilations
+        oh, ow = outs
+        self.strides, self.begins, self.outs = (sh, sw), tuple(begins), (oh, ow)
+        self.hq = oh + (kh - 1) * dh // sh  # phase-plane rows/cols needed by the furthest tap
+        self.wq = ow + (kw - 1) * dw // sw
+        self.length = (oh - 1) * self.wq + ow  # flat span covering every valid output position
+        self.copy_h = min(h, self.hq * sh - begins[0])
+        self.copy_w = min(wd, self.wq * sw - begins[1])
+        # (phase, offset) of every tap in row-major kernel order
+        self.taps = [(((i * dh) % sh) * sw + (j * dw) % sw, ((i * dh) // sh) * self.wq + (j * dw) // sw)
+                     for i in range(kh) for j in range(kw)]
+
+    def phases(self, planes: np.ndarray, pad_value, key: str) -> np.ndarray:
+        """``(sh*sw, rows, hq*wq)`` phase planes of ``planes`` (rows, h, w), padded with ``pad_value``;
+        per-thread scratch named after ``key``."""
+        sh, sw = self.strides
+        rows = planes.shape[0]
+        top, left = self.begins
+        padded = scratch(key + "_padded", (rows, self.hq * sh, self.wq * sw), planes.dtype)
+        src = planes[:, :self.copy_h, :self.copy_w]
+        h, w = src.shape[1:]
+        # only the border gets the pad value; the interior is overwritten by the copy
+        padded[:, :top] = pad_value
+        padded[:, top + h:] = pad_value
+        padded[:, top:top + h, :left] = pad_value
+        padded[:, top:top + h, left + w:] = pad_value
+        padded[:, top:top + h, left:left + w] = src
+        if sh == 1 and sw == 1:
+            return padded.reshape(1, rows, self.hq * self.wq)
+        # (rows, hq, sh, wq, sw) -> (sh*sw, rows, hq*wq): phase (a, b) holds padded[a::sh, b::sw]
+        phases = scratch(key + "_phases", (sh, sw, rows, self.hq, self.wq), planes.dtype)
+        np.copyto(phases, padded.reshape(rows, self.hq, sh, self.wq, sw).transpose(2, 4, 0, 1, 3))
+        return phases.reshape(sh * sw, rows, self.hq * self.wq)
+
+    def accumulator(self, rows: int, dtype, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """A scratch ``(rows, oh*wq)`` result and its ``(rows, length)`` view that the taps fill."""
+        acc = scratch(key + "_acc", (rows, self.outs[0] * self.wq), dtype)
+        return acc, acc[:, :self.length]
+
+    def crop(self, acc: np.ndarray) -> np.ndarray:
+        """The ``(rows, oh, ow)`` outputs of an accumulator, wrap-around columns dropped (a view)."""
+        oh, ow = self.outs
+        return acc.reshape(acc.shape[0], oh, self.wq)[:, :, :ow]
 
 
 def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins,
                        outs, threads: int) -> np.ndarray:
-    """Depthwise 2-D conv (one filter per channel) as k*k multiply-adds on flattened planes.
-
-    The zero-padded plane of each (n, c) is split into stride phases (space-to-depth) so that
-    every kernel tap reads one *contiguous* run of the flattened phase plane, giving numpy long
-    unit-stride inner loops; the few wrap-around columns per row are computed and dropped.
-    Channel ranges run in parallel threads (padding, taps and the final crop included)."""
+    """Depthwise 2-D conv (one filter per channel) as k*k multiply-adds on flat phase planes
+    (``FlatWindows``). Channel ranges run in parallel threads (padding, taps and the crop included)."""
     n, c, h, wd = x.shape
     kh, kw = w.shape[2:]
-    sh, sw = strides
-    dh, dw = dilations
-    oh, ow = outs
-    hq = oh + (kh - 1) * dh // sh  # phase-plane rows/cols needed by the furthest tap
-    wq = ow + (kw - 1) * dw // sw
-    length = (oh - 1) * wq + ow  # flat span covering every valid output position
+    geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs)
     planes = x.reshape(n * c, h, wd)
     w_cols = np.tile(w.reshape(c, kh * kw), (n, 1))  # (N*C, K)
     bias = None if b is None else np.tile(b.reshape(c, 1), (n, 1))
-    y = np.empty((n * c, oh, ow), dtype=x.dtype)
-    copy_h = min(h, hq * sh - begins[0])
-    copy_w = min(wd, wq * sw - begins[1])
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            ri, ci = i * dh, j * dw
-            taps.append(((ri % sh) * sw + ci % sw, (ri // sh) * wq + ci // sw))
+    y = np.empty((n * c, *outs), dtype=x.dtype)
 
     def work(lo: int, hi: int) -> None:
         rows = hi - lo
-        padded = scratch("dw_padded", (rows, hq * sh, wq * sw), x.dtype)
-        _fill_padded(padded, planes[lo:hi, :copy_h, :copy_w], begins)
-        if sh == 1 and sw == 1:
-            phases = padded.reshape(1, rows, hq * wq)
-        else:
-            # (rows, hq, sh, wq, sw) -> (sh*sw, rows, hq*wq): phase (a, b) holds padded[a::sh, b::sw]
-            phases = scratch("dw_phases", (sh, sw, rows, hq, wq), x.dtype)
-            np.copyto(phases, padded.reshape(rows, hq, sh, wq, sw).transpose(2, 4, 0, 1, 3))
-            phases = phases.reshape(sh * sw, rows, hq * wq)
-        acc = scratch("dw_acc", (rows, oh * wq), x.dtype)
-        acc_view = acc[:, :length]
-        tmp = scratch("dw_tmp", (rows, length), x.dtype)
+        phases = geo.phases(planes[lo:hi], 0, "dw")
+        acc, acc_view = geo.accumulator(rows, x.dtype, "dw")
+        tmp = scratch("dw_tmp", (rows, geo.length), x.dtype)
         weights = w_cols[lo:hi]
-        for k, (phase, offset) in enumerate(taps):
-            src = phases[phase, :, offset:offset + length]
+        for k, (phase, offset) in enumerate(geo.taps):
+            src = phases[phase, :, offset:offset + geo.length]
             if k == 0:
                 np.multiply(src, weights[:, 0:1], out=acc_view)
             else:
@@ -201,11 +224,11 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
                 acc_view += tmp
         if bias is not None:
             acc_view += bias[lo:hi]
-        y[lo:hi] = acc.reshape(rows, oh, wq)[:, :, :ow]
+        y[lo:hi] = geo.crop(acc)
 
-    big = n * c * oh * ow >= _PARALLEL_MIN_ELEMENTS
+    big = n * c * outs[0] * outs[1] >= _PARALLEL_MIN_ELEMENTS
     run_split(n * c, threads if big else 1, work)
-    return y.reshape(n, c, oh, ow)
+    return y.reshape(n, c, *outs)
 
 
 def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins, ends,

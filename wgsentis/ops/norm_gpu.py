@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.elementwise_gpu import broadcast_strides
+from wgsentis.ops.elementwise_gpu import broadcast_strides, fused_activation
 from wgsentis.ops.matmul_gpu import repacked
 from wgsentis.ops.reduce_gpu import norm_axis, row_params
 from wgsentis.ops.registry import register_gpu
@@ -191,6 +191,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
     params = [_f32_param(rec, t, f"{layer.name}:{k}") for k, t in enumerate((scale, B, mean, var), 1)]
     if any(p is None for p in params):
         return NotImplemented
+    act_expr, act_params = fused_activation(layer, X.dtype) or ("v", [0.0, 0.0, 0.0])
     c = X.shape[1]
     spatial_size = math.prod(X.shape[2:])
     # spatial=0 form: one parameter per (channel, position), else one per channel.
@@ -207,12 +208,12 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
         folded = repacked(("bn_affine", float(epsilon)), hosts[0], lambda: _bn_affine(hosts, epsilon), *hosts[1:])
         rec.dispatch("compute/channel_affine4.wgsl", [X, rec.upload(folded[0], f"{layer.name}:a"),
                                                        rec.upload(folded[1], f"{layer.name}:b")],
-                     [y], [inner // 4, c], grid4, workgroup=GRID_WG)
+                     [y], [inner // 4, c, *act_params], grid4, workgroup=GRID_WG, subs={"ACT": act_expr})
         return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
-    words = [X.size, inner, c, float(epsilon), int(per_position)]
+    words = [X.size, inner, c, float(epsilon), int(per_position), *act_params]
     grid = _plane_grid(n, c, inner)
     rec.dispatch("compute/batchnorm.wgsl", [X, *params], [y], words, grid or X.size, workgroup=GRID_WG,
-                 constants={"GRID": grid is not None})
+                 constants={"GRID": grid is not None}, subs={"ACT": act_expr})
     return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
 
 

@@ -1,9 +1,14 @@
 """Pooling operators: MaxPool, AveragePool, LpPool, their Global variants, MaxUnpool, MaxRoiPool.
 
 Windowed pools are vectorised over kernel taps, never over outputs: the input is padded once
-and each of the k*k taps contributes one strided slice covering every output position, folded
-in with ``np.maximum`` / ``+=``. Averages divide by a count that is separable per spatial dim
-(pads and the ceil-mode overhang are boxes), computed once as an outer product.
+and each of the k*k taps contributes one slice covering every output position, folded in with
+``np.maximum`` / ``np.add``. 2-D float pools (the CNN case) run on flat stride-phase planes
+(``FlatWindows``), where every tap is one contiguous run, split over channel ranges on the
+worker's threads; at stride 1 the window is reduced separably (rows, then columns: kh + kw
+passes instead of kh * kw). A window covering the whole unpadded input is a plain reduction.
+Other ranks, integer inputs and MaxPool's Indices take the general strided-slice loop.
+Averages divide by a count that is separable per spatial dim (pads and the ceil-mode overhang
+are boxes), computed once as an outer product.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.conv import pad_spatial, spatial_attrs, tap_slices
+from wgsentis.ops.conv import FlatWindows, pad_spatial, scratch, spatial_attrs, tap_slices
+from wgsentis.ops.parallel import run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -74,6 +80,63 @@ def _min_value(dtype: np.dtype):
     return -np.inf
 
 
+_PARALLEL_MIN_ELEMENTS = 1 << 16  # outputs below this run on one thread: a hand-off costs more
+
+
+def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduce: np.ufunc, pad_value,
+                  threads: int) -> np.ndarray | None:
+    """``reduce`` (np.maximum or np.add) over every window of a 2-D float ``x`` (N, C, H, W) padded with
+    ``pad_value``; None where the flat form does not apply (another rank, dtype, or a negative pad)."""
+    if x.ndim != 4 or x.dtype not in _FLOAT_KINDS or any(b < 0 for b in begins) or 0 in x.shape:
+        return None
+    n, c, h, w = x.shape
+    planes = x.reshape(n * c, h, w)
+    if (list(kernel) == [h, w] and list(outs) == [1, 1] and not any(begins)
+            and all(k == 1 or d == 1 for k, d in zip(kernel, dilations, strict=True))):
+        # one window over the whole plane: a reduction, not k*k passes
+        flat = planes.reshape(n * c, h * w)
+        y = flat.max(axis=1) if reduce is np.maximum else flat.sum(axis=1)
+        return y.reshape(n, c, 1, 1)
+    geo = FlatWindows((h, w), kernel, strides, dilations, begins, outs)
+    kh, kw = kernel
+    separable = tuple(strides) == (1, 1) and kh > 1 and kw > 1
+    y = np.empty((n * c, *outs), dtype=x.dtype)
+
+    def work(lo: int, hi: int) -> None:
+        rows = hi - lo
+        phases = geo.phases(planes[lo:hi], pad_value, "pool")
+        acc, view = geo.accumulator(rows, x.dtype, "pool")
+        if separable:
+            # rows first: each padded row reduced over the kw horizontal taps ...
+            span = (geo.hq - 1) * geo.wq + outs[1]
+            row_red = scratch("pool_rows", (rows, span), x.dtype)
+            np.copyto(row_red, phases[0, :, :span])
+            for j in range(1, kw):
+                off = j * dilations[1]
+                reduce(row_red, phases[0, :, off:off + span], out=row_red)
+            # ... then the kh vertical taps over the row results
+            np.copyto(view, row_red[:, :geo.length])
+            for i in range(1, kh):
+                off = i * dilations[0] * geo.wq
+                reduce(view, row_red[:, off:off + geo.length], out=view)
+        else:
+            for k, (phase, off) in enumerate(geo.taps):
+                src = phases[phase, :, off:off + geo.length]
+                if k == 0:
+                    np.copyto(view, src)
+                else:
+                    reduce(view, src, out=view)
+        y[lo:hi] = geo.crop(acc)
+
+    big = n * c * outs[0] * outs[1] >= _PARALLEL_MIN_ELEMENTS
+    run_split(n * c, threads if big else 1, work)
+    return y.reshape(n, c, *outs)
+
+
+def _threads(ctx) -> int:
+    return getattr(ctx.program, "threads", 1)
+
+
 def _resolve(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
     if kernel_shape is None:
         raise ValueError("pool requires kernel_shape")
@@ -100,8 +163,14 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
         empty = np.zeros((*X.shape[:2], *outs), dtype=X.dtype)
         return (empty, np.zeros(empty.shape, dtype=np.int64)) if ctx.num_outputs > 1 else empty
     x = X if X.dtype in _FLOAT_KINDS or np.issubdtype(X.dtype, np.integer) else X.astype(np.float32)
-    xp = _padded(x, begins, outs, kernel, strides, dilations, _min_value(x.dtype))
     want_indices = ctx.output_wanted(1)
+    if not want_indices:
+        y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.maximum, _min_value(x.dtype),
+                          _threads(ctx))
+        if y is not None:
+            y = y.astype(X.dtype, copy=False)
+            return (y, None) if ctx.num_outputs > 1 else y
+    xp = _padded(x, begins, outs, kernel, strides, dilations, _min_value(x.dtype))
     y = None
     best_tap = np.zeros((*x.shape[:2], *outs), dtype=np.int64) if want_indices else None
     for k_index, tap in enumerate(_taps(kernel)):
@@ -152,10 +221,14 @@ def _window_counts(in_spatial, kernel, strides, dilations, begins, ends, outs, i
     return counts
 
 
-def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None):
+def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: int = 1):
     """Sum over each window (zero padding) of x, or of |x|**power."""
     if 0 in outs:
         return np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
+    if power is None:
+        y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.add, 0, threads)
+        if y is not None:
+            return y
     xp = _padded(x, begins, outs, kernel, strides, dilations, 0)
     y = np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
     for tap in _taps(kernel):
@@ -178,7 +251,7 @@ def average_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
     kernel, strides, dilations, begins, ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
                                                               auto_pad, ceil_mode)
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
-    y = _sum_pool(x, kernel, strides, dilations, begins, outs)
+    y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=_threads(ctx))
     counts = _window_counts(x.shape[2:], kernel, strides, dilations, begins, ends, outs,
                             bool(count_include_pad))
     y /= np.maximum(counts, 1).astype(y.dtype)

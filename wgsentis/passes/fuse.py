@@ -1,4 +1,5 @@
-"""Fusions: BatchNormalization folded into the preceding Conv's weights; activations folded into
+"""Fusions: BatchNormalization folded into the preceding Conv's weights; per-channel constant
+Mul/Add/Sub/Div folded into the Conv or BatchNormalization before them; activations folded into
 the layer that produces their input (the kernel applies them on its output); a residual Add folded
 into the Conv that produces one of its inputs (FusedConv)."""
 
@@ -12,9 +13,9 @@ FUSABLE_ACTIVATIONS = frozenset({
     "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
     "Softplus", "Gelu", "Mish",
 })
-# Layers whose kernels (CPU and GPU) apply a fused activation to their output: the products, and the
-# residual Add/Sum (ResNet's Add + Relu).
-_ACTIVATION_HOSTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sum"})
+# Layers whose kernels (CPU and GPU) apply a fused activation to their output: the products, the
+# residual Add/Sum (ResNet's Add + Relu), and BatchNormalization (DenseNet's pre-activation BN + Relu).
+_ACTIVATION_HOSTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sum", "BatchNormalization"})
 
 
 def _single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
@@ -63,6 +64,129 @@ class FuseConvBatchNorm:
             graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
 
 
+def _channel_vector(c: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
+    """``c`` as a (channels,) vector when it broadcasts along axis 1 of a rank-``rank`` (N, C, ...)
+    tensor without growing it (a scalar, (C,), (C, 1, 1), (1, C, 1, 1), ...); None otherwise."""
+    if c.ndim > rank or c.dtype.kind != "f":
+        return None
+    if c.size == 1:
+        return np.full(channels, c.reshape(()), dtype=np.float64)
+    shape = (1,) * (rank - c.ndim) + c.shape  # right-aligned with (N, C, *spatial)
+    if rank < 2 or shape[1] != channels or any(d != 1 for i, d in enumerate(shape) if i != 1):
+        return None
+    return c.reshape(channels).astype(np.float64)
+
+
+# Ops whose output has the rank of their first input.
+_RANK_KEEPING = frozenset({
+    "BatchNormalization", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "LRN",
+    "Concat", "Relu", "LeakyRelu", "Sigmoid", "Clip", "HardSwish", "HardSigmoid", "Identity", "Dropout",
+    "InstanceNormalization", "FusedConv", "Pad", "Resize", "Upsample",
+})
+
+
+def _rank_of(graph: Graph, name: str, producers: dict[str, Layer], depth: int = 0) -> int | None:
+    """The rank of tensor ``name`` from shape inference, or followed back through convolutions and
+    rank-keeping ops to one whose rank is known (None if that fails)."""
+    info = graph.value_info.get(name)
+    if info is not None and info.shape is not None:
+        return len(info.shape)
+    for inp in graph.inputs:
+        if inp.name == name and inp.shape is not None:
+            return len(inp.shape)
+    if name in graph.constants:
+        return graph.constants[name].ndim
+    layer = producers.get(name)
+    if layer is None or depth > 64 or layer.domain or not layer.inputs:
+        return None
+    if layer.op_type in ("Conv", "ConvTranspose") and len(layer.inputs) > 1 and layer.inputs[1] in graph.constants:
+        return graph.constants[layer.inputs[1]].ndim
+    if layer.op_type in _RANK_KEEPING and layer.outputs[0] == name:
+        return _rank_of(graph, layer.inputs[0], producers, depth + 1)
+    return None
+
+
+class FoldChannelAffine:
+    """Conv or inference BatchNormalization, then Mul/Add/Sub/Div by a per-channel (or scalar) constant,
+    becomes one layer with rescaled weights and biases. Caffe2-exported DenseNet puts a Mul and an Add
+    after every BatchNormalization: 242 full-tensor passes that fold to nothing. Runs before
+    FuseActivation, so the Relu that follows fuses into the host."""
+
+    _OPS = frozenset({"Mul", "Add", "Sub", "Div"})
+
+    def run(self, graph: Graph, opsets: dict[str, int]) -> None:
+        outputs = {o.name for o in graph.outputs}
+        consts = graph.constants
+        producers = graph.producers()
+        consumers = graph.consumers()
+        removed: set[int] = set()
+        for op in graph.layers:
+            if op.op_type not in self._OPS or op.domain or len(op.inputs) != 2 or len(op.outputs) != 1:
+                continue
+            if op.attrs.get("broadcast") or op.attrs.get("axis") is not None:
+                continue  # opset < 7 broadcasting
+            sides = [0, 1] if op.op_type in ("Mul", "Add") else [0]  # Sub and Div: only x - c, x / c
+            for k in sides:
+                x, c_name = op.inputs[k], op.inputs[1 - k]
+                host = producers.get(x)
+                if (c_name not in consts or host is None or id(host) in removed or x in outputs
+                        or _single_consumer(consumers, x) is not op or host.fused_activation or host.domain):
+                    continue
+                if self._fold(graph, host, op, consts[c_name], producers):
+                    host.outputs = list(op.outputs)
+                    producers[op.outputs[0]] = host
+                    removed.add(id(op))
+                    break
+        if removed:
+            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+
+    @staticmethod
+    def _fold(graph: Graph, host: Layer, op: Layer, c: np.ndarray, producers: dict[str, Layer]) -> bool:
+        consts = graph.constants
+        if host.op_type == "Conv" and len(host.inputs) >= 2 and host.inputs[1] in consts:
+            w = consts[host.inputs[1]]
+            b_name = host.inputs[2] if len(host.inputs) > 2 else ""
+            if w.dtype.kind != "f" or c.dtype != w.dtype or (b_name and b_name not in consts):
+                return False
+            vec = _channel_vector(c, w.ndim, w.shape[0])
+            if vec is None:
+                return False
+            scale = np.ones(w.shape[0]) if op.op_type in ("Add", "Sub") else vec
+            if op.op_type == "Div":
+                scale = 1.0 / vec
+            bias = consts[b_name].astype(np.float64) if b_name else np.zeros(w.shape[0])
+            shift = {"Add": vec, "Sub": -vec}.get(op.op_type, 0.0)
+            base = f"{host.name}/{op.name or op.op_type}_folded"
+            consts[base + "/W"] = (w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+            consts[base + "/B"] = (bias * scale + shift).astype(w.dtype)
+            host.inputs = [host.inputs[0], base + "/W", base + "/B"]
+            return True
+        if (host.op_type == "BatchNormalization" and len(host.inputs) == 5 and not any(host.outputs[1:])
+                and not host.attrs.get("training_mode", 0) and all(n in consts for n in host.inputs[1:])):
+            gamma, beta = consts[host.inputs[1]], consts[host.inputs[2]]
+            if gamma.ndim != 1 or c.dtype != gamma.dtype or gamma.dtype.kind != "f":
+                return False
+            rank = _rank_of(graph, host.inputs[0], producers)
+            if rank is None:
+                return False  # without the rank, where the channel axis of c lies is unknown
+            vec = _channel_vector(c, rank, gamma.shape[0])
+            if vec is None:
+                return False
+            g64, b64 = gamma.astype(np.float64), beta.astype(np.float64)
+            if op.op_type == "Mul":
+                g64, b64 = g64 * vec, b64 * vec
+            elif op.op_type == "Div":
+                g64, b64 = g64 / vec, b64 / vec
+            else:
+                b64 = b64 + (vec if op.op_type == "Add" else -vec)
+            base = f"{host.name}/{op.name or op.op_type}_folded"
+            consts[base + "/scale"] = g64.astype(gamma.dtype)
+            consts[base + "/B"] = b64.astype(beta.dtype)
+            host.inputs = [host.inputs[0], base + "/scale", base + "/B", *host.inputs[3:]]
+            return True
+        return False
+
+
 class FuseActivation:
     """Conv/ConvTranspose/Gemm/MatMul/Add/Sum followed by an elementwise activation becomes one layer."""
 
@@ -73,7 +197,7 @@ class FuseActivation:
         for host in graph.layers:
             if host.op_type not in _ACTIVATION_HOSTS or host.domain or host.fused_activation:
                 continue
-            if len(host.outputs) != 1 or host.outputs[0] in outputs:
+            if len(host.outputs) != 1 or host.outputs[0] in outputs or host.attrs.get("training_mode"):
                 continue
             act = _single_consumer(consumers, host.outputs[0])
             if act is None or act.op_type not in FUSABLE_ACTIVATIONS or act.domain:

@@ -1,10 +1,12 @@
 // Inference BatchNormalization: y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a per
 // parameter (computed as the CPU kernel folds them).
 // Params: 0 n, 1 inner (elements per channel), 2 C, 3 epsilon (f32), 4 per-position flag (spatial=0
-// form: one parameter per (channel, position)).
+// form: one parameter per (channel, position)), 5 alpha, 6 beta, 7 gamma (the fused activation's,
+// applied as {{ACT}} of v; identity when none).
 // Override GRID: the dispatch is (ceil(inner / WG), C, N) and a plane's channel is the workgroup's y
 // (no integer division per element, which lavapipe runs scalar); else 1-D over n.
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 
 override GRID: bool = true;
 
@@ -15,6 +17,10 @@ override GRID: bool = true;
 @group(0) @binding(4) var<storage, read> VAR: array<f32>;
 @group(0) @binding(5) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
+
+fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 {
+    return {{ACT}};
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -37,5 +43,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let p = select(c, c * inner + pos, pu(4u) != 0u);
     let a = SCALE[p] / sqrt(VAR[p] + pf(3u));
     let b = BIAS[p] - MEAN[p] * a;
-    Y[i] = X[i] * a + b;
+    Y[i] = act(X[i] * a + b, pf(5u), pf(6u), pf(7u));
 }
