@@ -44,7 +44,7 @@ def set_blas_threads(threads: int) -> None:
 class KernelContext:
     """What a kernel may ask of the engine besides its inputs and attributes."""
 
-    __slots__ = ("layer", "num_outputs", "opset", "outer", "program", "rng")
+    __slots__ = ("cache", "layer", "num_outputs", "opset", "outer", "program", "rng")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         self.layer = layer
@@ -53,6 +53,9 @@ class KernelContext:
         self.num_outputs = len(layer.outputs)
         self.outer: Mapping[str, Any] = {}
         self.rng: np.random.Generator | None = None
+        # What a kernel derives from its constant inputs once and reuses on every run (Winograd
+        # weights): it lives as long as the compiled program, so closing the worker frees it.
+        self.cache: dict[Any, Any] = {}
 
     def output_wanted(self, index: int) -> bool:
         """Whether output ``index`` exists and has a name (optional outputs may be omitted)."""

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from wgsentis.ops.parallel import par_matmul, run_split
+from wgsentis.ops.parallel import MIN_SPLIT_FLOPS, par_matmul, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -281,6 +281,130 @@ def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spati
     return y
 
 
+# Winograd F(4x4, 3x3) (interpolation points 0, +-1, +-2 and infinity): a 4x4 output tile from a 6x6
+# input tile with 36 products per (input, output) channel pair where the direct form takes 144.
+_WINO_BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                     [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64)
+_WINO_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                    [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
+_WINO_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                     [0, 1, -1, 8, -8, 1]], np.float64)
+# Both 2-D transforms as one product each: (36, 36) on the input tiles, (16, 36) on the products. On
+# BLAS they run near its peak, where the separable form's 6x6 products are bound by memory traffic.
+_WINO_IN = np.kron(_WINO_BT, _WINO_BT).astype(np.float32)
+_WINO_OUT = np.kron(_WINO_AT, _WINO_AT).astype(np.float32)
+# Use it where it wins on 2 cores (measured against im2col + sgemm, one layer at a time, alternating):
+# - at least 36 tiles, or 9 where the transformed weights (36 * C * M floats, 4x the 3x3 weights) stay
+#   in cache: the products read them once per run, so with few tiles they are bound by memory
+#   (ZFNet's 512->512 at 12x12, 38 MB of weights: 1.2x alone, a loss inside the model; 512->512 at 7x7
+#   0.7x even alone);
+# - at most 35% of the computed outputs in edge-tile overhang (13x13 outputs compute 16x16: 0.8-1.0x;
+#   14x14 computes 16x16 and wins 1.0-1.6x);
+# - at least 64 input channels: the 36 products are C deep (16->64 at 55x55 0.5x, 32->128 at 27x27
+#   0.8x), and 16 output channels.
+# Wins seen: 64->64 at 56x56 1.2-1.6x, 128->128 at 28x28 1.3-1.8x, 96->24 at 160x160 1.7x, 128->32 at
+# 56x56 1.6-1.7x, 512->512 at 12x12 1.2x, VGG-19's 512->512 at 28x28 2.3x.
+USE_WINOGRAD = True
+WINOGRAD_MIN_TILES = 36
+WINOGRAD_CACHED_MIN_TILES = 9
+WINOGRAD_CACHED_WEIGHT_BYTES = 8 << 20
+WINOGRAD_MAX_OVERHANG = 1.35  # computed outputs (whole tiles) / wanted outputs
+WINOGRAD_MIN_IN_CHANNELS = 64
+WINOGRAD_MIN_OUT_CHANNELS = 16
+
+
+def winograd_applies(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begins, ends, outs) -> bool:
+    """Whether a convolution runs as Winograd F(4x4, 3x3) on the CPU."""
+    if not USE_WINOGRAD or x.ndim != 4 or x.dtype != np.float32 or group != 1 or tuple(w.shape[2:]) != (3, 3):
+        return False
+    if tuple(strides) != (1, 1) or tuple(dilations) != (1, 1) or min(*begins, *ends) < 0:
+        return False
+    m, c = w.shape[:2]
+    if c < WINOGRAD_MIN_IN_CHANNELS or m < WINOGRAD_MIN_OUT_CHANNELS:
+        return False
+    th, tw = -(-outs[0] // 4), -(-outs[1] // 4)
+    tiles = th * tw
+    cached = 36 * c * m * x.itemsize <= WINOGRAD_CACHED_WEIGHT_BYTES
+    enough = tiles >= WINOGRAD_MIN_TILES or (cached and tiles >= WINOGRAD_CACHED_MIN_TILES)
+    return enough and 16 * tiles <= WINOGRAD_MAX_OVERHANG * outs[0] * outs[1]
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """(36, M, C) transformed 3x3 weights G w G^T, computed in float64."""
+    m, c = w.shape[:2]
+    u = np.einsum("ai,mcij,bj->abmc", _WINO_G, w.astype(np.float64), _WINO_G)
+    return np.ascontiguousarray(u.reshape(36, m, c).astype(w.dtype))
+
+
+def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begins, outs, threads: int,
+                       cache: dict | None) -> np.ndarray:
+    """3x3 stride-1 convolution as Winograd F(4x4, 3x3), image by image, in two parallel phases:
+    - over input-channel ranges: the zero-padded input cut into overlapping 6x6 tiles (one strided
+      gather into (36, C_r*T)) and transformed by one product into V (36, C, T);
+    - over output-channel ranges: the 36 (M_r, C) @ (C, T) products with the transformed weights, one
+      product back to 4x4 tiles, scattered into the output with the bias.
+    Each thread runs its range end to end: one hand-off per phase, not one per product."""
+    n, c, h, wd = x.shape
+    m = w.shape[0]
+    oh, ow = outs
+    th, tw = -(-oh // 4), -(-ow // 4)
+    tiles = th * tw
+    entry = cache.get("winograd4") if cache is not None else None
+    if entry is None or entry[0] is not w:
+        entry = (w, winograd_weights(w))
+        if cache is not None:
+            cache["winograd4"] = entry
+    u = entry[1]  # (36, M, C)
+    top, left = begins
+    hp, wp = 4 * th + 2, 4 * tw + 2
+    y = np.empty((n, m, oh, ow), dtype=x.dtype)
+    exact = oh == 4 * th and ow == 4 * tw
+    bias = np.zeros((m, 1, 1, 1, 1), x.dtype) if b is None else b.reshape(m, 1, 1, 1, 1)
+    parts = threads if 2 * 36 * m * c * tiles >= 4 * MIN_SPLIT_FLOPS else 1
+    v = np.empty((36, c, tiles), dtype=x.dtype)  # shared by both phases: not per-thread scratch
+    for i in range(n):
+        image = x[i]
+
+        def transform_in(lo: int, hi: int, image=image) -> None:
+            rows = hi - lo
+            padded = scratch("wino_padded", (rows, hp, wp), x.dtype)
+            src = image[lo:hi, :min(h, hp - top), :min(wd, wp - left)]
+            sh, sw = src.shape[1:]
+            padded[:, :top] = 0
+            padded[:, top + sh:] = 0
+            padded[:, top:top + sh, :left] = 0
+            padded[:, top:top + sh, left + sw:] = 0
+            padded[:, top:top + sh, left:left + sw] = src
+            s_c, s_h, s_w = padded.strides
+            # (6, 6, C_r, th, tw): tile (ty, tx) starts at row 4*ty, column 4*tx
+            windows = as_strided(padded, (6, 6, rows, th, tw), (s_h, s_w, s_c, 4 * s_h, 4 * s_w),
+                                 writeable=False)
+            d = scratch("wino_d", (36, rows * tiles), x.dtype)
+            np.copyto(d.reshape(6, 6, rows, th, tw), windows)
+            v_part = scratch("wino_v", (36, rows * tiles), x.dtype)
+            np.matmul(_WINO_IN, d, out=v_part)
+            v[:, lo:hi] = v_part.reshape(36, rows, tiles)
+
+        def products_out(lo: int, hi: int, i=i) -> None:
+            rows = hi - lo
+            prod = scratch("wino_prod", (36, rows, tiles), x.dtype)
+            np.matmul(u[:, lo:hi], v, out=prod)  # (36, M_r, T)
+            back = scratch("wino_back", (16, rows * tiles), x.dtype)
+            np.matmul(_WINO_OUT, prod.reshape(36, rows * tiles), out=back)
+            # (4, 4, M_r, th, tw) -> (M_r, th, 4, tw, 4): output row 4*ty + a, column 4*tx + b
+            blocks = back.reshape(4, 4, rows, th, tw).transpose(2, 3, 0, 4, 1)
+            if exact:
+                np.add(blocks, bias[lo:hi], out=y[i, lo:hi].reshape(rows, th, 4, tw, 4))
+            else:
+                full = scratch("wino_out", (rows, th, 4, tw, 4), x.dtype)
+                np.add(blocks, bias[lo:hi], out=full)
+                y[i, lo:hi] = full.reshape(rows, 4 * th, 4 * tw)[:, :oh, :ow]
+
+        run_split(c, parts, transform_in)
+        run_split(m, parts, products_out)
+    return y
+
+
 def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1) -> np.ndarray:
     """General conv: im2col of the padded input, then one sgemm per group (and image).
 
@@ -313,8 +437,9 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, strides, dilations,
-            pads, auto_pad: str, threads: int = 1) -> np.ndarray:
-    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype)."""
+            pads, auto_pad: str, threads: int = 1, cache: dict | None = None) -> np.ndarray:
+    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype).
+    ``cache``: where derived weights (Winograd's) are kept between runs of the same layer."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ValueError(f"Conv expects X and W of equal rank >= 3, got X{list(x.shape)} W{list(w.shape)}")
     n, c = x.shape[:2]
@@ -351,6 +476,9 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         else:
             y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads)
         bias_done = True
+    elif winograd_applies(x, w, group, strides, dilations, begins, ends, outs):
+        y = _conv_winograd_3x3(x, w, b, begins, outs, threads, cache)
+        bias_done = True
     elif group == c and c_g == 1 and m == c:
         y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
     else:
@@ -375,7 +503,7 @@ def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     y = conv_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
                 None if B is None else B.astype(dtype, copy=False),
                 group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
-                threads=getattr(ctx.program, "threads", 1))
+                threads=getattr(ctx.program, "threads", 1), cache=getattr(ctx, "cache", None))
     return y.astype(X.dtype, copy=False)
 
 
