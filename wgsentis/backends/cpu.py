@@ -18,6 +18,7 @@ import numpy as np
 from wgsentis.errors import LayerError, UnsupportedOperatorError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
+from wgsentis.ops.elementwise import inplace_activation
 
 _blas_lock = threading.Lock()
 _blas_threads: int | None = None
@@ -44,7 +45,8 @@ def set_blas_threads(threads: int) -> None:
 class KernelContext:
     """What a kernel may ask of the engine besides its inputs and attributes."""
 
-    __slots__ = ("cache", "layer", "num_outputs", "opset", "outer", "program", "rng")
+    __slots__ = ("activation", "activation_taken", "cache", "layer", "num_outputs", "opset", "outer", "program",
+                 "rng")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         self.layer = layer
@@ -56,6 +58,17 @@ class KernelContext:
         # What a kernel derives from its constant inputs once and reuses on every run (Winograd
         # weights): it lives as long as the compiled program, so closing the worker frees it.
         self.cache: dict[Any, Any] = {}
+        self.activation: tuple[str, Any, dict[str, Any]] | None = None  # (op type, kernel, attrs)
+        self.activation_taken = False
+
+    def take_activation(self) -> Any:
+        """The layer's fused activation as an in-place function on parts of the output, for a kernel that
+        applies it itself (part by part, on the thread that computed the part, while it is in cache);
+        the engine then does not apply it again. None when the layer has none."""
+        if self.activation is None:
+            return None
+        self.activation_taken = True
+        return inplace_activation(self, *self.activation)
 
     def output_wanted(self, index: int) -> bool:
         """Whether output ``index`` exists and has a name (optional outputs may be omitted)."""
@@ -97,6 +110,7 @@ class _Step:
             if act is None:
                 raise UnsupportedOperatorError(act_type, "", layer.opset, layer.name, "fused activation")
             self.activation = (act.kernel, act_attrs)
+            self.ctx.activation = (act_type, act.kernel, act_attrs)
 
 
 def _shape_text(value: Any) -> str:
@@ -250,12 +264,13 @@ class GraphProgram:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
         ctx = step.ctx
         ctx.outer = scope
+        ctx.activation_taken = False
         try:
             # ONNX arithmetic is IEEE arithmetic: log(0) = -inf, inf - inf = NaN are results, not faults,
             # so numpy's floating-point warnings would only be noise in the user's output.
             with np.errstate(all="ignore"):
                 result = step.kernel(ctx, *args, **step.attrs)
-                if step.activation is not None:
+                if step.activation is not None and not ctx.activation_taken:
                     act_kernel, act_attrs = step.activation
                     result = act_kernel(ctx, result, **act_attrs)
         except WgSentisError as exc:

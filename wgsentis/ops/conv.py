@@ -138,6 +138,39 @@ def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
 _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than it saves
 
 
+class ConvEpilogue:
+    """What a convolution applies to its output after the products: the bias (where the path has not
+    folded it into the products), a residual of the output's shape (FusedConv), the fused activation.
+    Paths apply it part by part, on the thread that computed the part while it is in cache, instead of
+    one pass per step over the whole output; ``apply(part, index)`` takes ``part = y3[index]`` with
+    ``y3`` the output viewed as (N, M, P) and ``index`` three slices."""
+
+    __slots__ = ("activation", "bias", "residual")
+
+    def __init__(self, bias: np.ndarray | None, residual: np.ndarray | None, activation) -> None:
+        self.bias = bias  # (1, M, 1)
+        self.residual = residual  # (N, M, P)
+        self.activation = activation  # in-place function, or None
+
+    def without_bias(self) -> ConvEpilogue:
+        return ConvEpilogue(None, self.residual, self.activation)
+
+    def apply(self, part: np.ndarray, index: tuple[slice, slice, slice]) -> None:
+        if self.bias is not None:
+            part += self.bias[:, index[1]]
+        if self.residual is not None:
+            part += self.residual[index]
+        if self.activation is not None:
+            self.activation(part)
+
+    def matmul_hook(self, batched: bool):
+        """``apply`` as a ``par_matmul`` epilogue for a product whose output is (M, P) (one image) or
+        (N, M, P) (``batched``)."""
+        if batched:
+            return lambda part, rows, cols: self.apply(part, (slice(None), rows, cols))
+        return lambda part, rows, cols: self.apply(part[None], (slice(0, 1), rows, cols))
+
+
 class FlatWindows:
     """A 2-D windowed op (depthwise conv, pools) laid out on flattened stride-phase planes.
 
@@ -198,7 +231,7 @@ class FlatWindows:
 
 
 def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins,
-                       outs, threads: int) -> np.ndarray:
+                       outs, threads: int, epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """Depthwise 2-D conv (one filter per channel) as k*k multiply-adds on flat phase planes
     (``FlatWindows``). Channel ranges run in parallel threads (padding, taps and the crop included)."""
     n, c, h, wd = x.shape
@@ -225,14 +258,17 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
         if bias is not None:
             acc_view += bias[lo:hi]
         y[lo:hi] = geo.crop(acc)
+        if epilogue is not None:  # one image: rows are channels
+            epilogue.apply(y3[:, lo:hi], (slice(None), slice(lo, hi), slice(None)))
 
+    y3 = y.reshape(1, n * c, -1)
     big = n * c * outs[0] * outs[1] >= _PARALLEL_MIN_ELEMENTS
     run_split(n * c, threads if big else 1, work)
     return y.reshape(n, c, *outs)
 
 
 def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins, ends,
-                            outs, threads: int) -> np.ndarray:
+                            outs, threads: int, epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """Depthwise 2-D conv as one small product per channel: the channel's kh*kw shifted planes gathered
     into (K, P) columns, then (1, K) @ (K, P) for every (image, channel) in one stacked matmul. Two
     numpy passes per tap (``_conv_depthwise_2d``) cost more than one gather of all taps and a product
@@ -252,11 +288,14 @@ def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, 
         cols = scratch("dwc_cols", (hi - lo, k, p), x.dtype)
         np.copyto(cols.reshape(hi - lo, kh, kw, oh, ow), windows[lo:hi])
         np.matmul(w_rows[lo:hi], cols, out=y[lo:hi])
+        if epilogue is not None:  # one image: rows are channels; the epilogue carries the bias
+            epilogue.apply(y3[:, lo:hi], (slice(None), slice(lo, hi), slice(None)))
 
+    y3 = y.reshape(1, n * c, p)
     big = n * c * k * p >= _PARALLEL_MIN_ELEMENTS
     run_split(n * c, threads if big else 1, work)
     y = y.reshape(n, c, oh, ow)
-    if b is not None:
+    if b is not None and epilogue is None:
         y += b.reshape(1, c, 1, 1)
     return y
 
@@ -337,7 +376,7 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
 
 
 def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begins, outs, threads: int,
-                       cache: dict | None) -> np.ndarray:
+                       cache: dict | None, epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """3x3 stride-1 convolution as Winograd F(4x4, 3x3), image by image, in two parallel phases:
     - over input-channel ranges: the zero-padded input cut into overlapping 6x6 tiles (one strided
       gather into (36, C_r*T)) and transformed by one product into V (36, C, T);
@@ -362,6 +401,7 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
     bias = np.zeros((m, 1, 1, 1, 1), x.dtype) if b is None else b.reshape(m, 1, 1, 1, 1)
     parts = threads if 2 * 36 * m * c * tiles >= 4 * MIN_SPLIT_FLOPS else 1
     v = np.empty((36, c, tiles), dtype=x.dtype)  # shared by both phases: not per-thread scratch
+    y3 = y.reshape(n, m, oh * ow)
     for i in range(n):
         image = x[i]
 
@@ -399,13 +439,17 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
                 full = scratch("wino_out", (rows, th, 4, tw, 4), x.dtype)
                 np.add(blocks, bias[lo:hi], out=full)
                 y[i, lo:hi] = full.reshape(rows, 4 * th, 4 * tw)[:, :oh, :ow]
+            if epilogue is not None:
+                index = (slice(i, i + 1), slice(lo, hi), slice(None))
+                epilogue.apply(y3[index], index)
 
         run_split(c, parts, transform_in)
         run_split(m, parts, products_out)
     return y
 
 
-def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1) -> np.ndarray:
+def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1,
+                 epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """General conv: im2col of the padded input, then one sgemm per group (and image).
 
     The columns are laid out (C_g*K, P) so ``W (M_g, C_g*K) @ cols`` is already NCHW; with one
@@ -427,8 +471,9 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
             cols[:, rows] = 1
             w_mat = np.concatenate([w_mat, b.reshape(m, 1)], axis=1)
         if n == 1:
-            return par_matmul(w_mat, cols[0], threads).reshape(1, m, out_size)
-        return par_matmul(w_mat, cols, threads)
+            hook = epilogue.matmul_hook(False) if epilogue is not None else None
+            return par_matmul(w_mat, cols[0], threads, hook).reshape(1, m, out_size)
+        return par_matmul(w_mat, cols, threads, epilogue.matmul_hook(True) if epilogue is not None else None)
     cols = windows.reshape(n, group, c_g * k_size, out_size)
     y = par_matmul(w.reshape(group, m // group, c_g * k_size), cols, threads).reshape(n, m, out_size)
     if b is not None:
@@ -437,9 +482,12 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, strides, dilations,
-            pads, auto_pad: str, threads: int = 1, cache: dict | None = None) -> np.ndarray:
-    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype).
-    ``cache``: where derived weights (Winograd's) are kept between runs of the same layer."""
+            pads, auto_pad: str, threads: int = 1, cache: dict | None = None, residual: np.ndarray | None = None,
+            activation=None) -> np.ndarray:
+    """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype):
+    ``activation(conv(x) + residual)``. ``cache``: where derived weights (Winograd's) are kept between
+    runs of the same layer; ``residual``: broadcastable to the output; ``activation``: an in-place
+    function (``KernelContext.take_activation``)."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ValueError(f"Conv expects X and W of equal rank >= 3, got X{list(x.shape)} W{list(w.shape)}")
     n, c = x.shape[:2]
@@ -452,7 +500,19 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
     m_g = m // group
     out_size = math.prod(outs)
     k_size = math.prod(kernel)
-    bias_done = False
+    out_shape = (n, m, *outs)
+    # The residual and activation ride in the paths' epilogues when the residual has the output's shape;
+    # a broadcast residual is added after the whole output, then the activation.
+    full_residual = residual is not None and residual.shape == out_shape and residual.dtype == x.dtype
+    late = residual is not None and not full_residual
+    epilogue = ConvEpilogue(None if b is None else b.reshape(1, m, 1),
+                            residual.reshape(n, m, out_size) if full_residual else None, None if late else activation)
+    if epilogue.bias is None and epilogue.residual is None and epilogue.activation is None:
+        epilogue = None
+    bare = epilogue.without_bias() if epilogue is not None else None
+    if bare is not None and bare.residual is None and bare.activation is None:
+        bare = None
+    bias_done = applied = False
 
     if k_size == 1 and not any(begins) and not any(ends):
         # 1x1: no im2col; (G, M_g, C_g) @ (N, G, C_g, P) gives NCHW directly.
@@ -460,34 +520,42 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         if any(s != 1 for s in strides):
             xs = x[(slice(None), slice(None),
                     *(slice(0, (o - 1) * s + 1, s) for o, s in zip(outs, strides, strict=True)))]
-        if group == 1 and n == 1:
-            y = par_matmul(w.reshape(m, c), xs.reshape(c, out_size), threads)
-        elif group == 1:
-            y = par_matmul(w.reshape(m, c), xs.reshape(n, c, out_size), threads)
+        if group == 1:
+            hook = epilogue.matmul_hook(n > 1) if epilogue is not None else None
+            operand = xs.reshape(c, out_size) if n == 1 else xs.reshape(n, c, out_size)
+            y = par_matmul(w.reshape(m, c), operand, threads, hook)
+            bias_done = applied = True
         else:
             y = par_matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size), threads)
     elif group == c and c_g == 1 and m == c and nd == 2:
         # Small planes: one gather of every tap and a product per channel; large ones (where the
         # gathered columns leave the cache) run tap by tap. Measured on 2 cores: the columns win by
         # 1.2-1.7x up to 56x56 outputs at stride 1 and 28x28 strided, and lose ~0.7x at 112x112.
-        out_size = math.prod(outs)
         if out_size <= 1024 or (out_size <= 4096 and tuple(strides) == (1, 1)):
-            y = _conv_depthwise_2d_cols(x, w, b, strides, dilations, begins, ends, outs, threads)
+            y = _conv_depthwise_2d_cols(x, w, b, strides, dilations, begins, ends, outs, threads,
+                                        epilogue if n == 1 else None)
         else:
-            y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads)
-        bias_done = True
+            y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads, bare if n == 1 else None)
+        bias_done, applied = True, n == 1
     elif winograd_applies(x, w, group, strides, dilations, begins, ends, outs):
-        y = _conv_winograd_3x3(x, w, b, begins, outs, threads, cache)
-        bias_done = True
+        y = _conv_winograd_3x3(x, w, b, begins, outs, threads, cache, bare)
+        bias_done = applied = True
     elif group == c and c_g == 1 and m == c:
         y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
     else:
         y = _im2col_gemm(x, w, b, group=group, strides=strides, dilations=dilations, begins=begins, ends=ends,
-                         outs=outs, threads=threads)
-        bias_done = True
-    y = y.reshape((n, m, *outs))
+                         outs=outs, threads=threads, epilogue=bare)
+        bias_done, applied = True, group == 1
+    y = y.reshape(out_shape)
     if b is not None and not bias_done:
         y += b.reshape((1, m) + (1,) * nd)
+    if late:
+        y = y + residual
+        if activation is not None:
+            activation(y)
+    elif not applied and epilogue is not None:
+        bare = epilogue.without_bias()
+        bare.apply(y.reshape(n, m, out_size), (slice(None),) * 3)
     return y
 
 
@@ -499,11 +567,22 @@ def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
     if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
         raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
+    return _conv(ctx, X, W, B, None, strides, dilations, pads, auto_pad, group)
+
+
+def _conv(ctx, X, W, B, Z, strides, dilations, pads, auto_pad, group) -> np.ndarray:
+    """Conv(X, W, B) [+ Z], with the layer's fused activation applied in the paths' epilogues where the
+    input computes in its own dtype (float32/float64; narrower floats apply it after the cast back)."""
     dtype = compute_dtype(X)
+    native = dtype == X.dtype and (Z is None or Z.dtype == X.dtype)
+    activation = ctx.take_activation() if native and hasattr(ctx, "take_activation") else None
+    if Z is not None and not native:
+        Z = Z.astype(dtype)
     y = conv_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
                 None if B is None else B.astype(dtype, copy=False),
                 group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
-                threads=getattr(ctx.program, "threads", 1), cache=getattr(ctx, "cache", None))
+                threads=getattr(ctx.program, "threads", 1), cache=getattr(ctx, "cache", None), residual=Z,
+                activation=activation)
     return y.astype(X.dtype, copy=False)
 
 
@@ -726,11 +805,11 @@ def fused_conv(ctx, X, W, B=None, Z=None, *, auto_pad="NOTSET", dilations=None, 
     with Z broadcast as the Add did; the Add's activation is applied on the result."""
     if Z is None:
         raise ValueError("FusedConv needs its residual input Z")
-    y = conv(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-             pads=pads, strides=strides)
-    if Z.shape == y.shape and Z.dtype == y.dtype:
-        return np.add(y, Z, out=y)
-    return np.add(y, Z)
+    nd = X.ndim - 2
+    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+    if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
+        raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
+    return _conv(ctx, X, W, B, Z, strides, dilations, pads, auto_pad, group)
 
 
 @register_flops("FusedConv")

@@ -182,6 +182,31 @@ def _relu(x: np.ndarray) -> np.ndarray:
 _register_unary("Relu", _relu, (1, 6, 13, 14), legacy=True)
 
 
+def inplace_activation(ctx, op_type: str, kernel: Callable[..., Any], attrs: dict[str, Any]
+                       ) -> Callable[[np.ndarray], None]:
+    """A fused activation as a function that overwrites a float32/float64 array with its result: one
+    in-place pass for Relu, Clip and LeakyRelu, the kernel's result copied back for the others."""
+    if op_type == "Relu":
+        return lambda v: np.maximum(v, 0, out=v)
+    if op_type == "Clip" and set(attrs) <= {"min", "max"}:
+        lo, hi = _bound(attrs.get("min")), _bound(attrs.get("max"))
+        if (lo is None or np.size(lo) == 1) and (hi is None or np.size(hi) == 1):
+            def clip_in_place(v: np.ndarray) -> None:
+                if lo is not None:
+                    np.maximum(v, v.dtype.type(np.asarray(lo).reshape(())), out=v)
+                if hi is not None:
+                    np.minimum(v, v.dtype.type(np.asarray(hi).reshape(())), out=v)
+            return clip_in_place
+    if op_type == "LeakyRelu" and 0.0 <= float(attrs.get("alpha", 0.01)) <= 1.0:
+        alpha = float(attrs.get("alpha", 0.01))
+        return lambda v: np.maximum(v, v * v.dtype.type(alpha), out=v)
+
+    def generic(v: np.ndarray) -> None:
+        v[...] = kernel(ctx, v, **attrs)
+
+    return generic
+
+
 def _leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
     y = x * alpha
     if 0.0 <= alpha <= 1.0:

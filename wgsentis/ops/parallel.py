@@ -42,24 +42,43 @@ def run_split(count: int, threads: int, work: Callable[[int, int], None]) -> Non
         future.result()
 
 
-def par_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
-    """``np.matmul(a, b)``, split by output rows (or columns when there are few rows) over ``threads``."""
+Epilogue = Callable[[np.ndarray, slice, slice], None]
+
+
+def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | None = None) -> np.ndarray:
+    """``np.matmul(a, b)``, split by output rows (or columns when there are few rows) over ``threads``.
+
+    ``epilogue(part, rows, cols)``, if given, runs on each computed part ``out[..., rows, cols]`` on the
+    thread that computed it, while the part is in cache (a bias, a residual, an activation)."""
+    whole = slice(None)
     if threads <= 1 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.kind != "f":
-        return np.matmul(a, b)
+        out = np.matmul(a, b)
+        if epilogue is not None:
+            epilogue(out, whole, whole)
+        return out
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if 2 * m * n * k * math.prod(batch) < MIN_SPLIT_FLOPS:
-        return np.matmul(a, b)
+        out = np.matmul(a, b)
+        if epilogue is not None:
+            epilogue(out, whole, whole)
+        return out
     out = np.empty((*batch, m, n), dtype=a.dtype)
     if m >= 8 * threads:
         def rows(lo: int, hi: int) -> None:
-            np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
+            part = out[..., lo:hi, :]
+            np.matmul(a[..., lo:hi, :], b, out=part)
+            if epilogue is not None:
+                epilogue(part, slice(lo, hi), whole)
 
         run_split(m, threads, rows)
     else:
         def cols(lo: int, hi: int) -> None:
-            np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+            part = out[..., lo:hi]
+            np.matmul(a, b[..., lo:hi], out=part)
+            if epilogue is not None:
+                epilogue(part, whole, slice(lo, hi))
 
         run_split(n, threads, cols)
     return out
