@@ -64,11 +64,13 @@ class KernelContext:
     def take_activation(self) -> Any:
         """The layer's fused activation as an in-place function on parts of the output, for a kernel that
         applies it itself (part by part, on the thread that computed the part, while it is in cache);
-        the engine then does not apply it again. None when the layer has none."""
+        the engine then does not apply it again. None when the layer has none, or one with no in-place
+        form (the engine applies it to the whole output)."""
         if self.activation is None:
             return None
-        self.activation_taken = True
-        return inplace_activation(self, *self.activation)
+        apply = inplace_activation(self.activation[0], self.activation[2])
+        self.activation_taken = apply is not None
+        return apply
 
     def output_wanted(self, index: int) -> bool:
         """Whether output ``index`` exists and has a name (optional outputs may be omitted)."""
