@@ -197,9 +197,9 @@ class FlatWindows:
         self.taps = [(((i * dh) % sh) * sw + (j * dw) % sw, ((i * dh) // sh) * self.wq + (j * dw) // sw)
                      for i in range(kh) for j in range(kw)]
 
-    def phases(self, planes: np.ndarray, pad_value, key: str) -> np.ndarray:
-        """``(sh*sw, rows, hq*wq)`` phase planes of ``planes`` (rows, h, w), padded with ``pad_value``;
-        per-thread scratch named after ``key``."""
+    def padded(self, planes: np.ndarray, pad_value, key: str) -> np.ndarray:
+        """``planes`` (rows, h, w) padded with ``pad_value`` to (rows, hq*sh, wq*sw), which every window
+        fits; per-thread scratch named after ``key``."""
         sh, sw = self.strides
         rows = planes.shape[0]
         top, left = self.begins
@@ -212,6 +212,14 @@ class FlatWindows:
         padded[:, top:top + h, :left] = pad_value
         padded[:, top:top + h, left + w:] = pad_value
         padded[:, top:top + h, left:left + w] = src
+        return padded
+
+    def phases(self, planes: np.ndarray, pad_value, key: str) -> np.ndarray:
+        """``(sh*sw, rows, hq*wq)`` phase planes of ``planes`` (rows, h, w), padded with ``pad_value``;
+        per-thread scratch named after ``key``."""
+        sh, sw = self.strides
+        rows = planes.shape[0]
+        padded = self.padded(planes, pad_value, key)
         if sh == 1 and sw == 1:
             return padded.reshape(1, rows, self.hq * self.wq)
         # (rows, hq, sh, wq, sw) -> (sh*sw, rows, hq*wq): phase (a, b) holds padded[a::sh, b::sw]

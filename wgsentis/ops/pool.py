@@ -2,11 +2,12 @@
 
 Windowed pools are vectorised over kernel taps, never over outputs: the input is padded once
 and each of the k*k taps contributes one slice covering every output position, folded in with
-``np.maximum`` / ``np.add``. 2-D float pools (the CNN case) run on flat stride-phase planes
-(``FlatWindows``), where every tap is one contiguous run, split over channel ranges on the
-worker's threads; at stride 1 the window is reduced separably (rows, then columns: kh + kw
-passes instead of kh * kw). A window covering the whole unpadded input is a plain reduction.
-Other ranks, integer inputs and MaxPool's Indices take the general strided-slice loop.
+``np.maximum`` / ``np.add``. 2-D float pools (the CNN case) run split over channel ranges on the
+worker's threads: at stride 1 on flat planes (``FlatWindows``), where every tap is one
+contiguous run, reduced separably (rows, then columns: kh + kw passes instead of kh * kw);
+strided, separably on the padded planes (each row's taps at the column stride, then the rows').
+A window covering the whole unpadded input is a plain reduction. Other ranks, integer inputs
+and MaxPool's Indices take the general strided-slice loop.
 Averages divide by a count that is separable per spatial dim (pads and the ceil-mode overhang
 are boxes), computed once as an outer product.
 """
@@ -99,37 +100,44 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
         return y.reshape(n, c, 1, 1)
     geo = FlatWindows((h, w), kernel, strides, dilations, begins, outs)
     kh, kw = kernel
-    separable = tuple(strides) == (1, 1) and kh > 1 and kw > 1
+    sh, sw = strides
+    dh, dw = dilations
+    oh, ow = outs
     y = np.empty((n * c, *outs), dtype=x.dtype)
 
-    def work(lo: int, hi: int) -> None:
-        rows = hi - lo
-        phases = geo.phases(planes[lo:hi], pad_value, "pool")
-        acc, view = geo.accumulator(rows, x.dtype, "pool")
-        if separable:
-            # rows first: each padded row reduced over the kw horizontal taps ...
-            span = (geo.hq - 1) * geo.wq + outs[1]
-            row_red = scratch("pool_rows", (rows, span), x.dtype)
-            np.copyto(row_red, phases[0, :, :span])
-            for j in range(1, kw):
-                off = j * dilations[1]
-                reduce(row_red, phases[0, :, off:off + span], out=row_red)
-            # ... then the kh vertical taps over the row results
-            np.copyto(view, row_red[:, :geo.length])
-            for i in range(1, kh):
-                off = i * dilations[0] * geo.wq
-                reduce(view, row_red[:, off:off + geo.length], out=view)
-        else:
-            for k, (phase, off) in enumerate(geo.taps):
-                src = phases[phase, :, off:off + geo.length]
-                if k == 0:
-                    np.copyto(view, src)
-                else:
-                    reduce(view, src, out=view)
+    def fold(dst: np.ndarray, taps: list[np.ndarray]) -> None:
+        """dst = reduce over ``taps``, the first pair folded straight into dst (no copy pass)."""
+        if len(taps) == 1:
+            np.copyto(dst, taps[0])
+            return
+        reduce(taps[0], taps[1], out=dst)
+        for tap in taps[2:]:
+            reduce(dst, tap, out=dst)
+
+    def unit_stride(lo: int, hi: int) -> None:
+        # Separable on the flat padded planes: each row's kw taps over every row the windows read, then
+        # the kh taps of those rows; each tap one contiguous run.
+        planes_pad = geo.phases(planes[lo:hi], pad_value, "pool")[0]  # (rows, hq*wq)
+        acc, view = geo.accumulator(hi - lo, x.dtype, "pool")
+        span = (geo.hq - 1) * geo.wq + ow
+        row_red = scratch("pool_rows", (hi - lo, span), x.dtype)
+        fold(row_red, [planes_pad[:, j * dw:j * dw + span] for j in range(kw)])
+        fold(view, [row_red[:, i * dh * geo.wq:i * dh * geo.wq + geo.length] for i in range(kh)])
         y[lo:hi] = geo.crop(acc)
 
-    big = n * c * outs[0] * outs[1] >= _PARALLEL_MIN_ELEMENTS
-    run_split(n * c, threads if big else 1, work)
+    def strided(lo: int, hi: int) -> None:
+        # Separable on the padded planes (the input itself when no window leaves it): the kw taps of each
+        # row at the column stride, then the kh taps of those at the row stride (squeezenet's 3x3/2
+        # pools, 128ch@55: 0.43 -> 0.28 ms).
+        span_w, span_h = (ow - 1) * sw + 1, (oh - 1) * sh + 1
+        inside = not any(begins) and span_h + (kh - 1) * dh <= h and span_w + (kw - 1) * dw <= w
+        padded = planes[lo:hi] if inside else geo.padded(planes[lo:hi], pad_value, "pool")
+        row_red = scratch("pool_rows", (hi - lo, padded.shape[1], ow), x.dtype)
+        fold(row_red, [padded[:, :, j * dw:j * dw + span_w:sw] for j in range(kw)])
+        fold(y[lo:hi], [row_red[:, i * dh:i * dh + span_h:sh] for i in range(kh)])
+
+    big = n * c * oh * ow >= _PARALLEL_MIN_ELEMENTS
+    run_split(n * c, threads if big else 1, unit_stride if (sh, sw) == (1, 1) else strided)
     return y.reshape(n, c, *outs)
 
 
