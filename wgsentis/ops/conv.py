@@ -275,53 +275,38 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
     return y.reshape(n, c, *outs)
 
 
-# The gathered-columns depthwise form while one channel's columns (K taps x the flat plane) fit in this
-# many bytes, gathered a few channels at a time: measured on 2 cores, it beats the tap-by-tap form from
-# 7x7 to 112x112 outputs (512ch@7 5x5 1.27 -> 0.44 ms, 64ch@56 3x3 0.58 -> 0.40, 16ch@112 0.51 -> 0.43)
-# and loses 3x once a channel's columns leave the cache (5x5 at 80x80, 2.6 MB a channel at 160x160).
-DEPTHWISE_COLS_BYTES = 1 << 20
-
-
 def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins, ends,
                             outs, threads: int, epilogue: ConvEpilogue | None = None) -> np.ndarray:
-    """Depthwise 2-D conv as one small product per channel: the channel's kh*kw taps gathered into (K, L)
-    columns from its flat phase planes (``FlatWindows``: each tap one contiguous run, so the gather is K
-    long copies), then (1, K) @ (K, L) for every (image, channel) in one stacked matmul, wrap-around
-    columns cropped. Two numpy passes per tap (``_conv_depthwise_2d``) cost more than one gather and a
-    product (PP-LCNet's 5x5 layers at 256ch@14: 0.84 -> 0.51 ms). Channel ranges run in parallel threads."""
-    del ends
-    n, c, h, wd = x.shape
+    """Depthwise 2-D conv as one small product per channel: the channel's kh*kw shifted planes gathered
+    into (K, P) columns, then (1, K) @ (K, P) for every (image, channel) in one stacked matmul. Two
+    numpy passes per tap (``_conv_depthwise_2d``) cost more than one gather of all taps and a product
+    (PP-LCNet's 5x5 layers: 0.84 -> 0.51 ms at 256ch@14, 136ch@28 3x3: 0.58 -> 0.33 ms). Channel ranges
+    run in parallel threads. (Gathering from flat phase planes instead, tap by tap, measured 1.5-1.9x
+    slower: 25 short copies per channel range cost more than one strided copy.)"""
+    n, c = x.shape[:2]
     kh, kw = w.shape[2:]
-    k = kh * kw
-    geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs)
-    planes = x.reshape(n * c, h, wd)
+    oh, ow = outs
+    k, p = kh * kw, oh * ow
+    xp = pad_spatial(x, begins, ends)
+    # (N*C, kh, kw, oh, ow): merging N and C of the padded (contiguous) input keeps it a view.
+    windows = window_view(xp, (kh, kw), strides, dilations, outs).reshape(n * c, kh, kw, oh, ow)
     w_rows = np.tile(w.reshape(c, 1, k), (n, 1, 1))  # (N*C, 1, K)
-    bias = None if b is None or epilogue is not None else np.tile(b.reshape(c, 1), (n, 1))
-    y = np.empty((n * c, *outs), dtype=x.dtype)
-    y3 = y.reshape(1, n * c, -1)  # one image (the only case with an epilogue): rows are channels
-
-    # channels per gather, so that their columns stay in the core's cache
-    step = max(1, DEPTHWISE_COLS_BYTES // (k * geo.length * x.itemsize))
+    y = np.empty((n * c, 1, p), dtype=x.dtype)
+    y3 = y.reshape(1, n * c, p)  # one image (the only case with an epilogue): rows are channels
 
     def work(lo: int, hi: int) -> None:
-        for start in range(lo, hi, step):
-            end = min(hi, start + step)
-            rows = end - start
-            phases = geo.phases(planes[start:end], 0, "dwc")
-            cols = scratch("dwc_cols", (rows, k, geo.length), x.dtype)
-            for tap, (phase, offset) in enumerate(geo.taps):
-                cols[:, tap] = phases[phase, :, offset:offset + geo.length]
-            acc, acc_view = geo.accumulator(rows, x.dtype, "dwc")
-            np.matmul(w_rows[start:end], cols, out=acc_view[:, None, :])
-            if bias is not None:
-                acc_view += bias[start:end]
-            y[start:end] = geo.crop(acc)
-        if epilogue is not None:  # one image: rows are channels; the epilogue carries the bias
+        cols = scratch("dwc_cols", (hi - lo, k, p), x.dtype)
+        np.copyto(cols.reshape(hi - lo, kh, kw, oh, ow), windows[lo:hi])
+        np.matmul(w_rows[lo:hi], cols, out=y[lo:hi])
+        if epilogue is not None:  # the epilogue carries the bias
             epilogue.apply(y3[:, lo:hi], (slice(None), slice(lo, hi), slice(None)))
 
-    big = n * c * k * geo.length >= _PARALLEL_MIN_ELEMENTS
+    big = n * c * k * p >= _PARALLEL_MIN_ELEMENTS
     run_split(n * c, threads if big else 1, work)
-    return y.reshape(n, c, *outs)
+    y = y.reshape(n, c, oh, ow)
+    if b is not None and epilogue is None:
+        y += b.reshape(1, c, 1, 1)
+    return y
 
 
 def _conv_depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, out_spatial) -> np.ndarray:
@@ -552,10 +537,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         else:
             y = par_matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size), threads)
     elif group == c and c_g == 1 and m == c and nd == 2:
-        # One gather of every tap and a product per channel while a channel's columns fit in cache;
-        # tap by tap beyond (see DEPTHWISE_COLS_BYTES).
-        geo = FlatWindows(x.shape[2:], kernel, strides, dilations, begins, outs)
-        if k_size * geo.length * x.itemsize <= DEPTHWISE_COLS_BYTES:
+        # Small planes: one gather of every tap and a product per channel; large ones (where the
+        # gathered columns leave the cache) run tap by tap. Measured on 2 cores: the columns win by
+        # 1.2-1.7x up to 56x56 outputs at stride 1 and 28x28 strided, and lose ~0.7x at 112x112.
+        if out_size <= 1024 or (out_size <= 4096 and tuple(strides) == (1, 1)):
             y = _conv_depthwise_2d_cols(x, w, b, strides, dilations, begins, ends, outs, threads,
                                         epilogue if n == 1 else None)
         else:
