@@ -13,6 +13,7 @@ from helpers import F, make_model
 from onnx import helper
 
 import wgsentis as ws
+from wgsentis.ops.parallel import kernel_threads
 from wgsentis.ops.registry import register
 
 
@@ -54,8 +55,12 @@ def test_noops_and_constants_are_removed():
                                   [0, 3, 6])
 
 
+THREAD_BUDGETS: dict[str, int] = {}
+
+
 @register("Sleep", 1, domain="test.wgsentis")
 def _sleep(ctx, x, *, seconds=0.2):
+    THREAD_BUDGETS[ctx.layer.name] = kernel_threads(ctx)
     time.sleep(seconds)  # releases the GIL, like BLAS and most numpy kernels
     return x + 1
 
@@ -77,6 +82,25 @@ def test_parallel_branches_overlap_only_with_threads(threads, low, high):
         elapsed = time.perf_counter() - start
     np.testing.assert_array_equal(out, [2, 2])
     assert low <= elapsed < high
+
+
+def test_layers_beside_each_other_do_not_split_their_work():
+    """Two branches running at once each get one thread (2 cores never carry 4 threads); a layer running
+    alone gets all of the worker's."""
+    model = make_model(
+        [helper.make_node("Sleep", ["x"], ["a"], name="left", domain="test.wgsentis", seconds=0.05),
+         helper.make_node("Sleep", ["x"], ["b"], name="right", domain="test.wgsentis", seconds=0.05),
+         helper.make_node("Add", ["a", "b"], ["s"], name="join"),
+         helper.make_node("Sleep", ["s"], ["y"], name="alone", domain="test.wgsentis", seconds=0.0)],
+        [("x", F, [2])], [("y", F, [2])], domains=[("test.wgsentis", 1)])
+    THREAD_BUDGETS.clear()
+    with ws.Worker(ws.load_model(model), "cpu", threads=2) as worker:
+        worker.run({"x": np.zeros(2, np.float32)})
+    assert THREAD_BUDGETS == {"left": 1, "right": 1, "alone": 2}
+    THREAD_BUDGETS.clear()
+    with ws.Worker(ws.load_model(model), "cpu", threads=1) as worker:
+        worker.run({"x": np.zeros(2, np.float32)})
+    assert THREAD_BUDGETS == {"left": 1, "right": 1, "alone": 1}
 
 
 def test_threads_bound_blas():

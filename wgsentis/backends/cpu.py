@@ -46,7 +46,7 @@ class KernelContext:
     """What a kernel may ask of the engine besides its inputs and attributes."""
 
     __slots__ = ("activation", "activation_taken", "cache", "layer", "num_outputs", "opset", "outer", "program",
-                 "rng")
+                 "rng", "threads")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         self.layer = layer
@@ -60,6 +60,9 @@ class KernelContext:
         self.cache: dict[Any, Any] = {}
         self.activation: tuple[str, Any, dict[str, Any]] | None = None  # (op type, kernel, attrs)
         self.activation_taken = False
+        # Threads the kernel may split its work over (wgsentis.ops.parallel.kernel_threads): the program's,
+        # or 1 while other layers run beside it on the branch pool, so 2 cores never carry 4 threads.
+        self.threads = getattr(program, "threads", 1)
 
     def take_activation(self) -> Any:
         """The layer's fused activation as an in-place function on parts of the output, for a kernel that
@@ -220,6 +223,7 @@ class GraphProgram:
 
         def pooled(i: int) -> None:
             try:
+                self.steps[i].ctx.threads = 1  # it runs beside the calling thread's layer
                 self._run_step(self.steps[i], scope, on_layer)
             except BaseException as exc:
                 with cond:
@@ -248,6 +252,8 @@ class GraphProgram:
                     state["running"] += 1
                     assert self.pool is not None
                     self.pool.submit(pooled, ready.popleft())
+                # Alone, a layer splits its work over every thread; beside pooled layers, over none.
+                self.steps[i].ctx.threads = 1 if state["running"] else self.threads
             try:
                 self._run_step(self.steps[i], scope, on_layer)
             except BaseException:

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from wgsentis.ops.parallel import MIN_SPLIT_FLOPS, par_matmul, run_split
+from wgsentis.ops.parallel import MIN_SPLIT_FLOPS, kernel_threads, par_matmul, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -408,7 +408,7 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
     y = np.empty((n, m, oh, ow), dtype=x.dtype)
     exact = oh == 4 * th and ow == 4 * tw
     bias = np.zeros((m, 1, 1, 1, 1), x.dtype) if b is None else b.reshape(m, 1, 1, 1, 1)
-    parts = threads if 2 * 36 * m * c * tiles >= 4 * MIN_SPLIT_FLOPS else 1
+    parts = threads if 2 * 36 * m * c * tiles >= MIN_SPLIT_FLOPS else 1
     v = np.empty((36, c, tiles), dtype=x.dtype)  # shared by both phases: not per-thread scratch
     y3 = y.reshape(n, m, oh * ow)
     for i in range(n):
@@ -590,7 +590,7 @@ def _conv(ctx, X, W, B, Z, strides, dilations, pads, auto_pad, group) -> np.ndar
     y = conv_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
                 None if B is None else B.astype(dtype, copy=False),
                 group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
-                threads=getattr(ctx.program, "threads", 1), cache=getattr(ctx, "cache", None), residual=Z,
+                threads=kernel_threads(ctx), cache=getattr(ctx, "cache", None), residual=Z,
                 activation=activation)
     return y.astype(X.dtype, copy=False)
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.parallel import par_matmul
+from wgsentis.ops.parallel import kernel_threads, par_matmul
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -28,8 +28,7 @@ def _as_blas(x: np.ndarray) -> np.ndarray:
 
 
 def _threads(ctx) -> int:
-    """The worker's thread count (1 inside subgraphs and on the host of a GPU worker)."""
-    return getattr(getattr(ctx, "program", None), "threads", 1)
+    return kernel_threads(ctx)
 
 
 def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1) -> np.ndarray:

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import FlatWindows, pad_spatial, scratch, spatial_attrs, tap_slices
-from wgsentis.ops.parallel import run_split
+from wgsentis.ops.parallel import kernel_threads, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -142,7 +142,7 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
 
 
 def _threads(ctx) -> int:
-    return getattr(ctx.program, "threads", 1)
+    return kernel_threads(ctx)
 
 
 def _resolve(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
