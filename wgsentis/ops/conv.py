@@ -136,6 +136,9 @@ def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than it saves
+# Gathered elements (N * C * K * P) below which one thread runs the depthwise columns form: alternating
+# runs, 2^16 against 2^20: PP-LCNet 9.5 -> 8.3 ms, shufflenet 19.7 -> 19.1, PP-OCR det 138 -> 135.
+DEPTHWISE_COLS_MIN_SPLIT = 1 << 20
 
 
 class ConvEpilogue:
@@ -301,7 +304,7 @@ def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, 
         if epilogue is not None:  # the epilogue carries the bias
             epilogue.apply(y3[:, lo:hi], (slice(None), slice(lo, hi), slice(None)))
 
-    big = n * c * k * p >= _PARALLEL_MIN_ELEMENTS
+    big = n * c * k * p >= DEPTHWISE_COLS_MIN_SPLIT
     run_split(n * c, threads if big else 1, work)
     y = y.reshape(n, c, oh, ow)
     if b is not None and epilogue is None:
