@@ -103,6 +103,29 @@ def test_layers_beside_each_other_do_not_split_their_work():
     assert THREAD_BUDGETS == {"left": 1, "right": 1, "alone": 1}
 
 
+def test_short_layers_stay_off_the_branch_pool():
+    """After a first run, a ready layer that took under POOL_MIN_SECONDS runs on the calling thread; a long
+    one still goes to the pool."""
+    from wgsentis.backends import cpu
+
+    model = make_model(
+        [helper.make_node("Sleep", ["x"], ["a"], name="long", domain="test.wgsentis", seconds=0.05),
+         helper.make_node("Sleep", ["x"], ["b"], name="short", domain="test.wgsentis", seconds=0.0),
+         helper.make_node("Sleep", ["x"], ["c"], name="long2", domain="test.wgsentis", seconds=0.05),
+         helper.make_node("Sum", ["a", "b", "c"], ["y"], name="join")],
+        [("x", F, [2])], [("y", F, [2])], domains=[("test.wgsentis", 1)])
+    program = cpu.GraphProgram(ws.load_model(model).graph, threads=2)
+    try:
+        program.run({"x": np.zeros(2, np.float32)})
+        pooled = []
+        submit = program.pool.submit
+        program.pool.submit = lambda fn, i: pooled.append(program.steps[i].layer.name) or submit(fn, i)
+        program.run({"x": np.zeros(2, np.float32)})
+    finally:
+        program.close()
+    assert "short" not in pooled and pooled  # a long layer still overlaps with the calling thread's
+
+
 def test_threads_bound_blas():
     from threadpoolctl import threadpool_info
 
