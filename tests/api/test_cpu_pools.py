@@ -1,5 +1,5 @@
-"""The cpu backend's 2-D pools on flat stride-phase planes (separable at stride 1, tap by tap when
-strided, a plain reduction for a whole-plane window) against ONNX Runtime."""
+"""The cpu backend's 2-D pools (separable on flat planes at stride 1, separable on the input when
+strided, a plain reduction for a whole-plane window) and LRN split over rows, against ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -51,3 +51,15 @@ def test_maxpool_indices_keep_the_general_loop():
     got = ws.Worker(ws.load_model(model), "cpu").run({"x": x})
     np.testing.assert_array_equal(got["y"], expected_y)
     np.testing.assert_array_equal(got["i"], expected_i)
+
+
+@pytest.mark.parametrize("shape,size", [((1, 96, 55, 55), 5), ((2, 7, 9, 4), 3), ((1, 6, 3), 3)])
+def test_lrn_split_over_rows_matches_onnxruntime(shape, size):
+    model = make_model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=2e-4, beta=0.75, bias=1.5)],
+                       [("x", F, list(shape))], [("y", F, None)])
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    for threads in (1, 2):
+        got = ws.Worker(ws.load_model(model), "cpu", threads=threads).run({"x": x})["y"]
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

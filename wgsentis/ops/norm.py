@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from wgsentis.ops.conv import scratch
+from wgsentis.ops.parallel import kernel_threads, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -189,7 +191,10 @@ def mean_variance_normalization(ctx, X, *, axes=(0, 2, 3)):
 def lrn(ctx, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None):
     """LRN across channels: x / (bias + alpha/size * windowed sum of x^2)^beta.
 
-    The window sum is ``size`` shifted-slice adds over the zero-padded channel axis."""
+    The window sum is ``size`` shifted-slice adds over the zero-padded channel axis. Every output
+    position depends only on its own column of channels, so large inputs are split over the worker's
+    threads along the first spatial axis, computed in place in the output (ZFNet's first LRN, 96ch@110,
+    inside the model: 2.6 -> 1.6-1.8 ms on 2 threads)."""
     if size is None:
         raise ValueError("LRN requires size")
     size = int(size)
@@ -198,20 +203,38 @@ def lrn(ctx, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None):
     c = x.shape[1]
     lo = (size - 1) // 2
     hi = size - 1 - lo
-    sq = x * x
-    padded = np.zeros((x.shape[0], c + lo + hi, *x.shape[2:]), dtype=work)
-    padded[:, lo:lo + c] = sq
-    window = padded[:, 0:c].copy()
-    for offset in range(1, size):
-        window += padded[:, offset:offset + c]
-    denom = window * work.type(alpha / size) + work.type(bias)
-    if beta == 0.75:
-        # x^0.75 = sqrt(x) * sqrt(sqrt(x)) is much cheaper than pow.
-        root = np.sqrt(denom)
-        denom = root * np.sqrt(root)
+    y = np.empty(x.shape, dtype=work)
+
+    def part(index: tuple) -> None:
+        xs = x[index]
+        sq = scratch("lrn_sq", (xs.shape[0], c + lo + hi, *xs.shape[2:]), work)
+        sq[:, :lo] = 0
+        sq[:, lo + c:] = 0
+        np.multiply(xs, xs, out=sq[:, lo:lo + c])
+        denom = y[index]  # the window sum, then the denominator, then the output, in place
+        np.copyto(denom, sq[:, 0:c])
+        for offset in range(1, size):
+            denom += sq[:, offset:offset + c]
+        denom *= work.type(alpha / size)
+        denom += work.type(bias)
+        if beta == 0.75:
+            # x^0.75 = sqrt(x) * sqrt(sqrt(x)) is much cheaper than pow.
+            root = np.sqrt(denom)
+            np.sqrt(root, out=denom)
+            denom *= root
+        else:
+            np.power(denom, work.type(beta), out=denom)
+        np.divide(xs, denom, out=denom)
+
+    threads = kernel_threads(ctx)
+    if x.ndim > 2 and x.shape[2] >= threads > 1 and x.size >= _LRN_SPLIT_ELEMENTS:
+        run_split(x.shape[2], threads, lambda a, b: part((slice(None), slice(None), slice(a, b))))
     else:
-        denom = denom ** work.type(beta)
-    return (x / denom).astype(X.dtype, copy=False)
+        part((slice(None),) * x.ndim)
+    return y.astype(X.dtype, copy=False)
+
+
+_LRN_SPLIT_ELEMENTS = 1 << 18  # below this, one thread: a hand-off costs more
 
 
 @register("LpNormalization", 1)
