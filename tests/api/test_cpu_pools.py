@@ -53,7 +53,7 @@ def test_maxpool_indices_keep_the_general_loop():
     np.testing.assert_array_equal(got["i"], expected_i)
 
 
-@pytest.mark.parametrize("shape,size", [((1, 96, 55, 55), 5), ((2, 7, 9, 4), 3), ((1, 6, 3), 3)])
+@pytest.mark.parametrize("shape,size", [((1, 96, 55, 55), 5), ((2, 7, 9, 4), 3), ((1, 6, 1, 5), 3)])
 def test_lrn_split_over_rows_matches_onnxruntime(shape, size):
     model = make_model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=2e-4, beta=0.75, bias=1.5)],
                        [("x", F, list(shape))], [("y", F, None)])
