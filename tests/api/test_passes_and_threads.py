@@ -343,3 +343,24 @@ def test_affine_that_is_not_per_channel_stays(case):
     got = ws.Worker(wg, "cpu").run({"x": x})
     for (name, *_), expected in zip(outputs, _ort(model, {"x": x}), strict=True):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("spatial", [(4, 4), (3, 3)])  # vec4 affine shader; the scalar batchnorm shader
+def test_batchnorm_hosts_its_activation_on_gpu(spatial):
+    rng = np.random.default_rng(12)
+    c = 5
+    inits = {"s": rng.random(c).astype(np.float32) + 0.5, "beta": rng.standard_normal(c).astype(np.float32),
+             "m": rng.standard_normal(c).astype(np.float32), "v": rng.random(c).astype(np.float32) + 0.1}
+    model = make_model(
+        [helper.make_node("BatchNormalization", ["x", "s", "beta", "m", "v"], ["bn"], name="bn"),
+         helper.make_node("Clip", ["bn"], ["y"], name="clip", min=-0.5, max=0.75)],
+        [("x", F, [2, c, *spatial])], [("y", F, None)], inits, opset=10)
+    wg = ws.load_model(model)
+    assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
+        ("BatchNormalization", "Clip")]
+    x = rng.standard_normal((2, c, *spatial)).astype(np.float32)
+    expected = _ort(model, {"x": x})[0]
+    for backend in ("cpu", "gpu-compute"):
+        with ws.Worker(wg, backend) as worker:
+            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+            assert not worker.stats()["fallback_layers"], backend
