@@ -364,3 +364,53 @@ def test_batchnorm_hosts_its_activation_on_gpu(spatial):
         with ws.Worker(wg, backend) as worker:
             np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
             assert not worker.stats()["fallback_layers"], backend
+
+
+def _hardswish_chain_model(*, divide=True, opset=12, shift=3.0, leak=False):
+    """Conv, then x * Clip(x + 3, 0, 6) / 6 spelled out in four layers (as PaddleOCR exports HardSwish)."""
+    rng = np.random.default_rng(13)
+    inits = {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "three": np.array(shift, np.float32),
+             "six": np.array(6.0 if divide else 1 / 6, np.float32)}
+    clip_attrs = {}
+    clip_inputs = ["t"]
+    if opset >= 11:
+        inits.update({"zero": np.array(0.0, np.float32), "top": np.array(6.0, np.float32)})
+        clip_inputs += ["zero", "top"]
+    else:
+        clip_attrs = {"min": 0.0, "max": 6.0}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "three"], ["t"], name="add3"),
+             helper.make_node("Clip", clip_inputs, ["g"], name="relu6", **clip_attrs),
+             helper.make_node("Mul", ["g", "c"], ["m"], name="gate"),
+             helper.make_node("Div" if divide else "Mul", ["m", "six"], ["y"], name="scale")]
+    outputs = [("y", F, None)]
+    if leak:  # the gate is read elsewhere too: the chain must stay
+        nodes.append(helper.make_node("Relu", ["g"], ["z"], name="other"))
+        outputs.append(("z", F, None))
+    return make_model(nodes, [("x", F, [1, 3, 8, 8])], outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("divide,opset", [(True, 12), (False, 13), (True, 10)])
+def test_spelled_out_hardswish_becomes_one_fused_activation(divide, opset):
+    model = _hardswish_chain_model(divide=divide, opset=opset)
+    wg = ws.load_model(model)
+    assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
+        ("Conv", "HardSwish")]
+    x = np.random.default_rng(14).standard_normal((1, 3, 8, 8)).astype(np.float32) * 3
+    expected = _ort(model, {"x": x})[0]
+    for backend in ("cpu", "gpu-compute"):
+        with ws.Worker(wg, backend) as worker:
+            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+            assert not worker.stats()["fallback_layers"], backend
+
+
+@pytest.mark.parametrize("case", [{"shift": 2.0}, {"leak": True}])
+def test_hardswish_lookalikes_stay_spelled_out(case):
+    model = _hardswish_chain_model(**case)
+    wg = ws.load_model(model)
+    assert "HardSwish" not in [layer.op_type for layer in wg.layers]
+    assert "gate" in [layer.name for layer in wg.layers]
+    x = np.random.default_rng(15).standard_normal((1, 3, 8, 8)).astype(np.float32) * 3
+    got = ws.Worker(wg, "cpu").run({"x": x})
+    for (name, *_), expected in zip([("y",), ("z",)], _ort(model, {"x": x}), strict=False):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)

@@ -115,7 +115,9 @@ class _Step:
         self.activation = None
         if layer.fused_activation is not None:
             act_type, act_attrs = layer.fused_activation
-            act = registry.lookup(act_type, "", layer.opset)
+            # The host's opset, or the newest version where the activation is newer than the model
+            # (a HardSwish that FuseHardSwishPattern built in an opset-12 model).
+            act = registry.lookup(act_type, "", layer.opset) or registry.lookup(act_type, "", 1 << 30)
             if act is None:
                 raise UnsupportedOperatorError(act_type, "", layer.opset, layer.name, "fused activation")
             self.activation = (act.kernel, act_attrs)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from wgsentis.model import Graph
 from wgsentis.passes.fold_constants import FoldConstants
-from wgsentis.passes.fuse import FoldChannelAffine, FuseActivation, FuseConvBatchNorm, FuseResidualAdd
+from wgsentis.passes.fuse import (
+    FoldChannelAffine,
+    FuseActivation,
+    FuseConvBatchNorm,
+    FuseHardSwishPattern,
+    FuseResidualAdd,
+)
 from wgsentis.passes.noops import RemoveNoOps, RemoveUnused
 
-PASSES = [FoldConstants(), RemoveNoOps(), FuseConvBatchNorm(), FoldChannelAffine(), FuseActivation(), FuseResidualAdd(),
-          RemoveUnused()]
+PASSES = [FoldConstants(), RemoveNoOps(), FuseHardSwishPattern(), FuseConvBatchNorm(), FoldChannelAffine(),
+          FuseActivation(), FuseResidualAdd(), RemoveUnused()]
 
 
 def optimize(graph: Graph, opsets: dict[str, int]) -> Graph:

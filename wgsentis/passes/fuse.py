@@ -1,4 +1,5 @@
-"""Fusions: BatchNormalization folded into the preceding Conv's weights; per-channel constant
+"""Fusions: HardSwish spelled as x * Clip(x + 3, 0, 6) / 6 made one layer; BatchNormalization folded
+into the preceding Conv's weights; per-channel constant
 Mul/Add/Sub/Div folded into the Conv or BatchNormalization before them; activations folded into
 the layer that produces their input (the kernel applies them on its output); a residual Add folded
 into the Conv that produces one of its inputs (FusedConv)."""
@@ -104,6 +105,70 @@ def _rank_of(graph: Graph, name: str, producers: dict[str, Layer], depth: int = 
     if layer.op_type in _RANK_KEEPING and layer.outputs[0] == name:
         return _rank_of(graph, layer.inputs[0], producers, depth + 1)
     return None
+
+
+def _constant_scalar(graph: Graph, name: str) -> float | None:
+    value = graph.constants.get(name)
+    if value is None or value.size != 1 or value.dtype.kind != "f":
+        return None
+    return float(value.reshape(()))
+
+
+class FuseHardSwishPattern:
+    """x * Clip(x + 3, 0, 6) / 6 (or * 1/6), as exporters without HardSwish spell it (PaddleOCR's PP-OCR
+    models: four full-tensor layers per activation), becomes one HardSwish layer, which FuseActivation
+    then folds into the Conv before it. HardSwish is an opset-14 op: the new layer carries opset 14
+    whatever the model's."""
+
+    def run(self, graph: Graph, opsets: dict[str, int]) -> None:
+        outputs = {o.name for o in graph.outputs}
+        producers = graph.producers()
+        consumers = graph.consumers()
+        position = {id(layer): i for i, layer in enumerate(graph.layers)}
+        removed: set[int] = set()
+
+        def only_reader(name: str, layer: Layer) -> bool:
+            return name not in outputs and _single_consumer(consumers, name) is layer
+
+        for last in graph.layers:
+            if last.domain or len(last.inputs) != 2 or len(last.outputs) != 1 or last.attrs:
+                continue
+            scale = _constant_scalar(graph, last.inputs[1])
+            if not ((last.op_type == "Div" and scale == 6.0)
+                    or (last.op_type == "Mul" and scale is not None and abs(scale - 1 / 6) < 1e-7)):
+                continue
+            mul = producers.get(last.inputs[0])
+            if mul is None or mul.op_type != "Mul" or mul.domain or not only_reader(last.inputs[0], last):
+                continue
+            for k in (0, 1):
+                x, gate = mul.inputs[k], mul.inputs[1 - k]
+                clip = producers.get(gate)
+                if clip is None or clip.op_type != "Clip" or clip.domain or not only_reader(gate, mul):
+                    continue
+                if self._bounds(graph, clip) != (0.0, 6.0):
+                    continue
+                add = producers.get(clip.inputs[0])
+                if (add is None or add.op_type != "Add" or add.domain or add.attrs
+                        or not only_reader(clip.inputs[0], clip)):
+                    continue
+                shift = [i for i, n in enumerate(add.inputs) if n != x]
+                if len(shift) != 1 or x not in add.inputs or _constant_scalar(graph, add.inputs[shift[0]]) != 3.0:
+                    continue
+                graph.layers[position[id(last)]] = Layer(
+                    name=mul.name or last.name, op_type="HardSwish", inputs=[x], outputs=list(last.outputs),
+                    attrs={}, domain="", opset=max(14, last.opset))
+                removed.update((id(add), id(clip), id(mul)))
+                break
+        if removed:
+            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+
+    @staticmethod
+    def _bounds(graph: Graph, clip: Layer) -> tuple[float | None, float | None]:
+        if len(clip.inputs) > 1:  # opset 11+: bounds are inputs
+            names = [*clip.inputs[1:3], "", ""][:2]
+            return tuple(_constant_scalar(graph, n) if n else None for n in names)  # type: ignore[return-value]
+        lo, hi = clip.attrs.get("min"), clip.attrs.get("max")
+        return (None if lo is None else float(lo), None if hi is None else float(hi))
 
 
 class FoldChannelAffine:
