@@ -19,6 +19,12 @@ FUSABLE_ACTIVATIONS = frozenset({
 _ACTIVATION_HOSTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sum", "BatchNormalization"})
 
 
+def _graph_maps(graph: Graph) -> tuple[set[str], dict[str, Layer], dict[str, list[Layer]], dict[int, int]]:
+    """The graph output names, each tensor's producer and readers, and each layer's index (by id)."""
+    return ({o.name for o in graph.outputs}, graph.producers(), graph.consumers(),
+            {id(layer): i for i, layer in enumerate(graph.layers)})
+
+
 def _single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
     users = consumers.get(name, [])
     return users[0] if len(users) == 1 and users[0].inputs.count(name) == 1 else None
@@ -121,10 +127,7 @@ class FuseHardSwishPattern:
     whatever the model's."""
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
-        outputs = {o.name for o in graph.outputs}
-        producers = graph.producers()
-        consumers = graph.consumers()
-        position = {id(layer): i for i, layer in enumerate(graph.layers)}
+        outputs, producers, consumers, position = _graph_maps(graph)
         removed: set[int] = set()
 
         def only_reader(name: str, layer: Layer) -> bool:
@@ -290,10 +293,7 @@ class FuseResidualAdd:
     [X, W, B, Z]. Runs after FuseActivation, which fuses the activation into the Add first."""
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
-        outputs = {o.name for o in graph.outputs}
-        producers = graph.producers()
-        consumers = graph.consumers()
-        position = {id(layer): i for i, layer in enumerate(graph.layers)}
+        outputs, producers, consumers, position = _graph_maps(graph)
         removed: set[int] = set()
         for add in graph.layers:
             if add.op_type not in ("Add", "Sum") or add.domain or len(add.inputs) != 2 or len(add.outputs) != 1:
