@@ -414,3 +414,23 @@ def test_hardswish_lookalikes_stay_spelled_out(case):
     got = ws.Worker(wg, "cpu").run({"x": x})
     for (name, *_), expected in zip([("y",), ("z",)], _ort(model, {"x": x}), strict=False):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_host_layer_on_gpu_applies_its_fused_activation_once():
+    """A float64 Conv + LeakyRelu runs on the host of a gpu-compute worker; the conv kernel applies the
+    activation itself, and the host path must not apply it a second time (alpha twice on negatives)."""
+    d = onnx.TensorProto.DOUBLE
+    rng = np.random.default_rng(16)
+    w = rng.standard_normal((4, 3, 3, 3))
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1])
+    model = make_model([conv, helper.make_node("LeakyRelu", ["c"], ["y"], name="leaky", alpha=0.1)],
+                       [("x", d, [1, 3, 6, 6])], [("y", d, None)], {"w": w})
+    wg = ws.load_model(model)
+    assert [(layer.op_type, layer.fused_activation[0]) for layer in wg.layers] == [("Conv", "LeakyRelu")]
+    x = rng.standard_normal((1, 3, 6, 6))
+    plain = ws.Worker(ws.load_model(make_model([conv], [("x", d, [1, 3, 6, 6])], [("c", d, None)], {"w": w})),
+                      "cpu").run({"x": x})["c"]
+    expected = np.where(plain >= 0, plain, 0.1 * plain)
+    np.testing.assert_allclose(ws.Worker(wg, "cpu").run({"x": x})["y"], expected, rtol=1e-6, atol=1e-9)
+    with ws.Worker(wg, "gpu-compute") as worker:
+        np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-6, atol=1e-9)

@@ -23,8 +23,8 @@ from wgsentis.ops import registry
 from wgsentis.ops.elementwise import inplace_activation
 
 _blas_lock = threading.Lock()
-POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
 _blas_threads: int | None = None
+POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
 
 
 def set_blas_threads(threads: int) -> None:
@@ -99,7 +99,7 @@ class KernelContext:
 
 
 class _Step:
-    __slots__ = ("activation", "attrs", "ctx", "inputs", "kernel", "layer", "outputs", "seconds")
+    __slots__ = ("attrs", "ctx", "inputs", "kernel", "layer", "outputs", "seconds")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
@@ -112,7 +112,6 @@ class _Step:
         self.outputs = list(layer.outputs)
         self.ctx = KernelContext(layer, program)
         self.seconds = math.inf  # the kernel's time in the last run (unknown: inf)
-        self.activation = None
         if layer.fused_activation is not None:
             act_type, act_attrs = layer.fused_activation
             # The host's opset, or the newest version where the activation is newer than the model
@@ -120,8 +119,18 @@ class _Step:
             act = registry.lookup(act_type, "", layer.opset) or registry.lookup(act_type, "", 1 << 30)
             if act is None:
                 raise UnsupportedOperatorError(act_type, "", layer.opset, layer.name, "fused activation")
-            self.activation = (act.kernel, act_attrs)
             self.ctx.activation = (act_type, act.kernel, act_attrs)
+
+    def run(self, args: list[Any]) -> Any:
+        """The kernel on ``args``, then the fused activation unless the kernel applied it itself
+        (``KernelContext.take_activation``). Both backends run host layers through here."""
+        ctx = self.ctx
+        ctx.activation_taken = False
+        result = self.kernel(ctx, *args, **self.attrs)
+        if ctx.activation is not None and not ctx.activation_taken:
+            _, act_kernel, act_attrs = ctx.activation
+            result = act_kernel(ctx, result, **act_attrs)
+        return result
 
 
 def _shape_text(value: Any) -> str:
@@ -306,16 +315,12 @@ class GraphProgram:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
         ctx = step.ctx
         ctx.outer = scope
-        ctx.activation_taken = False
         start = time.perf_counter()
         try:
             # ONNX arithmetic is IEEE arithmetic: log(0) = -inf, inf - inf = NaN are results, not faults,
             # so numpy's floating-point warnings would only be noise in the user's output.
             with np.errstate(all="ignore"):
-                result = step.kernel(ctx, *args, **step.attrs)
-                if step.activation is not None and not ctx.activation_taken:
-                    act_kernel, act_attrs = step.activation
-                    result = act_kernel(ctx, result, **act_attrs)
+                result = step.run(args)
         except WgSentisError as exc:
             if isinstance(exc, LayerError):
                 raise

@@ -975,9 +975,7 @@ class GPUProgram:
         step = self._cpu_steps[index]
         try:
             with np.errstate(all="ignore"):  # IEEE results (see backends/cpu.py _run_step)
-                result = step.kernel(step.ctx, *args, **step.attrs)
-                if step.activation is not None:
-                    result = step.activation[0](step.ctx, result, **step.activation[1])
+                result = step.run(args)
         except WgSentisError as exc:
             raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
         except Exception as exc:
