@@ -141,6 +141,18 @@ _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than 
 DEPTHWISE_COLS_MIN_SPLIT = 1 << 20
 
 
+def fill_padded(padded: np.ndarray, src: np.ndarray, begins, value=0) -> None:
+    """Write ``src`` (rows, h, w) into ``padded`` at offset ``begins`` and ``value`` into the border only
+    (the interior is overwritten by the copy, so it is never filled first)."""
+    top, left = begins
+    h, w = src.shape[1:]
+    padded[:, :top] = value
+    padded[:, top + h:] = value
+    padded[:, top:top + h, :left] = value
+    padded[:, top:top + h, left + w:] = value
+    padded[:, top:top + h, left:left + w] = src
+
+
 class ConvEpilogue:
     """What a convolution applies to its output after the products: the bias (where the path has not
     folded it into the products), a residual of the output's shape (FusedConv), the fused activation.
@@ -205,16 +217,8 @@ class FlatWindows:
         fits; per-thread scratch named after ``key``."""
         sh, sw = self.strides
         rows = planes.shape[0]
-        top, left = self.begins
         padded = scratch(key + "_padded", (rows, self.hq * sh, self.wq * sw), planes.dtype)
-        src = planes[:, :self.copy_h, :self.copy_w]
-        h, w = src.shape[1:]
-        # only the border gets the pad value; the interior is overwritten by the copy
-        padded[:, :top] = pad_value
-        padded[:, top + h:] = pad_value
-        padded[:, top:top + h, :left] = pad_value
-        padded[:, top:top + h, left + w:] = pad_value
-        padded[:, top:top + h, left:left + w] = src
+        fill_padded(padded, planes[:, :self.copy_h, :self.copy_w], self.begins, pad_value)
         return padded
 
     def phases(self, planes: np.ndarray, pad_value, key: str) -> np.ndarray:
@@ -420,13 +424,7 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
         def transform_in(lo: int, hi: int, image=image) -> None:
             rows = hi - lo
             padded = scratch("wino_padded", (rows, hp, wp), x.dtype)
-            src = image[lo:hi, :min(h, hp - top), :min(wd, wp - left)]
-            sh, sw = src.shape[1:]
-            padded[:, :top] = 0
-            padded[:, top + sh:] = 0
-            padded[:, top:top + sh, :left] = 0
-            padded[:, top:top + sh, left + sw:] = 0
-            padded[:, top:top + sh, left:left + sw] = src
+            fill_padded(padded, image[lo:hi, :min(h, hp - top), :min(wd, wp - left)], begins)
             s_c, s_h, s_w = padded.strides
             # (6, 6, C_r, th, tw): tile (ty, tx) starts at row 4*ty, column 4*tx
             windows = as_strided(padded, (6, 6, rows, th, tw), (s_h, s_w, s_c, 4 * s_h, 4 * s_w),
@@ -565,8 +563,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         y = y + residual
         if activation is not None:
             activation(y)
-    elif not applied and epilogue is not None:
-        bare = epilogue.without_bias()
+    elif not applied and bare is not None:
         bare.apply(y.reshape(n, m, out_size), (slice(None),) * 3)
     return y
 
@@ -575,16 +572,16 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
 def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
          strides=None):
     """Conv: N-D convolution with auto_pad, pads, strides, dilations and groups."""
-    nd = X.ndim - 2
-    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
-    if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
-        raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
-    return _conv(ctx, X, W, B, None, strides, dilations, pads, auto_pad, group)
+    return _conv(ctx, X, W, B, None, auto_pad=auto_pad, dilations=dilations, group=group,
+                 kernel_shape=kernel_shape, pads=pads, strides=strides)
 
 
-def _conv(ctx, X, W, B, Z, strides, dilations, pads, auto_pad, group) -> np.ndarray:
+def _conv(ctx, X, W, B, Z, *, auto_pad, dilations, group, kernel_shape, pads, strides) -> np.ndarray:
     """Conv(X, W, B) [+ Z], with the layer's fused activation applied in the paths' epilogues where the
     input computes in its own dtype (float32/float64; narrower floats apply it after the cast back)."""
+    strides, dilations, pads = spatial_attrs(X.ndim - 2, kernel_shape, strides, dilations, pads)
+    if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
+        raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
     dtype = compute_dtype(X)
     native = dtype == X.dtype and (Z is None or Z.dtype == X.dtype)
     activation = ctx.take_activation() if native and hasattr(ctx, "take_activation") else None
@@ -817,11 +814,8 @@ def fused_conv(ctx, X, W, B=None, Z=None, *, auto_pad="NOTSET", dilations=None, 
     with Z broadcast as the Add did; the Add's activation is applied on the result."""
     if Z is None:
         raise ValueError("FusedConv needs its residual input Z")
-    nd = X.ndim - 2
-    strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
-    if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
-        raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
-    return _conv(ctx, X, W, B, Z, strides, dilations, pads, auto_pad, group)
+    return _conv(ctx, X, W, B, Z, auto_pad=auto_pad, dilations=dilations, group=group,
+                 kernel_shape=kernel_shape, pads=pads, strides=strides)
 
 
 @register_flops("FusedConv")

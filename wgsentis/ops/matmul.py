@@ -27,10 +27,6 @@ def _as_blas(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def _threads(ctx) -> int:
-    return kernel_threads(ctx)
-
-
 def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1) -> np.ndarray:
     """np.matmul with the result in the inputs' dtype."""
     if a.dtype == b.dtype and a.dtype in _FLOAT_KINDS:
@@ -44,7 +40,7 @@ def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1) -> np.nda
 @register("MatMul", 1)
 def matmul(ctx, A, B):
     """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
-    return _matmul_keep_dtype(A, B, _threads(ctx))
+    return _matmul_keep_dtype(A, B, kernel_threads(ctx))
 
 
 @register("Gemm", 1)
@@ -62,7 +58,7 @@ def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, broadcast=0, transA=0, trans
         if C is not None and beta != 0.0:
             y = (y + np.asarray(C) * beta).astype(out_dtype) if beta != 1.0 else y + np.asarray(C)
     else:
-        y = np.asarray(par_matmul(_as_blas(a), _as_blas(b), _threads(ctx)))
+        y = np.asarray(par_matmul(_as_blas(a), _as_blas(b), kernel_threads(ctx)))
         if alpha != 1.0:
             y *= y.dtype.type(alpha)
         if C is not None and beta != 0.0:

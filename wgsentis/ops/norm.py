@@ -187,6 +187,9 @@ def mean_variance_normalization(ctx, X, *, axes=(0, 2, 3)):
 # LRN / LpNormalization
 # --------------------------------------------------------------------------------------------
 
+_LRN_SPLIT_ELEMENTS = 1 << 18  # below this, one thread: a hand-off costs more
+
+
 @register("LRN", 1)
 def lrn(ctx, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None):
     """LRN across channels: x / (bias + alpha/size * windowed sum of x^2)^beta.
@@ -232,9 +235,6 @@ def lrn(ctx, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None):
     else:
         part((slice(None),) * x.ndim)
     return y.astype(X.dtype, copy=False)
-
-
-_LRN_SPLIT_ELEMENTS = 1 << 18  # below this, one thread: a hand-off costs more
 
 
 @register("LpNormalization", 1)

@@ -63,15 +63,13 @@ def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | 
     ``epilogue(part, rows, cols)``, if given, runs on each computed part ``out[..., rows, cols]`` on the
     thread that computed it, while the part is in cache (a bias, a residual, an activation)."""
     whole = slice(None)
-    if threads <= 1 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.kind != "f":
-        out = np.matmul(a, b)
-        if epilogue is not None:
-            epilogue(out, whole, whole)
-        return out
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if 2 * m * n * k * math.prod(batch) < MIN_SPLIT_FLOPS:
+    splittable = threads > 1 and a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype and a.dtype.kind == "f"
+    if splittable:
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        splittable = 2 * m * n * k * math.prod(batch) >= MIN_SPLIT_FLOPS
+    if not splittable:
         out = np.matmul(a, b)
         if epilogue is not None:
             epilogue(out, whole, whole)

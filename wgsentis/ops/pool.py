@@ -141,10 +141,6 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
     return y.reshape(n, c, *outs)
 
 
-def _threads(ctx) -> int:
-    return kernel_threads(ctx)
-
-
 def _resolve(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
     if kernel_shape is None:
         raise ValueError("pool requires kernel_shape")
@@ -174,7 +170,7 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
     want_indices = ctx.output_wanted(1)
     if not want_indices:
         y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.maximum, _min_value(x.dtype),
-                          _threads(ctx))
+                          kernel_threads(ctx))
         if y is not None:
             y = y.astype(X.dtype, copy=False)
             return (y, None) if ctx.num_outputs > 1 else y
@@ -259,7 +255,7 @@ def average_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
     kernel, strides, dilations, begins, ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
                                                               auto_pad, ceil_mode)
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
-    y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=_threads(ctx))
+    y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=kernel_threads(ctx))
     counts = _window_counts(x.shape[2:], kernel, strides, dilations, begins, ends, outs,
                             bool(count_include_pad))
     y /= np.maximum(counts, 1).astype(y.dtype)
