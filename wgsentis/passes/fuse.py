@@ -1,8 +1,8 @@
 """Fusions: HardSwish spelled as x * Clip(x + 3, 0, 6) / 6 made one layer; BatchNormalization folded
-into the preceding Conv's weights; per-channel constant
-Mul/Add/Sub/Div folded into the Conv or BatchNormalization before them; activations folded into
-the layer that produces their input (the kernel applies them on its output); a residual Add folded
-into the Conv that produces one of its inputs (FusedConv)."""
+into the preceding Conv's weights; per-channel constant Mul/Add/Sub/Div folded into the Conv or
+BatchNormalization before them; activations folded into the layer that produces their input (the
+kernel applies them on its output); a residual Add folded into the Conv that produces one of its
+inputs (FusedConv)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,24 @@ def _graph_maps(graph: Graph) -> tuple[set[str], dict[str, Layer], dict[str, lis
     """The graph output names, each tensor's producer and readers, and each layer's index (by id)."""
     return ({o.name for o in graph.outputs}, graph.producers(), graph.consumers(),
             {id(layer): i for i, layer in enumerate(graph.layers)})
+
+
+def _drop(graph: Graph, removed: set[int]) -> None:
+    """Remove the layers whose ids are in ``removed`` (the ones a pass folded into others)."""
+    if removed:
+        graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+
+
+def _rescale_conv(consts: dict[str, np.ndarray], conv: Layer, scale: np.ndarray, shift, base: str,
+                  center=0.0) -> None:
+    """Give ``conv`` new weights W * scale and bias (B - center) * scale + shift per output channel (all in
+    float64, stored in W's dtype as ``base``/W and ``base``/B): a per-channel affine after it, folded."""
+    w = consts[conv.inputs[1]]
+    b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
+    bias = consts[b_name].astype(np.float64) if b_name else np.zeros(w.shape[0])
+    consts[base + "/W"] = (w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+    consts[base + "/B"] = ((bias - center) * scale + shift).astype(w.dtype)
+    conv.inputs = [conv.inputs[0], base + "/W", base + "/B"]
 
 
 def _single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
@@ -58,17 +76,10 @@ class FuseConvBatchNorm:
             scale, beta, mean, var = (consts[n].astype(np.float64) for n in bn.inputs[1:])
             eps = float(bn.attrs.get("epsilon", 1e-5))
             factor = scale / np.sqrt(var + eps)  # (C_out,)
-            bias = consts[b_name].astype(np.float64) if b_name else np.zeros_like(mean)
-            new_w = (w.astype(np.float64) * factor.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-            new_b = ((bias - mean) * factor + beta).astype(w.dtype)
-            base = f"{conv.name}/bn_folded"
-            consts[base + "/W"] = new_w
-            consts[base + "/B"] = new_b
-            conv.inputs = [conv.inputs[0], base + "/W", base + "/B"]
+            _rescale_conv(consts, conv, factor, beta, f"{conv.name}/bn_folded", center=mean)
             conv.outputs = [bn.outputs[0]]
             removed.add(id(bn))
-        if removed:
-            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+        _drop(graph, removed)
 
 
 def _channel_vector(c: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
@@ -162,8 +173,7 @@ class FuseHardSwishPattern:
                     attrs={}, domain="", opset=max(14, last.opset))
                 removed.update((id(add), id(clip), id(mul)))
                 break
-        if removed:
-            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+        _drop(graph, removed)
 
     @staticmethod
     def _bounds(graph: Graph, clip: Layer) -> tuple[float | None, float | None]:
@@ -183,10 +193,8 @@ class FoldChannelAffine:
     _OPS = frozenset({"Mul", "Add", "Sub", "Div"})
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
-        outputs = {o.name for o in graph.outputs}
+        outputs, producers, consumers, _ = _graph_maps(graph)
         consts = graph.constants
-        producers = graph.producers()
-        consumers = graph.consumers()
         removed: set[int] = set()
         for op in graph.layers:
             if op.op_type not in self._OPS or op.domain or len(op.inputs) != 2 or len(op.outputs) != 1:
@@ -205,8 +213,7 @@ class FoldChannelAffine:
                     producers[op.outputs[0]] = host
                     removed.add(id(op))
                     break
-        if removed:
-            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+        _drop(graph, removed)
 
     @staticmethod
     def _fold(graph: Graph, host: Layer, op: Layer, c: np.ndarray, producers: dict[str, Layer]) -> bool:
@@ -222,12 +229,8 @@ class FoldChannelAffine:
             scale = np.ones(w.shape[0]) if op.op_type in ("Add", "Sub") else vec
             if op.op_type == "Div":
                 scale = 1.0 / vec
-            bias = consts[b_name].astype(np.float64) if b_name else np.zeros(w.shape[0])
             shift = {"Add": vec, "Sub": -vec}.get(op.op_type, 0.0)
-            base = f"{host.name}/{op.name or op.op_type}_folded"
-            consts[base + "/W"] = (w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-            consts[base + "/B"] = (bias * scale + shift).astype(w.dtype)
-            host.inputs = [host.inputs[0], base + "/W", base + "/B"]
+            _rescale_conv(consts, host, scale, shift, f"{host.name}/{op.name or op.op_type}_folded")
             return True
         if (host.op_type == "BatchNormalization" and len(host.inputs) == 5 and not any(host.outputs[1:])
                 and not host.attrs.get("training_mode", 0) and all(n in consts for n in host.inputs[1:])):
@@ -281,8 +284,7 @@ class FuseActivation:
             host.fused_activation = (act.op_type, attrs)
             host.outputs = list(act.outputs)
             removed.add(id(act))
-        if removed:
-            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+        _drop(graph, removed)
 
 
 class FuseResidualAdd:
@@ -318,5 +320,4 @@ class FuseResidualAdd:
                           fused_activation=add.fused_activation)
             graph.layers[position[id(add)]] = fused
             removed.add(id(conv))
-        if removed:
-            graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
+        _drop(graph, removed)
