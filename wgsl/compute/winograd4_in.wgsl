@@ -11,6 +11,7 @@
 #include "common/params.wgsl"
 
 #include "compute/winograd_tiles.wgsl"
+#include "compute/winograd_read.wgsl"
 
 // Texels per V row (tp / 4), a pipeline constant like the tile grid (winograd_tiles.wgsl).
 override T4S: u32 = 1u;
@@ -23,11 +24,15 @@ fn store(index: u32, value: vec4<f32>) { {{STORE}} }
 // A row of six values as (v0..v3, v4..v5).
 struct Row6 { lo: vec4<f32>, hi: vec2<f32> }
 
-// Six input columns x0..x0+5 of row y, zero where outside the (h, w) image.
-fn row6(base: u32, y: i32, x0: i32, h: i32, w: i32) -> Row6 {
+// Six input columns of row dy of tile o, zero where outside the image.
+fn row6(o: TileOrigin, dy: i32) -> Row6 {
+    let y = o.y0 + dy;
+    let x0 = o.x0;
+    let h = o.h;
+    let w = o.w;
     var out = Row6(vec4<f32>(0.0), vec2<f32>(0.0));
     if (y < 0 || y >= h) { return out; }
-    let r = base + u32(y * w);
+    let r = o.base + u32(y * w);
     if (x0 >= 0 && x0 + 5 < w) {  // the common case: the whole row inside
         let o = r + u32(x0);
         out.lo = vec4<f32>(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
@@ -65,22 +70,14 @@ fn zero_tile() -> Tile {
 
 // The transformed tile t of channel c, zero past the edges.
 fn tile(c: u32, t: u32) -> Tile {
-    if (c >= pu(4u) || t >= pu(1u)) { return zero_tile(); }
-    let pos = tile_position(t);
-    let tx = pos.x;
-    let ty = pos.y;
-    let n = pos.z;
-    let h = pi(5u);
-    let w = pi(6u);
-    let base = (n * pu(4u) + c) * u32(h * w);
-    let y0 = i32(ty * 4u) - pi(7u);
-    let x0 = i32(tx * 4u) - pi(8u);
-    let d0 = row6(base, y0, x0, h, w);
-    let d1 = row6(base, y0 + 1, x0, h, w);
-    let d2 = row6(base, y0 + 2, x0, h, w);
-    let d3 = row6(base, y0 + 3, x0, h, w);
-    let d4 = row6(base, y0 + 4, x0, h, w);
-    let d5 = row6(base, y0 + 5, x0, h, w);
+    if (!tile_exists(c, t)) { return zero_tile(); }
+    let o = tile_origin(c, t, 4u);
+    let d0 = row6(o, 0);
+    let d1 = row6(o, 1);
+    let d2 = row6(o, 2);
+    let d3 = row6(o, 3);
+    let d4 = row6(o, 4);
+    let d5 = row6(o, 5);
     // B^T over the rows (a column transform), then over each row.
     let s12 = add(d1, d2);
     let s34 = add(d3, d4);

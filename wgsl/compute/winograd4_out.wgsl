@@ -40,12 +40,9 @@ fn at(v: Row6) -> vec4<f32> {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let T = TILES;
-    let t = i % T;
-    let m = i / T;
-    let M = pu(4u);
-    let s = M * pu(7u);  // xi stride of MT
-    let o = m * pu(7u) + t;
+    let site = out_site(i);
+    let o = site.o;
+    let s = site.s;
     let m0 = row(o, s);
     let m1 = row(o + 6u * s, s);
     let m2 = row(o + 12u * s, s);
@@ -61,29 +58,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let y1 = at(Row6(d12.lo + 2.0 * d34.lo, d12.hi + 2.0 * d34.hi));
     let y2 = at(Row6(p12.lo + 4.0 * p34.lo, p12.hi + 4.0 * p34.hi));
     let y3 = at(Row6(d12.lo + 8.0 * d34.lo + m5.lo, d12.hi + 8.0 * d34.hi + m5.hi));
-    var b = 0.0;
-    if ((pu(8u) & 1u) != 0u) { b = BIAS[m]; }
-    let residual = (pu(8u) & 2u) != 0u;
-    let alpha = pf(9u);
-    let beta = pf(10u);
-    let gamma = pf(11u);
-    let pos = tile_position(t);
-    let tx = pos.x;
-    let ty = pos.y;
-    let n = pos.z;
+    let e = epilogue(site.m);
+    let corner = out_origin(site, 4u);
+    let oy = corner.y;
+    let ox = corner.z;
     let oh = pu(5u);
     let ow = pu(6u);
-    let oy = ty * 4u;
-    let ox = tx * 4u;
-    let plane = (n * M + m) * oh * ow;
     let rows = array<vec4<f32>, 4>(y0, y1, y2, y3);
     for (var r = 0u; r < 4u; r++) {
         if (oy + r >= oh) { break; }
-        let yb = plane + (oy + r) * ow + ox;
+        let yb = corner.x + r * ow;
         let v = rows[r];
-        put(yb, v.x + b, residual, alpha, beta, gamma);
-        if (ox + 1u < ow) { put(yb + 1u, v.y + b, residual, alpha, beta, gamma); }
-        if (ox + 2u < ow) { put(yb + 2u, v.z + b, residual, alpha, beta, gamma); }
-        if (ox + 3u < ow) { put(yb + 3u, v.w + b, residual, alpha, beta, gamma); }
+        put(yb, v.x, e);
+        if (ox + 1u < ow) { put(yb + 1u, v.y, e); }
+        if (ox + 2u < ow) { put(yb + 2u, v.z, e); }
+        if (ox + 3u < ow) { put(yb + 3u, v.w, e); }
     }
 }

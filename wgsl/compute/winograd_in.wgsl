@@ -9,6 +9,7 @@
 #include "common/params.wgsl"
 
 #include "compute/winograd_tiles.wgsl"
+#include "compute/winograd_read.wgsl"
 
 // Texels per V row (tp / 4), a pipeline constant like the tile grid (winograd_tiles.wgsl).
 override T4S: u32 = 1u;
@@ -18,10 +19,14 @@ override T4S: u32 = 1u;
 
 fn store(row: u32, t4: u32, value: vec4<f32>) { {{STORE}} }
 
-// Four input columns x0..x0+3 of row y, zero where outside the (h, w) image.
-fn row4(base: u32, y: i32, x0: i32, h: i32, w: i32) -> vec4<f32> {
+// Four input columns of row dy of tile o, zero where outside the image.
+fn row4(o: TileOrigin, dy: i32) -> vec4<f32> {
+    let y = o.y0 + dy;
+    let x0 = o.x0;
+    let h = o.h;
+    let w = o.w;
     if (y < 0 || y >= h) { return vec4<f32>(0.0); }
-    let r = base + u32(y * w);
+    let r = o.base + u32(y * w);
     var out = vec4<f32>(0.0);
     if (x0 >= 0 && x0 < w) { out.x = X[r + u32(x0)]; }
     if (x0 + 1 >= 0 && x0 + 1 < w) { out.y = X[r + u32(x0 + 1)]; }
@@ -35,20 +40,12 @@ fn bt(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(v.x - v.z, v.y + v.z, v.z - 
 
 // The transformed tile t of channel c as four rows (columns of the matrix), zero past the edges.
 fn tile(c: u32, t: u32) -> mat4x4<f32> {
-    if (c >= pu(4u) || t >= pu(1u)) { return mat4x4<f32>(); }
-    let pos = tile_position(t);
-    let tx = pos.x;
-    let ty = pos.y;
-    let n = pos.z;
-    let h = pi(5u);
-    let w = pi(6u);
-    let base = (n * pu(4u) + c) * u32(h * w);
-    let y0 = i32(ty * 2u) - pi(7u);
-    let x0 = i32(tx * 2u) - pi(8u);
-    let d0 = row4(base, y0, x0, h, w);
-    let d1 = row4(base, y0 + 1, x0, h, w);
-    let d2 = row4(base, y0 + 2, x0, h, w);
-    let d3 = row4(base, y0 + 3, x0, h, w);
+    if (!tile_exists(c, t)) { return mat4x4<f32>(); }
+    let o = tile_origin(c, t, 2u);
+    let d0 = row4(o, 0);
+    let d1 = row4(o, 1);
+    let d2 = row4(o, 2);
+    let d3 = row4(o, 3);
     return mat4x4<f32>(bt(d0 - d2), bt(d1 + d2), bt(d2 - d1), bt(d1 - d3));
 }
 

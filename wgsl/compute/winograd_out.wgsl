@@ -26,37 +26,26 @@ fn row(o: u32, s: u32) -> vec4<f32> { return vec4<f32>(MT[o], MT[o + s], MT[o + 
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let T = TILES;
-    let t = i % T;
-    let m = i / T;
-    let M = pu(4u);
-    let s = M * pu(7u);  // xi stride of MT
-    let o = m * pu(7u) + t;
+    let site = out_site(i);
+    let o = site.o;
+    let s = site.s;
     let m0 = row(o, s);
     let m1 = row(o + 4u * s, s);
     let m2 = row(o + 8u * s, s);
     let m3 = row(o + 12u * s, s);
     let a0 = m0 + m1 + m2;
     let a1 = m1 - m2 - m3;
-    var b = 0.0;
-    if ((pu(8u) & 1u) != 0u) { b = BIAS[m]; }
-    let residual = (pu(8u) & 2u) != 0u;
-    let alpha = pf(9u);
-    let beta = pf(10u);
-    let gamma = pf(11u);
-    let pos = tile_position(t);
-    let tx = pos.x;
-    let ty = pos.y;
-    let n = pos.z;
+    let e = epilogue(site.m);
+    let corner = out_origin(site, 2u);
+    let yb = corner.x;
+    let oy = corner.y;
+    let ox = corner.z;
     let oh = pu(5u);
     let ow = pu(6u);
-    let oy = ty * 2u;
-    let ox = tx * 2u;
-    let yb = (n * M + m) * oh * ow + oy * ow + ox;
-    put(yb, a0.x + a0.y + a0.z + b, residual, alpha, beta, gamma);
-    if (ox + 1u < ow) { put(yb + 1u, a0.y - a0.z - a0.w + b, residual, alpha, beta, gamma); }
+    put(yb, a0.x + a0.y + a0.z, e);
+    if (ox + 1u < ow) { put(yb + 1u, a0.y - a0.z - a0.w, e); }
     if (oy + 1u < oh) {
-        put(yb + ow, a1.x + a1.y + a1.z + b, residual, alpha, beta, gamma);
-        if (ox + 1u < ow) { put(yb + ow + 1u, a1.y - a1.z - a1.w + b, residual, alpha, beta, gamma); }
+        put(yb + ow, a1.x + a1.y + a1.z, e);
+        if (ox + 1u < ow) { put(yb + ow + 1u, a1.y - a1.z - a1.w, e); }
     }
 }

@@ -1,0 +1,17 @@
+// Shared by the Winograd input transforms (winograd*_in.wgsl): where a tile's input starts. Params
+// 1 T (tiles over all images), 4 C, 5 H, 6 W, 7 pad top, 8 pad left.
+
+// Tile t of channel c: the base index of its image plane in X, its top-left (y0, x0) in image
+// coordinates (negative inside the padding), and the image size (h, w).
+struct TileOrigin { base: u32, y0: i32, x0: i32, h: i32, w: i32 }
+
+fn tile_origin(c: u32, t: u32, step: u32) -> TileOrigin {
+    let pos = tile_position(t);
+    let h = pi(5u);
+    let w = pi(6u);
+    let base = (pos.z * pu(4u) + c) * u32(h * w);
+    return TileOrigin(base, i32(pos.y * step) - pi(7u), i32(pos.x * step) - pi(8u), h, w);
+}
+
+// False for the padding channels (c >= C) and tiles (t >= T), whose transform is zero.
+fn tile_exists(c: u32, t: u32) -> bool { return c < pu(4u) && t < pu(1u); }
