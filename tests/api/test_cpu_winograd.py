@@ -1,6 +1,7 @@
 """The cpu backend's Winograd F(4x4, 3x3) convolution against ONNX Runtime: exact and partial edge tiles,
 asymmetric pads, batches, no bias, the fused residual; the weights transformed once per layer; and the
-shapes it leaves to im2col."""
+shapes it leaves to im2col. Also each fused activation on every cpu convolution path, which applies the
+one-pass ones part by part (ConvEpilogue) and the others to the whole output."""
 
 from __future__ import annotations
 
@@ -96,3 +97,41 @@ def test_winograd_leaves_other_shapes_to_im2col(x_shape, m, attrs, monkeypatch):
     np.testing.assert_allclose(ws.Worker(ws.load_model(model), "cpu").run({"x": x})["y"],
                                session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
     assert not calls
+
+
+ACTIVATIONS = [("Relu", {}, []), ("LeakyRelu", {"alpha": 0.2}, []), ("Clip", {}, [-0.5, 0.75]),
+               ("Clip", {}, [-0.25, None]), ("HardSwish", {}, [])]
+CONV_PATHS = [  # (x shape, w shape, attrs): the paths that apply an activation part by part, and one that does not
+    ((1, 8, 9, 9), (16, 8, 1, 1), {}),  # 1x1: one product
+    ((1, 3, 9, 9), (8, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # im2col
+    ((1, 64, 28, 28), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # Winograd
+    ((1, 6, 12, 12), (6, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 6}),  # depthwise columns
+    ((1, 4, 9, 9), (8, 2, 3, 3), {"group": 2}),  # grouped: the activation after the whole output
+]
+
+
+@pytest.mark.parametrize("act,act_attrs,bounds", ACTIVATIONS)
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_PATHS)
+def test_fused_activation_on_every_cpu_conv_path(act, act_attrs, bounds, x_shape, w_shape, attrs):
+    rng = np.random.default_rng(25)
+    fan_in = int(np.prod(w_shape[1:]))  # outputs of order 1, where the activations bend
+    inits = {"w": (rng.standard_normal(w_shape) / np.sqrt(fan_in)).astype(np.float32),
+             "b": rng.standard_normal(w_shape[0]).astype(np.float32)}
+    act_inputs = ["c"]
+    for k, bound in enumerate(bounds):
+        name = f"bound{k}"
+        if bound is not None:
+            inits[name] = np.array(bound, np.float32)
+        act_inputs.append(name if bound is not None else "")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", **attrs),
+             helper.make_node(act, act_inputs, ["y"], name="act", **act_attrs)]
+    model = make_model(nodes, [("x", F, list(x_shape))], [("y", F, None)], inits, opset=14)
+    wg = ws.load_model(model)
+    assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
+        ("Conv", act)]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    for threads in (1, 2):
+        got = ws.Worker(wg, "cpu", threads=threads).run({"x": x})["y"]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
