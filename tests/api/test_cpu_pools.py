@@ -23,6 +23,10 @@ CASES = [
     ("AveragePool", (1, 6, 15, 15), {"kernel_shape": [5, 5], "strides": [3, 3], "ceil_mode": 1}),
     ("AveragePool", (2, 2048, 7, 7), {"kernel_shape": [7, 7]}),  # ResNet's final pool: a reduction
     ("MaxPool", (1, 16, 6, 6), {"kernel_shape": [6, 6]}),
+    ("MaxPool", (1, 3, 10, 9), {"kernel_shape": [3, 2], "dilations": [2, 2], "pads": [2, 1, 2, 1]}),  # dilated, s1
+    # big enough to split over two threads: stride 1 (passes over the planes as one flat run) and strided
+    ("AveragePool", (2, 48, 80, 80), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", (1, 40, 96, 160), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
 ]
 
 
