@@ -62,6 +62,12 @@ def batch_normalization(ctx, X, scale, B, mean, var, *, consumed_inputs=None, ep
         b = bias_c - np.asarray(mean).astype(dtype).reshape(pshape) * a
         y = x * a
         y += b
+        if y.dtype == X.dtype and hasattr(ctx, "take_activation"):
+            # A fused activation (DenseNet's BatchNormalization + Relu) in place: no pass of its own,
+            # no second output array.
+            activation = ctx.take_activation()
+            if activation is not None:
+                activation(y)
         y = y.astype(X.dtype, copy=False)
         return y if ctx.num_outputs == 1 else (y,) + (None,) * (ctx.num_outputs - 1)
     axes = (0, *range(2, x.ndim)) if pshape[1] == -1 else (0,)  # spatial=0: per-element statistics
