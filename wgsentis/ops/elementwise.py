@@ -175,7 +175,19 @@ def isinf(ctx, x, *, detect_negative=1, detect_positive=1):
 # ---------------------------------------------------------------------------------------------
 
 
+# np.maximum/np.minimum against a scalar run a slow loop (numpy 2.4 here: 84 us for 200k float32, where
+# np.clip with two finite-typed bounds takes 37 and an array-array maximum 19), so Relu and scalar Clip
+# go through np.clip with an infinite bound. Both propagate NaN.
+def _clip_in_place(v: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
+    """``v`` clipped to [lo, hi] in place (None: unbounded on that side); float arrays only, lo <= hi."""
+    kind = v.dtype.type
+    np.clip(v, kind(-np.inf if lo is None else lo), kind(np.inf if hi is None else hi), out=v)
+    return v
+
+
 def _relu(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+        return _clip_in_place(x.copy(), 0, None)
     return np.maximum(x, 0) if x.dtype.kind != "u" else x.copy()
 
 
@@ -188,16 +200,15 @@ def inplace_activation(op_type: str, attrs: dict[str, Any]) -> Callable[[np.ndar
     output: their several passes per part cost more in calls than the cache saves (PP-LCNet with
     HardSwish part by part: 4-10% slower, alternating runs)."""
     if op_type == "Relu":
-        return lambda v: np.maximum(v, 0, out=v)
+        return lambda v: _clip_in_place(v, 0, None)
     if op_type == "Clip" and set(attrs) <= {"min", "max"}:
         lo, hi = _bound(attrs.get("min")), _bound(attrs.get("max"))
         if (lo is None or np.size(lo) == 1) and (hi is None or np.size(hi) == 1):
-            def clip_in_place(v: np.ndarray) -> None:
-                if lo is not None:
-                    np.maximum(v, v.dtype.type(np.asarray(lo).reshape(())), out=v)
-                if hi is not None:
-                    np.minimum(v, v.dtype.type(np.asarray(hi).reshape(())), out=v)
-            return clip_in_place
+            lo = None if lo is None else float(np.asarray(lo).reshape(()))
+            hi = None if hi is None else float(np.asarray(hi).reshape(()))
+            if lo is not None and hi is not None and lo > hi:  # the spec's min(max(x, lo), hi): all hi
+                return lambda v: v.fill(v.dtype.type(hi))
+            return lambda v: _clip_in_place(v, lo, hi)
     if op_type == "LeakyRelu" and 0.0 <= float(attrs.get("alpha", 0.01)) <= 1.0:
         alpha = float(attrs.get("alpha", 0.01))
         return lambda v: np.maximum(v, v * v.dtype.type(alpha), out=v)
@@ -448,6 +459,9 @@ def _clip(x: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
         lo = lo.astype(x.dtype, copy=False)
     if isinstance(hi, np.ndarray) and not _is_narrow(x.dtype):
         hi = hi.astype(x.dtype, copy=False)
+    scalar = all(b is None or np.ndim(b) == 0 for b in (lo, hi))
+    if scalar and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and (lo is None or hi is None or lo <= hi):
+        return _clip_in_place(x.copy(), lo, hi)  # one fast pass (see _clip_in_place)
     # max then min (not np.clip): lo > hi gives hi, as the spec's min(max(x, lo), hi).
     y = np.maximum(x, lo) if lo is not None else x.copy()
     if hi is not None:
