@@ -167,8 +167,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise InputError(f"profile: one MODEL expected, got {targets} (did you mean 'profile compare A.json B.json'?)")
     path = targets[0] if targets else None
     model = _load(path)
-    files = _parse_pairs(args.input, "--input")
-    feeds = _inputs_for(model, args) if files else None
+    # Inputs from files or from --dim values; with neither, the profiler makes them at its batch size.
+    feeds = _inputs_for(model, args) if args.input or args.dim else None
     prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
                       warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
                       pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress)

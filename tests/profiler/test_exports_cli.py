@@ -64,3 +64,25 @@ def test_cli_profile_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "per op type" in out and "stem_conv" in out
     assert main(["profile", "--no-timing", "--backend", "cpu", "--quiet"]) == 0
     assert main(["profile", "--batch", "0", "--backend", "cpu"]) == 1
+
+
+def test_cli_profile_takes_symbolic_dims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dim sizes a symbolic input dimension for the profile (it was ignored unless --input was given too,
+    while the error for an unknown size told the user to pass --dim)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "dyn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3, "h", "w"])])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    out_json = tmp_path / "dyn.json"
+    assert main(["profile", str(path), "--backend", "cpu", "--runs", "1", "--pruning-layers", "0", "--quiet",
+                 "--dim", "h=5", "--dim", "w=7", "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["inputs"] == {"x": [1, 3, 5, 7]}
+    capsys.readouterr()
+    assert main(["profile", str(path), "--backend", "cpu", "--runs", "1", "--quiet", "--dim", "w=7"]) == 1
+    assert "--dim h=N" in capsys.readouterr().err
