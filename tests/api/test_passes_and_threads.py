@@ -434,3 +434,54 @@ def test_host_layer_on_gpu_applies_its_fused_activation_once():
     np.testing.assert_allclose(ws.Worker(wg, "cpu").run({"x": x})["y"], expected, rtol=1e-6, atol=1e-9)
     with ws.Worker(wg, "gpu-compute") as worker:
         np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-6, atol=1e-9)
+
+
+def _affine_before_conv_model(case: str):
+    """x -> Mul/Add/Sub/Div by constants -> Conv, in the forms FoldAffineIntoNextConv takes and leaves."""
+    rng = np.random.default_rng(21)
+    c, m = 6, 4
+    inits = {"a": np.array(1.7, np.float32), "b": rng.standard_normal((c, 1, 1)).astype(np.float32),
+             "s": rng.standard_normal((1, c, 1, 1)).astype(np.float32),
+             "d": (rng.random((c, 1, 1)) + 0.5).astype(np.float32),
+             "w": rng.standard_normal((m, c, 1, 1)).astype(np.float32),
+             "bias": rng.standard_normal(m).astype(np.float32),
+             "wg": rng.standard_normal((m, c // 2, 3, 3)).astype(np.float32)}
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu")]
+    outputs = [("y", F, None)]
+    if case == "scale_shift_1x1":  # PP-OCRv4's HardSwish -> * scalar -> + constant -> 1x1 conv
+        nodes += [helper.make_node("Mul", ["a", "r"], ["t1"], name="mul"),
+                  helper.make_node("Add", ["t1", "b"], ["t2"], name="add"),
+                  helper.make_node("Conv", ["t2", "w", "bias"], ["y"], name="conv")]
+    elif case == "sub_div_grouped":  # unpadded 3x3, stride 2, two groups, no bias
+        nodes += [helper.make_node("Sub", ["r", "s"], ["t1"], name="sub"),
+                  helper.make_node("Div", ["t1", "d"], ["t2"], name="div"),
+                  helper.make_node("Conv", ["t2", "wg"], ["y"], name="conv", group=2, strides=[2, 2])]
+    elif case == "padded":
+        nodes += [helper.make_node("Add", ["r", "b"], ["t1"], name="add"),
+                  helper.make_node("Conv", ["t1", "wg"], ["y"], name="conv", group=2, pads=[1, 1, 1, 1])]
+    elif case == "two_readers":
+        nodes += [helper.make_node("Mul", ["r", "s"], ["t1"], name="mul"),
+                  helper.make_node("Conv", ["t1", "w", "bias"], ["y"], name="conv"),
+                  helper.make_node("Sigmoid", ["t1"], ["z"], name="other")]
+        outputs.append(("z", F, None))
+    else:  # constant_first_sub: c - x, a form the pass does not take (only x - c)
+        nodes += [helper.make_node("Sub", ["b", "r"], ["t1"], name="sub"),
+                  helper.make_node("Conv", ["t1", "w", "bias"], ["y"], name="conv")]
+    return make_model(nodes, [("x", F, [2, c, 7, 9])], outputs, inits), outputs
+
+
+@pytest.mark.parametrize("case,folded", [("scale_shift_1x1", True), ("sub_div_grouped", True), ("padded", False),
+                                         ("two_readers", False), ("constant_first_sub", False)])
+def test_affine_before_an_unpadded_conv_folds_into_it(case, folded):
+    model, outputs = _affine_before_conv_model(case)
+    wg = ws.load_model(model)
+    names = [layer.name for layer in wg.layers]
+    kept = [n for n in names if n not in ("relu", "conv", "other")]
+    assert (kept == []) == folded, names
+    x = np.random.default_rng(22).standard_normal((2, 6, 7, 9)).astype(np.float32)
+    expected = _ort(model, {"x": x})
+    for backend in ("cpu", "gpu-compute"):
+        with ws.Worker(wg, backend) as worker:
+            got = worker.run({"x": x})
+            for (name, *_), ref in zip(outputs, expected, strict=True):
+                np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=f"{backend} {name}")

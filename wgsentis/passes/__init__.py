@@ -5,6 +5,7 @@ from __future__ import annotations
 from wgsentis.model import Graph
 from wgsentis.passes.fold_constants import FoldConstants
 from wgsentis.passes.fuse import (
+    FoldAffineIntoNextConv,
     FoldChannelAffine,
     FuseActivation,
     FuseConvBatchNorm,
@@ -14,7 +15,7 @@ from wgsentis.passes.fuse import (
 from wgsentis.passes.noops import RemoveNoOps, RemoveUnused
 
 PASSES = [FoldConstants(), RemoveNoOps(), FuseHardSwishPattern(), FuseConvBatchNorm(), FoldChannelAffine(),
-          FuseActivation(), FuseResidualAdd(), RemoveUnused()]
+          FoldAffineIntoNextConv(), FuseActivation(), FuseResidualAdd(), RemoveUnused()]
 
 
 def optimize(graph: Graph, opsets: dict[str, int]) -> Graph:

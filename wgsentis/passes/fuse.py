@@ -1,8 +1,8 @@
 """Fusions: HardSwish spelled as x * Clip(x + 3, 0, 6) / 6 made one layer; BatchNormalization folded
 into the preceding Conv's weights; per-channel constant Mul/Add/Sub/Div folded into the Conv or
-BatchNormalization before them; activations folded into the layer that produces their input (the
-kernel applies them on its output); a residual Add folded into the Conv that produces one of its
-inputs (FusedConv)."""
+BatchNormalization before them, or else into an unpadded Conv after them; activations folded into
+the layer that produces their input (the kernel applies them on its output); a residual Add folded
+into the Conv that produces one of its inputs (FusedConv)."""
 
 from __future__ import annotations
 
@@ -256,6 +256,87 @@ class FoldChannelAffine:
             host.inputs = [host.inputs[0], base + "/scale", base + "/B", *host.inputs[3:]]
             return True
         return False
+
+
+class FoldAffineIntoNextConv:
+    """Mul/Add/Sub/Div by a per-channel (or scalar) constant whose only reader is a Conv without padding
+    is folded into that Conv: conv(x * a + b) is conv(x) with W * a per input channel and the bias plus
+    W summed against b. PP-OCRv4's backbone scales and shifts each HardSwish output by two scalars
+    (a learnable affine block) before its next convolution; where that is a 1x1 one, both layers and
+    their two passes over the tensor go. With padding the border would see the affine's b instead of
+    zeros, so padded convolutions are left alone. Runs after FoldChannelAffine, which folds into the
+    producer where it can."""
+
+    _OPS = frozenset({"Mul", "Add", "Sub", "Div"})
+
+    def run(self, graph: Graph, opsets: dict[str, int]) -> None:
+        changed = True
+        while changed:  # Mul -> Add -> Conv: the Add folds first, then the Mul is next to the Conv
+            changed = False
+            outputs, _, consumers, _ = _graph_maps(graph)
+            removed: set[int] = set()
+            for op in graph.layers:
+                conv = self._target(graph, op, outputs, consumers)
+                if conv is None or id(conv) in removed:
+                    continue
+                k = 0 if op.inputs[1] in graph.constants else 1
+                if self._fold(graph, op, conv, graph.constants[op.inputs[1 - k]]):
+                    conv.inputs = [op.inputs[k], *conv.inputs[1:]]
+                    removed.add(id(op))
+                    changed = True
+            _drop(graph, removed)
+
+    def _target(self, graph: Graph, op: Layer, outputs: set[str], consumers: dict[str, list[Layer]]
+                ) -> Layer | None:
+        """The Conv that ``op`` can fold into, or None."""
+        if op.op_type not in self._OPS or op.domain or len(op.inputs) != 2 or len(op.outputs) != 1:
+            return None
+        if op.attrs.get("broadcast") or op.attrs.get("axis") is not None:
+            return None  # opset < 7 broadcasting
+        consts = graph.constants
+        const_sides = [i for i in (0, 1) if op.inputs[i] in consts]
+        # x op c, or c * x / c + x: Sub and Div only with the constant second
+        if len(const_sides) != 1 or (op.op_type in ("Sub", "Div") and const_sides != [1]):
+            return None
+        conv = _single_consumer(consumers, op.outputs[0])
+        if (conv is None or op.outputs[0] in outputs or conv.op_type != "Conv" or conv.domain
+                or len(conv.inputs) < 2 or conv.inputs[0] != op.outputs[0] or conv.inputs[1] not in consts):
+            return None
+        if any(conv.attrs.get("pads", [])) or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            return None
+        if len(conv.inputs) > 2 and conv.inputs[2] and conv.inputs[2] not in consts:
+            return None
+        return conv
+
+    @staticmethod
+    def _fold(graph: Graph, op: Layer, conv: Layer, c: np.ndarray) -> bool:
+        consts = graph.constants
+        w = consts[conv.inputs[1]]
+        group = int(conv.attrs.get("group", 1))
+        m, c_g = w.shape[:2]
+        if w.dtype.kind != "f" or c.dtype != w.dtype or m % group:
+            return False
+        vec = _channel_vector(c, w.ndim, c_g * group)
+        if vec is None:
+            return False
+        # (M, C_g): the constant for each weight's input channel (its group's slice of the channels)
+        per_weight = np.repeat(vec.reshape(group, c_g), m // group, axis=0)
+        per_weight = per_weight.reshape(m, c_g, *([1] * (w.ndim - 2)))
+        b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
+        bias = consts[b_name].astype(np.float64) if b_name else np.zeros(m)
+        w64 = w.astype(np.float64)
+        if op.op_type == "Mul":
+            w64 = w64 * per_weight
+        elif op.op_type == "Div":
+            w64 = w64 / per_weight
+        else:  # conv(x + v) = conv(x) + sum over input channels and taps of W * v
+            shift = (w64 * per_weight).reshape(m, -1).sum(axis=1)
+            bias = bias + (shift if op.op_type == "Add" else -shift)
+        base = f"{conv.name}/{op.name or op.op_type}_folded_in"
+        consts[base + "/W"] = w64.astype(w.dtype)
+        consts[base + "/B"] = bias.astype(w.dtype)
+        conv.inputs = [conv.inputs[0], base + "/W", base + "/B"]
+        return True
 
 
 class FuseActivation:
