@@ -12,6 +12,7 @@ Transposed convolution is the adjoint: one matmul produces the columns, which ar
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -188,6 +189,30 @@ class ConvEpilogue:
         return lambda part, rows, cols: self.apply(part[None], (slice(0, 1), rows, cols))
 
 
+@functools.lru_cache(maxsize=256)
+def _tap_grids(taps: tuple[tuple[int, int], ...], kw: int) -> list[tuple[int, int, int, int, np.ndarray]] | None:
+    """``FlatWindows.tap_grids`` from its (phase, offset) taps and kernel width, computed once per geometry."""
+    groups: dict[int, list[tuple[int, int, int]]] = {}
+    for index, (phase, offset) in enumerate(taps):
+        groups.setdefault(phase, []).append((index // kw, index % kw, offset))
+    grids = []
+    for phase, members in groups.items():
+        rows = sorted({i for i, _, _ in members})
+        cols = sorted({j for _, j, _ in members})
+        where = {(i, j): off for i, j, off in members}
+        if len(where) != len(rows) * len(cols) or any((i, j) not in where for i in rows for j in cols):
+            return None
+        base = where[rows[0], cols[0]]
+        row_step = where[rows[1], cols[0]] - base if len(rows) > 1 else 0
+        col_step = where[rows[0], cols[1]] - base if len(cols) > 1 else 0
+        if any(where[i, j] != base + a * row_step + b * col_step
+               for a, i in enumerate(rows) for b, j in enumerate(cols)):
+            return None
+        indices = np.array([[i * kw + j for j in cols] for i in rows])
+        grids.append((phase, base, row_step, col_step, indices))
+    return grids
+
+
 class FlatWindows:
     """A 2-D windowed op (depthwise conv, pools) laid out on flattened stride-phase planes.
 
@@ -196,7 +221,7 @@ class FlatWindows:
     inner loops instead of short strided ones. An output row is ``wq`` wide in that layout; the
     ``wq - ow`` wrap-around columns per row are computed and dropped by ``crop``."""
 
-    __slots__ = ("begins", "copy_h", "copy_w", "hq", "length", "outs", "strides", "taps", "wq")
+    __slots__ = ("begins", "copy_h", "copy_w", "hq", "kernel", "length", "outs", "strides", "taps", "wq")
 
     def __init__(self, in_hw, kernel, strides, dilations, begins, outs) -> None:
         h, wd = in_hw
@@ -204,7 +229,7 @@ class FlatWindows:
         sh, sw = strides
         dh, dw = dilations
         oh, ow = outs
-        self.strides, self.begins, self.outs = (sh, sw), tuple(begins), (oh, ow)
+        self.strides, self.begins, self.outs, self.kernel = (sh, sw), tuple(begins), (oh, ow), (kh, kw)
         self.hq = oh + (kh - 1) * dh // sh  # phase-plane rows/cols needed by the furthest tap
         self.wq = ow + (kw - 1) * dw // sw
         self.length = (oh - 1) * self.wq + ow  # flat span covering every valid output position
@@ -235,6 +260,13 @@ class FlatWindows:
         phases = scratch(key + "_phases", (sh, sw, rows, self.hq, self.wq), planes.dtype)
         np.copyto(phases, padded.reshape(rows, self.hq, sh, self.wq, sw).transpose(2, 4, 0, 1, 3))
         return phases.reshape(sh * sw, rows, self.hq * self.wq)
+
+    def tap_grids(self) -> list[tuple[int, int, int, int, np.ndarray]] | None:
+        """The taps grouped by phase plane, each group a grid of uniformly spaced offsets:
+        ``(phase, first offset, row step, column step, tap indices (rows, cols))``; None where a group
+        is not a full grid (it always is for these kernels, strides and dilations; the check guards the
+        arithmetic). A group's taps are one strided view of its phase plane."""
+        return _tap_grids(tuple(self.taps), self.kernel[1])
 
     def accumulator(self, rows: int, dtype, key: str) -> tuple[np.ndarray, np.ndarray]:
         """A scratch ``(rows, oh*wq)`` result and its ``(rows, length)`` view that the taps fill."""
@@ -333,6 +365,9 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
     sh, sw = strides
     geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs)
     w_taps = np.ascontiguousarray(w.reshape(c, kh * kw).T)  # (K, C)
+    # At stride 1 every tap reads one plane: one einsum over them all. Strided, the taps split over the
+    # phase planes into small grids, where several einsums and their sums lose to the taps (0.8x).
+    grids = geo.tap_grids() if (sh, sw) == (1, 1) else None
     y = np.empty((n, c, oh, ow), dtype=x.dtype)
     y3 = y.reshape(n, c, oh * ow)
 
@@ -351,14 +386,31 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
                 phases = phases.reshape(sh * sw, geo.hq * geo.wq, cs)
             acc = scratch("dwl_acc", (oh * geo.wq, cs), x.dtype)
             acc_view = acc[:geo.length]
-            tmp = scratch("dwl_tmp", (geo.length, cs), x.dtype)
-            for k, (phase, offset) in enumerate(geo.taps):
-                src = phases[phase, offset:offset + geo.length]
-                if k == 0:
-                    np.multiply(src, weights[0], out=acc_view)
-                else:
-                    np.multiply(src, weights[k], out=tmp)
-                    acc_view += tmp
+            if grids is None:
+                tmp = scratch("dwl_tmp", (geo.length, cs), x.dtype)
+                for k, (phase, offset) in enumerate(geo.taps):
+                    src = phases[phase, offset:offset + geo.length]
+                    if k == 0:
+                        np.multiply(src, weights[0], out=acc_view)
+                    else:
+                        np.multiply(src, weights[k], out=tmp)
+                        acc_view += tmp
+            else:
+                # Each phase's taps as one (rows, cols, L, C) strided view, summed against their weights
+                # by one einsum: a single pass whose inner loop runs along the channels (alternating,
+                # one thread: 256ch@14 5x5 0.67 -> 0.51 ms, 384ch@20 5x5 1.28 -> 0.91 ms, 272ch@14 3x3
+                # 0.26 -> 0.24 ms).
+                item = phases.itemsize
+                for g, (phase, base, row_step, col_step, indices) in enumerate(grids):
+                    plane = phases[phase]
+                    view = as_strided(plane[base:], (*indices.shape, geo.length, cs),
+                                      (row_step * cs * item, col_step * cs * item, cs * item, item),
+                                      writeable=False)
+                    tap_weights = weights[indices.ravel()].reshape(*indices.shape, cs)
+                    if g == 0:
+                        np.einsum("ablc,abc->lc", view, tap_weights, out=acc_view)
+                    else:
+                        acc_view += np.einsum("ablc,abc->lc", view, tap_weights)
             if b is not None:
                 acc_view += b[lo:hi]
             y[image, lo:hi] = acc.reshape(oh, geo.wq, cs)[:, :ow].transpose(2, 0, 1)
