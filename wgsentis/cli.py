@@ -38,10 +38,30 @@ def _parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
+def _parse_dims(model: Any, pairs: list[str] | None) -> dict[str, int]:
+    """--dim NAME=N pairs: N a whole number >= 1, NAME a symbolic dim of an input or INPUT:AXIS."""
+    names = {d for info in model.inputs for d in (info.shape or []) if isinstance(d, str)}
+    names |= {f"{info.name}:{axis}" for info in model.inputs for axis, d in enumerate(info.shape or [])
+              if not isinstance(d, int)}
+    dims: dict[str, int] = {}
+    for name, value in _parse_pairs(pairs, "--dim").items():
+        if name not in names:
+            raise InputError(f"--dim {name}={value}: model '{model.name}' has no symbolic dimension '{name}'; "
+                             f"its symbolic dimensions: {sorted(names) or 'none'}")
+        try:
+            size = int(value)
+        except ValueError:
+            size = 0
+        if size < 1 or str(size) != value.strip():
+            raise InputError(f"--dim {name}={value}: the size must be a whole number of at least 1")
+        dims[name] = size
+    return dims
+
+
 def _inputs_for(model: Any, args: argparse.Namespace) -> dict[str, np.ndarray]:
     from wgsentis.shapes import sample_inputs
 
-    dims = {k: int(v) for k, v in _parse_pairs(args.dim, "--dim").items()}
+    dims = _parse_dims(model, args.dim)
     files = _parse_pairs(args.input, "--input")
     known = {i.name for i in model.inputs}
     for name in files:

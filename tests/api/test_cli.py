@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from wgsentis.cli import main
 
@@ -42,6 +43,26 @@ def test_errors_exit_nonzero_with_message(tmp_path, capsys):
     assert "has no input 'nope'" in capsys.readouterr().err
     assert main(["run", "--backend", "gpu-pixel"]) == 1
     assert "not available yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "inspect", "profile"])
+@pytest.mark.parametrize("pair,message", [
+    ("height=4", "has no symbolic dimension 'height'"),  # the sample's only symbolic dim is its batch
+    ("batch=two", "whole number of at least 1"),
+    ("batch=-3", "whole number of at least 1"),
+    ("batch=0", "whole number of at least 1"),
+])
+def test_bad_dim_values_are_named(command, pair, message, capsys):
+    """A bad --dim is an error naming it (it was a ValueError traceback from int() or from numpy)."""
+    extra = ["--backend", "cpu", "--runs", "1", "--quiet"] if command == "profile" else []
+    assert main([command, "--dim", pair, *extra]) == 1
+    err = capsys.readouterr().err
+    assert message in err and pair.split("=")[0] in err and "Traceback" not in err
+
+
+def test_dim_sets_the_batch(capsys):
+    assert main(["run", "--dim", "batch=3"]) == 0
+    assert "float32[3, 10]" in capsys.readouterr().out
 
 
 def test_console_entry_point():
