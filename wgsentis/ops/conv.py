@@ -354,11 +354,12 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
                                      begins, outs, threads: int, epilogue: ConvEpilogue | None = None
                                      ) -> np.ndarray:
     """Depthwise 2-D conv on channels-last flat phase planes: each image's padded planes are laid out as
-    (hq*wq, C), so one tap is a single (L, C) * (C,) multiply-add over every channel and position.
-    Where planes are small and channels many, the channels-first forms run numpy's loops over hundreds
-    of short rows, or a product per channel; here every pass is one long contiguous run (PP-LCNet's
-    512ch@7 5x5: 0.53 -> 0.22 ms, ShuffleNet's 272ch@14 3x3: 0.23 -> 0.15 ms, one thread). Channel
-    ranges run in parallel threads; ``epilogue`` (no bias: it is added here) runs on each range."""
+    (hq*wq, C), so one tap is a single (L, C) * (C,) multiply-add over every channel and position, and
+    at stride 1 all taps are one einsum over a strided view. Where planes are small and channels many,
+    the channels-first forms run numpy's loops over hundreds of short rows, or a product per channel;
+    here every pass is one long contiguous run (PP-LCNet's 512ch@7 5x5: 0.53 -> 0.22 ms, ShuffleNet's
+    272ch@14 3x3: 0.23 -> 0.15 ms, one thread, before the einsum). Channel ranges run in parallel
+    threads; ``epilogue`` (no bias: it is added here) runs on each range."""
     n, c, h, wd = x.shape
     kh, kw = w.shape[2:]
     oh, ow = outs
