@@ -22,6 +22,7 @@ from wgsentis.ops import conv
     ((1, 64, 7, 7), 5, {"pads": [2, 2, 2, 2]}, "channels_last"),  # PP-LCNet's 512ch@7, fewer channels
     ((2, 72, 13, 11), 3, {"pads": [1, 0, 2, 1], "strides": [2, 1], "dilations": [1, 2]}, "channels_last"),
     ((1, 128, 9, 9), 3, {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, "channels_last"),
+    ((1, 80, 11, 12), 3, {"pads": [2, 1, 2, 3], "dilations": [2, 2]}, "channels_last"),  # dilated, stride 1
     # 5x5 on a 40x40 plane: each thread's passes are long enough to split over two threads
     ((1, 128, 40, 40), 5, {"pads": [2, 2, 2, 2]}, "channels_last"),
 ])

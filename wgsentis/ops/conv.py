@@ -12,7 +12,6 @@ Transposed convolution is the adjoint: one matmul produces the columns, which ar
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import threading
@@ -189,30 +188,6 @@ class ConvEpilogue:
         return lambda part, rows, cols: self.apply(part[None], (slice(0, 1), rows, cols))
 
 
-@functools.lru_cache(maxsize=256)
-def _tap_grids(taps: tuple[tuple[int, int], ...], kw: int) -> list[tuple[int, int, int, int, np.ndarray]] | None:
-    """``FlatWindows.tap_grids`` from its (phase, offset) taps and kernel width, computed once per geometry."""
-    groups: dict[int, list[tuple[int, int, int]]] = {}
-    for index, (phase, offset) in enumerate(taps):
-        groups.setdefault(phase, []).append((index // kw, index % kw, offset))
-    grids = []
-    for phase, members in groups.items():
-        rows = sorted({i for i, _, _ in members})
-        cols = sorted({j for _, j, _ in members})
-        where = {(i, j): off for i, j, off in members}
-        if len(where) != len(rows) * len(cols) or any((i, j) not in where for i in rows for j in cols):
-            return None
-        base = where[rows[0], cols[0]]
-        row_step = where[rows[1], cols[0]] - base if len(rows) > 1 else 0
-        col_step = where[rows[0], cols[1]] - base if len(cols) > 1 else 0
-        if any(where[i, j] != base + a * row_step + b * col_step
-               for a, i in enumerate(rows) for b, j in enumerate(cols)):
-            return None
-        indices = np.array([[i * kw + j for j in cols] for i in rows])
-        grids.append((phase, base, row_step, col_step, indices))
-    return grids
-
-
 class FlatWindows:
     """A 2-D windowed op (depthwise conv, pools) laid out on flattened stride-phase planes.
 
@@ -221,7 +196,7 @@ class FlatWindows:
     inner loops instead of short strided ones. An output row is ``wq`` wide in that layout; the
     ``wq - ow`` wrap-around columns per row are computed and dropped by ``crop``."""
 
-    __slots__ = ("begins", "copy_h", "copy_w", "hq", "kernel", "length", "outs", "strides", "taps", "wq")
+    __slots__ = ("begins", "copy_h", "copy_w", "hq", "length", "outs", "strides", "taps", "wq")
 
     def __init__(self, in_hw, kernel, strides, dilations, begins, outs) -> None:
         h, wd = in_hw
@@ -229,7 +204,7 @@ class FlatWindows:
         sh, sw = strides
         dh, dw = dilations
         oh, ow = outs
-        self.strides, self.begins, self.outs, self.kernel = (sh, sw), tuple(begins), (oh, ow), (kh, kw)
+        self.strides, self.begins, self.outs = (sh, sw), tuple(begins), (oh, ow)
         self.hq = oh + (kh - 1) * dh // sh  # phase-plane rows/cols needed by the furthest tap
         self.wq = ow + (kw - 1) * dw // sw
         self.length = (oh - 1) * self.wq + ow  # flat span covering every valid output position
@@ -261,12 +236,20 @@ class FlatWindows:
         np.copyto(phases, padded.reshape(rows, self.hq, sh, self.wq, sw).transpose(2, 4, 0, 1, 3))
         return phases.reshape(sh * sw, rows, self.hq * self.wq)
 
-    def tap_grids(self) -> list[tuple[int, int, int, int, np.ndarray]] | None:
-        """The taps grouped by phase plane, each group a grid of uniformly spaced offsets:
-        ``(phase, first offset, row step, column step, tap indices (rows, cols))``; None where a group
-        is not a full grid (it always is for these kernels, strides and dilations; the check guards the
-        arithmetic). A group's taps are one strided view of its phase plane."""
-        return _tap_grids(tuple(self.taps), self.kernel[1])
+    def phases_channels_last(self, planes: np.ndarray, key: str) -> np.ndarray:
+        """``(sh*sw, hq*wq, rows)`` zero-padded phase planes of ``planes`` (rows, h, w), channels last (the
+        rows are the inner axis); per-thread scratch named after ``key``."""
+        sh, sw = self.strides
+        rows = planes.shape[0]
+        padded = scratch(key + "_padded", (self.hq * sh, self.wq * sw, rows), planes.dtype)
+        # (rows, H, W) view of the channels-last buffer: the border fill and the copy write through it
+        fill_padded(padded.transpose(2, 0, 1), planes[:, :self.copy_h, :self.copy_w], self.begins)
+        if sh == 1 and sw == 1:
+            return padded.reshape(1, self.hq * self.wq, rows)
+        # (hq, sh, wq, sw, rows) -> (sh*sw, hq*wq, rows): phase (a, b) holds padded[a::sh, b::sw]
+        phases = scratch(key + "_phases", (sh, sw, self.hq, self.wq, rows), planes.dtype)
+        np.copyto(phases, padded.reshape(self.hq, sh, self.wq, sw, rows).transpose(1, 3, 0, 2, 4))
+        return phases.reshape(sh * sw, self.hq * self.wq, rows)
 
     def accumulator(self, rows: int, dtype, key: str) -> tuple[np.ndarray, np.ndarray]:
         """A scratch ``(rows, oh*wq)`` result and its ``(rows, length)`` view that the taps fill."""
@@ -366,9 +349,7 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
     sh, sw = strides
     geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs)
     w_taps = np.ascontiguousarray(w.reshape(c, kh * kw).T)  # (K, C)
-    # At stride 1 every tap reads one plane: one einsum over them all. Strided, the taps split over the
-    # phase planes into small grids, where several einsums and their sums lose to the taps (0.8x).
-    grids = geo.tap_grids() if (sh, sw) == (1, 1) else None
+    dh, dw = dilations
     y = np.empty((n, c, oh, ow), dtype=x.dtype)
     y3 = y.reshape(n, c, oh * ow)
 
@@ -376,18 +357,20 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
         cs = hi - lo
         weights = w_taps[:, lo:hi]
         for image in range(n):
-            padded = scratch("dwl_padded", (geo.hq * sh, geo.wq * sw, cs), x.dtype)
-            # (cs, H, W) view of the channels-last buffer: the border fill and the copy write through it
-            fill_padded(padded.transpose(2, 0, 1), x[image, lo:hi, :geo.copy_h, :geo.copy_w], geo.begins)
-            if sh == 1 and sw == 1:
-                phases = padded.reshape(1, geo.hq * geo.wq, cs)
-            else:  # (hq, sh, wq, sw, cs) -> (sh*sw, hq*wq, cs)
-                phases = scratch("dwl_phases", (sh, sw, geo.hq, geo.wq, cs), x.dtype)
-                np.copyto(phases, padded.reshape(geo.hq, sh, geo.wq, sw, cs).transpose(1, 3, 0, 2, 4))
-                phases = phases.reshape(sh * sw, geo.hq * geo.wq, cs)
+            phases = geo.phases_channels_last(x[image, lo:hi], "dwl")
             acc = scratch("dwl_acc", (oh * geo.wq, cs), x.dtype)
             acc_view = acc[:geo.length]
-            if grids is None:
+            if sh == 1 and sw == 1:
+                # Every tap reads the one plane at offset (i*dh)*wq + j*dw: all taps are one (kh, kw, L, C)
+                # strided view, summed against their (kh, kw, C) weights by one einsum whose inner loop
+                # runs along the channels (alternating, one thread: 256ch@14 5x5 0.67 -> 0.51 ms,
+                # 384ch@20 5x5 1.28 -> 0.91 ms, 272ch@14 3x3 0.26 -> 0.24 ms). Strided, the taps split
+                # over the phase planes into small grids, where einsums lose to the loop below (0.8x).
+                step = phases.strides[2]
+                view = as_strided(phases[0], (kh, kw, geo.length, cs),
+                                  (dh * geo.wq * cs * step, dw * cs * step, cs * step, step), writeable=False)
+                np.einsum("ablc,abc->lc", view, weights.reshape(kh, kw, cs), out=acc_view)
+            else:
                 tmp = scratch("dwl_tmp", (geo.length, cs), x.dtype)
                 for k, (phase, offset) in enumerate(geo.taps):
                     src = phases[phase, offset:offset + geo.length]
@@ -396,22 +379,6 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
                     else:
                         np.multiply(src, weights[k], out=tmp)
                         acc_view += tmp
-            else:
-                # Each phase's taps as one (rows, cols, L, C) strided view, summed against their weights
-                # by one einsum: a single pass whose inner loop runs along the channels (alternating,
-                # one thread: 256ch@14 5x5 0.67 -> 0.51 ms, 384ch@20 5x5 1.28 -> 0.91 ms, 272ch@14 3x3
-                # 0.26 -> 0.24 ms).
-                item = phases.itemsize
-                for g, (phase, base, row_step, col_step, indices) in enumerate(grids):
-                    plane = phases[phase]
-                    view = as_strided(plane[base:], (*indices.shape, geo.length, cs),
-                                      (row_step * cs * item, col_step * cs * item, cs * item, item),
-                                      writeable=False)
-                    tap_weights = weights[indices.ravel()].reshape(*indices.shape, cs)
-                    if g == 0:
-                        np.einsum("ablc,abc->lc", view, tap_weights, out=acc_view)
-                    else:
-                        acc_view += np.einsum("ablc,abc->lc", view, tap_weights)
             if b is not None:
                 acc_view += b[lo:hi]
             y[image, lo:hi] = acc.reshape(oh, geo.wq, cs)[:, :ow].transpose(2, 0, 1)
@@ -472,23 +439,10 @@ _WINO_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0
 # 224x224 0.91-0.97x separable, so it keeps the single product.
 _WINO_BT32 = _WINO_BT.astype(np.float32)
 _WINO_AT32 = _WINO_AT.astype(np.float32)
-USE_SEPARABLE_TRANSFORMS = True
 SEPARABLE_MAX_COLUMNS = 1 << 16
 _WINO_IN = np.kron(_WINO_BT, _WINO_BT).astype(np.float32)
 _WINO_OUT = np.kron(_WINO_AT, _WINO_AT).astype(np.float32)
 
-
-def _winograd_transform(matrix: np.ndarray, kron: np.ndarray, tiles: np.ndarray, out: np.ndarray) -> None:
-    """``out`` (r*r, n) = (matrix x matrix) applied to ``tiles`` (6*6, n): ``matrix`` (r, 6) over each
-    tile's rows, then its columns."""
-    r = matrix.shape[0]
-    n = tiles.shape[1]
-    if not USE_SEPARABLE_TRANSFORMS or tiles.dtype != matrix.dtype or n > SEPARABLE_MAX_COLUMNS:
-        np.matmul(kron.astype(tiles.dtype, copy=False), tiles, out=out)
-        return
-    rows = scratch("wino_rows", (r, 6 * n), tiles.dtype)
-    np.matmul(matrix, tiles.reshape(6, 6 * n), out=rows)  # (r, 6 cols, n)
-    np.matmul(matrix, rows.reshape(r, 6, n), out=out.reshape(r, r, n))
 # Use it where it wins on 2 cores (measured against im2col + sgemm, one layer at a time, alternating):
 # - at least 36 tiles, or 9 where the transformed weights (36 * C * M floats, 4x the 3x3 weights) stay
 #   in cache: the products read them once per run, so with few tiles they are bound by memory
@@ -530,6 +484,19 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
     m, c = w.shape[:2]
     u = np.einsum("ai,mcij,bj->abmc", _WINO_G, w.astype(np.float64), _WINO_G)
     return np.ascontiguousarray(u.reshape(36, m, c).astype(w.dtype))
+
+
+def _winograd_transform(matrix: np.ndarray, kron: np.ndarray, tiles: np.ndarray, out: np.ndarray) -> None:
+    """``out`` (r*r, n) = (matrix x matrix) applied to float32 ``tiles`` (6*6, n): ``matrix`` (r, 6) over
+    each tile's rows, then its columns; ``kron`` is the same as one (r*r, 36) product."""
+    r = matrix.shape[0]
+    n = tiles.shape[1]
+    if n > SEPARABLE_MAX_COLUMNS:
+        np.matmul(kron, tiles, out=out)
+        return
+    rows = scratch("wino_rows", (r, 6 * n), tiles.dtype)
+    np.matmul(matrix, tiles.reshape(6, 6 * n), out=rows)  # (r, 6 cols, n)
+    np.matmul(matrix, rows.reshape(r, 6, n), out=out.reshape(r, r, n))
 
 
 def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begins, outs, threads: int,
