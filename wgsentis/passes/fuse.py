@@ -184,35 +184,45 @@ class FuseHardSwishPattern:
         return (None if lo is None else float(lo), None if hi is None else float(hi))
 
 
+_AFFINE_OPS = frozenset({"Mul", "Add", "Sub", "Div"})
+
+
+def _affine_operand(op: Layer, consts: dict[str, np.ndarray]) -> int | None:
+    """The index of the tensor input of ``op`` when it is x * c, c * x, x + c, c + x, x - c or x / c with
+    ``c`` a constant (NumPy broadcasting: not opset < 7's broadcast/axis form); None otherwise."""
+    if op.op_type not in _AFFINE_OPS or op.domain or len(op.inputs) != 2 or len(op.outputs) != 1:
+        return None
+    if op.attrs.get("broadcast") or op.attrs.get("axis") is not None:
+        return None
+    const_sides = [i for i in (0, 1) if op.inputs[i] in consts]
+    if len(const_sides) != 1 or (op.op_type in ("Sub", "Div") and const_sides != [1]):
+        return None
+    return 1 - const_sides[0]
+
+
 class FoldChannelAffine:
     """Conv or inference BatchNormalization, then Mul/Add/Sub/Div by a per-channel (or scalar) constant,
     becomes one layer with rescaled weights and biases. Caffe2-exported DenseNet puts a Mul and an Add
     after every BatchNormalization: 242 full-tensor passes that fold to nothing. Runs before
     FuseActivation, so the Relu that follows fuses into the host."""
 
-    _OPS = frozenset({"Mul", "Add", "Sub", "Div"})
-
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
         outputs, producers, consumers, _ = _graph_maps(graph)
         consts = graph.constants
         removed: set[int] = set()
         for op in graph.layers:
-            if op.op_type not in self._OPS or op.domain or len(op.inputs) != 2 or len(op.outputs) != 1:
+            k = _affine_operand(op, consts)
+            if k is None:
                 continue
-            if op.attrs.get("broadcast") or op.attrs.get("axis") is not None:
-                continue  # opset < 7 broadcasting
-            sides = [0, 1] if op.op_type in ("Mul", "Add") else [0]  # Sub and Div: only x - c, x / c
-            for k in sides:
-                x, c_name = op.inputs[k], op.inputs[1 - k]
-                host = producers.get(x)
-                if (c_name not in consts or host is None or id(host) in removed or x in outputs
-                        or _single_consumer(consumers, x) is not op or host.fused_activation or host.domain):
-                    continue
-                if self._fold(graph, host, op, consts[c_name], producers):
-                    host.outputs = list(op.outputs)
-                    producers[op.outputs[0]] = host
-                    removed.add(id(op))
-                    break
+            x, c_name = op.inputs[k], op.inputs[1 - k]
+            host = producers.get(x)
+            if (host is None or id(host) in removed or x in outputs
+                    or _single_consumer(consumers, x) is not op or host.fused_activation or host.domain):
+                continue
+            if self._fold(graph, host, op, consts[c_name], producers):
+                host.outputs = list(op.outputs)
+                producers[op.outputs[0]] = host
+                removed.add(id(op))
         _drop(graph, removed)
 
     @staticmethod
@@ -267,8 +277,6 @@ class FoldAffineIntoNextConv:
     zeros, so padded convolutions are left alone. Runs after FoldChannelAffine, which folds into the
     producer where it can."""
 
-    _OPS = frozenset({"Mul", "Add", "Sub", "Div"})
-
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
         changed = True
         while changed:  # Mul -> Add -> Conv: the Add folds first, then the Mul is next to the Conv
@@ -276,10 +284,10 @@ class FoldAffineIntoNextConv:
             outputs, _, consumers, _ = _graph_maps(graph)
             removed: set[int] = set()
             for op in graph.layers:
-                conv = self._target(graph, op, outputs, consumers)
+                k = _affine_operand(op, graph.constants)
+                conv = None if k is None else self._target(graph, op, outputs, consumers)
                 if conv is None or id(conv) in removed:
                     continue
-                k = 0 if op.inputs[1] in graph.constants else 1
                 if self._fold(graph, op, conv, graph.constants[op.inputs[1 - k]]):
                     conv.inputs = [op.inputs[k], *conv.inputs[1:]]
                     removed.add(id(op))
@@ -288,16 +296,8 @@ class FoldAffineIntoNextConv:
 
     def _target(self, graph: Graph, op: Layer, outputs: set[str], consumers: dict[str, list[Layer]]
                 ) -> Layer | None:
-        """The Conv that ``op`` can fold into, or None."""
-        if op.op_type not in self._OPS or op.domain or len(op.inputs) != 2 or len(op.outputs) != 1:
-            return None
-        if op.attrs.get("broadcast") or op.attrs.get("axis") is not None:
-            return None  # opset < 7 broadcasting
+        """The Conv that the affine ``op`` can fold into, or None."""
         consts = graph.constants
-        const_sides = [i for i in (0, 1) if op.inputs[i] in consts]
-        # x op c, or c * x / c + x: Sub and Div only with the constant second
-        if len(const_sides) != 1 or (op.op_type in ("Sub", "Div") and const_sides != [1]):
-            return None
         conv = _single_consumer(consumers, op.outputs[0])
         if (conv is None or op.outputs[0] in outputs or conv.op_type != "Conv" or conv.domain
                 or len(conv.inputs) < 2 or conv.inputs[0] != op.outputs[0] or conv.inputs[1] not in consts):
