@@ -564,6 +564,35 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
     return y
 
 
+def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, outs, threads: int,
+                        epilogue: ConvEpilogue | None) -> np.ndarray:
+    """One image's im2col product split over ``threads`` by bands of output rows, each thread gathering
+    its own band's columns (in its own scratch) and multiplying them: the gather runs in parallel too,
+    and each band's columns are still in cache for its product. ``windows``: (C, *K, *out);
+    ``w_mat``: (M, C*K [+1]), the bias as its last column when ``extra``. Returns (M, P).
+
+    Measured on 2 cores, alternating with gathering on one thread then splitting the product by columns:
+    ResNet-50's 7x7/2 stem 2.64 -> 2.11 ms, PP-OCR det's 24->24 3x3 at 160x160 4.17 -> 3.77 ms,
+    SqueezeNet's 16->64 3x3 at 55x55 0.50 -> 0.47 ms."""
+    m, width = w_mat.shape
+    inner = math.prod(outs[1:])  # output positions per output row
+    out = np.empty((m, math.prod(outs)), dtype=w_mat.dtype)  # (M, P)
+
+    def band(lo: int, hi: int) -> None:
+        cols = scratch("im2col_band", (width, (hi - lo) * inner), w_mat.dtype)  # (C*K [+1], rows*inner)
+        gathered = windows[(Ellipsis, slice(lo, hi), *(slice(None),) * (len(outs) - 1))]
+        np.copyto(cols[:width - extra].reshape(gathered.shape), gathered)
+        if extra:
+            cols[width - 1] = 1
+        part = out[:, lo * inner:hi * inner]
+        np.matmul(w_mat, cols, out=part)
+        if epilogue is not None:
+            epilogue.apply(part[None], (slice(0, 1), slice(None), slice(lo * inner, hi * inner)))
+
+    run_split(outs[0], threads, band)
+    return out
+
+
 def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1,
                  epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """General conv: im2col of the padded input, then one sgemm per group (and image).
@@ -581,11 +610,15 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
         rows = c * k_size
         w_mat = w.reshape(m, rows)
         extra = 0 if b is None else 1
+        if b is not None:
+            w_mat = np.concatenate([w_mat, b.reshape(m, 1)], axis=1)
+        if (n == 1 and threads > 1 and out_size >= m and outs[0] >= 2 * threads
+                and 2 * m * (rows + extra) * out_size >= MIN_SPLIT_FLOPS):
+            return _im2col_gemm_by_rows(windows[0], w_mat, extra, outs, threads, epilogue).reshape(1, m, out_size)
         cols = scratch("im2col", (n, rows + extra, out_size), x.dtype)  # (N, C*K [+1], P)
         np.copyto(cols[:, :rows].reshape(windows.shape), windows)
         if b is not None:
             cols[:, rows] = 1
-            w_mat = np.concatenate([w_mat, b.reshape(m, 1)], axis=1)
         if n == 1:
             hook = epilogue.matmul_hook(False) if epilogue is not None else None
             return par_matmul(w_mat, cols[0], threads, hook).reshape(1, m, out_size)

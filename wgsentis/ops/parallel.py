@@ -40,14 +40,14 @@ def kernel_threads(ctx) -> int:
     return max(1, int(threads))
 
 
-def run_split(count: int, threads: int, work: Callable[[int, int], None]) -> None:
-    """Run ``work(lo, hi)`` over ``[0, count)`` split into ``threads`` contiguous parts; the first part
-    runs on the calling thread."""
-    parts = max(1, min(threads, count))
+def run_split(count: int, threads: int, work: Callable[[int, int], None], align: int = 1) -> None:
+    """Run ``work(lo, hi)`` over ``[0, count)`` split into ``threads`` contiguous parts (inner bounds on
+    multiples of ``align``); the first part runs on the calling thread."""
+    parts = max(1, min(threads, count // align))
     if parts == 1:
         work(0, count)
         return
-    bounds = [count * i // parts for i in range(parts + 1)]
+    bounds = [0, *((count * i // parts + align // 2) // align * align for i in range(1, parts)), count]
     futures = [_pool(parts).submit(work, bounds[i], bounds[i + 1]) for i in range(1, parts)]
     work(bounds[0], bounds[1])
     for future in futures:
@@ -58,7 +58,11 @@ Epilogue = Callable[[np.ndarray, slice, slice], None]
 
 
 def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | None = None) -> np.ndarray:
-    """``np.matmul(a, b)``, split by output rows (or columns when there are few rows) over ``threads``.
+    """``np.matmul(a, b)``, split by output rows or columns over ``threads``.
+
+    Each part's sgemm packs the whole of the operand that is not split, so the split runs along the
+    larger of M and N: split by rows, both threads pack all of ``b`` (K, N). For ResNet-50's and
+    SqueezeNet's im2col products (M 64-128, N 784-12544) columns ran 1.05-1.3x faster than rows.
 
     ``epilogue(part, rows, cols)``, if given, runs on each computed part ``out[..., rows, cols]`` on the
     thread that computed it, while the part is in cache (a bias, a residual, an activation)."""
@@ -75,7 +79,7 @@ def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | 
             epilogue(out, whole, whole)
         return out
     out = np.empty((*batch, m, n), dtype=a.dtype)
-    if m >= 8 * threads:
+    if m > n and m >= 8 * threads:
         def rows(lo: int, hi: int) -> None:
             part = out[..., lo:hi, :]
             np.matmul(a[..., lo:hi, :], b, out=part)
@@ -90,5 +94,5 @@ def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | 
             if epilogue is not None:
                 epilogue(part, whole, slice(lo, hi))
 
-        run_split(n, threads, cols)
+        run_split(n, threads, cols, align=16 if n >= 64 * threads else 1)  # whole 64-byte lines
     return out
