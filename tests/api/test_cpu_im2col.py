@@ -4,6 +4,7 @@ gathering its own columns) and ``par_matmul``'s row and column splits, against O
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import onnxruntime as ort
@@ -89,3 +90,12 @@ def test_run_split_covers_the_range_on_aligned_bounds(count, threads, align):
     assert all(lo < hi for lo, hi in seen)
     assert all(lo % align == 0 for lo, _ in seen)
     assert len(seen) == max(1, min(threads, count // align))
+
+
+def test_run_split_gives_the_calling_thread_the_larger_part():
+    """The pool thread starts late and runs slower beside the caller, so the caller takes more."""
+    caller = threading.current_thread()
+    parts = {}
+    run_split(1000, 2, lambda lo, hi: parts.__setitem__(threading.current_thread() is caller, hi - lo))
+    assert parts[True] + parts[False] == 1000
+    assert parts[True] > parts[False]
