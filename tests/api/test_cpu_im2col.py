@@ -1,5 +1,6 @@
-"""The cpu backend's split products: the im2col convolution split by bands of output rows (each thread
-gathering its own columns) and ``par_matmul``'s row and column splits, against ONNX Runtime and numpy."""
+"""The cpu backend's im2col products and splits: the convolution gathered and multiplied in chunks of
+output rows (a band of them per thread), ``par_matmul``'s row and column splits and ``run_split``'s
+parts, against ONNX Runtime and numpy."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from wgsentis.ops.parallel import par_matmul, run_split
     ((1, 64, 4000), (64, 64, 9), {"pads": [4, 4]}, True),  # 1-D
     ((1, 8, 16, 32, 32), (32, 8, 3, 3, 3), {"pads": [1] * 6}, False),  # 3-D
 ])
-def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, monkeypatch):
+@pytest.mark.parametrize("chunk_bytes", [conv.IM2COL_CHUNK_BYTES, 1 << 16])  # whole bands, many chunks
+def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_bytes, monkeypatch):
     rng = np.random.default_rng(3)
     inits = {"w": rng.standard_normal(w_shape).astype(np.float32)}
     inputs = ["x", "w"]
@@ -33,16 +35,17 @@ def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, monkeypat
         inputs.append("b")
     nodes = [helper.make_node("Conv", inputs, ["c"], **attrs), helper.make_node("Relu", ["c"], ["y"])]
     model = make_model(nodes, [("x", F, list(x_shape))], [("y", F, None)], inits)
+    monkeypatch.setattr(conv, "IM2COL_CHUNK_BYTES", chunk_bytes)
     banded = []
     original = conv._im2col_gemm_by_rows
-    monkeypatch.setattr(conv, "_im2col_gemm_by_rows", lambda *a: banded.append(1) or original(*a))
+    monkeypatch.setattr(conv, "_im2col_gemm_by_rows", lambda *a: banded.append(a[4]) or original(*a))
     x = rng.standard_normal(x_shape).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = session.run(None, {"x": x})[0]
     for threads in (1, 2):
         got = ws.Worker(ws.load_model(model), "cpu", threads=threads).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
-        assert len(banded) == threads - 1  # the bands are the two-thread path only
+        assert banded[-1] == threads  # chunked on one thread, a band per thread on two
 
 
 def test_im2col_bands_carry_a_residual():
