@@ -586,6 +586,7 @@ def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, out
     out = np.empty((m, math.prod(outs)), dtype=w_mat.dtype)  # (M, P)
     chunk_rows = max(1, IM2COL_CHUNK_BYTES // (width * inner * w_mat.dtype.itemsize))
     rest = (slice(None),) * (len(outs) - 1)
+    hook = epilogue.matmul_hook(False) if epilogue is not None else None
 
     def band(lo: int, hi: int) -> None:
         for first in range(lo, hi, chunk_rows):
@@ -598,8 +599,8 @@ def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, out
             span = slice(first * inner, last * inner)
             part = out[:, span]
             np.matmul(w_mat, cols, out=part)
-            if epilogue is not None:
-                epilogue.apply(part[None], (slice(0, 1), slice(None), span))
+            if hook is not None:
+                hook(part, slice(None), span)
 
     run_split(outs[0], threads, band)
     return out
