@@ -4,6 +4,11 @@ BLAS runs single-threaded (its spin-waiting threads collapse when the machine is
 sgemm took 16 ms with 2 OpenBLAS threads against 0.07 ms with one, with the other core busy), so
 big products are split here instead, across threads that block rather than spin. numpy releases
 the GIL inside matmul and its array loops, so the parts run truly in parallel.
+
+OpenBLAS's own split is faster for a product alone (it shares packed panels between its threads), but
+on x86_64 its idle threads spin on nops for about 0.1 s after every job, holding a core that our pool
+needs for everything BLAS does not run: with big products on BLAS threads, all 12 reference models
+measured 0.97x (PP-OCR det's banded im2col layer 9.7 -> 17 ms); see BENCHMARKS.md, seventh session.
 """
 
 from __future__ import annotations
