@@ -1,9 +1,10 @@
-"""Small model builders shared by the tests."""
+"""Small model builders and the ONNX Runtime reference, shared by the tests."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -19,6 +20,12 @@ def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17, domains
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model
+
+
+def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """ONNX Runtime's outputs of ``model`` on ``feeds`` (CPU provider): the tests' reference."""
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
 
 
 F = TensorProto.FLOAT

@@ -4,9 +4,8 @@ per channel, and channels-last) against ONNX Runtime, on the shapes that pick ea
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from helpers import F, make_model
+from helpers import F, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
@@ -40,8 +39,7 @@ def test_depthwise_forms_match_onnxruntime(x_shape, kernel, attrs, form, monkeyp
         original = getattr(conv, name)
         monkeypatch.setattr(conv, name, lambda *a, _o=original, _n=name, **k: used.append(_n) or _o(*a, **k))
     x = rng.standard_normal(x_shape).astype(np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
         got = ws.Worker(ws.load_model(model), "cpu", threads=threads).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
@@ -63,8 +61,7 @@ def test_channels_last_depthwise_with_residual_and_activation(activation):
     assert [layer.op_type for layer in loaded.layers] == ["FusedConv"]
     assert conv.depthwise_channels_last_applies(c, (3, 3), (10, 10))
     x = rng.standard_normal(shape).astype(np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
         got = ws.Worker(loaded, "cpu", threads=threads).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

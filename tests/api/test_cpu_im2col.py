@@ -8,9 +8,8 @@ import itertools
 import threading
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from helpers import F, make_model
+from helpers import F, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
@@ -40,8 +39,7 @@ def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_byt
     original = conv._im2col_gemm_by_rows
     monkeypatch.setattr(conv, "_im2col_gemm_by_rows", lambda *a: banded.append(a[4]) or original(*a))
     x = rng.standard_normal(x_shape).astype(np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
         got = ws.Worker(ws.load_model(model), "cpu", threads=threads).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
@@ -60,7 +58,7 @@ def test_im2col_bands_carry_a_residual():
     assert [layer.op_type for layer in loaded.layers] == ["FusedConv"]
     feeds = {"x": rng.standard_normal((1, 16, 80, 80)).astype(np.float32),
              "z": rng.standard_normal((1, 32, 80, 80)).astype(np.float32)}
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    expected = ort_outputs(model, feeds)[0]
     got = ws.Worker(loaded, "cpu", threads=2).run(feeds)["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 

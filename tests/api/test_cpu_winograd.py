@@ -6,9 +6,8 @@ one-pass ones part by part (ConvEpilogue) and the others to the whole output."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from helpers import F, make_model
+from helpers import F, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
@@ -50,10 +49,9 @@ def test_winograd_matches_onnxruntime(x_shape, m, attrs, bias, residual, monkeyp
     model = _model(x_shape, m, attrs, bias=bias, residual=residual)
     rng = np.random.default_rng(22)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     if residual:  # SAME_UPPER keeps the spatial size
         feeds["z"] = rng.standard_normal((x_shape[0], m, x_shape[2], x_shape[3])).astype(np.float32)
-    expected = session.run(None, feeds)[0]
+    expected = ort_outputs(model, feeds)[0]
     wg = ws.load_model(model)
     if residual:
         assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
@@ -93,9 +91,8 @@ def test_winograd_leaves_other_shapes_to_im2col(x_shape, m, attrs, monkeypatch):
     monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
     model = _model(x_shape, m, attrs)
     x = np.random.default_rng(24).standard_normal(x_shape).astype(np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(ws.Worker(ws.load_model(model), "cpu").run({"x": x})["y"],
-                               session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+                               ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
     assert not calls
 
 
@@ -130,8 +127,7 @@ def test_fused_activation_on_every_cpu_conv_path(act, act_attrs, bounds, x_shape
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("Conv", act)]
     x = rng.standard_normal(x_shape).astype(np.float32)
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
         got = ws.Worker(wg, "cpu", threads=threads).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -7,19 +7,13 @@ import time
 import numpy as np
 import onnx
 import onnx.numpy_helper
-import onnxruntime as ort
 import pytest
-from helpers import F, make_model
+from helpers import F, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
 from wgsentis.ops.parallel import kernel_threads
 from wgsentis.ops.registry import register
-
-
-def _ort(model, feeds):
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
 
 
 def test_conv_bn_relu_fold_and_fuse_match_onnxruntime():
@@ -37,7 +31,7 @@ def test_conv_bn_relu_fold_and_fuse_match_onnxruntime():
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("Conv", "Relu")]
     x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
-    np.testing.assert_allclose(ws.Worker(wg, "cpu").run({"x": x})["y"], _ort(model, {"x": x})[0],
+    np.testing.assert_allclose(ws.Worker(wg, "cpu").run({"x": x})["y"], ort_outputs(model, {"x": x})[0],
                                rtol=1e-4, atol=1e-5)
 
 
@@ -169,7 +163,7 @@ def test_residual_add_and_sum_take_the_activation():
     feeds = {"x": rng.standard_normal((2, 3, 5)).astype(np.float32),
              "y": rng.standard_normal((3, 5)).astype(np.float32)}
     out = ws.Worker(wg, "cpu").run(feeds)["out"]
-    np.testing.assert_allclose(out, _ort(_residual_model(), feeds)[0], rtol=1e-6)
+    np.testing.assert_allclose(out, ort_outputs(_residual_model(), feeds)[0], rtol=1e-6)
 
 
 def test_fused_residual_on_gpu_compute_and_int_fallback():
@@ -183,7 +177,7 @@ def test_fused_residual_on_gpu_compute_and_int_fallback():
     with ws.Worker(ws.load_model(_residual_model()), "gpu-compute") as worker:
         out = worker.run(feeds)["out"]
         assert worker.stats()["fallback_layers"] == []
-    np.testing.assert_allclose(out, _ort(_residual_model(), feeds)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out, ort_outputs(_residual_model(), feeds)[0], rtol=1e-5, atol=1e-6)
     # Activation expressions are float: an int32 Add + Relu runs on the CPU, correctly.
     ints = {k: (v * 10).astype(np.int32) for k, v in feeds.items()}
     with ws.Worker(ws.load_model(_residual_model(onnx.TensorProto.INT32)), "gpu-compute") as worker:
@@ -244,7 +238,7 @@ def test_fused_conv_with_a_constant_residual():
     wg = ws.load_model(model)
     assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
     feeds = {"x": np.random.default_rng(9).standard_normal((1, 4, 6, 6)).astype(np.float32)}
-    expected = _ort(model, feeds)[0]
+    expected = ort_outputs(model, feeds)[0]
     np.testing.assert_allclose(ws.Worker(wg, "cpu").run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
     if gpu_available()[0]:
         with ws.Worker(wg, "gpu-compute") as worker:
@@ -276,7 +270,7 @@ def test_fused_conv_matches_onnxruntime_on_every_backend(x_shape, w_shape, z_sha
     rng = np.random.default_rng(7)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
              "z": rng.standard_normal(z_shape).astype(np.float32)}
-    expected = _ort(model, feeds)[0]
+    expected = ort_outputs(model, feeds)[0]
     np.testing.assert_allclose(ws.Worker(wg, "cpu").run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
     if gpu_available()[0]:
         with ws.Worker(wg, "gpu-compute") as worker:
@@ -316,7 +310,7 @@ def test_per_channel_affine_folds_into_conv_and_batchnorm():
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("Conv", "Relu"), ("MaxPool", None), ("BatchNormalization", "LeakyRelu")]
     x = np.random.default_rng(9).standard_normal((2, 3, 8, 8)).astype(np.float32)
-    expected = _ort(model, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for backend in ("cpu", "gpu-compute"):
         with ws.Worker(wg, backend) as worker:
             np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-4, atol=1e-5)
@@ -345,7 +339,7 @@ def test_affine_that_is_not_per_channel_stays(case):
     assert "op" in [layer.name for layer in wg.layers]
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
     got = ws.Worker(wg, "cpu").run({"x": x})
-    for (name, *_), expected in zip(outputs, _ort(model, {"x": x}), strict=True):
+    for (name, *_), expected in zip(outputs, ort_outputs(model, {"x": x}), strict=True):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
 
 
@@ -363,7 +357,7 @@ def test_batchnorm_hosts_its_activation_on_gpu(spatial):
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("BatchNormalization", "Clip")]
     x = rng.standard_normal((2, c, *spatial)).astype(np.float32)
-    expected = _ort(model, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for backend in ("cpu", "gpu-compute"):
         with ws.Worker(wg, backend) as worker:
             np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
@@ -401,7 +395,7 @@ def test_spelled_out_hardswish_becomes_one_fused_activation(divide, opset):
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("Conv", "HardSwish")]
     x = np.random.default_rng(14).standard_normal((1, 3, 8, 8)).astype(np.float32) * 3
-    expected = _ort(model, {"x": x})[0]
+    expected = ort_outputs(model, {"x": x})[0]
     for backend in ("cpu", "gpu-compute"):
         with ws.Worker(wg, backend) as worker:
             np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
@@ -416,7 +410,7 @@ def test_hardswish_lookalikes_stay_spelled_out(case):
     assert "gate" in [layer.name for layer in wg.layers]
     x = np.random.default_rng(15).standard_normal((1, 3, 8, 8)).astype(np.float32) * 3
     got = ws.Worker(wg, "cpu").run({"x": x})
-    for (name, *_), expected in zip([("y",), ("z",)], _ort(model, {"x": x}), strict=False):
+    for (name, *_), expected in zip([("y",), ("z",)], ort_outputs(model, {"x": x}), strict=False):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
 
 
@@ -483,7 +477,7 @@ def test_affine_before_an_unpadded_conv_folds_into_it(case, folded):
     kept = [n for n in names if n not in ("relu", "conv", "other")]
     assert (kept == []) == folded, names
     x = np.random.default_rng(22).standard_normal((2, 6, 7, 9)).astype(np.float32)
-    expected = _ort(model, {"x": x})
+    expected = ort_outputs(model, {"x": x})
     for backend in ("cpu", "gpu-compute"):
         with ws.Worker(wg, backend) as worker:
             got = worker.run({"x": x})
