@@ -31,16 +31,29 @@ def _drop(graph: Graph, removed: set[int]) -> None:
         graph.layers = [layer for layer in graph.layers if id(layer) not in removed]
 
 
+def _conv_bias64(consts: dict[str, np.ndarray], conv: Layer) -> np.ndarray:
+    """``conv``'s bias in float64 (zeros where it has none)."""
+    b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
+    return consts[b_name].astype(np.float64) if b_name else np.zeros(consts[conv.inputs[1]].shape[0])
+
+
+def _set_conv_params(consts: dict[str, np.ndarray], conv: Layer, w64: np.ndarray, bias64: np.ndarray,
+                     base: str) -> None:
+    """Store new float64 weights and bias for ``conv`` in its weights' dtype, as ``base``/W and ``base``/B."""
+    dtype = consts[conv.inputs[1]].dtype
+    consts[base + "/W"] = w64.astype(dtype)
+    consts[base + "/B"] = bias64.astype(dtype)
+    conv.inputs = [conv.inputs[0], base + "/W", base + "/B"]
+
+
 def _rescale_conv(consts: dict[str, np.ndarray], conv: Layer, scale: np.ndarray, shift, base: str,
                   center=0.0) -> None:
     """Give ``conv`` new weights W * scale and bias (B - center) * scale + shift per output channel (all in
     float64, stored in W's dtype as ``base``/W and ``base``/B): a per-channel affine after it, folded."""
     w = consts[conv.inputs[1]]
-    b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
-    bias = consts[b_name].astype(np.float64) if b_name else np.zeros(w.shape[0])
-    consts[base + "/W"] = (w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-    consts[base + "/B"] = ((bias - center) * scale + shift).astype(w.dtype)
-    conv.inputs = [conv.inputs[0], base + "/W", base + "/B"]
+    bias = _conv_bias64(consts, conv)
+    _set_conv_params(consts, conv, w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1)),
+                     (bias - center) * scale + shift, base)
 
 
 def _single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
@@ -322,8 +335,7 @@ class FoldAffineIntoNextConv:
         # (M, C_g): the constant for each weight's input channel (its group's slice of the channels)
         per_weight = np.repeat(vec.reshape(group, c_g), m // group, axis=0)
         per_weight = per_weight.reshape(m, c_g, *([1] * (w.ndim - 2)))
-        b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
-        bias = consts[b_name].astype(np.float64) if b_name else np.zeros(m)
+        bias = _conv_bias64(consts, conv)
         w64 = w.astype(np.float64)
         if op.op_type == "Mul":
             w64 = w64 * per_weight
@@ -332,10 +344,7 @@ class FoldAffineIntoNextConv:
         else:  # conv(x + v) = conv(x) + sum over input channels and taps of W * v
             shift = (w64 * per_weight).reshape(m, -1).sum(axis=1)
             bias = bias + (shift if op.op_type == "Add" else -shift)
-        base = f"{conv.name}/{op.name or op.op_type}_folded_in"
-        consts[base + "/W"] = w64.astype(w.dtype)
-        consts[base + "/B"] = bias.astype(w.dtype)
-        conv.inputs = [conv.inputs[0], base + "/W", base + "/B"]
+        _set_conv_params(consts, conv, w64, bias, f"{conv.name}/{op.name or op.op_type}_folded_in")
         return True
 
 
