@@ -4,7 +4,7 @@ Runs alternate between the two engines so that machine noise hits both alike; pr
 the median latency of each, their ratio (wgsentis / ORT), and the geometric mean of the ratios.
 
     python tools/bench.py [--backend cpu] [--threads 2] [--runs 10] [--models a,b] [--shipped]
-                          [--markdown BENCHMARKS.md]
+                          [--no-spin-wait] [--markdown BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -25,17 +25,25 @@ import zoo
 import wgsentis as ws
 
 
-SETTLE_S = 0.02  # idle time between the two engines' runs
+# Idle time after each engine's run, so that neither runs beside the other's spinning threads. Measured
+# here (CPU time of the threads after a run): ORT's intra-op pool spins for 40-50 ms after a run (its
+# default), OpenBLAS's threads for ~0.11 s after their last job (2^28 TSC cycles). Up to the seventh
+# session this was 20 ms after each: our runs began beside ORT's spinner, which cost the blocking pool
+# little but costs BLAS's spinning threads a lot (PP-OCR cls 25 ms, against 7 ms after 0.2 s).
+SETTLE_AFTER_ORT_S = 0.1
+SETTLE_AFTER_BLAS_S = 0.15
+SETTLE_S = 0.02  # after a run of ours that leaves no thread spinning (blocking pool, lavapipe)
 
 
 def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, dense: bool,
-                precision: str = "float32") -> dict:
+                precision: str = "float32", spin_wait: bool = True) -> dict:
     proto = zoo.load_proto(name, dense=dense)
     feeds = zoo.input_feeds(name, proto)
     sess = zoo.ort_session(proto, threads)
     out_names = [o.name for o in sess.get_outputs()]
     model = ws.load_model(proto, name=name)
-    worker = ws.Worker(model, backend, threads=threads, precision=precision)
+    worker = ws.Worker(model, backend, threads=threads, precision=precision, spin_wait=spin_wait)
+    settle_after_ours = SETTLE_AFTER_BLAS_S if backend == "cpu" and spin_wait and threads > 1 else SETTLE_S
     try:
         ours_out = None
         for _ in range(warmup):
@@ -46,15 +54,13 @@ def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, d
             t0 = time.perf_counter()
             ref = sess.run(out_names, feeds)
             ort_ms.append((time.perf_counter() - t0) * 1e3)
-            # ORT's pool threads spin-wait for a while after a run (its default): let them settle
-            # so that the spinning does not land on our run, and the same for lavapipe's threads.
-            time.sleep(SETTLE_S)
+            time.sleep(SETTLE_AFTER_ORT_S)
             t1 = time.perf_counter()
             ours_out = worker.run(feeds)
             ours_ms.append((time.perf_counter() - t1) * 1e3)
             if backend == "gpu-compute":
                 encode_s.append(worker._program.last_encode_seconds)
-            time.sleep(SETTLE_S)
+            time.sleep(settle_after_ours)
         err = max(zoo.rel_l2(ours_out[n], r) for n, r in zip(out_names, ref, strict=True))
         stats = worker.stats()
         encode_us = None
@@ -122,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated subset of: " + ",".join(zoo.ALL_MODELS))
     parser.add_argument("--shipped", action="store_true", help="zoo light models as shipped (default: densified)")
     parser.add_argument("--precision", default="float32", help="gpu-compute weights: float32 | float16")
+    parser.add_argument("--no-spin-wait", action="store_true",
+                        help="cpu: wgsentis's own blocking threads instead of BLAS's spin-waiting ones")
     parser.add_argument("--markdown", help="append the table to this Markdown file")
     parser.add_argument("--matmul", action="store_true", help="also measure MatMul 1024^3 GFLOP/s (always on GPU)")
     args = parser.parse_args(argv)
@@ -134,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'model':<14} {'ORT ms':>9} {'wgsentis ms':>12} {'ratio':>7} {'rel L2':>9}"
     if gpu:
         header += f" {'fallbk':>6} {'us/layer':>8} {'interm. MB':>10} {'bound MB':>9} {'weights MB':>10}"
-    print(f"backend {args.backend} ({args.precision}), threads {args.threads}, {args.runs} runs (median), "
+    mode = "blocking threads" if args.no_spin_wait else "spin-wait"
+    print(f"backend {args.backend} ({args.precision}), threads {args.threads} ({mode}), {args.runs} runs (median), "
           f"{'shipped' if args.shipped else 'densified'} light models, numpy BLAS: {blas_description()}")
     print(header)
     for name in names:
         row = bench_model(name, args.backend, args.threads, args.runs, args.warmup, dense=not args.shipped,
-                          precision=args.precision)
+                          precision=args.precision, spin_wait=not args.no_spin_wait)
         rows.append(row)
         line = (f"{name:<14} {row['ort_ms']:>9.2f} {row['ours_ms']:>12.2f} {row['ratio']:>7.2f} "
                 f"{row['rel_l2']:>9.1e}")
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             f"onnxruntime {onnxruntime.__version__}, numpy BLAS {blas_description()}, {args.runs} runs (median ms), "
             f"{'shipped' if args.shipped else 'densified'} light models. "
             f"Command: `python tools/bench.py --backend {args.backend} --precision {args.precision} "
-            f"--threads {args.threads} --runs {args.runs}`\n",
+            f"--threads {args.threads} --runs {args.runs}{' --no-spin-wait' if args.no_spin_wait else ''}`\n",
             "| model | ORT ms | wgsentis ms | ratio | rel L2 |", "|---|---:|---:|---:|---:|",
         ]
         if gpu:

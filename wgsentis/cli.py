@@ -95,7 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     model = _load(args.model)
     feeds = _inputs_for(model, args)
-    with ws.Worker(model, args.backend, threads=args.threads, precision=args.precision) as worker:
+    with ws.Worker(model, args.backend, threads=args.threads, precision=args.precision,
+                   spin_wait=not args.no_spin_wait) as worker:
         start = time.perf_counter()
         outputs = worker.run(feeds)
         first_ms = (time.perf_counter() - start) * 1e3
@@ -107,7 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         stats = worker.stats()
     print(f"model   {model.name} ({args.model or 'built-in sample'})")
     precision = f" ({worker.precision} weights)" if worker.precision != "float32" else ""
-    print(f"backend {args.backend}{precision}  threads {worker.threads}  layers {len(model.layers)}")
+    spin = "" if worker.backend is not ws.BackendType.CPU else ("  (spin-wait)" if worker.spin_wait else "  (blocking)")
+    print(f"backend {args.backend}{precision}  threads {worker.threads}{spin}  layers {len(model.layers)}")
     for name, value in feeds.items():
         print(f"input   {name}: {_summary(value)}")
     for name, value in outputs.items():
@@ -191,7 +193,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     feeds = _inputs_for(model, args) if args.input or args.dim else None
     prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
                       warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
-                      pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress)
+                      pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress,
+                      spin_wait=not args.no_spin_wait)
     if not args.quiet:
         sys.stderr.write("\r" + " " * 40 + "\r")
     print(prof.table(top=args.top))
@@ -215,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--backend", default="cpu", help="cpu | gpu-compute | gpu-pixel")
     run.add_argument("--threads", type=int, default=None, help="CPU threads (pool and BLAS)")
+    run.add_argument("--no-spin-wait", action="store_true",
+                     help="CPU threads that block when idle, for cores shared with other busy processes "
+                              "(default: BLAS threads that spin-wait, the fastest on cores of its own)")
     run.add_argument("--precision", default="float32",
                      help="gpu-compute weights: float32 | float16 (needs the adapter feature shader-f16)")
     run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
@@ -235,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--backend", default="gpu-compute", help="cpu | gpu-compute | gpu-pixel")
     prof.add_argument("--batch", type=int, default=1, help="batch size (the inputs' batch dimension)")
     prof.add_argument("--threads", type=int, default=None, help="CPU threads (pool and kernels)")
+    prof.add_argument("--no-spin-wait", action="store_true",
+                      help="CPU threads that block when idle, for cores shared with other busy processes "
+                              "(default: BLAS threads that spin-wait, the fastest on cores of its own)")
     prof.add_argument("--runs", type=int, default=10, help="timed runs (median reported)")
     prof.add_argument("--warmup", type=int, default=2, help="untimed runs first")
     prof.add_argument("--no-timing", action="store_true", help="only the theoretical FLOPs profile")

@@ -40,6 +40,11 @@ class Worker:
     """Runs a Model on one backend. ``schedule`` returns at once; outputs are deferred Tensors.
 
     ``threads``: worker threads for CPU kernels (default: the core count, at most 8).
+    ``spin_wait`` (cpu): True (default) runs the big products on the BLAS library's threads, which
+    spin-wait between jobs like ONNX Runtime's intra-op pool: the fastest mode on cores the worker has
+    to itself. False uses wgsentis's own threads, which block when idle: slower alone, but it degrades
+    gracefully when other busy processes share the cores, where spinning threads slow everyone down
+    (the same trade as ONNX Runtime's ``session.intra_op.allow_spinning``).
     ``precision`` (gpu-compute): "float32", or "float16" to hold the weights of Conv, MatMul and Gemm
     in half precision on the device (half the weight memory and bandwidth; products still accumulate
     in float32, so results differ from float32 by the weights' rounding, ~1e-3 relative). Needs the
@@ -47,7 +52,8 @@ class Worker:
     """
 
     def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
-                 threads: int | None = None, debug_groups: bool = False, precision: str = "float32") -> None:
+                 threads: int | None = None, spin_wait: bool = True, debug_groups: bool = False,
+                 precision: str = "float32") -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = _backend_of(backend)
@@ -62,6 +68,9 @@ class Worker:
         if precision == "float16" and self.backend is not BackendType.GPU_COMPUTE:
             raise InputError(
                 f"Worker(precision='float16') applies to the gpu-compute backend, not '{self.backend.value}'")
+        if not isinstance(spin_wait, bool):
+            raise InputError(f"Worker(spin_wait={spin_wait!r}): spin_wait must be True or False")
+        self.spin_wait = spin_wait
         self.precision = precision
         self.model = model
         self.threads = threads or min(os.cpu_count() or 1, 8)
@@ -80,7 +89,7 @@ class Worker:
             from wgsentis.backends.gpu_compute import GPUProgram
 
             return GPUProgram(graph, self.threads, debug_groups=self.debug_groups, precision=self.precision)
-        return GraphProgram(graph, self.threads)
+        return GraphProgram(graph, self.threads, spin_wait=self.spin_wait)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -118,9 +127,10 @@ class Worker:
         gpu = self.backend is BackendType.GPU_COMPUTE
 
         def run() -> Any:
-            set_blas_threads(1)  # intra-op parallelism is ours, bounded by ``threads``
             if gpu:
+                set_blas_threads(1)  # host layers beside the device: BLAS threads would only spin
                 return program.run(feeds)  # a PendingReadback: outputs are being mapped
+            program.bind_blas()
             values = program.run(feeds)
             return HostValues(dict(zip(program.output_names, values, strict=True)))
 
@@ -160,6 +170,7 @@ class Worker:
         return {
             "backend": self.backend.value,
             "threads": self.threads,
+            "spin_wait": self.spin_wait,
             "gpu_layers": [],
             "cpu_layers": [layer.name for layer in self._graph.layers],
             "fallback_layers": [],

@@ -41,7 +41,7 @@ def test_depthwise_forms_match_onnxruntime(x_shape, kernel, attrs, form, monkeyp
     x = rng.standard_normal(x_shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
-        got = ws.Worker(ws.load_model(model), "cpu", threads=threads).run({"x": x})["y"]
+        got = ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     assert used and {forms[name] for name in used} == {form}
 
@@ -63,5 +63,5 @@ def test_channels_last_depthwise_with_residual_and_activation(activation):
     x = rng.standard_normal(shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
-        got = ws.Worker(loaded, "cpu", threads=threads).run({"x": x})["y"]
+        got = ws.Worker(loaded, "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

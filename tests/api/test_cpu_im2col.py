@@ -41,7 +41,7 @@ def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_byt
     x = rng.standard_normal(x_shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
-        got = ws.Worker(ws.load_model(model), "cpu", threads=threads).run({"x": x})["y"]
+        got = ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
         assert banded[-1] == threads  # chunked on one thread, a band per thread on two
 
@@ -59,7 +59,7 @@ def test_im2col_bands_carry_a_residual():
     feeds = {"x": rng.standard_normal((1, 16, 80, 80)).astype(np.float32),
              "z": rng.standard_normal((1, 32, 80, 80)).astype(np.float32)}
     expected = ort_outputs(model, feeds)[0]
-    got = ws.Worker(loaded, "cpu", threads=2).run(feeds)["y"]
+    got = ws.Worker(loaded, "cpu", threads=2, spin_wait=False).run(feeds)["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 
 

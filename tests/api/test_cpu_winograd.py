@@ -56,7 +56,7 @@ def test_winograd_matches_onnxruntime(x_shape, m, attrs, bias, residual, monkeyp
     if residual:
         assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
     for threads in (1, 2):
-        got = ws.Worker(wg, "cpu", threads=threads).run(feeds)["y"]
+        got = ws.Worker(wg, "cpu", threads=threads, spin_wait=False).run(feeds)["y"]
         rel = np.linalg.norm(got - expected) / np.linalg.norm(expected)
         assert rel < 1e-5, rel
         np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
@@ -129,5 +129,5 @@ def test_fused_activation_on_every_cpu_conv_path(act, act_attrs, bounds, x_shape
     x = rng.standard_normal(x_shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
-        got = ws.Worker(wg, "cpu", threads=threads).run({"x": x})["y"]
+        got = ws.Worker(wg, "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

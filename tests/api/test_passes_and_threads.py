@@ -67,10 +67,13 @@ def _branchy_model():
         [("x", F, [2])], [("y", F, [2])], domains=[("test.wgsentis", 1)])
 
 
-@pytest.mark.parametrize("threads,low,high", [(1, 0.39, 10.0), (2, 0.0, 0.35)])
-def test_parallel_branches_overlap_only_with_threads(threads, low, high):
+@pytest.mark.parametrize("threads,spin_wait,low,high", [(1, False, 0.39, 10.0), (2, False, 0.0, 0.35),
+                                                       (1, True, 0.39, 10.0), (2, True, 0.39, 10.0)])
+def test_parallel_branches_overlap_only_with_threads(threads, spin_wait, low, high):
+    """Our blocking pool runs ready branches side by side; in spin-wait mode BLAS's threads carry the
+    parallelism and layers run one after another."""
     model = ws.load_model(_branchy_model())
-    with ws.Worker(model, "cpu", threads=threads) as worker:
+    with ws.Worker(model, "cpu", threads=threads, spin_wait=spin_wait) as worker:
         start = time.perf_counter()
         out = worker.run({"x": np.zeros(2, np.float32)})["y"]
         elapsed = time.perf_counter() - start
@@ -88,13 +91,14 @@ def test_layers_beside_each_other_do_not_split_their_work():
          helper.make_node("Sleep", ["s"], ["y"], name="alone", domain="test.wgsentis", seconds=0.0)],
         [("x", F, [2])], [("y", F, [2])], domains=[("test.wgsentis", 1)])
     THREAD_BUDGETS.clear()
-    with ws.Worker(ws.load_model(model), "cpu", threads=2) as worker:
+    with ws.Worker(ws.load_model(model), "cpu", threads=2, spin_wait=False) as worker:
         worker.run({"x": np.zeros(2, np.float32)})
     assert THREAD_BUDGETS == {"left": 1, "right": 1, "alone": 2}
-    THREAD_BUDGETS.clear()
-    with ws.Worker(ws.load_model(model), "cpu", threads=1) as worker:
-        worker.run({"x": np.zeros(2, np.float32)})
-    assert THREAD_BUDGETS == {"left": 1, "right": 1, "alone": 1}
+    for threads, spin_wait in ((1, False), (2, True)):  # one thread, or BLAS's threads: kernels never split
+        THREAD_BUDGETS.clear()
+        with ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=spin_wait) as worker:
+            worker.run({"x": np.zeros(2, np.float32)})
+        assert THREAD_BUDGETS == {"left": 1, "right": 1, "alone": 1}
 
 
 def test_short_layers_stay_off_the_branch_pool(monkeypatch):
@@ -124,15 +128,29 @@ def test_short_layers_stay_off_the_branch_pool(monkeypatch):
     assert "short" not in pooled and pooled  # a long layer still overlaps with the calling thread's
 
 
-def test_threads_bound_blas():
+@pytest.mark.parametrize("threads,spin_wait,blas_threads", [(1, True, 1), (1, False, 1), (2, True, 2),
+                                                           (2, False, 1)])
+def test_threads_bound_blas(threads, spin_wait, blas_threads):
+    """BLAS gets the worker's threads in spin-wait mode, one thread beside our own pool; a worker of each
+    kind in one process sets it for its own runs."""
     from threadpoolctl import threadpool_info
 
     model = ws.load_model(make_model([helper.make_node("MatMul", ["x", "x"], ["y"])], [("x", F, [4, 4])],
                                      [("y", F, [4, 4])]))
-    with ws.Worker(model, "cpu", threads=1) as worker:
+    other = ws.Worker(model, "cpu", threads=2, spin_wait=not spin_wait)
+    with ws.Worker(model, "cpu", threads=threads, spin_wait=spin_wait) as worker, other:
+        other.run({"x": np.eye(4, dtype=np.float32)})
         worker.run({"x": np.eye(4, dtype=np.float32)})
         blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
-        assert blas and all(i["num_threads"] == 1 for i in blas)
+        assert blas and all(i["num_threads"] == blas_threads for i in blas)
+        assert worker.stats()["spin_wait"] is spin_wait
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_spin_wait_must_be_a_bool(value):
+    model = ws.load_model(_branchy_model())
+    with pytest.raises(ws.errors.InputError, match=r"spin_wait="):
+        ws.Worker(model, "cpu", spin_wait=value)
 
 
 def test_layer_failure_in_a_parallel_branch_is_reported():
@@ -141,7 +159,7 @@ def test_layer_failure_in_a_parallel_branch_is_reported():
          helper.make_node("Reshape", ["x", "shape"], ["b"], name="bad"),
          helper.make_node("Add", ["a", "b"], ["y"], name="join")],
         [("x", F, [2])], [("y", F, [2])], {"shape": np.array([3], np.int64)}, domains=[("test.wgsentis", 1)])
-    with ws.Worker(ws.load_model(model), "cpu", threads=2) as worker:
+    with ws.Worker(ws.load_model(model), "cpu", threads=2, spin_wait=False) as worker:
         with pytest.raises(ws.errors.LayerError, match="'bad'"):
             worker.run({"x": np.zeros(2, np.float32)})
 

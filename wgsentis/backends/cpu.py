@@ -1,8 +1,19 @@
 """CPU backend: runs a graph's layers with their numpy kernels as jobs on a thread pool.
 
-Layers run in dependency order. The calling thread runs a chain inline (no pool round-trip per
-layer); when several layers are ready at once, the others go to the pool, so parallel branches
-overlap. The ``threads`` setting bounds both the pool and the BLAS library's threads.
+Layers run in dependency order. The ``threads`` setting bounds both the pool and the BLAS library's
+threads, and ``spin_wait`` picks who runs in parallel:
+
+- ``spin_wait=True`` (the Worker's default): products run on the BLAS library's own threads, which
+  spin-wait between jobs as ONNX Runtime's do; layers run one after another on the calling thread and
+  the other kernels on one thread. A hand-off to a spinning thread costs a few microseconds, against
+  ~50 us for a blocked Python thread on a 2-vCPU VM (whose idle vCPUs halt), so on cores the worker has
+  to itself this is the faster mode: all 12 reference models, each mode in its own process, 1.16x
+  geometric mean (BENCHMARKS.md, eighth session). When other processes keep the cores busy, spinning
+  threads fight them for the cores: two ResNet-50 processes side by side ran 1.5-2.3x slower than in
+  the other mode (ONNX Runtime's spinning pool slows alike).
+- ``spin_wait=False``: our own pool of blocking threads splits the big products, convolution bands,
+  pools and depthwise kernels (wgsentis.ops.parallel) and runs ready parallel branches side by side;
+  BLAS stays on one thread. The calling thread runs a chain inline (no pool round-trip per layer).
 """
 
 from __future__ import annotations
@@ -30,16 +41,22 @@ POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is n
 def set_blas_threads(threads: int) -> None:
     """Bound the BLAS library's thread count (process-wide; only changed when it differs).
 
-    Workers call it with 1: kernels split big products over the worker's threads themselves
-    (wgsentis.ops.parallel), which stays fast when the machine is shared."""
+    Runs call it through ``GraphProgram.bind_blas``: ``threads`` when spin-waiting, else 1 (our own
+    threads split the big products, wgsentis.ops.parallel)."""
     global _blas_threads
     with _blas_lock:
         if _blas_threads == threads:
             return
         try:
-            from threadpoolctl import threadpool_limits
+            import threadpoolctl
 
-            threadpool_limits(limits=threads, user_api="blas")
+            # threadpoolctl >= 3.8 lets only the first Python thread that set OpenBLAS's (process-wide)
+            # limit change it again, silently; every worker runs on its own thread, and this lock
+            # already serialises our changes, so each change takes control first.
+            clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+            if clear is not None:
+                clear(force=True)
+            threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
         except Exception:  # threadpoolctl missing or no BLAS found: nothing to bound
             pass
         _blas_threads = threads
@@ -65,7 +82,7 @@ class KernelContext:
         self.activation_taken = False
         # Threads the kernel may split its work over (wgsentis.ops.parallel.kernel_threads): the program's,
         # or 1 while other layers run beside it on the branch pool, so 2 cores never carry 4 threads.
-        self.threads = getattr(program, "threads", 1)
+        self.threads = getattr(program, "kernel_threads", 1)
 
     def take_activation(self) -> Any:
         """The layer's fused activation as an in-place function on parts of the output, for a kernel that
@@ -145,9 +162,12 @@ class GraphProgram:
     """A graph compiled for the CPU backend: steps, dependencies and tensor lifetimes."""
 
     def __init__(self, graph: Graph, threads: int = 1, parent: GraphProgram | None = None,
-                 branch_parallel: bool = True) -> None:
+                 branch_parallel: bool = True, spin_wait: bool = False) -> None:
         self.graph = graph
         self.threads = max(1, threads)
+        self.spin_wait = spin_wait
+        # Threads a kernel may split its own work over: none of ours while BLAS's threads carry the products.
+        self.kernel_threads = 1 if spin_wait else self.threads
         self.parent = parent
         self._subprograms: dict[int, GraphProgram] = {}
         self.steps = [_Step(layer, self) for layer in graph.layers]
@@ -184,8 +204,17 @@ class GraphProgram:
         branches = sum(1 for d in self.deps if not d) > 1 or any(len(d) > 1 for d in self.dependents)
         # branch_parallel=False keeps layers sequential (kernels still split work over ``threads``):
         # the profiler's per-layer host timers then add up to the run's wall time.
-        if self.threads > 1 and parent is None and branches and branch_parallel:
+        if self.kernel_threads > 1 and parent is None and branches and branch_parallel:
             self.pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="wgsentis-cpu")
+
+    @property
+    def blas_threads(self) -> int:
+        """The BLAS thread count this program's runs want: ``threads`` when spin-waiting, else 1."""
+        return self.threads if self.spin_wait else 1
+
+    def bind_blas(self) -> None:
+        """Set the BLAS library's thread count for this program's runs (process-wide; call before a run)."""
+        set_blas_threads(self.blas_threads)
 
     def subprogram(self, graph: Graph) -> GraphProgram:
         program = self._subprograms.get(id(graph))

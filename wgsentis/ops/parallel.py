@@ -1,7 +1,12 @@
 """Intra-op parallelism for the CPU kernels: split work over the worker's ``threads``.
 
-BLAS runs single-threaded (its spin-waiting threads collapse when the machine is shared: a small
-sgemm took 16 ms with 2 OpenBLAS threads against 0.07 ms with one, with the other core busy), so
+This is the ``spin_wait=False`` mode of the CPU backend (wgsentis.backends.cpu): threads that block when
+idle, for cores shared with other busy processes. In the default spin-wait mode kernels get one thread
+here (``kernel_threads``) and BLAS's own threads carry the products. The measurements below are about
+this mode's choices.
+
+In this mode BLAS runs single-threaded (its spin-waiting threads collapse when the machine is shared: a
+small sgemm took 16 ms with 2 OpenBLAS threads against 0.07 ms with one, with the other core busy), so
 big products are split here instead, across threads that block rather than spin. numpy releases
 the GIL inside matmul and its array loops, so the parts run truly in parallel.
 
@@ -9,6 +14,8 @@ OpenBLAS's own split is faster for a product alone (it shares packed panels betw
 on x86_64 its idle threads spin on nops for about 0.1 s after every job, holding a core that our pool
 needs for everything BLAS does not run: with big products on BLAS threads, all 12 reference models
 measured 0.97x (PP-OCR det's banded im2col layer 9.7 -> 17 ms); see BENCHMARKS.md, seventh session.
+So the two never mix: spin-wait mode leaves this pool out entirely and runs everything else on one
+thread, which measured 1.16x over this mode on cores of its own (eighth session).
 """
 
 from __future__ import annotations

@@ -40,10 +40,10 @@ def _model(kind: str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def cache_key(backend: str, device: dict[str, Any], threads: int) -> str:
-    """The key a device's ceilings are cached under."""
+def cache_key(backend: str, device: dict[str, Any], threads: int, spin_wait: bool = False) -> str:
+    """The key a device's ceilings are cached under (on the cpu, per thread count and threading mode)."""
     if backend == "cpu":
-        return f"cpu|{device.get('cpu', '')}|threads={threads}"
+        return f"cpu|{device.get('cpu', '')}|threads={threads}" + ("|spin" if spin_wait else "")
     return f"{backend}|{device.get('name', '')}|{device.get('driver', '')}|{device.get('backend', '')}"
 
 
@@ -64,17 +64,18 @@ def _save_cache(data: dict[str, Any]) -> None:
         pass
 
 
-def _best_layer_seconds(backend: str, proto: onnx.ModelProto, threads: int, repeats: int) -> tuple[float, str]:
+def _best_layer_seconds(backend: str, proto: onnx.ModelProto, threads: int, repeats: int,
+                        spin_wait: bool = False) -> tuple[float, str]:
     """The fastest time of the model's only layer over ``repeats`` runs, and the timer used."""
     import wgsentis as ws
-    from wgsentis.backends.cpu import GraphProgram, set_blas_threads
+    from wgsentis.backends.cpu import GraphProgram
 
     model = ws.load_model(proto, name=proto.graph.name)
     info = model.inputs[0]
     feeds = {info.name: np.random.default_rng(1).random(tuple(int(d) for d in info.shape), dtype=np.float32)}
     if backend == "cpu":
-        set_blas_threads(1)
-        program = GraphProgram(model.graph, threads, branch_parallel=False)
+        program = GraphProgram(model.graph, threads, branch_parallel=False, spin_wait=spin_wait)
+        program.bind_blas()
         best = float("inf")
         for _ in range(repeats + 1):
             start = time.perf_counter()
@@ -97,11 +98,11 @@ def _best_layer_seconds(backend: str, proto: onnx.ModelProto, threads: int, repe
         return best, timer
 
 
-def measure(backend: str, threads: int, repeats: int = 5) -> dict[str, Any]:
+def measure(backend: str, threads: int, repeats: int = 5, spin_wait: bool = False) -> dict[str, Any]:
     """Measure peak GFLOP/s (matmul) and GB/s (copy) on ``backend`` now, without caching."""
     n = MATMUL_N
-    mm_s, timer = _best_layer_seconds(backend, _model("matmul"), threads, repeats)
-    cp_s, _ = _best_layer_seconds(backend, _model("copy"), threads, repeats)
+    mm_s, timer = _best_layer_seconds(backend, _model("matmul"), threads, repeats, spin_wait)
+    cp_s, _ = _best_layer_seconds(backend, _model("copy"), threads, repeats, spin_wait)
     flops = 2 * n ** 3
     moved = 2 * 4 * COPY_ELEMENTS
     return {"peak_gflops_per_s": round(flops / mm_s / 1e9, 3), "peak_gb_per_s": round(moved / cp_s / 1e9, 3),
@@ -110,16 +111,17 @@ def measure(backend: str, threads: int, repeats: int = 5) -> dict[str, Any]:
             "timer": timer, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
-def ceilings(backend: str, device: dict[str, Any], threads: int, *, refresh: bool = False) -> dict[str, Any]:
+def ceilings(backend: str, device: dict[str, Any], threads: int, *, refresh: bool = False,
+             spin_wait: bool = False) -> dict[str, Any]:
     """The device's ceilings from the in-process cache, the file cache, or a fresh measurement."""
-    key = cache_key(backend, device, threads)
+    key = cache_key(backend, device, threads, spin_wait)
     if not refresh and key in _memory:
         return {**_memory[key], "cached": True}
     data = _load_cache()
     if not refresh and isinstance(data.get(key), dict) and "peak_gflops_per_s" in data[key]:
         _memory[key] = data[key]
         return {**data[key], "cached": True}
-    value = measure(backend, threads)
+    value = measure(backend, threads, spin_wait=spin_wait)
     _memory[key] = value
     data = _load_cache()
     data[key] = value

@@ -115,10 +115,10 @@ def _tick(progress: Progress | None, phase: str, done: int, total: int) -> None:
 
 # -- cpu ---------------------------------------------------------------------------------------------
 def time_cpu(model: Model, feeds: dict[str, Any], threads: int, runs: int, warmup: int,
-             progress: Progress | None = None) -> Timing:
+             progress: Progress | None = None, spin_wait: bool = True) -> Timing:
     """Plain and instrumented runs on the CPU backend, layers one after another."""
-    set_blas_threads(1)
-    program = GraphProgram(model.graph, threads, branch_parallel=False)
+    program = GraphProgram(model.graph, threads, branch_parallel=False, spin_wait=spin_wait)
+    program.bind_blas()
     index = {id(layer): i for i, layer in enumerate(model.graph.layers)}
     timing = Timing(timer="host", device=cpu_info(threads))
     timing.layer_device = {i: "cpu" for i in index.values()}

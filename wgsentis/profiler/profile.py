@@ -152,13 +152,14 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
             threads: int | None = None, runs: int = 10, warmup: int = 2, inputs: dict[str, Any] | None = None,
             name: str | None = None, *, timing: bool = True, pruning_layers: int = 5,
             progress: collect.Progress | None = None, measure_ceilings: bool = True,
-            use_timestamps: bool = True) -> Profile:
+            use_timestamps: bool = True, spin_wait: bool = True) -> Profile:
     """Profile a model (a Model, path, bytes or ModelProto) on ``backend``; returns a ``Profile``.
 
     ``runs`` plain runs give ``ms_per_batch`` (median); as many instrumented runs give the layer
     times. ``timing=False`` skips both (only the FLOPs profile). ``pruning_layers`` is how many of
     the slowest weighted layers get a pruning-sensitivity estimate (0: none). ``progress(phase,
     done, total)`` is called as runs complete. ``use_timestamps=False`` forces host timers on GPUs.
+    ``spin_wait`` (cpu): the Worker setting of that name, so the profile times the mode that will run.
     """
     kind = _check_args(backend, batch_size, threads, runs, warmup, pruning_layers)
     model = _model_of(model_or_path, name)
@@ -169,7 +170,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
         feeds = sample_inputs(model, dims)
     else:
         feeds = dict(inputs)
-    worker = Worker(model, kind, threads=threads)  # validates the backend and threads
+    worker = Worker(model, kind, threads=threads, spin_wait=spin_wait)  # validates backend, threads, spin_wait
     try:
         feeds = worker._validate(feeds)
         for info in model.inputs:
@@ -185,6 +186,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
         data: dict[str, Any] = {
             "format": FORMAT, "model": model.source or model.name, "name": name or model.name,
             "backend": kind.value, "batch_size": int(batch_size), "threads": used_threads,
+            "spin_wait": spin_wait if kind is BackendType.CPU else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "inputs": {n: list(np.asarray(v).shape) for n, v in feeds.items() if not isinstance(v, list)},
             "flops_profile": flops_profile(costs, model.constants),
@@ -198,7 +200,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
                         ceilings=None)
             return Profile(data)
         if kind is BackendType.CPU:
-            measured = collect.time_cpu(model, feeds, used_threads, runs, warmup, progress)
+            measured = collect.time_cpu(model, feeds, used_threads, runs, warmup, progress, spin_wait=spin_wait)
         else:
             measured = collect.time_gpu(worker, feeds, runs, warmup, progress, use_timestamps=use_timestamps)
     finally:
@@ -206,7 +208,8 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
     ceil = None
     if measure_ceilings:
         _tick_phase(progress, "ceilings")
-        ceil = ceilings_mod.ceilings(kind.value, measured.device, used_threads)
+        ceil = ceilings_mod.ceilings(kind.value, measured.device, used_threads,
+                                     spin_wait=spin_wait and kind is BackendType.CPU)
     data.update(_timed_sections(measured, costs, ceil, runs, warmup, int(batch_size)))
     if pruning_layers:
         _tick_phase(progress, "pruning")
