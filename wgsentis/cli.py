@@ -214,13 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
         p.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
 
+    def spin_wait_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-spin-wait", action="store_true",
+                       help="CPU threads that block when idle, for cores shared with other busy processes "
+                            "(default: BLAS threads that spin-wait, the fastest on cores of its own)")
+
     run = sub.add_parser("run", help="run a model and summarise its outputs")
     common(run)
     run.add_argument("--backend", default="cpu", help="cpu | gpu-compute | gpu-pixel")
     run.add_argument("--threads", type=int, default=None, help="CPU threads (pool and BLAS)")
-    run.add_argument("--no-spin-wait", action="store_true",
-                     help="CPU threads that block when idle, for cores shared with other busy processes "
-                              "(default: BLAS threads that spin-wait, the fastest on cores of its own)")
+    spin_wait_flag(run)
     run.add_argument("--precision", default="float32",
                      help="gpu-compute weights: float32 | float16 (needs the adapter feature shader-f16)")
     run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
@@ -241,9 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--backend", default="gpu-compute", help="cpu | gpu-compute | gpu-pixel")
     prof.add_argument("--batch", type=int, default=1, help="batch size (the inputs' batch dimension)")
     prof.add_argument("--threads", type=int, default=None, help="CPU threads (pool and kernels)")
-    prof.add_argument("--no-spin-wait", action="store_true",
-                      help="CPU threads that block when idle, for cores shared with other busy processes "
-                              "(default: BLAS threads that spin-wait, the fastest on cores of its own)")
+    spin_wait_flag(prof)
     prof.add_argument("--runs", type=int, default=10, help="timed runs (median reported)")
     prof.add_argument("--warmup", type=int, default=2, help="untimed runs first")
     prof.add_argument("--no-timing", action="store_true", help="only the theoretical FLOPs profile")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -15,6 +16,20 @@ def test_run_sample(capsys):
     assert main(["run"]) == 0
     out = capsys.readouterr().out
     assert "built-in sample" in out and "output  probabilities: float32[1, 10]" in out and "top-5" in out
+
+
+@pytest.mark.parametrize(("flags", "mode"), [([], "(spin-wait)"), (["--no-spin-wait"], "(blocking)")])
+def test_run_names_the_threading_mode(flags, mode, capsys):
+    assert main(["run", "--threads", "2", *flags]) == 0
+    assert f"threads 2  {mode}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flags", "spin_wait"), [([], True), (["--no-spin-wait"], False)])
+def test_profile_times_the_chosen_threading_mode(flags, spin_wait, tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["profile", "--backend", "cpu", "--runs", "1", "--warmup", "0", "--pruning-layers", "0",
+                 "--quiet", "--json", str(out), *flags]) == 0
+    assert json.loads(out.read_text())["spin_wait"] is spin_wait
 
 
 def test_run_with_input_file_and_output_dir(tmp_path, capsys):
