@@ -76,7 +76,7 @@ def test_no_timing_and_batch(sample_path: str) -> None:
 
 @pytest.mark.parametrize(("kwargs", "arg"), [({"batch_size": 0}, "batch_size"), ({"runs": 0}, "runs"),
                                              ({"threads": 0}, "threads"), ({"backend": "tpu"}, "backend"),
-                                             ({"warmup": -1}, "warmup")])
+                                             ({"warmup": -1}, "warmup"), ({"spin_wait": "no"}, "spin_wait")])
 def test_argument_errors(sample_path: str, kwargs: dict, arg: str) -> None:
     with pytest.raises(InputError, match=arg):
         ws.profile(sample_path, **{"backend": "cpu", **kwargs})
@@ -200,3 +200,15 @@ def test_every_reference_model(backend: str) -> None:
         if not 0.9 <= ratios[-1] <= 1.1:
             outside[name] = ratios
     assert not outside, f"time-sum ratio outside 0.9..1.1 on {backend}: {outside}"
+
+
+def test_cpu_ceilings_are_cached_per_threading_mode() -> None:
+    """Spin-wait and blocking runs reach different peaks, so neither may read the other's ceilings; a GPU's
+    ceilings do not depend on the host's threading."""
+    from wgsentis.profiler.ceilings import cache_key
+
+    cpu = {"cpu": "some cpu"}
+    assert cache_key("cpu", cpu, 2, spin_wait=True) != cache_key("cpu", cpu, 2, spin_wait=False)
+    assert cache_key("cpu", cpu, 2) == cache_key("cpu", cpu, 2, spin_wait=False)  # the keys cached before
+    gpu = {"name": "gpu", "driver": "d", "backend": "vulkan"}
+    assert cache_key("gpu-compute", gpu, 2, spin_wait=True) == cache_key("gpu-compute", gpu, 2, spin_wait=False)

@@ -207,14 +207,10 @@ class GraphProgram:
         if self.kernel_threads > 1 and parent is None and branches and branch_parallel:
             self.pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="wgsentis-cpu")
 
-    @property
-    def blas_threads(self) -> int:
-        """The BLAS thread count this program's runs want: ``threads`` when spin-waiting, else 1."""
-        return self.threads if self.spin_wait else 1
-
     def bind_blas(self) -> None:
-        """Set the BLAS library's thread count for this program's runs (process-wide; call before a run)."""
-        set_blas_threads(self.blas_threads)
+        """Set the BLAS library's thread count for this program's runs (process-wide; call before a run):
+        ``threads`` when spin-waiting, else 1."""
+        set_blas_threads(self.threads if self.spin_wait else 1)
 
     def subprogram(self, graph: Graph) -> GraphProgram:
         program = self._subprograms.get(id(graph))

@@ -208,8 +208,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
     ceil = None
     if measure_ceilings:
         _tick_phase(progress, "ceilings")
-        ceil = ceilings_mod.ceilings(kind.value, measured.device, used_threads,
-                                     spin_wait=spin_wait and kind is BackendType.CPU)
+        ceil = ceilings_mod.ceilings(kind.value, measured.device, used_threads, spin_wait=spin_wait)
     data.update(_timed_sections(measured, costs, ceil, runs, warmup, int(batch_size)))
     if pruning_layers:
         _tick_phase(progress, "pruning")
