@@ -65,3 +65,30 @@ def test_channels_last_depthwise_with_residual_and_activation(activation):
     for threads in (1, 2):
         got = ws.Worker(loaded, "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("spin_wait", [True, False])
+@pytest.mark.parametrize("block_channels", [1, 3, 64])  # one channel, a ragged last block, all at once
+def test_tap_by_tap_depthwise_in_blocks_of_channels(block_channels, spin_wait, monkeypatch):
+    """The tap-by-tap form runs each thread's channels in blocks (DEPTHWISE_BLOCK_BYTES of accumulator);
+    every block size gives ONNX Runtime's result, bias and fused activation included, batch 2."""
+    c, shape = 8, (2, 8, 66, 66)
+    rng = np.random.default_rng(12)
+    inits = {"w": rng.standard_normal((c, 1, 3, 3)).astype(np.float32),
+             "b": rng.standard_normal(c).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    model = make_model(nodes, [("x", F, list(shape))], [("y", F, None)], inits)
+    geo = conv.FlatWindows((66, 66), (3, 3), (2, 2), (1, 1), (1, 1), (33, 33))
+    monkeypatch.setattr(conv, "DEPTHWISE_BLOCK_BYTES", block_channels * geo.length * 4)
+    blocks = []
+    original = conv.scratch
+    monkeypatch.setattr(conv, "scratch", lambda key, shape, dtype: (
+        blocks.append(shape[0]) if key == "dw_tmp" else None) or original(key, shape, dtype))
+    x = rng.standard_normal(shape).astype(np.float32)
+    expected = ort_outputs(model, {"x": x})[0]
+    for threads in (1, 2):
+        blocks.clear()
+        got = ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=spin_wait).run({"x": x})["y"]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        assert blocks and max(blocks) == min(block_channels, 2 * c) and sum(blocks) == 2 * c

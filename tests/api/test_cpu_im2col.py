@@ -35,6 +35,7 @@ def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_byt
     nodes = [helper.make_node("Conv", inputs, ["c"], **attrs), helper.make_node("Relu", ["c"], ["y"])]
     model = make_model(nodes, [("x", F, list(x_shape))], [("y", F, None)], inits)
     monkeypatch.setattr(conv, "IM2COL_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(conv, "IM2COL_MIN_CHUNK_COLUMNS", 1)  # the chunks that the bytes alone give
     banded = []
     original = conv._im2col_gemm_by_rows
     monkeypatch.setattr(conv, "_im2col_gemm_by_rows", lambda *a: banded.append(a[4]) or original(*a))
@@ -44,6 +45,28 @@ def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_byt
         got = ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
         assert banded[-1] == threads  # chunked on one thread, a band per thread on two
+
+
+@pytest.mark.parametrize("spin_wait", [True, False])
+def test_im2col_chunks_keep_a_minimum_of_columns(spin_wait, monkeypatch):
+    """Deep columns (128ch x 5x5 = 3200 rows) in few bytes would give products of one output row; each
+    chunk's product keeps at least IM2COL_MIN_CHUNK_COLUMNS, and the results still match ONNX Runtime."""
+    x_shape, w_shape = (1, 128, 12, 12), (64, 128, 5, 5)
+    rng = np.random.default_rng(4)
+    inits = {"w": (rng.standard_normal(w_shape) / 56).astype(np.float32),
+             "b": rng.standard_normal(64).astype(np.float32)}
+    model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[2, 2, 2, 2])],
+                       [("x", F, list(x_shape))], [("y", F, None)], inits)
+    monkeypatch.setattr(conv, "IM2COL_CHUNK_BYTES", 1 << 18)  # one output row (12 columns) by the bytes alone
+    monkeypatch.setattr(conv, "IM2COL_MIN_CHUNK_COLUMNS", 60)  # 5 output rows of 12
+    widths = []
+    original = conv.scratch
+    monkeypatch.setattr(conv, "scratch", lambda key, shape, dtype: (
+        widths.append(shape[1]) if key == "im2col_chunk" else None) or original(key, shape, dtype))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    got = ws.Worker(ws.load_model(model), "cpu", threads=1, spin_wait=spin_wait).run({"x": x})["y"]
+    np.testing.assert_allclose(got, ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
+    assert widths == [60, 60, 24]  # rows 0-4, 5-9, 10-11
 
 
 def test_im2col_bands_carry_a_residual():

@@ -11,7 +11,7 @@ from helpers import F, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.ops import conv
+from wgsentis.ops import conv, parallel
 
 
 def _model(x_shape, m, attrs, *, bias=True, residual=False):
@@ -61,6 +61,22 @@ def test_winograd_matches_onnxruntime(x_shape, m, attrs, bias, residual, monkeyp
         assert rel < 1e-5, rel
         np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
     assert calls
+
+
+@pytest.mark.parametrize("spin_wait,separable", [(True, False), (False, True)])
+def test_winograd_transform_form_follows_blas_threads(spin_wait, separable, monkeypatch):
+    """Where BLAS runs two threads (spin-wait mode) the tile transforms are one product each, which BLAS
+    splits; on the blocking pool (BLAS on one thread) small ones stay separable. Both match ORT."""
+    model = _model((1, 64, 28, 28), 32, {"pads": [1, 1, 1, 1]})
+    keys = []
+    original = conv.scratch
+    monkeypatch.setattr(conv, "scratch", lambda key, shape, dtype: keys.append(key) or original(key, shape, dtype))
+    x = np.random.default_rng(26).standard_normal((1, 64, 28, 28)).astype(np.float32)
+    with ws.Worker(ws.load_model(model), "cpu", threads=2, spin_wait=spin_wait) as worker:
+        got = worker.run({"x": x})["y"]
+        assert parallel.blas_threads() == (2 if spin_wait else 1)
+    np.testing.assert_allclose(got, ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    assert "wino_d" in keys and ("wino_rows" in keys) == separable
 
 
 def test_winograd_weights_are_transformed_once_per_layer(monkeypatch):

@@ -32,34 +32,9 @@ from wgsentis.errors import LayerError, UnsupportedOperatorError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
 from wgsentis.ops.elementwise import inplace_activation
+from wgsentis.ops.parallel import set_blas_threads
 
-_blas_lock = threading.Lock()
-_blas_threads: int | None = None
 POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
-
-
-def set_blas_threads(threads: int) -> None:
-    """Bound the BLAS library's thread count (process-wide; only changed when it differs).
-
-    Runs call it through ``GraphProgram.bind_blas``: ``threads`` when spin-waiting, else 1 (our own
-    threads split the big products, wgsentis.ops.parallel)."""
-    global _blas_threads
-    with _blas_lock:
-        if _blas_threads == threads:
-            return
-        try:
-            import threadpoolctl
-
-            # threadpoolctl >= 3.8 lets only the first Python thread that set OpenBLAS's (process-wide)
-            # limit change it again, silently; every worker runs on its own thread, and this lock
-            # already serialises our changes, so each change takes control first.
-            clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
-            if clear is not None:
-                clear(force=True)
-            threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
-        except Exception:  # threadpoolctl missing or no BLAS found: nothing to bound
-            pass
-        _blas_threads = threads
 
 
 class KernelContext:

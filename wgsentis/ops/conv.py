@@ -19,7 +19,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from wgsentis.ops.parallel import MIN_SPLIT_FLOPS, kernel_threads, par_matmul, run_split
+from wgsentis.ops.parallel import MIN_SPLIT_FLOPS, blas_threads, kernel_threads, par_matmul, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -139,6 +139,11 @@ _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than 
 # Gathered elements (N * C * K * P) below which one thread runs the depthwise columns form: alternating
 # runs, 2^16 against 2^20: PP-LCNet 9.5 -> 8.3 ms, shufflenet 19.7 -> 19.1, PP-OCR det 138 -> 135.
 DEPTHWISE_COLS_MIN_SPLIT = 1 << 20
+# Accumulator bytes per block of channels in the tap-by-tap depthwise form, which serves the large planes:
+# each tap passes twice over the block. Alternating on one thread against whole channel ranges, PP-OCR
+# det's 16ch@320x320 4.2 -> 3.2 ms, 32ch@320x320/2 5.9 -> 3.2 ms, 96ch@80x80 1.5 -> 1.2 ms (best at
+# 0.4-1.6 MB of accumulator for every such layer).
+DEPTHWISE_BLOCK_BYTES = 1 << 20
 # Elements of one channels-last pass per thread below which the channels-last depthwise form stays on one thread.
 CHANNELS_LAST_MIN_PASS = 1 << 16
 
@@ -275,6 +280,10 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
     y = np.empty((n * c, *outs), dtype=x.dtype)
 
     def work(lo: int, hi: int) -> None:
+        for first in range(lo, hi, block):
+            channels(first, min(hi, first + block))
+
+    def channels(lo: int, hi: int) -> None:
         rows = hi - lo
         phases = geo.phases(planes[lo:hi], 0, "dw")
         acc, acc_view = geo.accumulator(rows, x.dtype, "dw")
@@ -294,6 +303,9 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
             epilogue.apply(y3[:, lo:hi], (slice(None), slice(lo, hi), slice(None)))
 
     y3 = y.reshape(1, n * c, -1)
+    # Channels in blocks whose accumulator stays near DEPTHWISE_BLOCK_BYTES, so the 2k passes over it
+    # (k taps) hit the cache rather than memory.
+    block = max(1, DEPTHWISE_BLOCK_BYTES // (geo.length * x.dtype.itemsize))
     big = n * c * outs[0] * outs[1] >= _PARALLEL_MIN_ELEMENTS
     run_split(n * c, threads if big else 1, work)
     return y.reshape(n, c, *outs)
@@ -436,7 +448,10 @@ _WINO_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0
 # product on the flattened tiles, but bound by memory traffic once the tiles leave the cache. So the
 # separable form up to 2^16 tile columns (channels x tiles), the Kronecker product beyond. Alternating,
 # whole layers: DenseNet's 128->32 at 56x56 and 28x28 1.10x, 64->96 at 28x28 1.05x; VGG's 64->64 at
-# 224x224 0.91-0.97x separable, so it keeps the single product.
+# 224x224 0.91-0.97x separable, so it keeps the single product. Where BLAS runs several threads (spin-wait
+# mode) the single product always wins, since BLAS splits it while the separable form's thin products
+# stay on one thread: interleaved, every Winograd layer of the reference models, 246 -> 239 ms (0.89-0.99
+# per layer, VGG-19's 64->64 at 224x224 1.03).
 _WINO_BT32 = _WINO_BT.astype(np.float32)
 _WINO_AT32 = _WINO_AT.astype(np.float32)
 SEPARABLE_MAX_COLUMNS = 1 << 16
@@ -491,7 +506,7 @@ def _winograd_transform(matrix: np.ndarray, kron: np.ndarray, tiles: np.ndarray,
     each tile's rows, then its columns; ``kron`` is the same as one (r*r, 36) product."""
     r = matrix.shape[0]
     n = tiles.shape[1]
-    if n > SEPARABLE_MAX_COLUMNS:
+    if n > SEPARABLE_MAX_COLUMNS or blas_threads() > 1:
         np.matmul(kron, tiles, out=out)
         return
     rows = scratch("wino_rows", (r, 6 * n), tiles.dtype)
@@ -568,6 +583,12 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
 # while its columns are still in cache (alternating 1, 2 and 4 MiB chunks with whole-image columns: best
 # at 2-4 MiB, VGG-19's 64->64 3x3 at 224x224 42.8 -> 37.3 ms on one thread).
 IM2COL_CHUNK_BYTES = 2 << 20
+# ... but at least this many columns per product: deep columns (C*K > 512) in 2 MiB make products too
+# narrow for BLAS's threads (ZFNet-512's 512->512 3x3 at 12x12 got 2 MiB / 18 KiB = 113 columns).
+# Interleaved, one kernel thread and BLAS on 2 (spin-wait mode): that layer 5.6 -> 4.8 ms, ZFNet's
+# 96->256 5x5/2 5.6 -> 5.1 ms, VGG-19's 512->512 3x3 at 14x14 6.8 -> 6.1 ms, all such layers of the
+# reference models 83.8 -> 78.9 ms; on the blocking pool (banded, BLAS on 1) 108.6 -> 108.0 ms.
+IM2COL_MIN_CHUNK_COLUMNS = 1024
 
 
 def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, outs, threads: int,
@@ -584,7 +605,8 @@ def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, out
     m, width = w_mat.shape
     inner = math.prod(outs[1:])  # output positions per output row
     out = np.empty((m, math.prod(outs)), dtype=w_mat.dtype)  # (M, P)
-    chunk_rows = max(1, IM2COL_CHUNK_BYTES // (width * inner * w_mat.dtype.itemsize))
+    chunk_rows = max(1, IM2COL_CHUNK_BYTES // (width * inner * w_mat.dtype.itemsize),
+                     -(-IM2COL_MIN_CHUNK_COLUMNS // inner))
     rest = (slice(None),) * (len(outs) - 1)
     hook = epilogue.matmul_hook(False) if epilogue is not None else None
 

@@ -44,6 +44,40 @@ def _pool(parts: int) -> ThreadPoolExecutor:
         return pool
 
 
+_blas_lock = threading.Lock()
+_blas_threads: int | None = None
+
+
+def set_blas_threads(threads: int) -> None:
+    """Bound the BLAS library's thread count (process-wide; only changed when it differs).
+
+    Runs call it through ``GraphProgram.bind_blas``: ``threads`` when spin-waiting, else 1 (our own
+    threads split the big products, wgsentis.ops.parallel)."""
+    global _blas_threads
+    with _blas_lock:
+        if _blas_threads == threads:
+            return
+        try:
+            import threadpoolctl
+
+            # threadpoolctl >= 3.8 lets only the first Python thread that set OpenBLAS's (process-wide)
+            # limit change it again, silently; every worker runs on its own thread, and this lock
+            # already serialises our changes, so each change takes control first.
+            clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+            if clear is not None:
+                clear(force=True)
+            threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+        except Exception:  # threadpoolctl missing or no BLAS found: nothing to bound
+            pass
+        _blas_threads = threads
+
+
+def blas_threads() -> int:
+    """The BLAS thread count last set through ``set_blas_threads`` (1 before any run): kernels pick the
+    form whose products BLAS splits well when it has several."""
+    return _blas_threads or 1
+
+
 def kernel_threads(ctx) -> int:
     """How many threads a kernel may split its work over: its context's budget (the CPU program's
     threads, or 1 while other layers run beside it), 1 outside a CPU program."""
