@@ -51,8 +51,8 @@ _blas_threads: int | None = None
 def set_blas_threads(threads: int) -> None:
     """Bound the BLAS library's thread count (process-wide; only changed when it differs).
 
-    Runs call it through ``GraphProgram.bind_blas``: ``threads`` when spin-waiting, else 1 (our own
-    threads split the big products, wgsentis.ops.parallel)."""
+    Runs call it through ``GraphProgram.bind_blas``: ``threads`` when spin-waiting, else 1 (``par_matmul``
+    splits the big products over our own threads)."""
     global _blas_threads
     with _blas_lock:
         if _blas_threads == threads:
