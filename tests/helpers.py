@@ -28,5 +28,21 @@ def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np
     return session.run(None, feeds)
 
 
+def spy_scratch(monkeypatch) -> list[tuple[str, tuple[int, ...]]]:
+    """Record the (key, shape) of every scratch buffer the CPU convolutions ask for, in order: how a test
+    sees the chunks, blocks and forms a kernel chose."""
+    from wgsentis.ops import conv
+
+    requests: list[tuple[str, tuple[int, ...]]] = []
+    original = conv.scratch
+
+    def recording(key, shape, dtype):
+        requests.append((key, tuple(shape)))
+        return original(key, shape, dtype)
+
+    monkeypatch.setattr(conv, "scratch", recording)
+    return requests
+
+
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import F, make_model, ort_outputs
+from helpers import F, make_model, ort_outputs, spy_scratch
 from onnx import helper
 
 import wgsentis as ws
@@ -81,14 +81,12 @@ def test_tap_by_tap_depthwise_in_blocks_of_channels(block_channels, spin_wait, m
     model = make_model(nodes, [("x", F, list(shape))], [("y", F, None)], inits)
     geo = conv.FlatWindows((66, 66), (3, 3), (2, 2), (1, 1), (1, 1), (33, 33))
     monkeypatch.setattr(conv, "DEPTHWISE_BLOCK_BYTES", block_channels * geo.length * 4)
-    blocks = []
-    original = conv.scratch
-    monkeypatch.setattr(conv, "scratch", lambda key, shape, dtype: (
-        blocks.append(shape[0]) if key == "dw_tmp" else None) or original(key, shape, dtype))
+    requests = spy_scratch(monkeypatch)
     x = rng.standard_normal(shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
-        blocks.clear()
+        requests.clear()
         got = ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=spin_wait).run({"x": x})["y"]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        blocks = [shape[0] for key, shape in requests if key == "dw_tmp"]
         assert blocks and max(blocks) == min(block_channels, 2 * c) and sum(blocks) == 2 * c

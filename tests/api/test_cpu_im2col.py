@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from helpers import F, make_model, ort_outputs
+from helpers import F, make_model, ort_outputs, spy_scratch
 from onnx import helper
 
 import wgsentis as ws
@@ -59,14 +59,11 @@ def test_im2col_chunks_keep_a_minimum_of_columns(spin_wait, monkeypatch):
                        [("x", F, list(x_shape))], [("y", F, None)], inits)
     monkeypatch.setattr(conv, "IM2COL_CHUNK_BYTES", 1 << 18)  # one output row (12 columns) by the bytes alone
     monkeypatch.setattr(conv, "IM2COL_MIN_CHUNK_COLUMNS", 60)  # 5 output rows of 12
-    widths = []
-    original = conv.scratch
-    monkeypatch.setattr(conv, "scratch", lambda key, shape, dtype: (
-        widths.append(shape[1]) if key == "im2col_chunk" else None) or original(key, shape, dtype))
+    requests = spy_scratch(monkeypatch)
     x = rng.standard_normal(x_shape).astype(np.float32)
     got = ws.Worker(ws.load_model(model), "cpu", threads=1, spin_wait=spin_wait).run({"x": x})["y"]
     np.testing.assert_allclose(got, ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
-    assert widths == [60, 60, 24]  # rows 0-4, 5-9, 10-11
+    assert [shape[1] for key, shape in requests if key == "im2col_chunk"] == [60, 60, 24]  # rows 0-4, 5-9, 10-11
 
 
 def test_im2col_bands_carry_a_residual():

@@ -140,9 +140,10 @@ _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than 
 # runs, 2^16 against 2^20: PP-LCNet 9.5 -> 8.3 ms, shufflenet 19.7 -> 19.1, PP-OCR det 138 -> 135.
 DEPTHWISE_COLS_MIN_SPLIT = 1 << 20
 # Accumulator bytes per block of channels in the tap-by-tap depthwise form, which serves the large planes:
-# each tap passes twice over the block. Alternating on one thread against whole channel ranges, PP-OCR
-# det's 16ch@320x320 4.2 -> 3.2 ms, 32ch@320x320/2 5.9 -> 3.2 ms, 96ch@80x80 1.5 -> 1.2 ms (best at
-# 0.4-1.6 MB of accumulator for every such layer).
+# each tap passes twice over the block. A sweep of fixed block sizes found the best at 0.4-1.6 MB of
+# accumulator on every such layer; this budget, interleaved against whole channel ranges on one thread:
+# PP-OCR det's 16ch@320x320 4.9 -> 3.6 ms, 32ch@320x320/2 7.2 -> 4.6 ms, 48ch@160x160 3.5 -> 3.1 ms,
+# its other tap-by-tap layers within 5%.
 DEPTHWISE_BLOCK_BYTES = 1 << 20
 # Elements of one channels-last pass per thread below which the channels-last depthwise form stays on one thread.
 CHANNELS_LAST_MIN_PASS = 1 << 16
@@ -594,9 +595,10 @@ IM2COL_MIN_CHUNK_COLUMNS = 1024
 def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, outs, threads: int,
                         epilogue: ConvEpilogue | None) -> np.ndarray:
     """One image's im2col product in chunks of output rows: each chunk's columns are gathered into a
-    scratch of about ``IM2COL_CHUNK_BYTES`` and multiplied while they are in cache, instead of
-    gathering every column first (VGG-19's first layers: 115 MB of them). With ``threads`` > 1 the rows
-    split into one band per thread, so each thread gathers its own columns too. ``windows``:
+    scratch of about ``IM2COL_CHUNK_BYTES`` (at least ``IM2COL_MIN_CHUNK_COLUMNS`` wide) and multiplied
+    while they are in cache, instead of gathering every column first (VGG-19's first layers: 115 MB of
+    them). With ``threads`` > 1 the rows split into one band per thread, so each thread gathers its own
+    columns too. ``windows``:
     (C, *K, *out); ``w_mat``: (M, C*K [+1]), the bias as its last column when ``extra``. Returns (M, P).
 
     Measured alternating with the whole-image gather then a split product, two threads: VGG-19's 64->64
