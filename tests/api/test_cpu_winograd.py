@@ -91,6 +91,42 @@ def test_winograd_weights_are_transformed_once_per_layer(monkeypatch):
     assert len(transforms) == 1
 
 
+def test_im2col_weights_with_bias_are_built_once_per_layer():
+    """im2col's weights with the bias as a last column are a copy of all the weights: made on the first
+    run and kept, where W and B are constants."""
+    model = _model((1, 64, 7, 7), 64, {"pads": [1, 1, 1, 1]})  # 4 tiles: im2col
+    x = np.random.default_rng(27).standard_normal((1, 64, 7, 7)).astype(np.float32)
+    with ws.Worker(ws.load_model(model), "cpu") as worker:
+        first = worker.run({"x": x})["y"]
+        kept = worker._program.steps[0].ctx.cache["im2col_weights"][2]
+        second = worker.run({"x": x})["y"]
+        assert worker._program.steps[0].ctx.cache["im2col_weights"][2] is kept
+    assert kept.shape == (64, 64 * 9 + 1)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(first, ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape", [(1, 64, 28, 28), (1, 64, 7, 7)])  # Winograd, im2col
+def test_weights_fed_as_inputs_are_derived_again_each_run(x_shape):
+    """A weight that is a graph input may change between runs, even as the same array changed in place:
+    nothing derived from it is kept."""
+    rng = np.random.default_rng(28)
+    c = x_shape[1]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    model = make_model(nodes, [("x", F, list(x_shape)), ("w", F, [32, c, 3, 3]), ("b", F, [32])],
+                       [("y", F, None)])
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+             "w": (rng.standard_normal((32, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32),
+             "b": rng.standard_normal(32).astype(np.float32)}
+    with ws.Worker(ws.load_model(model), "cpu") as worker:
+        for _ in range(2):
+            got = worker.run(feeds)["y"]
+            np.testing.assert_allclose(got, ort_outputs(model, feeds)[0], rtol=1e-4, atol=1e-4)
+            feeds["w"] *= -0.5  # the same arrays, changed in place
+            feeds["b"] += 1
+        assert not worker._program.steps[0].ctx.cache
+
+
 @pytest.mark.parametrize("x_shape,m,attrs", [
     ((1, 64, 7, 7), 64, {"pads": [1, 1, 1, 1]}),  # 4 tiles: the transformed weights would not be reused
     ((1, 128, 13, 13), 128, {"pads": [1, 1, 1, 1]}),  # 13x13 outputs computed as 16x16: 51% overhang

@@ -70,6 +70,17 @@ class KernelContext:
         self.activation_taken = apply is not None
         return apply
 
+    def constant_cache(self, *indices: int) -> dict[Any, Any] | None:
+        """``cache`` where the layer's inputs at ``indices`` are constants of its graph (or absent), else
+        None: what a kernel derives from an input that may change between runs (a weight fed as a graph
+        input, perhaps the same array changed in place) must be derived again on every run."""
+        constants = self.program.graph.constants
+        for index in indices:
+            name = self.layer.inputs[index] if index < len(self.layer.inputs) else ""
+            if name and name not in constants:
+                return None
+        return self.cache
+
     def output_wanted(self, index: int) -> bool:
         """Whether output ``index`` exists and has a name (optional outputs may be omitted)."""
         return index < self.num_outputs and bool(self.layer.outputs[index])

@@ -1358,6 +1358,7 @@ class _HostProgram:
 
         self._cpu = GraphProgram(Graph("host", [], [], {}, []), 1)
         self.program = program
+        self.graph = program.graph  # whose constants a kernel may keep derived weights of
 
     def subprogram(self, graph: Graph) -> Any:
         return self._cpu.subprogram(graph)

@@ -631,11 +631,12 @@ def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, out
 
 
 def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1,
-                 epilogue: ConvEpilogue | None = None) -> np.ndarray:
+                 epilogue: ConvEpilogue | None = None, cache: dict | None = None) -> np.ndarray:
     """General conv: im2col of the padded input, then one sgemm per group (and image).
 
     The columns are laid out (C_g*K, P) so ``W (M_g, C_g*K) @ cols`` is already NCHW; with one
-    group the bias rides along as an extra ones-row of the columns (no separate pass)."""
+    group the bias rides along as an extra ones-row of the columns (no separate pass), and the weights
+    with the bias column are kept in ``cache`` between runs."""
     n, c = x.shape[:2]
     m, c_g = w.shape[:2]
     kernel = w.shape[2:]
@@ -648,7 +649,14 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
         w_mat = w.reshape(m, rows)
         extra = 0 if b is None else 1
         if b is not None:
-            w_mat = np.concatenate([w_mat, b.reshape(m, 1)], axis=1)
+            # The weights with the bias as a last column: a copy of all the weights, so it is made once
+            # per layer where they are constants (ResNet-50's 512->512 3x3: 9.4 MB each run).
+            entry = cache.get("im2col_weights") if cache is not None else None
+            if entry is None or entry[0] is not w or entry[1] is not b:
+                entry = (w, b, np.concatenate([w_mat, b.reshape(m, 1)], axis=1))
+                if cache is not None:
+                    cache["im2col_weights"] = entry
+            w_mat = entry[2]
         if n == 1:
             split = (threads > 1 and outs[0] >= 2 * threads
                      and 2 * m * (rows + extra) * out_size >= MIN_SPLIT_FLOPS)
@@ -676,9 +684,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
             pads, auto_pad: str, threads: int = 1, cache: dict | None = None, residual: np.ndarray | None = None,
             activation=None) -> np.ndarray:
     """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype):
-    ``activation(conv(x) + residual)``. ``cache``: where derived weights (Winograd's) are kept between
-    runs of the same layer; ``residual``: broadcastable to the output; ``activation``: an in-place
-    function (``KernelContext.take_activation``)."""
+    ``activation(conv(x) + residual)``. ``cache``: where derived weights (Winograd's, im2col's with the
+    bias) are kept between runs of the same layer, None where W or B may change between runs;
+    ``residual``: broadcastable to the output; ``activation``: an in-place function
+    (``KernelContext.take_activation``)."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ValueError(f"Conv expects X and W of equal rank >= 3, got X{list(x.shape)} W{list(w.shape)}")
     n, c = x.shape[:2]
@@ -739,7 +748,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
     else:
         y = _im2col_gemm(x, w, b, group=group, strides=strides, dilations=dilations, begins=begins, ends=ends,
-                         outs=outs, threads=threads, epilogue=bare)
+                         outs=outs, threads=threads, epilogue=bare, cache=cache)
         bias_done, applied = True, group == 1
     y = y.reshape(out_shape)
     if b is not None and not bias_done:
@@ -768,6 +777,8 @@ def _conv(ctx, X, W, B, Z, *, auto_pad, dilations, group, kernel_shape, pads, st
     if kernel_shape is not None and list(kernel_shape) != list(W.shape[2:]):
         raise ValueError(f"kernel_shape {list(kernel_shape)} does not match W {list(W.shape)}")
     dtype = compute_dtype(X)
+    # Weights derived once and kept (Winograd's, im2col's with the bias) only where W and B are constants.
+    constant_cache = getattr(ctx, "constant_cache", None)
     native = dtype == X.dtype and (Z is None or Z.dtype == X.dtype)
     activation = ctx.take_activation() if native and hasattr(ctx, "take_activation") else None
     if Z is not None and not native:
@@ -775,7 +786,7 @@ def _conv(ctx, X, W, B, Z, *, auto_pad, dilations, group, kernel_shape, pads, st
     y = conv_nd(X.astype(dtype, copy=False), W.astype(dtype, copy=False),
                 None if B is None else B.astype(dtype, copy=False),
                 group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
-                threads=kernel_threads(ctx), cache=getattr(ctx, "cache", None), residual=Z,
+                threads=kernel_threads(ctx), cache=constant_cache(1, 2) if constant_cache else None, residual=Z,
                 activation=activation)
     return y.astype(X.dtype, copy=False)
 
