@@ -839,18 +839,32 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, gro
     lead = [max(0, -bg) for bg in begins]
     full = [(in_spatial[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 for i in range(nd)]
     buf_shape = [max(lead[i] + full[i], lead[i] + begins[i] + outs[i]) for i in range(nd)]
-    buf = np.zeros((n, m, *buf_shape), dtype=cols.dtype)
+    # Taps that never land on the same output (stride beyond the dilated kernel: the 2x2/2 upsampling of
+    # detection heads) are written, not added, with the bias on the way: no zero fill where they cover
+    # every output, no read-modify-write, no bias pass (PP-OCR det's 24ch@160 2x2/2: 8.9 -> 2.3 ms).
+    disjoint = all((kernel[i] - 1) * dilations[i] < strides[i] for i in range(nd))
+    covered = all(kernel[i] * dilations[i] == strides[i] and dilations[i] == 1 for i in range(nd))
+    covered = covered and buf_shape == full and not any(lead)
+    bias = None if b is None else b.reshape((1, m) + (1,) * nd).astype(cols.dtype, copy=False)
+    tap_bias = disjoint and covered and bias is not None  # each output gets exactly one tap, and the bias with it
+    buf = (np.empty if disjoint and covered else np.zeros)((n, m, *buf_shape), dtype=cols.dtype)
     for tap in itertools.product(*(range(k) for k in kernel)):
         starts = [lead[i] + tap[i] * dilations[i] for i in range(nd)]
         region = (slice(None), slice(None),
                   *(slice(starts[i], starts[i] + (in_spatial[i] - 1) * strides[i] + 1, strides[i])
                     for i in range(nd)))
-        buf[region] += cols[(slice(None), slice(None), *tap)]
+        contribution = cols[(slice(None), slice(None), *tap)]
+        if not disjoint:
+            buf[region] += contribution
+        elif tap_bias:
+            np.add(contribution, bias, out=buf[region])
+        else:
+            buf[region] = contribution
     crop = (slice(None), slice(None),
             *(slice(lead[i] + begins[i], lead[i] + begins[i] + outs[i]) for i in range(nd)))
     y = buf[crop]
-    if b is not None:
-        y = y + b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
+    if bias is not None and not tap_bias:
+        y = y + bias
     return np.ascontiguousarray(y)
 
 
