@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.host_memory import keep_freed_memory
 from wgsentis.errors import LayerError, UnsupportedOperatorError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
@@ -152,6 +153,8 @@ class GraphProgram:
         self.graph = graph
         self.threads = max(1, threads)
         self.spin_wait = spin_wait
+        if parent is None:
+            keep_freed_memory()  # each run's outputs reuse the last run's memory, not fresh pages
         # Threads a kernel may split its own work over: none of ours while BLAS's threads carry the products.
         self.kernel_threads = 1 if spin_wait else self.threads
         self.parent = parent
