@@ -43,6 +43,7 @@ def _model(x_shape, m, attrs, *, bias=True, residual=False):
     ((1, 64, 14, 14), 16, {"pads": [1, 1, 1, 1]}, True, False),  # 16 tiles, 31% overhang
 ])
 def test_winograd_matches_onnxruntime(x_shape, m, attrs, bias, residual, monkeypatch):
+    monkeypatch.setattr(conv, "kn2row_applies", lambda *a: False)  # it would take the small-M shapes
     calls = []
     original = conv._conv_winograd_3x3
     monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -67,7 +68,7 @@ def test_winograd_matches_onnxruntime(x_shape, m, attrs, bias, residual, monkeyp
 def test_winograd_transform_form_follows_blas_threads(spin_wait, separable, monkeypatch):
     """Where BLAS runs two threads (spin-wait mode) the tile transforms are one product each, which BLAS
     splits; on the blocking pool (BLAS on one thread) small ones stay separable. Both match ORT."""
-    model = _model((1, 64, 28, 28), 32, {"pads": [1, 1, 1, 1]})
+    model = _model((1, 64, 28, 28), 48, {"pads": [1, 1, 1, 1]})
     requests = spy_scratch(monkeypatch)
     x = np.random.default_rng(26).standard_normal((1, 64, 28, 28)).astype(np.float32)
     with ws.Worker(ws.load_model(model), "cpu", threads=2, spin_wait=spin_wait) as worker:
@@ -82,7 +83,7 @@ def test_winograd_weights_are_transformed_once_per_layer(monkeypatch):
     transforms = []
     original = conv.winograd_weights
     monkeypatch.setattr(conv, "winograd_weights", lambda w: transforms.append(1) or original(w))
-    model = _model((1, 64, 28, 28), 32, {"pads": [1, 1, 1, 1]})
+    model = _model((1, 64, 28, 28), 48, {"pads": [1, 1, 1, 1]})
     x = np.random.default_rng(23).standard_normal((1, 64, 28, 28)).astype(np.float32)
     with ws.Worker(ws.load_model(model), "cpu") as worker:
         first = worker.run({"x": x})["y"]
@@ -106,18 +107,19 @@ def test_im2col_weights_with_bias_are_built_once_per_layer():
     np.testing.assert_allclose(first, ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("x_shape", [(1, 64, 28, 28), (1, 64, 7, 7)])  # Winograd, im2col
-def test_weights_fed_as_inputs_are_derived_again_each_run(x_shape):
+@pytest.mark.parametrize("x_shape,m", [((1, 64, 28, 28), 48), ((1, 64, 7, 7), 48),  # Winograd, im2col
+                                        ((1, 64, 28, 28), 32)])  # kn2row
+def test_weights_fed_as_inputs_are_derived_again_each_run(x_shape, m):
     """A weight that is a graph input may change between runs, even as the same array changed in place:
     nothing derived from it is kept."""
     rng = np.random.default_rng(28)
     c = x_shape[1]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])]
-    model = make_model(nodes, [("x", F, list(x_shape)), ("w", F, [32, c, 3, 3]), ("b", F, [32])],
+    model = make_model(nodes, [("x", F, list(x_shape)), ("w", F, [m, c, 3, 3]), ("b", F, [m])],
                        [("y", F, None)])
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
-             "w": (rng.standard_normal((32, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32),
-             "b": rng.standard_normal(32).astype(np.float32)}
+             "w": (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32),
+             "b": rng.standard_normal(m).astype(np.float32)}
     with ws.Worker(ws.load_model(model), "cpu") as worker:
         for _ in range(2):
             got = worker.run(feeds)["y"]
@@ -137,6 +139,7 @@ def test_weights_fed_as_inputs_are_derived_again_each_run(x_shape):
     ((1, 64, 16, 16), 64, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
 ])
 def test_winograd_leaves_other_shapes_to_im2col(x_shape, m, attrs, monkeypatch):
+    monkeypatch.setattr(conv, "kn2row_applies", lambda *a: False)
     calls = []
     original = conv._conv_winograd_3x3
     monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -152,7 +155,8 @@ ACTIVATIONS = [("Relu", {}, []), ("LeakyRelu", {"alpha": 0.2}, []), ("Clip", {},
 CONV_PATHS = [  # (x shape, w shape, attrs): the paths that apply an activation part by part, and one that does not
     ((1, 8, 9, 9), (16, 8, 1, 1), {}),  # 1x1: one product
     ((1, 3, 9, 9), (8, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # im2col
-    ((1, 64, 28, 28), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # Winograd
+    ((1, 64, 28, 28), (48, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # Winograd
+    ((1, 64, 28, 28), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # kn2row
     ((1, 6, 12, 12), (6, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 6}),  # depthwise columns
     ((1, 4, 9, 9), (8, 2, 3, 3), {"group": 2}),  # grouped: the activation after the whole output
 ]
