@@ -5,9 +5,11 @@ Every convolution is lowered onto BLAS: the input windows are gathered (im2col) 
 batched ``np.matmul`` with the ``(group, M_g, C_g * K)`` weights yields the output directly in
 NCHW order. Two shapes get their own path because they dominate CNN latency: a 1x1 convolution
 is a plain matmul on the reshaped input (no im2col at all), and a depthwise convolution is a
-sum over kernel taps of shifted-slice multiply-adds (k*k vectorised ops, no matmul).
+sum over kernel taps of shifted-slice multiply-adds (k*k vectorised ops, no matmul). Stride-1 3x3
+layers run as Winograd F(4x4, 3x3) on wide planes, and as kn2row (one product of the stacked tap
+weights, then shifted sums of its rows) where output channels are few or planes small.
 Transposed convolution is the adjoint: one matmul produces the columns, which are scatter-added
-(col2im) tap by tap into the output.
+(col2im) tap by tap into the output, or written where taps never overlap.
 """
 
 from __future__ import annotations
