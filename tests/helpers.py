@@ -46,3 +46,16 @@ def spy_scratch(monkeypatch) -> list[tuple[str, tuple[int, ...]]]:
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
+
+
+def kept_between_runs(model: onnx.ModelProto, feeds: dict[str, np.ndarray], key: str, index: int):
+    """Run ``model`` twice on the cpu backend and check that its first layer kept the same derived weights,
+    ``ctx.cache[key][index]``, from the first run to the second; returns (the kept array, the two outputs)."""
+    import wgsentis as ws
+
+    with ws.Worker(ws.load_model(model), "cpu") as worker:
+        first = worker.run(feeds)["y"]
+        kept = worker._program.steps[0].ctx.cache[key][index]
+        second = worker.run(feeds)["y"]
+        assert worker._program.steps[0].ctx.cache[key][index] is kept
+    return kept, first, second

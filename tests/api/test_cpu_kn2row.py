@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import F, make_model, ort_outputs
+from helpers import F, kept_between_runs, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
@@ -83,11 +83,7 @@ def test_kn2row_with_other_activations(act, monkeypatch):
 def test_kn2row_weights_are_stacked_once_per_layer():
     model = _model((1, 64, 12, 12), (16, 64, 3, 3), {"pads": [1, 1, 1, 1]})
     x = np.random.default_rng(44).standard_normal((1, 64, 12, 12)).astype(np.float32)
-    with ws.Worker(ws.load_model(model), "cpu") as worker:
-        first = worker.run({"x": x})["y"]
-        kept = worker._program.steps[0].ctx.cache["kn2row_weights"][1]
-        second = worker.run({"x": x})["y"]
-        assert worker._program.steps[0].ctx.cache["kn2row_weights"][1] is kept
+    kept, first, second = kept_between_runs(model, {"x": x}, "kn2row_weights", 1)
     assert kept.shape == (9 * 16, 64)
     np.testing.assert_array_equal(first, second)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import F, make_model, ort_outputs, spy_scratch
+from helpers import F, kept_between_runs, make_model, ort_outputs, spy_scratch
 from onnx import helper
 
 import wgsentis as ws
@@ -97,11 +97,7 @@ def test_im2col_weights_with_bias_are_built_once_per_layer():
     run and kept, where W and B are constants."""
     model = _model((1, 64, 7, 7), 64, {"pads": [1, 1, 1, 1]})  # 4 tiles: im2col
     x = np.random.default_rng(27).standard_normal((1, 64, 7, 7)).astype(np.float32)
-    with ws.Worker(ws.load_model(model), "cpu") as worker:
-        first = worker.run({"x": x})["y"]
-        kept = worker._program.steps[0].ctx.cache["im2col_weights"][2]
-        second = worker.run({"x": x})["y"]
-        assert worker._program.steps[0].ctx.cache["im2col_weights"][2] is kept
+    kept, first, second = kept_between_runs(model, {"x": x}, "im2col_weights", 2)
     assert kept.shape == (64, 64 * 9 + 1)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(first, ort_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
