@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -149,6 +150,19 @@ DEPTHWISE_COLS_MIN_SPLIT = 1 << 20
 DEPTHWISE_BLOCK_BYTES = 1 << 20
 # Elements of one channels-last pass per thread below which the channels-last depthwise form stays on one thread.
 CHANNELS_LAST_MIN_PASS = 1 << 16
+
+
+def derived_weights(cache: dict | None, key: str, sources: tuple[np.ndarray, ...],
+                    derive: Callable[[], np.ndarray]) -> np.ndarray:
+    """``derive()``: weights derived from ``sources`` (a layer's W, B), kept in the layer's ``cache`` under
+    ``key`` while the sources are the same arrays; derived afresh on every call without a cache (W or B
+    may change between runs)."""
+    entry = cache.get(key) if cache is not None else None
+    if entry is None or any(kept is not source for kept, source in zip(entry[0], sources, strict=True)):
+        entry = (sources, derive())
+        if cache is not None:
+            cache[key] = entry
+    return entry[1]
 
 
 def fill_padded(padded: np.ndarray, src: np.ndarray, begins, value=0) -> None:
@@ -530,12 +544,7 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
     oh, ow = outs
     th, tw = -(-oh // 4), -(-ow // 4)
     tiles = th * tw
-    entry = cache.get("winograd4") if cache is not None else None
-    if entry is None or entry[0] is not w:
-        entry = (w, winograd_weights(w))
-        if cache is not None:
-            cache["winograd4"] = entry
-    u = entry[1]  # (36, M, C)
+    u = derived_weights(cache, "winograd4", (w,), lambda: winograd_weights(w))  # (36, M, C)
     top, left = begins
     hp, wp = 4 * th + 2, 4 * tw + 2
     y = np.empty((n, m, oh, ow), dtype=x.dtype)
@@ -620,12 +629,8 @@ def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, 
     kh, kw = w.shape[2:]
     k = kh * kw
     geo = FlatWindows((h, wd), (kh, kw), (1, 1), dilations, begins, outs)
-    entry = cache.get("kn2row_weights") if cache is not None else None
-    if entry is None or entry[0] is not w:
-        entry = (w, np.ascontiguousarray(w.transpose(2, 3, 0, 1).reshape(k * m, c)))  # (K*M, C), tap-major
-        if cache is not None:
-            cache["kn2row_weights"] = entry
-    stacked = entry[1]
+    stacked = derived_weights(cache, "kn2row_weights", (w,),  # (K*M, C), tap-major
+                              lambda: np.ascontiguousarray(w.transpose(2, 3, 0, 1).reshape(k * m, c)))
     offsets = [offset for _, offset in geo.taps]
     reach = max(offsets)
     block = max(KN2ROW_MIN_BLOCK_COLUMNS, KN2ROW_BLOCK_BYTES // (k * m * x.itemsize))
@@ -633,6 +638,7 @@ def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, 
     y = np.empty((n, m, *outs), dtype=x.dtype)
     y3 = y.reshape(n, m, -1)
     bias = None if b is None else b.reshape(m, 1, 1)
+    parts = threads if 2 * k * m * c * geo.length >= MIN_SPLIT_FLOPS else 1
     for image in range(n):
         flat = geo.padded(x[image], 0, "kn2row").reshape(c, -1)  # (C, hq*wq)
         acc = scratch("kn2row_acc", (m, outs[0] * geo.wq), x.dtype)
@@ -648,8 +654,7 @@ def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, 
                 for t in range(2, k):
                     out += taps[t, :, offsets[t]:offsets[t] + width]
 
-        big = 2 * k * m * c * geo.length >= MIN_SPLIT_FLOPS
-        run_split(blocks, threads if big else 1, columns)
+        run_split(blocks, parts, columns)
         if bias is None:
             y[image] = geo.crop(acc)
         else:
@@ -730,12 +735,8 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
         if b is not None:
             # The weights with the bias as a last column: a copy of all the weights, so it is made once
             # per layer where they are constants (ResNet-50's 512->512 3x3: 9.4 MB each run).
-            entry = cache.get("im2col_weights") if cache is not None else None
-            if entry is None or entry[0] is not w or entry[1] is not b:
-                entry = (w, b, np.concatenate([w_mat, b.reshape(m, 1)], axis=1))
-                if cache is not None:
-                    cache["im2col_weights"] = entry
-            w_mat = entry[2]
+            w_mat = derived_weights(cache, "im2col_weights", (w, b),
+                                    lambda: np.concatenate([w.reshape(m, rows), b.reshape(m, 1)], axis=1))
         if n == 1:
             split = (threads > 1 and outs[0] >= 2 * threads
                      and 2 * m * (rows + extra) * out_size >= MIN_SPLIT_FLOPS)
@@ -925,11 +926,12 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, gro
     # detection heads) are written, not added, with the bias on the way: no zero fill where they cover
     # every output, no read-modify-write, no bias pass (PP-OCR det's 24ch@160 2x2/2: 3.9 -> 2.8 ms).
     disjoint = all((kernel[i] - 1) * dilations[i] < strides[i] for i in range(nd))
-    covered = all(kernel[i] * dilations[i] == strides[i] and dilations[i] == 1 for i in range(nd))
+    # Kernel == stride, undilated, no padding or output padding: every output gets exactly one tap.
+    covered = all(kernel[i] == strides[i] and dilations[i] == 1 for i in range(nd))
     covered = covered and buf_shape == full and not any(lead)
     bias = None if b is None else b.reshape((1, m) + (1,) * nd).astype(cols.dtype, copy=False)
-    tap_bias = disjoint and covered and bias is not None  # each output gets exactly one tap, and the bias with it
-    buf = (np.empty if disjoint and covered else np.zeros)((n, m, *buf_shape), dtype=cols.dtype)
+    tap_bias = covered and bias is not None  # the bias rides with each output's one tap
+    buf = (np.empty if covered else np.zeros)((n, m, *buf_shape), dtype=cols.dtype)
     for tap in itertools.product(*(range(k) for k in kernel)):
         starts = [lead[i] + tap[i] * dilations[i] for i in range(nd)]
         region = (slice(None), slice(None),
