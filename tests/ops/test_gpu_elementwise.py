@@ -63,3 +63,37 @@ def test_broadcast_scalar_constant_with_fused_relu(shaders):
     model.graph.node.append(helper.make_node("Relu", ["t"], ["y0"]))
     compare(model, {"a": a}, rtol=1e-6, atol=1e-6)
     assert "compute/binary4.wgsl" in shaders
+
+
+@pytest.mark.parametrize("size", [4096, 4097])  # the vec4 and the scalar path
+@pytest.mark.parametrize("function", ["probed", "div_rounded"])
+def test_div_and_reciprocal_are_correctly_rounded(size, function, monkeypatch):
+    # As the CPU divides, bit for bit: quantization graphs round quotients to integers, where one ulp
+    # moves a value across a tie (DynamicQuantizeLinear's 5 / 255 on NVIDIA). "probed": the function
+    # the device probe chose; div_rounded is also checked where the probe needs no correction.
+    import wgsentis as ws
+    from wgsentis.backends.device import get_context
+
+    if function != "probed":
+        monkeypatch.setattr(get_context(), "division_function", function)
+
+    rng = np.random.default_rng(size)
+    # Normal quotients (within 1e+-30): whether a driver keeps subnormals is not division's precision.
+    a = (rng.standard_normal(size) * 10.0 ** rng.integers(-15, 15, size)).astype(np.float32)
+    b = (rng.standard_normal(size) * 10.0 ** rng.integers(-15, 15, size)).astype(np.float32)
+    a[:8] = [5.0, 1.0, 0.0, -0.0, np.inf, np.nan, 3.0, -np.inf]
+    b[:8] = [255.0, 3.0, 2.0, 0.0, 2.0, 1.0, np.inf, -np.inf]
+    with np.errstate(all="ignore"):
+        expected = {"Div": a / b, "Reciprocal": np.float32(1.0) / b}
+    for op, feeds in (("Div", {"a": a, "b": b}), ("Reciprocal", {"x": b})):
+        with ws.Worker(ws.load_model(node_model(op, feeds)), "gpu-compute") as worker:
+            got = worker.run(feeds)["y0"]
+        np.testing.assert_array_equal(got, expected[op], err_msg=op)
+
+
+def test_the_division_probe_picks_a_function_math_wgsl_defines():
+    from wgsentis.backends.device import get_context, wgsl_source
+
+    chosen = get_context().division_function
+    assert chosen in ("div_plain", "div_rounded")
+    assert f"fn {chosen}(zero: u32, a: f32, b: f32) -> f32" in wgsl_source("common/math.wgsl")

@@ -3,12 +3,15 @@ optional features that help (timestamp queries, shader-f16); shader and pipeline
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+
+import numpy as np
 
 from wgsentis.errors import DeviceError
 
@@ -115,6 +118,41 @@ class GPUContext:
             self._pipelines[key] = entry
             return entry
 
+    @functools.cached_property
+    def division_function(self) -> str:
+        """The WGSL function (math.wgsl) that divides float32 as the CPU does on this device:
+        ``div_plain`` or ``div_rounded``, whichever gives more exact quotients on probe pairs."""
+        rng = np.random.default_rng(0)
+        n = 4096
+        # Quotients stay normal (within 1e+-30): drivers may flush subnormals, which is another matter.
+        a = (rng.standard_normal(n) * 10.0 ** rng.integers(-15, 15, n)).astype(np.float32)
+        b = (rng.standard_normal(n) * 10.0 ** rng.integers(-15, 15, n)).astype(np.float32)
+        a[:2], b[:2] = (5.0, 1.0), (255.0, 3.0)
+        expected = a / b
+        usage = self.wgpu.BufferUsage
+        pipeline, layout = self.pipeline(("probe_division",), wgsl_source("compute/probe_division.wgsl"), {},
+                                         "wgsentis division probe")
+        buffers = [self.device.create_buffer_with_data(data=v.tobytes(), usage=usage.STORAGE) for v in (a, b)]
+        out = self.device.create_buffer(size=8 * n, usage=usage.STORAGE | usage.COPY_SRC)
+        staging = self.device.create_buffer(size=8 * n, usage=usage.MAP_READ | usage.COPY_DST)
+        group = self.device.create_bind_group(layout=layout, entries=[
+            {"binding": i, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
+            for i, buf in enumerate([*buffers, out])])
+        encoder = self.device.create_command_encoder(label="wgsentis division probe")
+        cpass = encoder.begin_compute_pass()
+        cpass.set_pipeline(pipeline)
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(n // 64)
+        cpass.end()
+        encoder.copy_buffer_to_buffer(out, 0, staging, 0, 8 * n)
+        self.queue.submit([encoder.finish()])
+        map_for_reading(staging, "the division probe")
+        plain, rounded = np.frombuffer(staging.read_mapped(copy=True), np.float32).reshape(2, n)
+        staging.unmap()
+        for buf in (*buffers, out, staging):
+            buf.destroy()
+        return "div_rounded" if (rounded == expected).sum() > (plain == expected).sum() else "div_plain"
+
     @property
     def cached_pipelines(self) -> int:
         return len(self._pipelines)
@@ -171,6 +209,33 @@ def _apply_instance_extras() -> dict[str, Any] | None:
 
     set_instance_extras(**_instance_extras)
     return dict(_instance_extras)
+
+
+# A submission the GPU has not finished after this long is taken as a hung or lost device: readback
+# then raises instead of blocking the caller forever. The slowest reference model on lavapipe (a CPU
+# device) finishes in about a second.
+GPU_WAIT_SECONDS = 120.0
+
+
+def map_for_reading(buffer: Any, what: str, timeout_s: float | None = None) -> None:
+    """Map ``buffer`` for reading, waiting at most ``timeout_s`` (GPU_WAIT_SECONDS) for the GPU; raises
+    DeviceError naming ``what`` (the outputs or tensors being read) on a failure or a timeout."""
+    wait_mapped(buffer.map_async("READ"), what, timeout_s)
+
+
+def wait_mapped(promise: Any, what: str, timeout_s: float | None = None) -> None:
+    """Wait for a ``map_async`` promise as ``map_for_reading`` does."""
+    limit = GPU_WAIT_SECONDS if timeout_s is None else timeout_s
+    # wgpu-native's poll thread sets this event when the map callback fires; sync_wait() waits on it
+    # with no limit, so a submission that never completes would hang the caller.
+    event = getattr(promise, "_thread_event", None)
+    if getattr(promise, "_state", "") == "pending" and event is not None and not event.wait(limit):
+        raise DeviceError(f"the GPU did not finish the work behind {what} within {limit:g} s: "
+                          "the device is hung or was lost")
+    try:
+        promise.sync_wait()
+    except Exception as exc:
+        raise DeviceError(f"reading {what} back from the GPU failed: {exc}") from exc
 
 
 def get_context() -> GPUContext:

@@ -35,7 +35,8 @@ GELU = {"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
         "tanh": "0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)))"}
 
 FLOAT_UNARY: dict[str, str] = {
-    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)", "Reciprocal": "1.0 / v",
+    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)",
+    "Reciprocal": "div_f32(1.0, v)",
     "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "sign(v)", "Sin": "sin(v)",
     "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
     "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",
@@ -86,6 +87,7 @@ def unary(rec, x, expr: str, params: list[float], out_dtype=None, in_type: str |
         return NotImplemented
     x = _as_gpu(rec, x)
     y = rec.alloc(x.shape, out_dtype or x.dtype)
+    expr = expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")  # see math.wgsl
     if _vec4_ok(x, y) and in_type is None:
         # Four elements per invocation: lavapipe loads a vec4 at once where it scalarises f32 loads
         # (10 Relus over 800k floats: 24 -> 13 ms).
@@ -177,7 +179,7 @@ _ARITH = {
     "Sub": {"f32": "a - b", "i32": "a - b"},
     "Mul": {"f32": "a * b", "i32": "a * b"},
     # Integer division truncates toward zero in WGSL as in C, which is what ONNX asks.
-    "Div": {"f32": "a / b", "i32": "select(a / b, 0, b == 0)"},
+    "Div": {"f32": "div_f32(a, b)", "i32": "select(a / b, 0, b == 0)"},
     "Pow": {"f32": "pow_signed(a, b)"},
     "Max": {"f32": "select(max(a, b), a + b, a != a || b != b)", "i32": "max(a, b)"},
     "Min": {"f32": "select(min(a, b), a + b, a != a || b != b)", "i32": "min(a, b)"},
@@ -240,6 +242,7 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     y = rec.alloc(out_shape, out_dtype)
+    expr = expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")  # see math.wgsl
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
     modes = [_vec4_operand(t, out_shape, name) for t, name in ((a, "A"), (b, "B"))]
     if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):

@@ -967,8 +967,9 @@ def _int_pair(a, b) -> bool:
     return da in _INTS and db in _INTS
 
 
-_INT_MOD = {0: "select(select(a % b, (a % b) + b, (a % b) != 0 && ((a % b) < 0) != (b < 0)), 0, b == 0)",
-            1: "select(a % b, 0, b == 0)"}
+# srem, not %: WGSL's i32 % is undefined for negative operands on NVIDIA's Vulkan driver (math.wgsl).
+_INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
+            1: "select(srem(a, b), 0, b == 0)"}
 
 
 @gpu("Mod", 10)

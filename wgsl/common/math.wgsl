@@ -1,5 +1,46 @@
 // Math helpers WGSL lacks or drivers approximate coarsely: an accurate exp, erf (Abramowitz-Stegun
-// 7.1.26, |error| < 1.5e-7), expm1, log1p, tanh, softplus.
+// 7.1.26, |error| < 1.5e-7), expm1, log1p, tanh, softplus, and a signed remainder.
+
+// Float division. Vulkan lets a driver's a / b be off by 2.5 ulp. NVIDIA's is a * (1 / b): off by an
+// ulp in three quotients of ten (5 / 255 among them, which moves a quantized value across a rounding
+// tie). div_rounded corrects the quotient by its residual a - q * b, computed exactly without fma
+// (not fused there either): q and b are split into 12-bit halves by masking their mantissas, so
+// every partial product is exact, and the first difference is exact by Sterbenz's lemma. NVIDIA's
+// compiler re-associates that algebra away (the residual then came out as plain fma's: 680 of 4096
+// quotients still off), so every step goes through opaque(), an XOR with a zero it cannot see is
+// zero; with it, 0 of 4096 were off. Kernels write div_f32(a, b); the recorder turns that into
+// div_plain or div_rounded, whichever a probe found exact on the device
+// (GPUContext.division_function), with the shader's opaque_zero() as first argument. Infinite,
+// NaN and zero quotients are kept as they are.
+fn opaque(x: f32, zero: u32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) ^ zero);
+}
+fn split_high(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) & 0xfffff000u);
+}
+fn div_plain(zero: u32, a: f32, b: f32) -> f32 {
+    return a / b;
+}
+fn div_rounded(zero: u32, a: f32, b: f32) -> f32 {
+    let q = opaque(a / b, zero);
+    let qh = opaque(split_high(q), zero);
+    let ql = opaque(q - qh, zero);
+    let bh = opaque(split_high(b), zero);
+    let bl = opaque(b - bh, zero);
+    let r1 = opaque(a - opaque(qh * bh, zero), zero);
+    let r2 = opaque(r1 - opaque(qh * bl, zero), zero);
+    let r3 = opaque(r2 - opaque(ql * bh, zero), zero);
+    let r = opaque(r3 - opaque(ql * bl, zero), zero);
+    return select(q, q + r / b, abs(q) <= 3.4028235e38 && q != 0.0);
+}
+
+// WGSL's signed a % b (truncated, the dividend's sign) for every a and b != 0. naga lowers i32 % to
+// SPIR-V OpSRem, which Vulkan leaves undefined for a negative operand: NVIDIA's driver returns the
+// unsigned remainder there (-1 % 3 gives 0; gfx-rs/wgpu#8191), lavapipe the WGSL one. Division
+// truncates on every driver, so the remainder is rebuilt from it. Use this, never %, on i32.
+fn srem(a: i32, b: i32) -> i32 {
+    return a - b * (a / b);
+}
 
 // exp with ~1 ulp accuracy: some drivers' builtin (lavapipe's) is off by up to ~2e-3 relative, which
 // activations like Mish and Sigmoid carry into their tails. x = n ln2 + r with ln2 split in two

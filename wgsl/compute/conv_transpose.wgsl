@@ -36,11 +36,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var acc = 0.0;
     for (var ky = 0u; ky < kh; ky++) {
         let ty = oy + pi(10u) - i32(ky) * pi(12u);
-        if (ty < 0 || ty % sh != 0 || ty / sh >= h) { continue; }
+        if (ty < 0 || srem(ty, sh) != 0 || ty / sh >= h) { continue; }
         let iy = ty / sh;
         for (var kx = 0u; kx < kw; kx++) {
             let tx = ox + pi(11u) - i32(kx) * pi(13u);
-            if (tx < 0 || tx % sw != 0 || tx / sw >= w) { continue; }
+            if (tx < 0 || srem(tx, sw) != 0 || tx / sw >= w) { continue; }
             let ix = tx / sw;
             for (var c = g * cg; c < (g + 1u) * cg; c++) {
                 let xv = X[((n * pu(14u) + c) * u32(h) + u32(iy)) * u32(w) + u32(ix)];

@@ -5,6 +5,7 @@
 // Params: 0 n, 1 rank, 2 unused, 3 constant value bits,
 //         4..9 out shape, 10..15 in strides, 16..21 pad_lo (i32), 22..27 crop_lo, 28..33 len.
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 
 override MODE: u32 = 0u;
 
@@ -39,12 +40,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                     c = 0;
                 } else {
                     let p = 2 * (len - 1);
-                    c = c % p;
+                    c = srem(c, p);
                     if (c < 0) { c += p; }
                     if (c >= len) { c = p - c; }
                 }
             } else {
-                c = c % len;
+                c = srem(c, len);
                 if (c < 0) { c += len; }
             }
         }
