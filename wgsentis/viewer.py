@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.device import get_context
+from wgsentis.backends.device import get_context, map_for_reading
 from wgsentis.errors import DeviceError, InputError
 
 _SHADER = """
@@ -196,7 +196,7 @@ class Window:
                                                                      "rows_per_image": th}, (tw, th, 1))
             self.ctx.queue.submit([encoder.finish()])
             if staging is not None:
-                staging.map_sync("READ")
+                map_for_reading(staging, "the viewer's frame")
                 raw = np.frombuffer(staging.read_mapped(copy=True), np.uint8).reshape(th, row)[:, : 4 * tw]
                 staging.unmap()
                 img = raw.reshape(th, tw, 4).copy()

@@ -126,14 +126,29 @@ def test_fallback_layer_syncs_with_counted_transfers():
             assert ("download", "a", "neg_on_cpu") in kinds and ("upload", "b", "neg_on_cpu") in kinds
 
 
+def _matmul_chain(n: int, layers: int = 8) -> ws.Model:
+    """x @ W, ``layers`` times over, W a fixed (n, n) permutation: exact, and GPU work grows as n^3."""
+    w = np.eye(n, dtype=np.float32)[::-1].copy()
+    nodes = [helper.make_node("MatMul", [f"t{i}", "w"], [f"t{i + 1}"], name=f"matmul{i}") for i in range(layers)]
+    return ws.load_model(make_model(nodes, [("t0", F, [n, n])], [(f"t{layers}", F, [n, n])],
+                                    initializers={"w": w}))
+
+
 @requires_gpu
 def test_schedule_returns_before_the_gpu_is_done_and_readback_is_polled():
-    n = 1 << 20
-    nodes = [helper.make_node("Sin", [f"t{i}"], [f"t{i + 1}"], name=f"sin{i}") for i in range(12)]
-    model = ws.load_model(make_model(nodes, [("t0", F, [n])], [("t12", F, [n])]))
-    x = np.linspace(0, 1, n, dtype=np.float32)
-    with ws.Worker(model, "gpu-compute") as worker:
+    # Enough GPU work that the run is not dominated by encoding: the matrices grow until one blocking
+    # run takes 20 ms (512 on lavapipe, 2048 on a large discrete GPU).
+    for n in (128, 256, 512, 1024, 2048, 4096):
+        model = _matmul_chain(n)
+        x = np.random.default_rng(0).random((n, n), dtype=np.float32)
+        worker = ws.Worker(model, "gpu-compute")
         worker.run({"t0": x})  # record once
+        start = time.perf_counter()
+        worker.run({"t0": x})
+        if time.perf_counter() - start >= 0.02:
+            break
+        worker.close()
+    with worker:
         start = time.perf_counter()
         worker.schedule({"t0": x})
         t = worker.peek_output()
@@ -145,11 +160,8 @@ def test_schedule_returns_before_the_gpu_is_done_and_readback_is_polled():
             polls += 1
             time.sleep(0.0005)
         total = time.perf_counter() - start
-        assert polls > 0 and scheduled < total / 3
-        expected = x.copy()
-        for _ in range(12):
-            expected = np.sin(expected)
-        np.testing.assert_allclose(t.download_to_array(), expected, rtol=1e-5, atol=1e-6)
+        assert polls > 0 and scheduled < total / 3, (n, scheduled, total)
+        np.testing.assert_array_equal(t.download_to_array(), x)  # an even number of row reversals
 
 
 @requires_gpu
@@ -264,10 +276,15 @@ def test_profiled_replay_times_every_gpu_layer(inside, monkeypatch):
         program.profile_layers = True
         out = worker.run({"t0": x})["t3"]
         times = program.last_layer_gpu_ns
-    np.testing.assert_allclose(out, np.maximum(np.concatenate([np.sin(x), x]), 0), rtol=1e-6, atol=1e-7)
+    # WGSL's sin is not correctly rounded: within 2^-11 on [-pi, pi] by the spec (NVIDIA's: 3.3e-7 here).
+    np.testing.assert_allclose(out, np.maximum(np.concatenate([np.sin(x), x]), 0), rtol=0, atol=2.0**-11)
     assert times[0] > 0 and times[2] > 0  # sin and relu, timed on the GPU
     if inside:
         assert times[1] > 0  # the copy, timed on the encoder between the passes
+    else:
+        # The copy opened no pass, so its timestamp pair was given back: a pair resolved but never
+        # written hung NVIDIA's driver (the readback never completed).
+        assert 1 not in times
 
 
 def test_wgsl_includes_expand_once_and_cycles_are_named():
@@ -320,3 +337,21 @@ def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypat
             got = worker.run(feeds)
             for name, value in expected.items():
                 np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5)
+
+
+def test_a_readback_the_gpu_never_completes_raises_instead_of_hanging():
+    import threading
+
+    from wgsentis.backends.device import wait_mapped
+
+    class NeverMapped:  # a map_async promise whose callback never fires (a hung device)
+        _state = "pending"
+        _thread_event = threading.Event()
+
+        def sync_wait(self):
+            raise AssertionError("would block forever")
+
+    start = time.perf_counter()
+    with pytest.raises(DeviceError, match=r"outputs y.*within 0.05 s.*hung"):
+        wait_mapped(NeverMapped(), "the outputs y", timeout_s=0.05)
+    assert time.perf_counter() - start < 5

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.cpu import KernelContext, _Step
-from wgsentis.backends.device import GPUContext, get_context, wgsl_source
+from wgsentis.backends.device import GPUContext, get_context, map_for_reading, wait_mapped, wgsl_source
 from wgsentis.errors import DeviceError, LayerError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
@@ -525,10 +525,7 @@ class PendingReadback:
         if self.values is None:
             values = dict(self.host_values)
             if self.promise is not None:
-                try:
-                    self.promise.sync_wait()
-                except Exception as exc:
-                    raise DeviceError(f"reading the outputs back from the GPU failed: {exc}") from exc
+                wait_mapped(self.promise, f"the outputs {', '.join(self.layout)}" if self.layout else "the outputs")
                 raw = np.frombuffer(self.staging.read_mapped(copy=True), dtype=np.uint8)
                 self.staging.unmap()
                 self.staging.destroy()
@@ -1001,7 +998,7 @@ class GPUProgram:
         self.ctx.queue.submit([encoder.finish()])
         out = []
         if staging is not None:
-            staging.map_sync("READ")
+            map_for_reading(staging, f"the inputs of layer '{layer}'")
             raw = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint8)
             staging.unmap()
             staging.destroy()
@@ -1293,14 +1290,12 @@ class _Stamps:
                 self._start = self._last_end
             return
         stream.end_pass()
+        # Only pairs are taken in this scheme, so a pair starts at an even query and never straddles
+        # two query sets (MAX_QUERIES is even).
         query_set, begin, q = self._next()
         _, end, _ = self._next()
         stream.pass_timestamps = {"query_set": query_set, "beginning_of_pass_write_index": begin,
                                   "end_of_pass_write_index": end}
-        if end != begin + 1:  # the pair straddled two query sets: skip this layer's timing
-            stream.pass_timestamps = None
-            self.count -= 1
-            q = -1
         self._start = q
 
     def end_layer(self, stream: _CommandStream, layer_index: int) -> None:
@@ -1311,9 +1306,15 @@ class _Stamps:
             self._last_pass = stream.cpass
             self.spans.append((layer_index, self._start, self._last_end))
             return
+        if stream.pass_timestamps is not None:
+            # The layer opened no compute pass (copies only): its pair was never written. Give it
+            # back, since every query up to ``count`` is resolved, and resolving one never written
+            # waits for it forever on some drivers (NVIDIA's: the readback then never completes).
+            stream.pass_timestamps = None
+            self.count -= 2
+            return
         stream.end_pass()
-        if self._start >= 0:
-            self.spans.append((layer_index, self._start, self._start + 1))
+        self.spans.append((layer_index, self._start, self._start + 1))
 
     def resolve(self, encoder: Any) -> Any:
         """Record the resolve of every query written into a buffer; returns that buffer."""

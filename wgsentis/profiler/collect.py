@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.cpu import GraphProgram, set_blas_threads
+from wgsentis.backends.device import map_for_reading
 from wgsentis.model import Model
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -169,7 +170,7 @@ class _Fence:
         encoder = encoder or self.ctx.device.create_command_encoder(label="profiler fence")
         encoder.copy_buffer_to_buffer(self.src, 0, dst, 0, 4)
         self.ctx.queue.submit([encoder.finish()])
-        dst.map_sync("READ")
+        map_for_reading(dst, "the profiler's fence")
         dst.unmap()
         dst.destroy()
 
