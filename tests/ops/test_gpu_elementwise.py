@@ -97,3 +97,21 @@ def test_the_division_probe_picks_a_function_math_wgsl_defines():
     chosen = get_context().division_function
     assert chosen in ("div_plain", "div_rounded")
     assert f"fn {chosen}(zero: u32, a: f32, b: f32) -> f32" in wgsl_source("common/math.wgsl")
+
+
+def test_only_a_dividing_expression_asks_for_the_division_probe(monkeypatch):
+    import wgsentis as ws
+    from wgsentis.backends.device import GPUContext
+
+    def probe(self):
+        raise AssertionError("the division probe was consulted")
+
+    # A property on the class wins over a value the probe already cached on the context.
+    monkeypatch.setattr(GPUContext, "division_function", property(probe))
+    x = np.linspace(-2, 2, 64, dtype=np.float32)
+    for op in ("Relu", "Sigmoid"):
+        with ws.Worker(ws.load_model(node_model(op, {"x": x})), "gpu-compute") as worker:
+            worker.run({"x": x})
+    with pytest.raises(ws.errors.LayerError, match="probe was consulted"), \
+            ws.Worker(ws.load_model(node_model("Reciprocal", {"x": x})), "gpu-compute") as worker:
+        worker.run({"x": x})

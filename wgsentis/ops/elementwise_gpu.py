@@ -81,13 +81,21 @@ def _as_gpu(rec, t: Any, name: str = ""):
     return t if _is_gpu(t) else rec.upload(np.asarray(t), name)
 
 
+def _bind_division(rec, expr: str) -> str:
+    """``expr`` with its div_f32 calls bound to the device's division (math.wgsl). Only an expression that
+    divides asks for it, so models that never divide never run the device's division probe."""
+    if "div_f32(" not in expr:
+        return expr
+    return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
+
+
 def unary(rec, x, expr: str, params: list[float], out_dtype=None, in_type: str | None = None):
     """Record y = expr(x) elementwise; returns y."""
     if not _is_gpu(x) and not isinstance(x, np.ndarray):
         return NotImplemented
     x = _as_gpu(rec, x)
     y = rec.alloc(x.shape, out_dtype or x.dtype)
-    expr = expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")  # see math.wgsl
+    expr = _bind_division(rec, expr)
     if _vec4_ok(x, y) and in_type is None:
         # Four elements per invocation: lavapipe loads a vec4 at once where it scalarises f32 loads
         # (10 Relus over 800k floats: 24 -> 13 ms).
@@ -242,7 +250,7 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     y = rec.alloc(out_shape, out_dtype)
-    expr = expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")  # see math.wgsl
+    expr = _bind_division(rec, expr)
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
     modes = [_vec4_operand(t, out_shape, name) for t, name in ((a, "A"), (b, "B"))]
     if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):
