@@ -501,3 +501,70 @@ def test_affine_before_an_unpadded_conv_folds_into_it(case, folded):
             got = worker.run({"x": x})
             for (name, *_), ref in zip(outputs, expected, strict=True):
                 np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=f"{backend} {name}")
+
+
+def _pool_conv_model(pool_first: bool, *, c_in=8, c_out=4, pool_attrs=None, relu=True, extra_reader=False):
+    """AveragePool -> 1x1 Conv (+ Relu), or 1x1 Conv -> AveragePool, on a (1, c_in, 10, 10) input."""
+    rng = np.random.default_rng(21)
+    inits = {"w": rng.standard_normal((c_out, c_in, 1, 1)).astype(np.float32),
+             "b": rng.standard_normal(c_out).astype(np.float32)}
+    attrs = pool_attrs or ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]} if pool_first
+                           else {"kernel_shape": [2, 2], "strides": [2, 2]})
+    if pool_first:
+        nodes = [helper.make_node("AveragePool", ["x"], ["p"], name="pool", **attrs),
+                 helper.make_node("Conv", ["p", "w", "b"], ["c"], name="conv")]
+    else:
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["p"], name="conv"),
+                 helper.make_node("AveragePool", ["p"], ["c"], name="pool", **attrs)]
+    nodes.append(helper.make_node("Relu" if relu else "Identity", ["c"], ["y"], name="act"))
+    outputs = [("y", F, None)]
+    if extra_reader:  # the middle tensor is read elsewhere too: the pair must stay as it is
+        nodes.append(helper.make_node("Sigmoid", ["p"], ["z"], name="other"))
+        outputs.append(("z", F, None))
+    return make_model(nodes, [("x", F, [1, c_in, 10, 10])], outputs, inits)
+
+
+@pytest.mark.parametrize("pool_first,order", [
+    (True, ["Conv", "AveragePool", "Relu"]),   # the pool then runs over 4 channels, not 8
+    (False, ["AveragePool", "Conv"]),          # the products then run on 25 positions, not 100
+])
+def test_average_pool_and_pointwise_conv_run_in_the_cheaper_order(pool_first, order):
+    model = _pool_conv_model(pool_first)
+    wg = ws.load_model(model)
+    assert [layer.op_type for layer in wg.layers] == order
+    assert [layer.name for layer in wg.layers if layer.op_type != "Relu"] == (
+        ["conv", "pool"] if pool_first else ["pool", "conv"])
+    assert wg.layers[-1].outputs == ["y"]
+    if not pool_first:  # the Relu rides on the conv, which now comes last
+        assert wg.layers[-1].fused_activation[0] == "Relu"
+    x = np.random.default_rng(22).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    expected = ort_outputs(model, {"x": x})[0]
+    from wgsentis.backends.device import gpu_available
+
+    backends = ["cpu", "gpu-compute"] if gpu_available()[0] else ["cpu"]
+    for backend in backends:
+        with ws.Worker(wg, backend) as worker:
+            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5, err_msg=backend)
+
+
+@pytest.mark.parametrize("pool_first,case", [
+    (True, {"c_out": 8}),  # as many output channels as input: nothing to gain
+    (True, {"pool_attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}}),  # bias
+    (False, {"pool_attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}}),  # the plane does not shrink
+    (False, {"c_in": 20, "c_out": 4}),  # the pool would grow fivefold
+    (False, {"pool_attrs": {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                            "count_include_pad": 1}}),  # the padding's zeros would weigh the bias
+    (True, {"extra_reader": True}),
+    (False, {"extra_reader": True}),
+])
+def test_pool_and_conv_stay_where_swapping_changes_results_or_gains_nothing(pool_first, case):
+    model = _pool_conv_model(pool_first, **case)
+    wg = ws.load_model(model)
+    ops = [layer.op_type for layer in wg.layers if layer.op_type in ("AveragePool", "Conv")]
+    assert ops == (["AveragePool", "Conv"] if pool_first else ["Conv", "AveragePool"])
+    c_in = case.get("c_in", 8)
+    x = np.random.default_rng(23).standard_normal((1, c_in, 10, 10)).astype(np.float32)
+    got = ws.Worker(wg, "cpu").run({"x": x})
+    for output, expected in zip(model.graph.output, ort_outputs(model, {"x": x}), strict=True):
+        name = output.name
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)

@@ -13,9 +13,10 @@ from wgsentis.passes.fuse import (
     FuseResidualAdd,
 )
 from wgsentis.passes.noops import RemoveNoOps, RemoveUnused
+from wgsentis.passes.reorder import CommutePoolAndPointwiseConv
 
 PASSES = [FoldConstants(), RemoveNoOps(), FuseHardSwishPattern(), FuseConvBatchNorm(), FoldChannelAffine(),
-          FoldAffineIntoNextConv(), FuseActivation(), FuseResidualAdd(), RemoveUnused()]
+          FoldAffineIntoNextConv(), CommutePoolAndPointwiseConv(), FuseActivation(), FuseResidualAdd(), RemoveUnused()]
 
 
 def optimize(graph: Graph, opsets: dict[str, int]) -> Graph:
