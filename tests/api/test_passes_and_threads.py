@@ -503,8 +503,8 @@ def test_affine_before_an_unpadded_conv_folds_into_it(case, folded):
                 np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=f"{backend} {name}")
 
 
-def _pool_conv_model(pool_first: bool, *, c_in=8, c_out=4, pool_attrs=None, relu=True, extra_reader=False):
-    """AveragePool -> 1x1 Conv (+ Relu), or 1x1 Conv -> AveragePool, on a (1, c_in, 10, 10) input."""
+def _pool_conv_model(pool_first: bool, *, c_in=8, c_out=4, pool_attrs=None, extra_reader=False):
+    """AveragePool -> 1x1 Conv -> Relu, or 1x1 Conv -> AveragePool -> Relu, on a (1, c_in, 10, 10) input."""
     rng = np.random.default_rng(21)
     inits = {"w": rng.standard_normal((c_out, c_in, 1, 1)).astype(np.float32),
              "b": rng.standard_normal(c_out).astype(np.float32)}
@@ -516,7 +516,7 @@ def _pool_conv_model(pool_first: bool, *, c_in=8, c_out=4, pool_attrs=None, relu
     else:
         nodes = [helper.make_node("Conv", ["x", "w", "b"], ["p"], name="conv"),
                  helper.make_node("AveragePool", ["p"], ["c"], name="pool", **attrs)]
-    nodes.append(helper.make_node("Relu" if relu else "Identity", ["c"], ["y"], name="act"))
+    nodes.append(helper.make_node("Relu", ["c"], ["y"], name="act"))
     outputs = [("y", F, None)]
     if extra_reader:  # the middle tensor is read elsewhere too: the pair must stay as it is
         nodes.append(helper.make_node("Sigmoid", ["p"], ["z"], name="other"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from wgsentis.model import Graph, Layer
+from wgsentis.passes.fuse import _single_consumer
 
 # The pool may grow at most this much (in channels) for a swap that makes the products cheaper.
 _MAX_POOL_GROWTH = 4
@@ -77,11 +78,8 @@ class CommutePoolAndPointwiseConv:
             if id(first) in swapped or len(first.outputs) != 1:
                 continue
             middle = first.outputs[0]
-            users = consumers.get(middle, [])
-            if middle in outputs or len(users) != 1 or users[0].inputs.count(middle) != 1:
-                continue
-            second = users[0]
-            if id(second) in swapped or second.inputs[0] != middle:
+            second = _single_consumer(consumers, middle)
+            if middle in outputs or second is None or id(second) in swapped or second.inputs[0] != middle:
                 continue
             if first.op_type == "AveragePool" and second.op_type == "Conv":
                 pool, conv, pool_first = first, second, True
