@@ -177,6 +177,22 @@ def test_gpu_time_sum_small_models(name: str, sample_path: str, gpu: None) -> No
         assert 0 <= data["timestamp_overhead_ms"] <= bound
 
 
+def test_stamp_cost_is_bounded_by_the_shortest_layer_interval() -> None:
+    """The per-stamp cost taken out of GPU layer rows: the median of the per-run estimates where they
+    agree, never more than the typical shortest layer interval (each interval holds one stamp), never
+    negative. AlexNet on lavapipe once read a 588 us median (13 stamps in a 67 ms run, so one run's noise
+    reads as hundreds of microseconds per stamp) while its Softmax took ~100 us, stamp included."""
+    from wgsentis.profiler.collect import _stamp_cost
+
+    tight = [52e-6, 55e-6, 61e-6, 57e-6, 63e-6]  # PP-OCR cls on lavapipe
+    assert _stamp_cost(tight, [90e-6] * 5) == pytest.approx(57e-6)
+    scattered = [588e-6, 253e-6, 700e-6, -39e-6, 731e-6]
+    assert _stamp_cost(scattered, [125e-6, 122e-6, 85e-6, 300e-6, 99e-6]) == pytest.approx(122e-6)
+    assert _stamp_cost([-300e-6, -20e-6, 10e-6], [1e-3] * 3) == 0.0
+    assert _stamp_cost([40e-6, 60e-6], []) == pytest.approx(50e-6)
+    assert _stamp_cost([], [1e-4]) == 0.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["cpu", "gpu-compute"])
 def test_every_reference_model(backend: str) -> None:
@@ -193,9 +209,12 @@ def test_every_reference_model(backend: str) -> None:
         # Measured rows explain at least 80% of a run (the rest is submission and the readback wait, which
         # the 'submit + readback wait' row fills in on gpu-compute; 0.85-1.06 seen on lavapipe), but on
         # PP-OCR cls: ~20-30 ms over 154 small layers, a quarter of it in submission and readback.
-        # Five runs (rows are then interquartile means) and three attempts: twelve models on a shared
-        # machine, and a CI rehearsal saw ShuffleNet's three-run profile read 0.76 and 1.29.
-        data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto), runs=5, pruning_layers=1,
+        # Five runs on the cpu, seven on gpu-compute (rows are then interquartile means) and three attempts:
+        # twelve models on a shared machine. A CI rehearsal saw ShuffleNet's three-run profile read 0.76 and
+        # 1.29, and a CI run saw AlexNet's five-run gpu profile read 1.119, 0.797 and 1.104: on lavapipe the
+        # "GPU" shares the two cores with everything else, so its runs scatter more.
+        data, ratios = _time_sum_ratio(proto, backend, zoo.input_feeds(name, proto),
+                                       runs=5 if backend == "cpu" else 7, pruning_layers=1,
                                        name=name, min_share=0.0 if name in ("ppocr_cls",) else 0.8, attempts=3)
         print(name, backend, data["ms_per_batch"], ratios, round(_measured_share(data), 4), file=sys.stderr)
         assert np.isfinite(data["ms_per_batch"])
