@@ -23,6 +23,10 @@ CASES = [
     ("AveragePool", (2, 2048, 7, 7), {"kernel_shape": [7, 7]}),  # ResNet's final pool: a reduction
     ("MaxPool", (1, 16, 6, 6), {"kernel_shape": [6, 6]}),
     ("MaxPool", (1, 3, 10, 9), {"kernel_shape": [3, 2], "dilations": [2, 2], "pads": [2, 1, 2, 1]}),  # dilated, s1
+    # strided: dilated, and kernels one tap wide in either direction
+    ("MaxPool", (1, 6, 21, 19), {"kernel_shape": [3, 3], "strides": [2, 3], "dilations": [2, 2], "pads": [2, 1, 1, 2]}),
+    ("AveragePool", (1, 5, 14, 13), {"kernel_shape": [3, 1], "strides": [2, 2], "pads": [1, 0, 1, 0]}),
+    ("MaxPool", (1, 5, 14, 13), {"kernel_shape": [1, 3], "strides": [2, 2]}),
     # big enough to split over two threads: stride 1 (passes over the planes as one flat run) and strided
     ("AveragePool", (2, 48, 80, 80), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
     ("AveragePool", (1, 40, 96, 160), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
