@@ -337,9 +337,10 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     finally:
         program.profile_layers = False
         undo()
-    stamp_s = _stamp_cost([r["stamp_cost"] for r in measured if r["stamp_cost"] is not None],
+    calibrated = [run for run in measured if run["stamp_cost"] is not None]
+    stamp_s = _stamp_cost([run["stamp_cost"] for run in calibrated],
                           [min(s / run["spans"].get(i, 1) for i, s in run["layer_s"].items())
-                           for run in measured if run["stamp_cost"] is not None and run["layer_s"]])
+                           for run in calibrated if run["layer_s"]])
     timing.timestamp_cost_us = stamp_s * 1e6
     per_transfer: dict[tuple[int, str, str, str], list[float]] = {}
     transfer_bytes: dict[tuple[int, str, str, str], int] = {}
