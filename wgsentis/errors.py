@@ -51,3 +51,71 @@ class TensorError(WgSentisError):
 
 class RenderDocError(DeviceError):
     """RenderDoc is missing, was loaded too late to hook Vulkan, or a capture could not be made or written."""
+
+
+class IndexOutOfRangeError(LayerError):
+    """A data-driven index (Gather, Scatter, OneHot, ...) lies outside the axis it indexes, on any backend.
+
+    ``index`` is the offending value as given, ``bound`` the size of the axis it indexes (valid indices
+    are ``-bound .. bound-1``, or ``0 .. bound-1`` where the op takes no negative index:
+    ``negative_ok=False``); ``what`` names the input or attribute that carried it."""
+
+    def __init__(self, layer: str, op_type: str, index: int, bound: int, what: str = "indices",
+                 negative_ok: bool = True) -> None:
+        self.index, self.bound, self.what = int(index), int(bound), what
+        lowest = -self.bound if negative_ok else 0
+        super().__init__(layer, op_type,
+                         f"{what} value {self.index} is out of range for an axis of size {self.bound} "
+                         f"(valid: {lowest}..{self.bound - 1})")
+
+
+class ResourceLimitError(WgSentisError):
+    """A layer asked for more memory than the worker's ``memory_limit`` allows; nothing was allocated.
+
+    Names the layer, its op, the shape and the bytes asked for, and the limit."""
+
+    def __init__(self, layer: str, op_type: str, shape: tuple[int, ...] | None, nbytes: int, limit: int,
+                 detail: str = "") -> None:
+        self.layer, self.op_type, self.shape, self.nbytes, self.limit = layer, op_type, shape, int(nbytes), int(limit)
+        shape_text = "" if shape is None else f" of shape {list(shape)}"
+        msg = (f"layer '{layer}' ({op_type}): output{shape_text} needs {self.nbytes:,} bytes, over the worker's "
+               f"memory_limit of {self.limit:,} bytes")
+        super().__init__(msg + (f" ({detail})" if detail else "") + "; raise memory_limit or pass None to lift it")
+
+
+class RunInterruptedError(WgSentisError):
+    """A run stopped before it finished; ``layer`` names the layer that was running (None: before the first)."""
+
+    def __init__(self, message: str, layer: str | None = None, op_type: str | None = None) -> None:
+        self.layer, self.op_type = layer, op_type
+        self.enclosing: list[str] = []  # the control-flow layers around ``layer``, innermost first
+        super().__init__(message)
+
+    def inside(self, layer: str, op_type: str) -> None:
+        """Record that the interrupted layer ran inside the subgraph of ``layer`` (a Loop, Scan or If)."""
+        self.enclosing.append(f"'{layer}' ({op_type})")
+        self.args = (f"{self.args[0]} inside {self.enclosing[-1]}",)
+
+
+class RunTimeoutError(RunInterruptedError):
+    """A run took longer than its ``timeout``."""
+
+
+class RunCancelledError(RunInterruptedError):
+    """A run was stopped by ``Worker.cancel()``."""
+
+
+class DeviceOutOfMemoryError(DeviceError):
+    """The GPU could not allocate a buffer or texture; names what was being allocated and its size.
+
+    ``what`` names the tensor, layer or buffer, ``nbytes`` the size asked for, ``reason`` the device's word."""
+
+    def __init__(self, what: str, nbytes: int, reason: str = "") -> None:
+        self.what, self.nbytes, self.reason = what, int(nbytes), reason
+        super().__init__(f"the GPU could not allocate {what}: {self.nbytes:,} bytes"
+                         + (f" ({reason})" if reason else ""))
+
+
+# Errors a layer's wrapper passes on unchanged rather than wrapping in a LayerError: they already name
+# the layer (or the run) they concern, and their type is what a caller catches.
+PASS_THROUGH_ERRORS = (LayerError, ResourceLimitError, RunInterruptedError, DeviceOutOfMemoryError)

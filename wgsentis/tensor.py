@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import Future
 from typing import Any
 
@@ -36,10 +37,12 @@ class Tensor:
     """
 
     def __init__(self, data: Any = None, *, name: str = "", _future: Future | None = None,
-                 _backend: str = "cpu") -> None:
+                 _backend: str = "cpu", _lock: threading.Lock | None = None) -> None:
         self.name = name
         self.backend = _backend
         self._future = _future
+        # Shared by the outputs of one run: their readback is mapped and read once, by one thread at a time.
+        self._lock = _lock or threading.Lock()
         self._value: Any = None
         self._requested = False
         if _future is None:
@@ -50,17 +53,21 @@ class Tensor:
     # -- state --------------------------------------------------------------------------------
     def _resolve(self) -> Any:
         if self._future is not None:
-            source = self._future.result()  # the run finished recording and submitting
-            self._value = source.wait()[self.name]  # the staging copy is mapped (GPU) or at hand (CPU)
-            self._future = None
+            with self._lock:
+                future = self._future
+                if future is not None:
+                    source = future.result()  # the run finished recording and submitting
+                    self._value = source.wait()[self.name]  # the staging copy is mapped (GPU) or at hand (CPU)
+                    self._future = None
         return self._value
 
     @property
     def is_ready(self) -> bool:
         """True once the value can be read on the host without waiting."""
-        if self._future is None:
+        future = self._future  # read once: another thread may resolve the tensor meanwhile
+        if future is None:
             return True
-        return self._future.done() and (self._future.exception() is not None or self._future.result().done())
+        return future.done() and (future.exception() is not None or future.result().done())
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -93,8 +100,9 @@ class Tensor:
 
     async def readback_and_clone_async(self) -> Tensor:
         """Awaitable ``readback_and_clone``: the event loop runs while the work finishes."""
-        if self._future is not None:
-            source = await asyncio.wrap_future(self._future)
+        future = self._future
+        if future is not None:
+            source = await asyncio.wrap_future(future)
             while not source.done():  # the GPU maps the staging buffer meanwhile; keep the loop free
                 await asyncio.sleep(0.0005)
         return self.readback_and_clone()

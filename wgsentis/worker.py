@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -15,6 +16,7 @@ import onnx.numpy_helper
 from wgsentis.backends.cpu import GraphProgram, set_blas_threads
 from wgsentis.errors import BackendNotAvailableError, InputError, WgSentisError
 from wgsentis.model import Model, TensorInfo
+from wgsentis.run_control import CancelToken, RunControl, parse_memory_limit, parse_timeout
 from wgsentis.tensor import HostValues, Tensor
 
 
@@ -49,11 +51,19 @@ class Worker:
     in half precision on the device (half the weight memory and bandwidth; products still accumulate
     in float32, so results differ from float32 by the weights' rounding, ~1e-3 relative). Needs the
     adapter feature shader-f16; a DeviceError names it when the adapter lacks it.
+    ``memory_limit``: bytes one layer's outputs (or a Loop's/Scan's accumulated outputs, or the device
+    memory a GPU plan holds) may take; checked from shapes before anything is allocated, on the host and
+    the device, raising ResourceLimitError. "default" is half the physical memory; None lifts the limit.
+
+    Threads: a Worker may be shared by threads. Runs execute one at a time in the order scheduled, and
+    ``run`` returns the outputs of its own inputs. ``peek_output`` returns the outputs of the last
+    ``schedule`` made by the calling thread (or, in a thread that never scheduled, the last one of any
+    thread); the deferred Tensors themselves may be read from any thread.
     """
 
     def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
                  threads: int | None = None, spin_wait: bool = True, debug_groups: bool = False,
-                 precision: str = "float32") -> None:
+                 precision: str = "float32", memory_limit: int | str | None = "default") -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = _backend_of(backend)
@@ -61,7 +71,7 @@ class Worker:
             raise BackendNotAvailableError(
                 f"backend '{self.backend.value}' is not available yet in this build; use 'cpu' or 'gpu-compute'"
             )
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise InputError(f"Worker(threads={threads!r}): threads must be a positive integer")
         if precision not in ("float32", "float16"):
             raise InputError(f"Worker(precision={precision!r}): choose 'float32' or 'float16'")
@@ -71,6 +81,7 @@ class Worker:
         if not isinstance(spin_wait, bool):
             raise InputError(f"Worker(spin_wait={spin_wait!r}): spin_wait must be True or False")
         self.spin_wait = spin_wait
+        self.memory_limit = parse_memory_limit(memory_limit)
         self.precision = precision
         self.model = model
         self.threads = threads or min(os.cpu_count() or 1, 8)
@@ -80,8 +91,10 @@ class Worker:
         # One run at a time per worker, in order; schedule() only queues it.
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wgsentis-worker")
         self._lock = threading.Lock()
-        self._outputs: dict[str, Tensor] = {}
+        self._outputs: dict[str, Tensor] = {}  # the last schedule's, any thread
+        self._thread_outputs = threading.local()  # .outputs: the last schedule's of the calling thread
         self._last_run: Future | None = None
+        self._cancel_token = CancelToken()  # held by every run scheduled since the last cancel()
         self._closed = False
 
     def _compile(self, graph: Any) -> Any:
@@ -94,11 +107,20 @@ class Worker:
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Wait for scheduled work, then release the worker's threads."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._runner.shutdown(wait=True)
         self._program.close()
+
+    def cancel(self) -> None:
+        """Stop the run in progress and every run scheduled before this call, at the next layer boundary
+        (or Loop/Scan iteration): their outputs raise RunCancelledError naming the layer that was running.
+        Runs scheduled after this call are not affected, and the worker stays usable."""
+        with self._lock:
+            token, self._cancel_token = self._cancel_token, CancelToken()
+        token.cancel()
 
     def __enter__(self) -> Worker:
         return self
@@ -113,53 +135,90 @@ class Worker:
             pass
 
     # -- running ------------------------------------------------------------------------------
-    def schedule(self, inputs: dict[str, Any] | None = None, **named: Any) -> Worker:
-        """Validate ``inputs`` (name -> array or Tensor) and queue a run; returns immediately."""
-        if self._closed:
-            raise WgSentisError(f"worker for model '{self.model.name}' is closed")
-        feeds = self._validate({**(inputs or {}), **named})
-        # Re-compile when add_output changed the model's graph after the worker was made.
-        if self.model.graph is not self._graph:
-            self._program.close()
-            self._graph = self.model.graph
-            self._program = self._compile(self._graph)
-        program = self._program
-        gpu = self.backend is BackendType.GPU_COMPUTE
+    def schedule(self, inputs: dict[str, Any] | None = None, *, timeout: float | None = None,
+                 **named: Any) -> Worker:
+        """Validate ``inputs`` (name -> array or Tensor) and queue a run; returns immediately.
 
-        def run() -> Any:
-            if gpu:
-                set_blas_threads(1)  # host layers beside the device: BLAS threads would only spin
-                return program.run(feeds)  # a PendingReadback: outputs are being mapped
-            program.bind_blas()
-            values = program.run(feeds)
-            return HostValues(dict(zip(program.output_names, values, strict=True)))
-
-        with self._lock:
-            future = self._runner.submit(run)
-            self._last_run = future
-            self._outputs = {
-                name: Tensor(name=name, _future=future, _backend=self.backend.value)
-                for name in program.output_names
-            }
+        ``timeout``: seconds the run may take once it starts (None: no bound); past it the run stops at
+        the next layer boundary or Loop/Scan iteration and its outputs raise RunTimeoutError naming the
+        layer that was running. (An input named "timeout" must be passed in ``inputs``.)"""
+        self._submit(self._merge(inputs, named), timeout)
         return self
 
+    def _merge(self, inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
+        """``inputs`` (a mapping name -> value, or None) and the keyword inputs as one dict."""
+        if inputs is None:
+            return dict(named)
+        if not isinstance(inputs, Mapping):
+            names = [info.name for info in self._graph.inputs]
+            raise InputError(f"model '{self.model.name}': inputs must be a mapping of input name to array "
+                             f"(its inputs are {names}), got {type(inputs).__name__}")
+        return {**inputs, **named}
+
+    def _submit(self, given: dict[str, Any], timeout: Any) -> dict[str, Tensor]:
+        """Validate and queue one run; returns its deferred outputs (also this thread's peek_output)."""
+        if self._closed:
+            raise WgSentisError(f"worker for model '{self.model.name}' is closed")
+        seconds = parse_timeout(timeout, f"model '{self.model.name}': schedule/run(timeout=...)")
+        feeds = self._validate(given)
+        with self._lock:
+            if self._closed:
+                raise WgSentisError(f"worker for model '{self.model.name}' is closed")
+            # Re-compile when add_output changed the model's graph after the worker was made. Under the
+            # lock: two threads must not both swap programs; queued runs keep the program they were given.
+            if self.model.graph is not self._graph:
+                old = self._program
+                self._graph = self.model.graph
+                self._program = self._compile(self._graph)
+                self._runner.submit(old.close)  # after the runs already queued on it
+            program = self._program
+            control = RunControl(model=self.model.name, memory_limit=self.memory_limit, timeout=seconds,
+                                 token=self._cancel_token)
+            gpu = self.backend is BackendType.GPU_COMPUTE
+
+            def run() -> Any:
+                control.start()
+                if gpu:
+                    set_blas_threads(1)  # host layers beside the device: BLAS threads would only spin
+                    return program.run(feeds, control=control)  # a PendingReadback: outputs are being mapped
+                program.bind_blas()
+                values = program.run(feeds, control=control)
+                return HostValues(dict(zip(program.output_names, values, strict=True)))
+
+            future = self._runner.submit(run)
+            self._last_run = future
+            # One lock per run: its outputs share one readback, which must be waited on once at a time.
+            readback_lock = threading.Lock()
+            outputs = {
+                name: Tensor(name=name, _future=future, _backend=self.backend.value, _lock=readback_lock)
+                for name in program.output_names
+            }
+            self._outputs = outputs
+        self._thread_outputs.outputs = outputs
+        return outputs
+
     def peek_output(self, name: str | None = None) -> Tensor:
-        """The deferred output ``name`` of the last scheduled run (None: the first model output)."""
-        if not self._outputs:
+        """The deferred output ``name`` of the calling thread's last scheduled run (a thread that never
+        scheduled sees the worker's last run); None: the first model output."""
+        outputs = getattr(self._thread_outputs, "outputs", None) or self._outputs
+        if not outputs:
             raise WgSentisError(f"model '{self.model.name}': peek_output() before schedule()")
         if name is None:
-            name = next(iter(self._outputs))
-        if name not in self._outputs:
+            name = next(iter(outputs))
+        if name not in outputs:
             raise InputError(
-                f"model '{self.model.name}' has no output '{name}'; outputs: {list(self._outputs)} "
+                f"model '{self.model.name}' has no output '{name}'; outputs: {list(outputs)} "
                 "(use model.add_output to expose an intermediate tensor)"
             )
-        return self._outputs[name]
+        return outputs[name]
 
-    def run(self, inputs: dict[str, Any] | None = None, **named: Any) -> dict[str, Any]:
-        """Schedule, wait and download every output: name -> numpy array (list for sequences)."""
-        self.schedule(inputs, **named)
-        return {name: t.download_to_array() for name, t in self._outputs.items()}
+    def run(self, inputs: dict[str, Any] | None = None, *, timeout: float | None = None,
+            **named: Any) -> dict[str, Any]:
+        """Schedule, wait and download every output: name -> numpy array (list for sequences).
+        ``timeout`` as in ``schedule``. Safe to call from several threads at once: each call returns
+        the outputs of its own inputs."""
+        outputs = self._submit(self._merge(inputs, named), timeout)
+        return {name: t.download_to_array() for name, t in outputs.items()}
 
     def stats(self) -> dict[str, Any]:
         """Where layers ran and what crossed between host and device in the last run."""
@@ -245,7 +304,11 @@ class Worker:
         if info.kind == "optional" and isinstance(value, list | tuple):
             return [np.asarray(v) for v in value]  # an optional holding a sequence
         if isinstance(value, list | tuple) and info.dtype is not None:
-            value = np.asarray(value, dtype=info.dtype)
+            try:
+                value = np.asarray(value, dtype=info.dtype)
+            except (ValueError, TypeError, OverflowError) as exc:  # ragged, or values of another type
+                raise InputError(f"{where} expects {info.dtype.name} values; the list given cannot be one "
+                                 f"{info.dtype.name} array: {exc}") from None
         if not isinstance(value, np.ndarray | np.generic):
             raise InputError(f"{where} expects a numpy array or wgsentis Tensor, got {type(value).__name__}")
         value = np.asarray(value)

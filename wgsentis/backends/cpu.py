@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.host_memory import keep_freed_memory
-from wgsentis.errors import LayerError, UnsupportedOperatorError, WgSentisError
+from wgsentis.errors import (
+    PASS_THROUGH_ERRORS,
+    LayerError,
+    RunInterruptedError,
+    UnsupportedOperatorError,
+    WgSentisError,
+)
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
 from wgsentis.ops.elementwise import inplace_activation
@@ -86,12 +92,28 @@ class KernelContext:
         """Whether output ``index`` exists and has a name (optional outputs may be omitted)."""
         return index < self.num_outputs and bool(self.layer.outputs[index])
 
+    @property
+    def control(self) -> Any:
+        """The run's RunControl (memory budget, deadline, cancel token), or None outside a worker's run."""
+        return self.program.control
+
+    def checkpoint(self) -> None:
+        """Stop here if the run was cancelled or passed its timeout: kernels that iterate (Loop, Scan) call
+        it once per iteration, so a runaway loop can be stopped."""
+        control = self.program.control
+        if control is not None:
+            control.check(self.layer)
+
     def run_graph(self, graph: Graph, inputs: list[Any], extra: Mapping[str, Any] | None = None) -> list[Any]:
         """Run a subgraph with positional inputs; names of the enclosing scope stay visible."""
         program = self.program.subprogram(graph)
         scope: Mapping[str, Any] = self.outer if extra is None else ChainMap(dict(extra), self.outer)
         feeds = {info.name: value for info, value in zip(graph.inputs, inputs, strict=False)}
-        return program.run(feeds, scope)
+        try:
+            return program.run(feeds, scope, control=self.program.control)
+        except RunInterruptedError as exc:
+            exc.inside(self.layer.name, self.layer.op_type)  # name the path down to the layer that ran
+            raise
 
     def random(self, seed: float | None) -> np.random.RandomState:
         """A generator seeded by the op's ``seed`` attribute (fresh entropy when absent).
@@ -158,6 +180,7 @@ class GraphProgram:
         # Threads a kernel may split its own work over: none of ours while BLAS's threads carry the products.
         self.kernel_threads = 1 if spin_wait else self.threads
         self.parent = parent
+        self.control: Any = None  # the RunControl of the run in progress (wgsentis.run_control)
         self._subprograms: dict[int, GraphProgram] = {}
         self.steps = [_Step(layer, self) for layer in graph.layers]
         self.output_names = [o.name for o in graph.outputs]
@@ -215,8 +238,10 @@ class GraphProgram:
 
     # -- running ------------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
-            on_layer: Any = None) -> list[Any]:
-        """Run the graph on ``feeds``; returns the graph outputs in order."""
+            on_layer: Any = None, control: Any = None) -> list[Any]:
+        """Run the graph on ``feeds``; returns the graph outputs in order. ``control`` (a RunControl) is
+        checked before every layer: cancellation, timeout and the memory budget."""
+        self.control = control
         env: MutableMapping[str, Any] = dict(self.graph.constants)
         env.update(feeds)
         scope: MutableMapping[str, Any] = env if outer is None else ChainMap(env, outer)
@@ -329,6 +354,8 @@ class GraphProgram:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
         ctx = step.ctx
         ctx.outer = scope
+        if self.control is not None:
+            self.control.before_layer(layer, args)  # stop or refuse here, before the kernel allocates
         start = time.perf_counter()
         try:
             # ONNX arithmetic is IEEE arithmetic: log(0) = -inf, inf - inf = NaN are results, not faults,
@@ -336,7 +363,7 @@ class GraphProgram:
             with np.errstate(all="ignore"):
                 result = step.run(args)
         except WgSentisError as exc:
-            if isinstance(exc, LayerError):
+            if isinstance(exc, PASS_THROUGH_ERRORS):
                 raise
             raise LayerError(layer.name, layer.op_type, str(exc)) from exc
         except Exception as exc:

@@ -12,6 +12,7 @@ import numpy as np
 
 from wgsentis.model import Graph
 from wgsentis.ops.registry import register
+from wgsentis.ops.tensor import check_indices
 
 # -- shared helpers ---------------------------------------------------------------------------
 
@@ -39,6 +40,50 @@ def _truth(value, what: str) -> bool:
     if arr.size != 1:
         raise ValueError(f"{what} must be a single boolean, got shape {arr.shape}")
     return bool(arr.reshape(-1)[0])
+
+
+class _Accumulation:
+    """What a Loop, Scan or SequenceMap holds across iterations: per-iteration outputs kept until the end,
+    and the stacked copy made of the tensors among them then. ``add`` checks both against the run's
+    memory budget before an iteration's values are kept, so a loop whose outputs grow without bound stops
+    with ResourceLimitError as soon as they pass it."""
+
+    __slots__ = ("control", "held", "iterations", "layer", "stacked")
+
+    def __init__(self, ctx) -> None:
+        control = ctx.control
+        self.control = control if control is not None and control.memory_limit is not None else None
+        self.layer = ctx.layer
+        self.held = 0  # bytes of the kept per-iteration values
+        self.stacked = 0  # bytes the final stacking of the kept tensors will allocate
+        self.iterations = 0
+
+    def add(self, collected: list[list], values: list, stacks: bool = True) -> None:
+        """Append ``values`` (one iteration's, one per output) to ``collected``, after the budget check;
+        ``stacks``: whether the tensors among them are stacked at the end (not when kept as sequences)."""
+        if self.control is not None and values:
+            tensors = sum(_nbytes(v) for v in values if not isinstance(v, list)) if stacks else 0
+            added = sum(_nbytes(v) for v in values)
+            held, stacked = self.held + added, self.stacked + tensors
+            biggest = max(values, key=_nbytes)
+            shape = None if isinstance(biggest, list) else (self.iterations + 1, *np.shape(biggest))
+            self.control.check_bytes(
+                self.layer, shape, held + stacked,
+                f"{len(values)} per-iteration output(s) after {self.iterations + 1} iterations: {held:,} bytes held "
+                f"until the end, {stacked:,} more for stacking them")
+            self.held, self.stacked = held, stacked
+        self.iterations += 1
+        for k, value in enumerate(values):
+            collected[k].append(value)
+
+
+def _nbytes(value) -> int:
+    """Bytes of a tensor, or of a sequence's tensors (None: 0)."""
+    if value is None:
+        return 0
+    if isinstance(value, list):
+        return sum(_nbytes(v) for v in value)
+    return int(np.asarray(value).nbytes)
 
 
 def _empty_scan_output(graph: Graph, index: int) -> np.ndarray:
@@ -78,7 +123,8 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
     """Generic loop: trip count and/or condition; loop-carried values, then stacked scan outputs.
 
     Loop-carried values may be tensors, sequences (lists) or optionals (None). Each scan output
-    stacks its per-iteration values along a new leading axis.
+    stacks its per-iteration values along a new leading axis. Every iteration is a checkpoint of the run
+    (cancel, timeout), and the scan outputs kept so far are checked against its memory budget.
     """
     body = _need_graph(body, "Loop", "body")
     n_carried = len(v_initial)
@@ -91,9 +137,11 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
     iter_dtype = np.int64 if M is None else np.asarray(M).dtype
     carried = list(v_initial)
     scans: list[list] = [[] for _ in range(n_scan)]
+    accumulation = _Accumulation(ctx)
     iteration = 0
     unbounded = trip_count is None or trip_count >= _UNBOUNDED_TRIP_COUNT
     while keep_going and (trip_count is None or iteration < trip_count):
+        ctx.checkpoint()
         if unbounded and iteration >= MAX_UNBOUNDED_LOOP_ITERATIONS:
             raise ValueError(
                 f"Loop ran {iteration} iterations with no trip count (or an 'infinite' one) and its condition "
@@ -102,8 +150,8 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
                                        np.array(keep_going, dtype=np.bool_), *carried])
         keep_going = _truth(outputs[0], "Loop body condition output")
         carried = list(outputs[1:1 + n_carried])
-        for k in range(n_scan):
-            scans[k].append(outputs[1 + n_carried + k])
+        if n_scan:
+            accumulation.add(scans, list(outputs[1 + n_carried:1 + n_carried + n_scan]))
         iteration += 1
     stacked = []
     for k, values in enumerate(scans):
@@ -123,8 +171,10 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
 
 
 def _scan_core(ctx, body: Graph, states: list, scan_inputs: list[np.ndarray], input_axes: list[int],
-               input_dirs: list[int], output_axes: list[int], output_dirs: list[int]) -> list:
-    """One Scan over ``scan_inputs``: returns final states followed by the scan outputs."""
+               input_dirs: list[int], output_axes: list[int], output_dirs: list[int],
+               accumulation: _Accumulation | None = None) -> list:
+    """One Scan over ``scan_inputs``: returns final states followed by the scan outputs. Each step is a
+    checkpoint of the run; ``accumulation`` checks the collected outputs against its memory budget."""
     n_states = len(states)
     n_out = len(body.outputs) - n_states
     if n_out < 0:
@@ -134,13 +184,15 @@ def _scan_core(ctx, body: Graph, states: list, scan_inputs: list[np.ndarray], in
         raise ValueError(f"Scan: scan inputs have different sequence lengths {sorted(lengths)}")
     steps = lengths.pop() if lengths else 0
     collected: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    accumulation = _Accumulation(ctx) if accumulation is None else accumulation
     for t in range(steps):
+        ctx.checkpoint()
         elements = [np.take(x, steps - 1 - t if d else t, axis=a)
                     for x, a, d in zip(scan_inputs, input_axes, input_dirs, strict=True)]
         outputs = ctx.run_graph(body, [*states, *elements])
         states = list(outputs[:n_states])
-        for k in range(n_out):
-            collected[k].append(np.asarray(outputs[n_states + k]))
+        if n_out:
+            accumulation.add(collected, [np.asarray(v) for v in outputs[n_states:n_states + n_out]])
     results = list(states)
     for k, values in enumerate(collected):
         if not values:
@@ -170,10 +222,12 @@ def scan_v8(ctx, sequence_lens=None, *inputs, body=None, num_scan_inputs=None, d
     max_len = scan_inputs[0].shape[1] if scan_inputs else 0
     lens = [max_len] * batch if sequence_lens is None else [int(v) for v in np.asarray(sequence_lens).ravel()]
     per_batch = []
+    accumulation = _Accumulation(ctx)  # one budget over every batch row's outputs
     for b in range(batch):
         seq = [x[b, :lens[b]] for x in scan_inputs]  # (len, ...)
         per_batch.append(_scan_core(ctx, body, [s[b] for s in states], seq, [0] * len(seq), dirs,
-                                    [0] * (len(body.outputs) - n_states), [0] * (len(body.outputs) - n_states)))
+                                    [0] * (len(body.outputs) - n_states), [0] * (len(body.outputs) - n_states),
+                                    accumulation))
     results = []
     for k in range(len(body.outputs)):
         values = [np.asarray(r[k]) for r in per_batch]
@@ -215,11 +269,13 @@ def _sequence(value, op: str) -> list:
     return value
 
 
-def _position(position, length: int, op: str, allow_end: bool) -> int:
-    pos = _scalar_int(position, f"{op} position")
-    upper = length if allow_end else length - 1
-    if not -length <= pos <= upper:
-        raise IndexError(f"{op}: position {pos} out of range for a sequence of length {length}")
+def _position(ctx, position, length: int, allow_end: bool) -> int:
+    """``position`` in [-length, length) (or ``length`` itself when ``allow_end``: an append), made >= 0;
+    otherwise IndexOutOfRangeError naming ``ctx``'s layer."""
+    pos = _scalar_int(position, f"{ctx.layer.op_type} position")
+    if not (allow_end and pos == length):
+        what = f"position (or {length} to append)" if allow_end else "position"
+        check_indices(ctx, np.array([pos], np.int64), length, what)
     return pos + length if pos < 0 else pos
 
 
@@ -236,13 +292,13 @@ def sequence_empty(ctx, *, dtype=None):
 @register("SequenceAt", 11, host_inputs=(1,))
 def sequence_at(ctx, input_sequence, position):
     seq = _sequence(input_sequence, "SequenceAt")
-    return seq[_position(position, len(seq), "SequenceAt", allow_end=False)]
+    return seq[_position(ctx, position, len(seq), allow_end=False)]
 
 
 @register("SequenceInsert", 11, host_inputs=(2,))
 def sequence_insert(ctx, input_sequence, tensor, position=None):
     seq = list(_sequence(input_sequence, "SequenceInsert"))
-    index = len(seq) if position is None else _position(position, len(seq), "SequenceInsert", allow_end=True)
+    index = len(seq) if position is None else _position(ctx, position, len(seq), allow_end=True)
     seq.insert(index, tensor)
     return seq
 
@@ -252,7 +308,7 @@ def sequence_erase(ctx, input_sequence, position=None):
     seq = list(_sequence(input_sequence, "SequenceErase"))
     if not seq:
         raise IndexError("SequenceErase: the sequence is empty")
-    index = len(seq) - 1 if position is None else _position(position, len(seq), "SequenceErase", allow_end=False)
+    index = len(seq) - 1 if position is None else _position(ctx, position, len(seq), allow_end=False)
     del seq[index]
     return seq
 
@@ -310,10 +366,11 @@ def sequence_map(ctx, input_sequence, *additional_inputs, body=None):
         if isinstance(extra, list) and len(extra) != len(seq):
             raise ValueError("SequenceMap: sequence inputs have different lengths")
     results: list[list] = [[] for _ in body.outputs]
+    accumulation = _Accumulation(ctx)
     for i, item in enumerate(seq):
+        ctx.checkpoint()
         args = [item] + [extra[i] if isinstance(extra, list) else extra for extra in additional_inputs]
-        for k, value in enumerate(ctx.run_graph(body, args)):
-            results[k].append(value)
+        accumulation.add(results, list(ctx.run_graph(body, args)), stacks=False)  # outputs stay sequences
     return _pack(results)
 
 

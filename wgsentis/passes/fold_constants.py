@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from wgsentis.budget import output_bytes
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
 
 # Folding a layer that makes a tensor this much bigger than its inputs only bloats the model
 # (e.g. Expand of a scalar), except for ConstantOfShape, which is how some exporters store weights.
 _MAX_GROWTH_BYTES = 64 << 20
+# A ConstantOfShape larger than this is left to run time, where the worker's memory budget checks it:
+# folding runs at load, before any worker (and its memory_limit) exists.
+_MAX_CONSTANT_OF_SHAPE_BYTES = 1 << 30
 
 
 class FoldConstants:
@@ -29,6 +33,8 @@ class FoldConstants:
                 and not any(o in outputs for o in layer.outputs if o)
                 and layer.op_type not in ("If", "Loop", "Scan", "SequenceMap")
             )
+            if foldable and self._too_big(layer, graph):
+                foldable = False  # known from shapes alone: never allocate it just to throw it away
             if foldable:
                 values = self._evaluate(layer, graph, GraphProgram)
                 if values is not None:
@@ -38,6 +44,18 @@ class FoldConstants:
                     continue
             kept.append(layer)
         graph.layers = kept
+
+    @staticmethod
+    def _too_big(layer: Layer, graph: Graph) -> bool:
+        """Whether the layer's outputs, predicted from its constant inputs (wgsentis.budget), exceed what
+        folding keeps; unknown sizes are left to the check after evaluation."""
+        predicted = output_bytes(layer, [graph.constants[n] if n else None for n in layer.inputs])
+        if predicted is None:
+            return False
+        if layer.op_type == "ConstantOfShape":
+            return predicted > _MAX_CONSTANT_OF_SHAPE_BYTES
+        in_bytes = sum(graph.constants[n].nbytes for n in layer.inputs if n)
+        return predicted > max(in_bytes * 4, _MAX_GROWTH_BYTES)
 
     @staticmethod
     def _evaluate(layer: Layer, graph: Graph, program_cls: type) -> list[np.ndarray] | None:
