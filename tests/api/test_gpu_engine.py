@@ -28,6 +28,7 @@ def test_pipeline_key_changes_with_each_ingredient():
         gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64, "K": 2}, [("f32", 2)]),  # constant
         gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("i32", 2)]),  # input dtype
         gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 3)]),  # input rank
+        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)], faults=True),  # fault buffer
     ]
     assert len({base, *variants}) == 1 + len(variants)
     assert gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]) == base

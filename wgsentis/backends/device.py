@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.errors import DeviceError
+from wgsentis.errors import DeviceError, DeviceOutOfMemoryError
 
 # Features requested when the adapter has them.
 WANTED_FEATURES = ("timestamp-query", "timestamp-query-inside-passes", "timestamp-query-inside-encoders",
@@ -43,9 +43,13 @@ class DeviceInfo:
 
 
 class GPUContext:
-    """The process-wide device, its queue, and caches of shader modules and pipelines."""
+    """The process-wide device, its queue, and caches of shader modules and pipelines.
 
-    def __init__(self) -> None:
+    ``limits``: limits to request instead of the adapter's own (each at most the adapter's), e.g. WebGPU's
+    portable defaults, or a small max-buffer-size to see what the engine does at a device's edge. The
+    process-wide context (``get_context``) takes the adapter's."""
+
+    def __init__(self, limits: dict[str, int] | None = None) -> None:
         try:
             import wgpu
         except Exception as exc:  # pragma: no cover - wgpu is a dependency
@@ -65,9 +69,14 @@ class GPUContext:
                 "mesa-vulkan-drivers libvulkan1, which gives lavapipe on the CPU) or use the 'cpu' backend"
             )
         features = [f for f in WANTED_FEATURES if f in adapter.features]
-        limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+        required = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+        for key, value in (limits or {}).items():
+            if key not in adapter.limits or int(value) > int(adapter.limits[key]):
+                raise DeviceError(f"GPUContext(limits={limits}): '{key}' is not a limit of adapter "
+                                  f"'{adapter.info.get('device')}' or is above its {adapter.limits.get(key)}")
+            required[key] = int(value)
         try:
-            self.device = adapter.request_device_sync(required_features=features, required_limits=limits,
+            self.device = adapter.request_device_sync(required_features=features, required_limits=required,
                                                       label="wgsentis")
         except Exception as exc:
             name = adapter.info.get("device")
@@ -156,6 +165,60 @@ class GPUContext:
     @property
     def cached_pipelines(self) -> int:
         return len(self._pipelines)
+
+    @property
+    def max_loop_iterations(self) -> int | None:
+        """The most loop passes one shader invocation may make in all, or None where the driver sets no limit.
+
+        lavapipe (Mesa's llvmpipe, adapter type CPU) compiles every loop with one counter per invocation that
+        starts at LP_MAX_TGSI_LOOP_ITERATIONS = 65535 and drops by one on each pass of any loop (nested or one
+        after another, the pass that exits included, and one pass of a loop behind a branch not taken: lanes
+        run together under masks); at zero every loop ends after its current pass, silently, and the kernel
+        writes wrong results. Measured on Mesa 22.3.6: a 70000-trip loop ran 65535 trips; loops of 40000 then
+        40000 trips ran 40000 and 25534; 10 x 10 nested loops used 122 passes; the count is per invocation (64
+        invocations of a workgroup each ran 40000 + 25534). Builders count their loops with
+        ``gpu_compute.loop_passes`` and check them with ``Recorder.loops_fit``."""
+        info = self.info
+        names = f"{info.name} {info.vendor} {info.driver}".lower()
+        if info.adapter_type.lower() == "cpu" and ("llvmpipe" in names or "lavapipe" in names):
+            return 65535
+        return None
+
+    # -- memory ------------------------------------------------------------------------------------------
+    def create_buffer(self, size: int, usage: int, label: str, what: str = "", data: np.ndarray | None = None) -> Any:
+        """A device buffer of ``size`` bytes (initialised from ``data`` when given). Raises
+        DeviceOutOfMemoryError naming ``what`` (the tensor or layer it is for; the label when empty) and the
+        size when the device cannot make it: above its max-buffer-size, or out of memory."""
+        try:
+            if data is not None:
+                return self.device.create_buffer_with_data(data=data, usage=usage, label=label)
+            return self.device.create_buffer(size=size, usage=usage, label=label)
+        except Exception as exc:
+            raise allocation_error(f"{what} (buffer '{label}')" if what else f"buffer '{label}'", size, exc) from None
+
+    def create_texture(self, size: tuple[int, int, int], texture_format: str, usage: int, label: str, nbytes: int,
+                       what: str = "") -> Any:
+        """A 2-D texture of ``size`` texels (``nbytes`` in all); errors as ``create_buffer``."""
+        try:
+            return self.device.create_texture(size=size, format=texture_format, usage=usage, label=label)
+        except Exception as exc:
+            shape = f"{size[0]} x {size[1]} {texture_format}"
+            name = f"{what} (texture '{label}', {shape})" if what else f"texture '{label}' ({shape})"
+            raise allocation_error(name, nbytes, exc) from None
+
+
+# wgpu reports a size the device refuses as a validation error, a driver out of memory as either kind.
+_NO_MEMORY = re.compile(r"memory|greater than the maximum|exceeds the limit|too large", re.IGNORECASE)
+
+
+def allocation_error(what: str, nbytes: int, exc: BaseException) -> DeviceError:
+    """The typed error for a failed buffer or texture creation: DeviceOutOfMemoryError when the device had no
+    room for ``nbytes`` (wgpu's out-of-memory error, or a size above the device's limits), else DeviceError."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = lines[-1] if lines else type(exc).__name__  # wgpu's last "Caused by" line says why
+    if isinstance(exc, MemoryError) or _NO_MEMORY.search(reason):
+        return DeviceOutOfMemoryError(what, nbytes, reason)
+    return DeviceError(f"the GPU could not create {what} of {nbytes:,} bytes: {reason}")
 
 
 _context: GPUContext | None = None

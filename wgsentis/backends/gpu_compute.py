@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from wgsentis.backends.cpu import KernelContext, _Step
 from wgsentis.backends.device import GPUContext, get_context, map_for_reading, wait_mapped, wgsl_source
-from wgsentis.errors import DeviceError, LayerError, WgSentisError
+from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, IndexOutOfRangeError, LayerError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
 
@@ -35,7 +36,11 @@ GPU_TYPES: dict[np.dtype, str] = {
 }
 PRECISIONS = ("float32", "float16")  # Worker(precision=...): how constant matmul operands are held
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
+MAX_PLANS = 16  # recorded plans (input signatures) a program keeps, least recently used evicted first
 PARAM_WORDS = 128  # uniform words per dispatch (32 x vec4<u32>), see wgsl/common/params.wgsl
+# Loop passes a kernel may make that its builder does not count (Recorder.loops_fit): loops over a tensor's rank
+# (index arithmetic, at most a few dozen passes) and small constant ones (mod_float.wgsl's 300 steps).
+LOOP_ALLOWANCE = 512
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
 
@@ -119,7 +124,9 @@ class BufferPool:
         self.total_bytes = 0
         self.count = 0
 
-    def acquire(self, nbytes: int) -> Any:
+    def acquire(self, nbytes: int, what: str = "") -> Any:
+        """A free buffer of at least ``nbytes``, or a new one; ``what`` (the tensor it is for) names it in a
+        DeviceOutOfMemoryError when the device cannot make it."""
         want = max(16, (nbytes + 255) // 256 * 256)
         best = None
         for buf in self.free:
@@ -130,8 +137,8 @@ class BufferPool:
             self.free.remove(best)
             return best
         usage = self.ctx.wgpu.BufferUsage
-        buf = self.ctx.device.create_buffer(size=want, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
-                                            label=f"wgsentis pool #{self.count}")
+        buf = self.ctx.create_buffer(want, usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                     f"wgsentis pool #{self.count}", what)
         self.count += 1
         self.total_bytes += want
         return buf
@@ -284,6 +291,42 @@ class PlanInvalid(Exception):  # noqa: N818 - internal control flow, never reach
     """A replay saw a value or shape the plan was not recorded for; record again."""
 
 
+FAULT_SLOTS = 1024  # bounds-checked index slots a plan may hold (two words each); beyond, layers fall back
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """A fault slot: data-driven indices of ``layer`` that must lie in [-bound, bound) (wgsl/common/faults.wgsl).
+    A plan's slots are numbered in the order they were recorded, so the first one that faulted is the
+    earliest layer at fault."""
+
+    layer: str
+    op_type: str
+    bound: int
+    what: str = "indices"
+
+    def error(self, above: int, below: int) -> IndexOutOfRangeError | None:
+        """The error a slot's two words report (None when both are zero): the largest index past the end,
+        else the smallest below -bound, as the CPU kernels' ``check_indices`` names it."""
+        if above:
+            return IndexOutOfRangeError(self.layer, self.op_type, self.bound + above - 1, self.bound, self.what)
+        if below:
+            return IndexOutOfRangeError(self.layer, self.op_type, -self.bound - below, self.bound, self.what)
+        return None
+
+
+def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeError | None:
+    """The error of the first faulted slot among ``checks``, given the bytes of their fault words (two u32
+    per slot) as read back; None when none faulted."""
+    raw = raw[: 8 * len(checks)]
+    if not raw.any():  # the usual case, in a microsecond
+        return None
+    pairs = raw.view(np.uint32).reshape(-1, 2)
+    for slot in np.flatnonzero(pairs.any(axis=1))[:1]:
+        return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
+    return None
+
+
 @dataclass
 class Plan:
     """A recorded run for one input signature."""
@@ -295,6 +338,7 @@ class Plan:
     cpu_layers: list[str] = field(default_factory=list)  # planned on the host
     fallback_layers: list[str] = field(default_factory=list)
     host_read_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # inputs whose values it baked in
+    index_checks: list[IndexCheck] = field(default_factory=list)  # its fault slots, in slot order
     pool_bytes: int = 0  # device bytes of the plan's intermediate buffers
     peak_live_bytes: int = 0  # the largest set of intermediates alive at once (the lower bound)
 
@@ -312,6 +356,7 @@ class Recorder:
         self._scratch_held: list[GTexture] = []
         self.dispatches: list[Dispatch] = []
         self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
+        self.index_checks: list[IndexCheck] = []  # the recording's fault slots (the plan's)
 
     # tensors
     def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> GTensor:
@@ -323,7 +368,9 @@ class Recorder:
         if t.nbytes > self.ctx.max_binding:
             raise _TooLarge(f"tensor of shape {list(t.shape)} ({t.nbytes} bytes) exceeds the device's binding "
                             f"limit of {self.ctx.max_binding} bytes")
-        t.alloc = self.program.new_allocation(t.nbytes)
+        layer = self.layer
+        t.alloc = self.program.new_allocation(
+            t.nbytes, f"an output {list(t.shape)} of layer '{layer.name}' ({layer.op_type})" if layer else "", layer)
         self.layer_allocs.append(t.alloc)
         return t
 
@@ -391,17 +438,45 @@ class Recorder:
         uploaded once per worker and kept; None when it exceeds the device's texture size limit."""
         return self.program.upload_texture(value, name, half=half)
 
+    def check_indices(self, bounds: list[int], what: str = "indices") -> int:
+        """Reserve one fault slot per bound for the current layer's data-driven indices, which must lie in
+        [-bound, bound) (wgsl/common/faults.wgsl); returns the first slot's word, a parameter of the checking
+        dispatch (slot j at that word + 2j), which binds the fault buffer (``dispatch(..., faults=True)``).
+        A violation raises IndexOutOfRangeError when the run's outputs (or a fallback's inputs) are read."""
+        first = len(self.index_checks)
+        if first + len(bounds) > FAULT_SLOTS:
+            raise _TooLarge(f"more than {FAULT_SLOTS} bounds-checked index slots in one plan")
+        layer = self.layer
+        name, op_type = (layer.name, layer.op_type) if layer is not None else ("", "")
+        self.index_checks.extend(IndexCheck(name, op_type, int(b), what) for b in bounds)
+        self.program.clear_faults(first, len(bounds))  # before this run's first submit that can write them
+        return 2 * first
+
+    def loops_fit(self, passes: int) -> bool:
+        """Whether a kernel whose invocations each make at most ``passes`` loop passes (``loop_passes``; the
+        uncounted rank-bounded loops are LOOP_ALLOWANCE) runs them all on this device: False past the driver's
+        per-invocation limit (``GPUContext.max_loop_iterations``), where its loops would end early, silently."""
+        limit = self.ctx.max_loop_iterations
+        return limit is None or passes + LOOP_ALLOWANCE <= limit
+
     # dispatch
     def dispatch(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float],
                  invocations: int | tuple[int, int, int], *, workgroup: int = 64,
                  constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
-                 label: str = "", textures: list[GTexture] | None = None) -> None:
+                 label: str = "", textures: list[GTexture] | None = None, faults: bool = False,
+                 loops: int = 0) -> None:
         """Record one dispatch of ``wgsl/<shader>``.
 
         Bindings follow one order: inputs (read-only storage), outputs (read-write storage), the
-        uniform parameter block, then any constant textures. ``invocations`` is a total count (folded
-        into a 2-D grid above the per-dimension limit) or an explicit workgroup grid.
+        uniform parameter block, then any constant textures, then (``faults``: a program that checks
+        indices, see ``check_indices``) the program's fault buffer. ``invocations`` is a total count
+        (folded into a 2-D grid above the per-dimension limit) or an explicit workgroup grid.
+        ``loops``: the most loop passes one invocation makes (``loop_passes``); past what the device runs
+        (``loops_fit``) the layer falls back to its CPU kernel.
         """
+        if loops and not self.loops_fit(loops):
+            raise _TooLarge(f"'{shader}': {loops} loop passes per invocation exceed the device's limit of "
+                            f"{self.ctx.max_loop_iterations}")
         if isinstance(invocations, tuple):
             groups = invocations
             if 0 in groups:
@@ -412,25 +487,27 @@ class Recorder:
             groups = fold_groups(math.ceil(invocations / workgroup), self.ctx.max_workgroups)
         if any(g > self.ctx.max_workgroups for g in groups):
             raise DeviceError(f"dispatch grid {groups} exceeds {self.ctx.max_workgroups} per dimension")
+        # A tensor this dispatch cannot bind (split in row blocks, or over the binding limit) makes the layer
+        # run on the host: _place turns _TooLarge into a fallback, never a rejected bind group.
+        sizes = [_binding_size(t, self.ctx.max_binding) for t in [*inputs, *outputs]]
         consts = {"WG": workgroup, **(constants or {})}
         key = pipeline_key(shader, subs or {}, consts, [(t.gpu_type, t.ndim) for t in inputs]
-                           + [("texture", 2) for _ in textures or []])
+                           + [("texture", 2) for _ in textures or []], faults=faults)
         source = wgsl_source(shader, subs)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
         pipeline, bgl = self.ctx.pipeline(key, source, consts, label)
         words = pack_params(params, shader)
         ubuf, uoffset = self.program.arena.allocate(words)
-        entries = []
-        for i, t in enumerate([*inputs, *outputs]):
-            if t.alloc is None:
-                raise DeviceError(f"shader '{shader}': binding {i} is a split tensor; this op cannot split it")
-            entries.append({"binding": i, "resource": {"buffer": t.alloc.buffer, "offset": 0,
-                                                       "size": max(4, t.alloc.buffer.size)}})
+        entries = [{"binding": i, "resource": {"buffer": t.alloc.buffer, "offset": 0, "size": size}}
+                   for i, (t, size) in enumerate(zip([*inputs, *outputs], sizes, strict=True))]
         entries.append({"binding": len(entries),
                         "resource": {"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}})
         for tex in textures or []:
             entries.append({"binding": len(entries), "resource": tex.view})
+        if faults:
+            buf = self.program.fault_buffer()
+            entries.append({"binding": len(entries), "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
         try:
             bind_group = self.ctx.device.create_bind_group(layout=bgl, entries=entries, label=label)
         except Exception as exc:
@@ -438,8 +515,36 @@ class Recorder:
         self.dispatches.append(Dispatch(pipeline, bind_group, groups, self.layer_index))
 
 
-class _TooLarge(Exception):  # noqa: N818 - internal: a tensor over the binding limit, handled as a fallback
+class _TooLarge(Exception):  # noqa: N818 - internal: past a device limit (binding size, loop passes): a fallback
     pass
+
+
+def loop_passes(*trips: int) -> int:
+    """Loop passes one invocation makes in loops nested outermost first with these trip counts, as lavapipe
+    counts them (``GPUContext.max_loop_iterations``): a loop makes one pass per trip and one more that exits, and
+    the loops in its body run on every trip and once more, masked off, on that last pass. lavapipe runs the lanes
+    of an invocation batch together with masks, so a loop behind a runtime branch or an early return still makes
+    at least one pass, and as many as its longest lane: count every loop of a kernel at its worst trip count
+    (branches on override constants are compiled away). Loops one after another add up.
+    Measured on Mesa 22.3.6: n trips cost n + 1; o x i nested loops o * (i + 2) + 2."""
+    passes, masked = 0, 0
+    for trip in reversed(trips):
+        passes, masked = max(int(trip), 0) * (passes + 1) + 1 + masked, masked + 1
+    return passes
+
+
+def _binding_size(t: GTensor, limit: int) -> int:
+    """Bytes of ``t``'s buffer to bind: all of it, or the binding limit when a pooled buffer is larger than
+    the tensor needs. Raises _TooLarge for a split tensor or one over the limit."""
+    if t.alloc is None:
+        raise _TooLarge(f"tensor '{t.name}' {list(t.shape)} is split in row blocks; this program binds it whole")
+    size = max(4, t.alloc.buffer.size)
+    if size <= limit:
+        return size
+    if t.nbytes > limit:
+        raise _TooLarge(f"tensor '{t.name}' {list(t.shape)} ({t.nbytes} bytes) exceeds the device's binding limit "
+                        f"of {limit} bytes")
+    return limit // 16 * 16  # a pooled buffer up to twice the tensor: bind the part within the limit
 
 
 def fold_groups(groups: int, limit: int) -> tuple[int, int, int]:
@@ -454,10 +559,11 @@ def fold_groups(groups: int, limit: int) -> tuple[int, int, int]:
 
 
 def pipeline_key(shader: str, subs: dict[str, str], constants: dict[str, int | float],
-                 inputs: list[tuple[str, int]]) -> tuple:
+                 inputs: list[tuple[str, int]], *, faults: bool = False) -> tuple:
     """The one place a pipeline's cache key is built: program, substitutions, override constants
-    (the workgroup size among them) and each input's storage type and rank."""
-    return (shader, tuple(sorted(subs.items())), tuple(sorted(constants.items())), tuple(inputs))
+    (the workgroup size among them), each input's storage type and rank, and whether the fault buffer
+    is bound (a binding more in the layout)."""
+    return (shader, tuple(sorted(subs.items())), tuple(sorted(constants.items())), tuple(inputs), bool(faults))
 
 
 def pack_params(params: list[int | float], shader: str) -> np.ndarray:
@@ -506,13 +612,16 @@ class PendingReadback:
 
     def __init__(self, ctx: GPUContext, staging: Any, layout: dict[str, tuple[int, tuple[int, ...], np.dtype]],
                  host_values: dict[str, Any],
-                 extra: tuple[int, int, Callable[[np.ndarray], None]] | None = None) -> None:
+                 extra: tuple[int, int, Callable[[np.ndarray], None]] | None = None,
+                 checks: tuple[int, list[IndexCheck]] | None = None) -> None:
         self.ctx = ctx
         self.staging = staging
         self.layout = layout
         self.host_values = host_values
         self.extra = extra  # (offset, nbytes, callback): more bytes in the same staging buffer (timestamps)
+        self.checks = checks  # (offset, slots): the run's index fault words, in the same staging buffer
         self.values: dict[str, Any] | None = None
+        self.error: IndexOutOfRangeError | None = None  # a faulted index: raised by every wait()
         self.promise = staging.map_async("READ") if staging is not None else None
 
     def done(self) -> bool:
@@ -522,6 +631,10 @@ class PendingReadback:
         return getattr(self.promise, "_state", "pending") != "pending"
 
     def wait(self) -> dict[str, Any]:
+        """The outputs by name; raises IndexOutOfRangeError, before handing out any value, when a
+        bounds-checked index of the run lay outside its axis."""
+        if self.error is not None:
+            raise self.error
         if self.values is None:
             values = dict(self.host_values)
             if self.promise is not None:
@@ -529,6 +642,12 @@ class PendingReadback:
                 raw = np.frombuffer(self.staging.read_mapped(copy=True), dtype=np.uint8)
                 self.staging.unmap()
                 self.staging.destroy()
+                if self.checks is not None:
+                    offset, slots = self.checks
+                    self.error = index_fault(raw[offset: offset + 8 * len(slots)], slots)
+                    if self.error is not None:
+                        self.promise = None
+                        raise self.error
                 for name, (offset, shape, dtype) in self.layout.items():
                     words = raw[offset: offset + 4 * math.prod(shape)].view(np.uint32)
                     values[name] = from_device_array(words, shape, dtype)
@@ -544,8 +663,8 @@ class GPUProgram:
     """A graph compiled for the gpu-compute backend: plans per input signature, shared weights."""
 
     def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
-                 precision: str = "float32") -> None:
-        self.ctx = get_context()
+                 precision: str = "float32", ctx: GPUContext | None = None) -> None:
+        self.ctx = ctx or get_context()  # another context: e.g. a device with other limits
         if precision not in PRECISIONS:
             raise DeviceError(f"precision '{precision}' is not one of {list(PRECISIONS)}")
         if precision == "float16" and not self.ctx.has_f16:
@@ -562,7 +681,10 @@ class GPUProgram:
         self.constant_bytes = 0
         self.scratch_textures: dict[tuple[int, int], GTexture] = {}  # (rows, texels per row) -> texture
         self.scratch_texture_bytes = 0
-        self.plans: dict[tuple, Plan] = {}
+        # A plan per input signature, least recently used first; each holds its own device buffers, so a
+        # model run at ever new shapes would otherwise grow without bound (134 MB for 100 batch sizes).
+        self.plans: OrderedDict[tuple, Plan] = OrderedDict()
+        self.max_plans = MAX_PLANS
         self.transfers: list[Transfer] = []  # this run's
         self.weight_transfers: list[Transfer] = []  # constants, uploaded once per worker
         self.last_plan: Plan | None = None
@@ -581,6 +703,11 @@ class GPUProgram:
         self.last_layer_spans: dict[int, int] = {}  # layer index -> timed intervals behind that duration
         self._query_sets: list[Any] = []
         self._resolve_buffer: Any = None
+        self.control: Any = None  # the RunControl of the run in progress (wgsentis.run_control), or None
+        # Index bounds checks (wgsl/common/faults.wgsl): one fault buffer for every plan (runs are ordered
+        # on the queue), and the slots of the run in progress, which its downloads and readback check.
+        self._faults: Any = None
+        self._run_checks: list[IndexCheck] = []
 
     def close(self) -> None:
         """Drop plans and buffers (the device itself is shared by the process)."""
@@ -589,6 +716,39 @@ class GPUProgram:
         self.scratch_textures.clear()
         self._next_stream = None
         self.last_plan = None
+        self._faults = None
+        self._run_checks = []
+
+    # -- index faults ------------------------------------------------------------------------------------
+    def fault_buffer(self) -> Any:
+        """The storage buffer of FAULT_SLOTS index fault slots (two u32 words each; zero when made)."""
+        if self._faults is None:
+            usage = self.ctx.wgpu.BufferUsage
+            self._faults = self.ctx.device.create_buffer(size=8 * FAULT_SLOTS,
+                                                         usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                                         label="wgsentis index faults")
+        return self._faults
+
+    def clear_faults(self, first: int, count: int) -> None:
+        """Zero slots first..first+count-1. A queue write lands before the next submit, after every run
+        submitted earlier: the slots start this run cleared whatever the previous run left in them."""
+        if count:
+            self.ctx.queue.write_buffer(self.fault_buffer(), 8 * first, np.zeros(2 * count, np.uint32))
+
+    def _start_checks(self, checks: list[IndexCheck]) -> None:
+        """Make ``checks`` (a plan's fault slots, or a recording's growing list) the run's: cleared now,
+        read back with the outputs (``_finish``) and with every fallback's inputs (``_download``)."""
+        self._run_checks = checks
+        self.clear_faults(0, len(checks))
+
+    def _fault_copy(self, encoder: Any, staging: Any, offset: int) -> tuple[int, list[IndexCheck]] | None:
+        """Record the copy of the run's fault words into ``staging`` at ``offset``; returns what
+        ``index_fault`` needs to read them, or None when the run has no checked index."""
+        checks = self._run_checks
+        if not checks:
+            return None
+        encoder.copy_buffer_to_buffer(self._faults, 0, staging, offset, 8 * len(checks))
+        return offset, list(checks)
 
     # -- analysis done once ---------------------------------------------------------------------------
     def _plan_host_tensors(self) -> set[str]:
@@ -618,8 +778,13 @@ class GPUProgram:
         return last
 
     # -- memory ----------------------------------------------------------------------------------------
-    def new_allocation(self, nbytes: int) -> Allocation:
-        alloc = Allocation(self.pool.acquire(nbytes), nbytes)
+    def new_allocation(self, nbytes: int, what: str = "", layer: Layer | None = None) -> Allocation:
+        control = self.control
+        if layer is not None and control is not None and control.memory_limit is not None:
+            # The run's memory budget bounds the device too: the bytes the plan holds live, this buffer included.
+            control.check_bytes(layer, None, self._live_bytes + nbytes,
+                                f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
+        alloc = Allocation(self.pool.acquire(nbytes, what), nbytes)
         self._live_bytes += nbytes
         self._peak_live = max(self._peak_live, self._live_bytes)
         return alloc
@@ -659,8 +824,8 @@ class GPUProgram:
     def _constant_buffer(self, data: np.ndarray, label: str) -> Allocation:
         """A persistent storage buffer holding ``data`` (4 bytes when ``data`` is empty)."""
         usage = self.ctx.wgpu.BufferUsage
-        buf = self.ctx.device.create_buffer_with_data(data=data if data.size else np.zeros(4, np.uint32),
-                                                      usage=usage.STORAGE | usage.COPY_SRC, label=label)
+        buf = self.ctx.create_buffer(max(4, data.nbytes), usage.STORAGE | usage.COPY_SRC, label, f"constant '{label}'",
+                                     data=data if data.size else np.zeros(4, np.uint32))
         return Allocation(buf, data.nbytes, persistent=True)
 
     def _keep_constant(self, key: Any, uploaded: Any, nbytes: int, name: str) -> Any:
@@ -689,9 +854,9 @@ class GPUProgram:
         data = np.zeros((rows, width * 4), dtype)
         data[:, :cols] = value
         usage = self.ctx.wgpu.TextureUsage
-        texture = self.ctx.device.create_texture(size=(width, max(rows, 1), 1),
-                                                 format="rgba16float" if half else "rgba32float",
-                                                 usage=usage.TEXTURE_BINDING | usage.COPY_DST, label=name)
+        texture = self.ctx.create_texture((width, max(rows, 1), 1), "rgba16float" if half else "rgba32float",
+                                          usage.TEXTURE_BINDING | usage.COPY_DST, name, data.nbytes,
+                                          f"constant '{name}' {list(value.shape)}")
         if rows:
             self.ctx.queue.write_texture({"texture": texture}, data, {"bytes_per_row": width * texel,
                                                                       "rows_per_image": rows}, (width, rows, 1))
@@ -739,20 +904,23 @@ class GPUProgram:
         tallest = max((t.shape[0] for t in self.scratch_textures.values() if t.shape[1] == 4 * width), default=0)
         tex_rows = min(limit, max(rows, 2 * tallest))
         usage = self.ctx.wgpu.TextureUsage
-        texture = self.ctx.device.create_texture(size=(width, tex_rows, 1), format="rgba32float",
-                                                 usage=usage.TEXTURE_BINDING | usage.STORAGE_BINDING | usage.COPY_DST,
-                                                 label=name)
+        texture = self.ctx.create_texture((width, tex_rows, 1), "rgba32float",
+                                          usage.TEXTURE_BINDING | usage.STORAGE_BINDING | usage.COPY_DST, name,
+                                          tex_rows * width * 16, f"a scratch operand texture for '{name}'")
         tex = GTexture(texture, (tex_rows, 4 * width), name)
         self.scratch_textures[(tex_rows, width)] = tex
         self.scratch_texture_bytes += tex_rows * width * 16
         return tex
 
     # -- running ----------------------------------------------------------------------------------------
-    def run(self, feeds: dict[str, Any]) -> PendingReadback:
+    def run(self, feeds: dict[str, Any], control: Any = None) -> PendingReadback:
         """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback.
 
+        ``control`` (a RunControl) is checked before every layer while recording, and before every host
+        layer of a replay (cancellation, timeout, memory budget): a replay's GPU work is one submission.
         Errors from wgpu itself (validation, out of memory, a lost device) become a DeviceError that
         names the graph; our own typed errors pass through unchanged."""
+        self.control = control
         try:
             return self._run(feeds)
         except WgSentisError:
@@ -766,6 +934,8 @@ class GPUProgram:
         signature = tuple((n, np.asarray(v).shape, np.asarray(v).dtype.str) if isinstance(v, np.ndarray)
                           else (n, type(v).__name__) for n, v in sorted(feeds.items()))
         plan = self.plans.get(signature)
+        if plan is not None:
+            self.plans.move_to_end(signature)  # most recently used last; the first is evicted first
         if plan is not None and any(not np.array_equal(feeds[n], v) for n, v in plan.host_read_inputs.items()):
             plan = None  # it baked in other values of inputs read on the host (e.g. a shape input)
         if plan is not None:
@@ -776,13 +946,17 @@ class GPUProgram:
         plan, readback = self._record(feeds)
         if plan is not None:
             self.plans[signature] = plan
+            while len(self.plans) > self.max_plans:
+                # Dropped, never destroyed: work already submitted keeps its buffers alive until it is done.
+                self.plans.popitem(last=False)
         return readback
 
     def _upload_input(self, name: str, value: np.ndarray, target: GTensor | None) -> GTensor:
         data = to_device_array(value, f"input '{name}'")
         t = target
         if t is None:
-            t = GTensor(self.new_allocation(max(4, data.nbytes)), value.shape, value.dtype, name)
+            t = GTensor(self.new_allocation(max(4, data.nbytes), f"tensor '{name}' {list(value.shape)}"), value.shape,
+                        value.dtype, name)
         if data.nbytes:
             self.ctx.queue.write_buffer(t.alloc.buffer, 0, data)
         t.host = value  # known on the host: layers reading it there need no download
@@ -803,6 +977,8 @@ class GPUProgram:
                     t = self._upload_input(name, value, None)
                 except _TooLarge:
                     env[name] = value
+                    # Layers reading it run on the host with this value baked into the plan: replay only it.
+                    plan.host_read_inputs[name] = np.array(value, copy=True)
                     continue
                 plan.input_tensors[name] = t
                 env[name] = t
@@ -813,11 +989,15 @@ class GPUProgram:
             if self._last_use.get(name, -1) < 0 and name not in self.output_names:
                 self._drop(env[name])
         rec = Recorder(self)
+        plan.index_checks = rec.index_checks  # filled as checking layers are recorded
+        self._start_checks(rec.index_checks)
         stream = _CommandStream(self.ctx.device, self.debug_groups)
         encoded = 0  # steps of rec already encoded
         for i, layer in enumerate(self.graph.layers):
             rec.layer, rec.layer_index = layer, i
             args = [self._value(n, env) if n else None for n in layer.inputs]
+            if self.control is not None:
+                self.control.before_layer(layer, args)  # stop or refuse before anything is allocated
             kind, outputs = self._place(rec, layer, args)
             if kind != "fallback" and layer.op_type not in SHAPE_ONLY_OPS:
                 for n in layer.inputs:
@@ -890,7 +1070,7 @@ class GPUProgram:
             outputs = gpu.build(rec, layer, *args, **layer.attrs)
         except _TooLarge:
             outputs = NotImplemented
-        except LayerError:
+        except PASS_THROUGH_ERRORS:
             raise
         except WgSentisError as exc:
             raise LayerError(layer.name, layer.op_type, str(exc)) from exc
@@ -973,6 +1153,8 @@ class GPUProgram:
         try:
             with np.errstate(all="ignore"):  # IEEE results (see backends/cpu.py _run_step)
                 result = step.run(args)
+        except PASS_THROUGH_ERRORS:
+            raise
         except WgSentisError as exc:
             raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
         except Exception as exc:
@@ -981,19 +1163,26 @@ class GPUProgram:
         return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
 
     def _download(self, tensors: list[GTensor], encoder: Any, layer: str) -> list[np.ndarray]:
-        """Submit ``encoder`` with copies of ``tensors`` into a staging buffer; wait; return host arrays."""
+        """Submit ``encoder`` with copies of ``tensors`` into a staging buffer; wait; return host arrays.
+        The run's index fault words ride along: a host layer must not compute on what a faulted index
+        produced (it could fail otherwise, or not at all), so a fault raises its IndexOutOfRangeError here."""
         usage = self.ctx.wgpu.BufferUsage
         offsets, total = [], 0
         for t in tensors:
             offsets.append(total)
             total += _aligned(max(4, t.nbytes))
+        fault_at, checks = total, None
+        if tensors and self._run_checks:
+            total += _aligned(8 * len(self._run_checks))
         staging = None
         if total:
-            staging = self.ctx.device.create_buffer(size=total, usage=usage.MAP_READ | usage.COPY_DST,
-                                                    label=f"{layer} download")
+            staging = self.ctx.create_buffer(total, usage.MAP_READ | usage.COPY_DST, f"{layer} download",
+                                             f"the staging buffer for the inputs of layer '{layer}'")
             for t, off in zip(tensors, offsets, strict=True):
                 if t.nbytes:
                     encoder.copy_buffer_to_buffer(t.alloc.buffer, 0, staging, off, _aligned(t.nbytes, 4))
+            if tensors:
+                checks = self._fault_copy(encoder, staging, fault_at)
         start = time.perf_counter()
         self.ctx.queue.submit([encoder.finish()])
         out = []
@@ -1002,6 +1191,10 @@ class GPUProgram:
             raw = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint8)
             staging.unmap()
             staging.destroy()
+            if checks is not None:
+                error = index_fault(raw[fault_at:], checks[1])
+                if error is not None:
+                    raise error
         for t, off in zip(tensors, offsets, strict=True):
             words = raw[off: off + t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
             out.append(from_device_array(words, t.shape, t.dtype))
@@ -1028,6 +1221,8 @@ class GPUProgram:
             if isinstance(v, GTensor):
                 v.name = v.name or n
         host = self._with_outer_scope(index, layer, args, captured, encoder)
+        if self.control is not None:
+            self.control.before_layer(layer, host)  # the host values are known now: check the budget again
         results = self._run_host(index, host)
         outputs: list[Any] = []
         targets: list[GTensor | None] = []
@@ -1062,6 +1257,8 @@ class GPUProgram:
     def _replay_fallback(self, step: Fallback, encoder: Any) -> None:
         layer = self.graph.layers[step.layer]
         host = self._with_outer_scope(step.layer, layer, step.args, step.captured, encoder)
+        if self.control is not None:
+            self.control.before_layer(layer, host)
         results = self._run_host(step.layer, host)
         for name, value, target in zip(layer.outputs, results, step.targets, strict=False):
             if target is None or not name:
@@ -1088,10 +1285,13 @@ class GPUProgram:
         if extra is not None:
             extra_slice = (total, extra[1], extra[2])
             total += _aligned(extra[1])
+        fault_at, checks = total, None
+        if self._run_checks:  # the run's index fault words: one more small copy, the same map
+            total += _aligned(8 * len(self._run_checks))
         staging = None
         if total:
-            staging = self.ctx.device.create_buffer(size=total, usage=usage.MAP_READ | usage.COPY_DST,
-                                                    label="wgsentis outputs")
+            staging = self.ctx.create_buffer(total, usage.MAP_READ | usage.COPY_DST, "wgsentis outputs",
+                                             f"the staging buffer for the outputs {list(layout)}")
             for name, (offset, _shape, _dtype) in layout.items():
                 t = outputs[name]
                 if t.nbytes:
@@ -1099,12 +1299,18 @@ class GPUProgram:
                 self.transfers.append(Transfer("download", name, t.nbytes, "output"))
             if extra is not None:
                 encoder.copy_buffer_to_buffer(extra[0], 0, staging, extra_slice[0], extra[1])
+            checks = self._fault_copy(encoder, staging, fault_at)
+        self._run_checks = []  # this run's are read back; a later _finish without _start_checks checks none
         self.ctx.queue.submit([encoder.finish()])
-        return PendingReadback(self.ctx, staging, layout, host_values, extra_slice)
+        return PendingReadback(self.ctx, staging, layout, host_values, extra_slice, checks)
 
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
         for name, t in plan.input_tensors.items():
-            self._upload_input(name, feeds[name], t)
+            try:
+                self._upload_input(name, feeds[name], t)
+            except _TooLarge:
+                raise PlanInvalid(name) from None  # e.g. int64 values past int32: this run records anew
+        self._start_checks(plan.index_checks)
         stamps = None
         if self.profile_layers and self.ctx.has_timestamps:
             inside = stamps_inside_passes(self.ctx)
@@ -1361,6 +1567,11 @@ class _HostProgram:
         self.program = program
         self.graph = program.graph  # whose constants a kernel may keep derived weights of
 
+    @property
+    def control(self) -> Any:
+        """The GPU program's RunControl for the run in progress (what Loop/Scan kernels check)."""
+        return self.program.control
+
     def subprogram(self, graph: Graph) -> Any:
         return self._cpu.subprogram(graph)
 
@@ -1379,4 +1590,4 @@ def _host_of(value: Any) -> Any:
     return value.host if isinstance(value, GTensor) else value
 
 
-__all__ = ["GPUProgram", "GTensor", "KernelContext", "PendingReadback", "Recorder"]
+__all__ = ["GPUProgram", "GTensor", "KernelContext", "PendingReadback", "Recorder", "loop_passes"]

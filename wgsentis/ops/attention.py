@@ -10,6 +10,7 @@ import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops.registry import register, register_flops
+from wgsentis.ops.tensor import check_indices
 
 
 def _softmax_last(x: np.ndarray) -> np.ndarray:
@@ -207,6 +208,11 @@ def rotary_embedding(ctx, X, cos_cache, sin_cache, position_ids=None, *, interle
     rot_dim = int(rotary_embedding_dim) or head_size
     half = rot_dim // 2
     if position_ids is not None:
+        if cos_cache.shape[0] != sin_cache.shape[0]:
+            raise ValueError(f"cos_cache and sin_cache differ in rows: {cos_cache.shape[0]} vs {sin_cache.shape[0]}")
+        position_ids = np.asarray(position_ids).astype(np.int64, copy=False)  # (B, S)
+        # Rows of the (max_position_id_plus_1, dim/2) caches: 0 .. max_position_id, never negative.
+        check_indices(ctx, position_ids, cos_cache.shape[0], "position_ids", negative_ok=False)
         cos_cache = cos_cache[position_ids]
         sin_cache = sin_cache[position_ids]
     if cos_cache.shape[-1] != half or sin_cache.shape[-1] != half:

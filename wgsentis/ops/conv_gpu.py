@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor
+from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, loop_passes
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
@@ -122,7 +122,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         rec.dispatch("compute/depthwise.wgsl", [X, wt, bias_t if bias_t is not None else rec.upload(_ZERO, "zero")],
                      [y], params, grid, workgroup=64, subs={"ACT": act[0]},
                      constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "OW4": ow4,
-                                "M": m, "MULT": mg})
+                                "M": m, "MULT": mg}, loops=loop_passes(kh, kw) + loop_passes(4))
         return y
 
     k = cg * kh * kw
@@ -152,7 +152,9 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     for g in range(group):
         rows = n * kp * oh
         params = [rows, kp, pp, k, p, c, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], ow, g * cg, oh]
-        rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64)
+        # Its padding-column loop and both row loops (a zero row or a copied one) run in every invocation batch.
+        rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64,
+                     loops=loop_passes(pp - p) + 2 * loop_passes(ow))
         a_op = const_operand(rec, _group_rows(w_mat, g), f"{layer.name}:W[{g}]")
         bias_g = bias_t
         if b is not None and group > 1:
@@ -421,7 +423,7 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
         rows = n * copies * cg4 * hp
         params = [rows, wp // 4, hp, cg4, copies, c, g * cg, cg, hw[0], hw[1], st[0], st[1], ow, pd[0], 0, 0,
                   *copy_words]
-        rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64)
+        rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64, loops=loop_passes(wp // 4))
         a_op = const_operand(rec, _group_rows(w_mat, g), f"{layer.name}:WT[{g}]")
         bias_g = bias_t
         if b is not None and group > 1:
@@ -499,13 +501,14 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
         rec.dispatch("compute/conv_transpose_cols.wgsl", [cols, bias_t], [y],
                      [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
                       int(b is not None), *act[1]], y.size, workgroup=64, subs={"ACT": act[0]},
-                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "OW": ow, "OH": oh})
+                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "OW": ow, "OH": oh},
+                     loops=loop_passes(kh, kw))
         return y
     wt = rec.upload(w, f"{layer.name}:W")
     params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], c, c // group, mg,
               int(b is not None), *act[1]]
     rec.dispatch("compute/conv_transpose.wgsl", [X, wt, bias_t], [y], params, y.size, workgroup=64,
-                 subs={"ACT": act[0]})
+                 subs={"ACT": act[0]}, loops=loop_passes(kh, kw, c // group))
     return y
 
 

@@ -12,24 +12,26 @@ from wgsentis.ops.registry import register_gpu
 
 MAX_RANK = 6
 
-# op -> (WGSL expression of `v`, parameter names (alpha, beta, gamma), spec defaults)
+# op -> (WGSL expression of `v`, parameter names (alpha, beta, gamma), spec defaults). A NaN stays NaN
+# (is_nan_f32, math.wgsl): WGSL's max, min, clamp and sign of a NaN give a number on some drivers.
 ACTIVATIONS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
-    "Relu": ("max(v, 0.0)", (), ()),
+    "Relu": ("select(max(v, 0.0), v, is_nan_f32(v))", (), ()),
     "LeakyRelu": ("select(alpha * v, v, v >= 0.0)", ("alpha",), (0.01,)),
     "Sigmoid": ("1.0 / (1.0 + exp_accurate(-v))", (), ()),
     "Tanh": ("tanh_safe(v)", (), ()),
-    "HardSigmoid": ("clamp(alpha * v + beta, 0.0, 1.0)", ("alpha", "beta"), (0.2, 0.5)),
+    "HardSigmoid": ("select(clamp(alpha * v + beta, 0.0, 1.0), v, is_nan_f32(v))", ("alpha", "beta"), (0.2, 0.5)),
     "HardSwish": ("v * clamp(v / 6.0 + 0.5, 0.0, 1.0)", (), ()),
     "Elu": ("select(alpha * expm1_accurate(v), v, v >= 0.0)", ("alpha",), (1.0,)),
     "Selu": ("gamma * select(alpha * expm1_accurate(v), v, v > 0.0)", ("alpha", "_", "gamma"),
              (1.67326319217681884765625, 0.0, 1.05070102214813232421875)),
-    "Celu": ("max(0.0, v) + min(0.0, alpha * expm1_accurate(v / alpha))", ("alpha",), (1.0,)),
+    "Celu": ("select(max(0.0, v) + min(0.0, alpha * expm1_accurate(v / alpha)), v, is_nan_f32(v))", ("alpha",),
+             (1.0,)),
     "Softplus": ("softplus(v)", (), ()),
     "Softsign": ("v / (1.0 + abs(v))", (), ()),
     "Mish": ("v * tanh_safe(softplus(v))", (), ()),
     "ThresholdedRelu": ("select(0.0, v, v > alpha)", ("alpha",), (1.0,)),
     "Swish": ("v / (1.0 + exp_accurate(-alpha * v))", ("alpha",), (1.0,)),
-    "Clip": ("clamp(v, alpha, beta)", ("min", "max"), (-3.4028234663852886e38, 3.4028234663852886e38)),
+    "Clip": ("select(clamp(v, alpha, beta), v, is_nan_f32(v))", ("min", "max"), (-math.inf, math.inf)),
 }
 GELU = {"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
         "tanh": "0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)))"}
@@ -37,7 +39,8 @@ GELU = {"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
 FLOAT_UNARY: dict[str, str] = {
     "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)",
     "Reciprocal": "div_f32(1.0, v)",
-    "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "sign(v)", "Sin": "sin(v)",
+    "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "select(sign(v), v, is_nan_f32(v))",
+    "Sin": "sin(v)",
     "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
     "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",
     "Erf": "erf_approx(v)", "Identity": "v",
@@ -189,8 +192,8 @@ _ARITH = {
     # Integer division truncates toward zero in WGSL as in C, which is what ONNX asks.
     "Div": {"f32": "div_f32(a, b)", "i32": "select(a / b, 0, b == 0)"},
     "Pow": {"f32": "pow_signed(a, b)"},
-    "Max": {"f32": "select(max(a, b), a + b, a != a || b != b)", "i32": "max(a, b)"},
-    "Min": {"f32": "select(min(a, b), a + b, a != a || b != b)", "i32": "min(a, b)"},
+    "Max": {"f32": "select(max(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "max(a, b)"},
+    "Min": {"f32": "select(min(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "min(a, b)"},
     "PRelu": {"f32": "select(a * b, a, a >= 0.0)"},
 }
 _COMPARE = {

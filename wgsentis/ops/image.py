@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.ops.registry import register, register_flops
+from wgsentis.ops.tensor import check_indices
 
 # ----------------------------------------------------------------------------------------------
 # Resize / Upsample
@@ -482,9 +483,13 @@ def _roi_axis_samples(start: float, bin_size: float, pooled: int, grid: int, len
     return low, high, w_low, w_high
 
 
-def _roi_align(X, rois, batch_indices, *, half_pixel: bool, mode: str, output_height: int, output_width: int,
-               sampling_ratio: int, spatial_scale: float) -> np.ndarray:
+def _roi_align(ctx, X, rois, batch_indices, *, half_pixel: bool, mode: str, output_height: int,
+               output_width: int, sampling_ratio: int, spatial_scale: float) -> np.ndarray:
     num_rois = rois.shape[0]
+    batch_indices = np.asarray(batch_indices).astype(np.int64, copy=False).reshape(-1)  # (num_rois,)
+    if batch_indices.shape != (num_rois,):
+        raise ValueError(f"batch_indices must have shape ({num_rois},), got {batch_indices.shape}")
+    check_indices(ctx, batch_indices, X.shape[0], "batch_indices", negative_ok=False)
     channels, height, width = X.shape[1:]
     Y = np.zeros((num_rois, channels, output_height, output_width), dtype=np.float64)
     offset = 0.5 if half_pixel else 0.0
@@ -529,7 +534,7 @@ def _roi_align(X, rois, batch_indices, *, half_pixel: bool, mode: str, output_he
 def roi_align_10(ctx, X, rois, batch_indices, *, mode="avg", output_height=1, output_width=1, sampling_ratio=0,
                  spatial_scale=1.0):
     """Opset-10 RoiAlign: ROI corners are used as given (output_half_pixel)."""
-    return _roi_align(X, rois, batch_indices, half_pixel=False, mode=mode, output_height=output_height,
+    return _roi_align(ctx, X, rois, batch_indices, half_pixel=False, mode=mode, output_height=output_height,
                       output_width=output_width, sampling_ratio=sampling_ratio, spatial_scale=spatial_scale)
 
 
@@ -539,7 +544,7 @@ def roi_align(ctx, X, rois, batch_indices, *, coordinate_transformation_mode="ha
     """Average/max pooling of bilinear samples over each ROI's (output_height, output_width) bins."""
     if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
         raise ValueError(f"unknown coordinate_transformation_mode {coordinate_transformation_mode!r}")
-    return _roi_align(X, rois, batch_indices, half_pixel=coordinate_transformation_mode == "half_pixel",
+    return _roi_align(ctx, X, rois, batch_indices, half_pixel=coordinate_transformation_mode == "half_pixel",
                       mode=mode, output_height=output_height, output_width=output_width,
                       sampling_ratio=sampling_ratio, spatial_scale=spatial_scale)
 

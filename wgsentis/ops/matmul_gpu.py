@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fold_groups
+from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fold_groups, loop_passes
 from wgsentis.ops.elementwise_gpu import activation_expr, broadcast_strides
 from wgsentis.ops.registry import register_gpu
 
@@ -260,17 +260,21 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
             "BVEC": "true" if b.vec or b.tex is not None else "false", "ACT": act[0],
             "ENABLE": "enable f16;" if a.half or b.half else "", **(_STORE_VEC if vec_y else _STORE_SCALAR)}
     grid = (groups[0], groups[1], nbatch)
+    # Each invocation runs the vec4 K loop once per tap, then the K % 4 remainder: a K the device's loops
+    # cannot cover makes the layer fall back (Recorder.dispatch).
+    loops = loop_passes(len(taps or [0]), k // 4) + loop_passes(k % 4)
     if a.tex is not None and b.tex is not None:
         rec.dispatch(f"compute/{kernel}_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     textures=[a.tex, b.tex])
+                     textures=[a.tex, b.tex], loops=loops)
     elif a.tex is not None:
         rec.dispatch(f"compute/{kernel}_ta.wgsl", [b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     textures=[a.tex])
+                     textures=[a.tex], loops=loops)
     elif b.tex is not None:
         rec.dispatch(f"compute/{kernel}_tb.wgsl", [a.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     textures=[b.tex])
+                     textures=[b.tex], loops=loops)
     else:
-        rec.dispatch(f"compute/{kernel}.wgsl", [a.t, b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs)
+        rec.dispatch(f"compute/{kernel}.wgsl", [a.t, b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
+                     loops=loops)
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 

@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 from wgsentis.ops.registry import register
+from wgsentis.ops.tensor import check_indices
 
 ML_DOMAIN = "ai.onnx.ml"
 TRAINING_DOMAIN = "ai.onnx.preview.training"
@@ -21,7 +22,7 @@ TRAINING_DOMAIN = "ai.onnx.preview.training"
 # ----------------------------------------------------------------------------------------------
 
 
-def _nll(log_prob: np.ndarray, target: np.ndarray, weight, ignore_index, reduction: str) -> np.ndarray:
+def _nll(ctx, log_prob: np.ndarray, target: np.ndarray, weight, ignore_index, reduction: str) -> np.ndarray:
     """Negative log-likelihood of (N, C, d...) log-probabilities at (N, d...) class targets."""
     if log_prob.ndim < 2:
         raise ValueError(f"input must have shape (N, C, ...), got {log_prob.shape}")
@@ -31,8 +32,7 @@ def _nll(log_prob: np.ndarray, target: np.ndarray, weight, ignore_index, reducti
     classes = log_prob.shape[1]
     target = target.astype(np.int64)
     ignored = target == ignore_index if ignore_index is not None else np.zeros(target.shape, dtype=bool)
-    if np.any(((target < 0) | (target >= classes)) & ~ignored):
-        raise ValueError(f"target values must lie in [0, {classes})")
+    check_indices(ctx, target[~ignored], classes, "target", negative_ok=False)  # a class: 0 .. C-1
     safe_target = np.where(ignored, 0, target)
     picked = np.take_along_axis(log_prob, safe_target[:, None], axis=1)[:, 0]  # (N, d...)
     loss = np.where(ignored, dtype.type(0), -picked)
@@ -53,7 +53,7 @@ def _nll(log_prob: np.ndarray, target: np.ndarray, weight, ignore_index, reducti
 @register("NegativeLogLikelihoodLoss", 12)
 def negative_log_likelihood_loss(ctx, input, target, weight=None, *, ignore_index=None, reduction="mean"):
     """loss[n, d] = -input[n, target[n, d], d] * weight[target[n, d]], then reduced."""
-    return _nll(input, target, weight, ignore_index, reduction)
+    return _nll(ctx, input, target, weight, ignore_index, reduction)
 
 
 @register("SoftmaxCrossEntropyLoss", 12)
@@ -61,7 +61,7 @@ def softmax_cross_entropy_loss(ctx, scores, labels, weights=None, *, ignore_inde
     """NLL of log_softmax(scores, axis=1); the optional second output is that log_softmax."""
     shifted = scores - np.max(scores, axis=1, keepdims=True)
     log_prob = (shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))).astype(scores.dtype)
-    loss = _nll(log_prob, labels, weights, ignore_index, reduction)
+    loss = _nll(ctx, log_prob, labels, weights, ignore_index, reduction)
     if ctx.num_outputs > 1:
         return loss, log_prob
     return loss
@@ -269,9 +269,8 @@ def binarizer(ctx, X, *, threshold=0.0):
 @register("ArrayFeatureExtractor", 1, domain=ML_DOMAIN)
 def array_feature_extractor(ctx, X, Y):
     """Select X's last-axis entries at indices Y; a 1-D X gives a (1, k) result."""
-    index = np.asarray(Y, dtype=np.int64).reshape(-1)
-    if np.any((index < 0) | (index >= X.shape[-1])):
-        raise ValueError(f"indices out of range for last dimension {X.shape[-1]}")
+    index = np.asarray(Y).astype(np.int64, copy=False).reshape(-1)
+    check_indices(ctx, index, X.shape[-1], "Y", negative_ok=False)  # 0 .. last dim - 1, as onnxruntime
     selected = X[..., index]
     if X.ndim == 1:
         return selected.reshape(1, -1)

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu_compute import loop_passes
 from wgsentis.ops.elementwise_gpu import broadcast_strides, fused_activation
 from wgsentis.ops.matmul_gpu import repacked
-from wgsentis.ops.reduce_gpu import norm_axis, row_params
+from wgsentis.ops.reduce_gpu import norm_axis, row_params, row_passes
 from wgsentis.ops.registry import register_gpu
 
 MAX_RANK = 6
@@ -28,17 +29,21 @@ WG_LENGTH = 256  # ... of at least this length, a workgroup reduces each row
 # WG partial sums after the barrier, and 16 measured 2x faster than 64 on LayerNorm (197, 768).
 FUSED_WG = 16
 FUSED_MIN_LENGTH = 32  # shorter rows: statistics one invocation per row, then the elementwise pass
+# Invocations per row of norm_stats_wg.wgsl when the narrower forms would loop longer than the device runs
+# (GPUContext.max_loop_iterations): rows of millions of elements stay on the GPU.
+WIDE_WG = 256
 STAT_VAR, STAT_MVN, STAT_RMS, STAT_L1, STAT_L2 = range(5)
 
 
 GRID_WG = 256  # workgroup size of the per-plane elementwise passes (BatchNormalization, LRN)
 
 
-def _plane_grid(n: int, c: int, inner: int) -> tuple[int, int, int] | None:
+def _plane_grid(n: int, c: int, inner: int, limit: int) -> tuple[int, int, int] | None:
     """A (ceil(inner / GRID_WG), C, N) grid for per-channel elementwise passes, so that shaders read the
-    channel from the workgroup id instead of dividing; None when planes are short or dims too large."""
+    channel from the workgroup id instead of dividing; None when planes are short or dims exceed the
+    device's per-dimension ``limit``."""
     groups = math.ceil(inner / GRID_WG)
-    if inner < 64 or max(groups, c, n) > 65535:
+    if inner < 64 or max(groups, c, n) > limit:
         return None
     return (groups, c, n)
 
@@ -76,21 +81,36 @@ def coalesce(shape: tuple[int, ...], *stride_lists: list[int]) -> tuple[list[int
 
 def stats(rec, x, shape: tuple[int, ...], axes: set[int], stat: int, epsilon: float, keep_shape: tuple[int, ...]):
     """Record per-row (mean, multiplier) of ``x`` viewed as ``shape`` reduced over ``axes``; both
-    tensors have ``keep_shape``. Returns (mean, inv) or None when the axis set does not fit."""
+    tensors have ``keep_shape``. Returns (mean, inv) or None when the axis set does not fit, or the rows are
+    longer than even WIDE_WG invocations each loop over on this device."""
     layout = row_params(shape, axes)
     if layout is None:
         return None
     words, rows, length = layout
+    sweeps = 2 if stat == STAT_VAR else 1  # the variance takes a second sweep, around the mean
+    wg = FUSED_WG if rows < WG_ROWS and length >= WG_LENGTH else 0  # 0: one invocation per row
+    if not rec.loops_fit(_stats_passes(length, words[1], sweeps, wg)):
+        wg = WIDE_WG
+        if not rec.loops_fit(_stats_passes(length, words[1], sweeps, wg)):
+            return None
     mean = rec.alloc(keep_shape, np.float32)
     inv = rec.alloc(keep_shape, np.float32)
     params = [rows, length, float(epsilon), 1.0 / length if length else float("nan"), 0, 0, 0, 0, *words]
-    if rows < WG_ROWS and length >= WG_LENGTH:
-        rec.dispatch("compute/norm_stats_wg.wgsl", [x], [mean, inv], params, rows * FUSED_WG, workgroup=FUSED_WG,
+    if wg:
+        rec.dispatch("compute/norm_stats_wg.wgsl", [x], [mean, inv], params, rows * wg, workgroup=wg,
                      constants={"STAT": stat})
     else:
         rec.dispatch("compute/norm_stats.wgsl", [x], [mean, inv], params, rows, workgroup=64,
                      constants={"STAT": stat})
     return mean, inv
+
+
+def _stats_passes(length: int, reduced_groups: int, sweeps: int, wg: int) -> int:
+    """Loop passes of one invocation of norm_stats.wgsl (``wg`` 0) or norm_stats_wg.wgsl (``wg`` invocations
+    per row: a strided part of each sweep, then the sum of the ``wg`` partial sums)."""
+    if not wg:
+        return row_passes(length, reduced_groups, sweeps)
+    return sweeps * (row_passes(-(-length // wg), reduced_groups) + loop_passes(wg))
 
 
 def apply(rec, x, shape: tuple[int, ...], mean, inv, stat_strides: list[int], scale=None, bias=None,
@@ -113,13 +133,20 @@ def apply(rec, x, shape: tuple[int, ...], mean, inv, stat_strides: list[int], sc
 def fused_rows(rec, x, rows: int, length: int, stat: int, epsilon: float, keep_shape: tuple[int, ...],
                scale=None, bias=None, pmode: int = 0, pmod: int = 1, runs: int = 1, run_length: int = 1):
     """Record one workgroup per contiguous row of ``x`` (rows x length): statistics and the normalized
-    row in one dispatch (norm_rows.wgsl). Returns (y, mean, inv), the last two of ``keep_shape``."""
+    row in one dispatch (norm_rows.wgsl). Returns (y, mean, inv), the last two of ``keep_shape``, or None
+    when its loops are longer than the device runs (the separate statistics then take a wider workgroup)."""
+    pmode = pmode if scale is not None else 0
+    sweeps = 2 if stat == STAT_VAR else 1
+    strided = -(-length // FUSED_WG)
+    write = loop_passes(runs, -(-run_length // FUSED_WG)) if pmode == 3 else loop_passes(strided)
+    if not rec.loops_fit(sweeps * (loop_passes(strided) + loop_passes(FUSED_WG)) + write):
+        return None
     y = rec.alloc(x.shape, np.float32)
     mean = rec.alloc(keep_shape, np.float32)
     inv = rec.alloc(keep_shape, np.float32)
     params = [rows, length, float(epsilon), 1.0 / length if length else float("nan"), pmod, runs, run_length]
     bindings = [x, scale if scale is not None else x, bias if bias is not None else x]
-    consts = {"STAT": stat, "PMODE": pmode if scale is not None else 0, "HAS_BIAS": bias is not None}
+    consts = {"STAT": stat, "PMODE": pmode, "HAS_BIAS": bias is not None}
     rec.dispatch("compute/norm_rows.wgsl", bindings, [y, mean, inv], params, rows * FUSED_WG, workgroup=FUSED_WG,
                  constants=consts)
     return y, mean, inv
@@ -157,8 +184,10 @@ def _normalize_trailing(rec, x, axis: int, stat: int, epsilon: float, scale=None
     # The usual case: one scale value per position in the row (the normalized shape itself).
     contiguous = broadcast_strides(shape[axis:], shape[axis:])
     per_position = scale is None or strides == [0] * axis + contiguous
+    out = None
     if length >= FUSED_MIN_LENGTH and per_position:
         out = fused_rows(rec, x, math.prod(shape[:axis]), length, stat, epsilon, keep, scale, bias, 1)
+    if out is not None:
         return out if with_stats else out[0]
     return _normalize(rec, x, shape, set(range(axis, x.ndim)), stat, epsilon, scale, bias, strides, with_stats)
 
@@ -202,7 +231,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
     y = rec.alloc(X.shape, np.float32)
     n, inner = X.shape[0], spatial_size
     hosts = [t if isinstance(t, np.ndarray) else getattr(t, "host", None) for t in (scale, B, mean, var)]
-    grid4 = _plane_grid(n, c, inner // 4) if inner % 4 == 0 and not per_position else None
+    grid4 = _plane_grid(n, c, inner // 4, rec.ctx.max_workgroups) if inner % 4 == 0 and not per_position else None
     if grid4 is not None and all(h is not None for h in hosts):
         # Constant parameters: fold them once on the host and run a vec4 per-channel affine pass.
         folded = repacked(("bn_affine", float(epsilon)), hosts[0], lambda: _bn_affine(hosts, epsilon), *hosts[1:])
@@ -211,7 +240,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
                      [y], [inner // 4, c, *act_params], grid4, workgroup=GRID_WG, subs={"ACT": act_expr})
         return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
     words = [X.size, inner, c, float(epsilon), int(per_position), *act_params]
-    grid = _plane_grid(n, c, inner)
+    grid = _plane_grid(n, c, inner, rec.ctx.max_workgroups)
     rec.dispatch("compute/batchnorm.wgsl", [X, *params], [y], words, grid or X.size, workgroup=GRID_WG,
                  constants={"GRID": grid is not None}, subs={"ACT": act_expr})
     return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
@@ -263,7 +292,9 @@ def instance_normalization(rec, layer, input, scale, B, *, epsilon=1e-5, **attrs
     shape = (n, c, math.prod(input.shape[2:]))  # (N, C, spatial)
     if shape[2] >= FUSED_MIN_LENGTH:
         keep = (n, c) + (1,) * (input.ndim - 2)
-        return fused_rows(rec, input, n * c, shape[2], STAT_VAR, epsilon, keep, gscale, gbias, 2, c)[0]
+        out = fused_rows(rec, input, n * c, shape[2], STAT_VAR, epsilon, keep, gscale, gbias, 2, c)
+        if out is not None:
+            return out[0]
     return _normalize(rec, input, shape, {2}, STAT_VAR, epsilon, gscale, gbias, [0, 1, 0])
 
 
@@ -287,9 +318,12 @@ def _group_norm(rec, layer, X, scale, bias, num_groups, epsilon, per_channel: bo
     if shape[2] * shape[3] >= FUSED_MIN_LENGTH:
         keep = (n, g, 1, 1)
         if per_channel:
-            return fused_rows(rec, X, n * g, shape[2] * shape[3], STAT_VAR, epsilon, keep, gscale, gbias, 3, g,
-                              shape[2], shape[3])[0]
-        return fused_rows(rec, X, n * g, shape[2] * shape[3], STAT_VAR, epsilon, keep, gscale, gbias, 2, g)[0]
+            out = fused_rows(rec, X, n * g, shape[2] * shape[3], STAT_VAR, epsilon, keep, gscale, gbias, 3, g,
+                             shape[2], shape[3])
+        else:
+            out = fused_rows(rec, X, n * g, shape[2] * shape[3], STAT_VAR, epsilon, keep, gscale, gbias, 2, g)
+        if out is not None:
+            return out[0]
     strides = [0, c // g, 1, 0] if per_channel else [0, 1, 0, 0]
     return _normalize(rec, X, shape, {2, 3}, STAT_VAR, epsilon, gscale, gbias, strides)
 
@@ -343,7 +377,8 @@ def lrn(rec, layer, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None, **attrs):
     inner = math.prod(X.shape[2:])
     y = rec.alloc(X.shape, np.float32)
     params = [X.size, X.shape[1], max(inner, 1), lo, hi, float(np.float32(alpha / size)), float(bias), float(beta)]
-    grid = _plane_grid(X.shape[0], X.shape[1], inner)
+    grid = _plane_grid(X.shape[0], X.shape[1], inner, rec.ctx.max_workgroups)
     rec.dispatch("compute/lrn.wgsl", [X], [y], params, grid or X.size, workgroup=GRID_WG,
-                 constants={"B075": beta == 0.75, "GRID": grid is not None})
+                 constants={"B075": beta == 0.75, "GRID": grid is not None},
+                 loops=loop_passes(min(size, X.shape[1])))
     return y

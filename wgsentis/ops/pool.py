@@ -22,6 +22,7 @@ import numpy as np
 from wgsentis.ops.conv import FlatWindows, pad_spatial, scratch, spatial_attrs, tap_slices
 from wgsentis.ops.parallel import kernel_threads, run_split
 from wgsentis.ops.registry import register, register_flops
+from wgsentis.ops.tensor import check_indices
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -339,7 +340,10 @@ def max_unpool(ctx, X, I, output_shape=None, *, kernel_shape=None, pads=None, st
     inferred = list(X.shape[:2]) + [(X.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i]
                                     for i in range(nd)]
     flat = np.zeros(math.prod(inferred), dtype=X.dtype)
-    flat[np.asarray(I, dtype=np.int64).reshape(-1)] = X.reshape(-1)
+    index = np.asarray(I).astype(np.int64, copy=False).reshape(-1)
+    # Linear row-major indices into the inferred (N, C, D1, ...) output: 0 .. size-1, never negative.
+    check_indices(ctx, index, flat.size, "I (flat output index)", negative_ok=False)
+    flat[index] = X.reshape(-1)
     y = flat.reshape(inferred)
     if output_shape is None:
         return y
@@ -358,10 +362,15 @@ def max_roi_pool(ctx, X, rois, *, pooled_shape=None, spatial_scale=1.0):
     if pooled_shape is None:
         raise ValueError("MaxRoiPool requires pooled_shape")
     ph, pw = (int(v) for v in pooled_shape)
-    _, c, h, w = X.shape
+    n, c, h, w = X.shape
+    boxes = np.asarray(rois, dtype=np.float64)  # (num_rois, 5): batch_id, x1, y1, x2, y2
+    if not np.isfinite(boxes[:, 0]).all():
+        raise ValueError("MaxRoiPool: a rois batch_id is not finite")
+    batch_ids = np.trunc(boxes[:, 0]).astype(np.int64)  # truncated toward zero, as onnxruntime does
+    check_indices(ctx, batch_ids, n, "rois batch_id", negative_ok=False)
     y = np.zeros((rois.shape[0], c, ph, pw), dtype=X.dtype)
-    for r, roi in enumerate(np.asarray(rois, dtype=np.float64)):
-        batch = int(roi[0])
+    for r, roi in enumerate(boxes):
+        batch = int(batch_ids[r])
         x1, y1, x2, y2 = (int(np.round(v * spatial_scale)) for v in roi[1:5])
         roi_h = max(y2 - y1 + 1, 1)
         roi_w = max(x2 - x1 + 1, 1)

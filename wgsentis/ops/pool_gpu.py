@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu_compute import loop_passes
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.pool import pool_geometry
 from wgsentis.ops.reduce_gpu import reduce_to
@@ -64,13 +65,16 @@ def _params(x, geo, include_pad: bool, p: float = 2.0, storage_order: int = 0) -
     return params, out_shape
 
 
-def _grid(x, out_shape: tuple[int, ...]) -> tuple[int, int, int]:
-    """(ceil(plane outputs / POOL_WG), planes) with planes above the per-dimension limit folded into z."""
+def _grid(x, out_shape: tuple[int, ...], limit: int) -> tuple[int, int, int] | None:
+    """(ceil(plane outputs / POOL_WG), planes) with planes above the device's per-dimension ``limit`` folded
+    into z; None when a plane alone needs more workgroups than one dimension holds (the layer falls back)."""
     planes = math.prod(x.shape[:2])
     per_plane = math.ceil(math.prod(out_shape[2:]) / POOL_WG)
-    if planes <= 65535:
+    if per_plane > limit or planes > limit * limit:
+        return None
+    if planes <= limit:
         return (per_plane, planes, 1)
-    return (per_plane, 65535, math.ceil(planes / 65535))
+    return (per_plane, limit, math.ceil(planes / limit))
 
 
 def _subs(x, p: float = 2.0) -> dict[str, str]:
@@ -91,12 +95,22 @@ def _window_constants(params: list) -> dict[str, int]:
     return {"KD0": params[7], "KD1": params[8], "KD2": params[9], "OD1": params[5], "OD2": params[6]}
 
 
+def _window_passes(params: list) -> int:
+    """Loop passes of one pool.wgsl / maxpool_indices.wgsl invocation: the window's nested loops, from the
+    same numbers as their pipeline constants (``_window_constants``)."""
+    return loop_passes(params[7], params[8], params[9])
+
+
 def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0):
     params, out_shape = _params(x, geo, include_pad, p)
+    grid = _grid(x, out_shape, rec.ctx.max_workgroups)
+    if grid is None:
+        return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        rec.dispatch("compute/pool.wgsl", [x], [y], params, _grid(x, out_shape), workgroup=POOL_WG,
-                     constants={"MODE": mode, **_window_constants(params)}, subs=_subs(x, p))
+        rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
+                     constants={"MODE": mode, **_window_constants(params)}, subs=_subs(x, p),
+                     loops=_window_passes(params))
     return y
 
 
@@ -111,16 +125,20 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
     want_indices = len(layer.outputs) > 1 and bool(layer.outputs[1])
     if not want_indices:
         y = _window_pool(rec, X, geo, 0)
-        return (y, None) if len(layer.outputs) > 1 else y
+        return (y, None) if len(layer.outputs) > 1 and y is not NotImplemented else y
     if X.size >= 2**31:
         return NotImplemented  # flat indices must fit in int32
     params, out_shape = _params(X, geo, False, storage_order=storage_order)
+    grid = _grid(X, out_shape, rec.ctx.max_workgroups)
+    if grid is None:
+        return NotImplemented
     y = rec.alloc(out_shape, X.dtype)
     idx = rec.alloc(out_shape, np.int64)
     sub = _subs(X)
     if y.size:
-        rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, _grid(X, out_shape), workgroup=POOL_WG,
-                     constants=_window_constants(params), subs={"T": sub["T"], "LOWEST": sub["LOWEST"]})
+        rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, grid, workgroup=POOL_WG,
+                     constants=_window_constants(params), subs={"T": sub["T"], "LOWEST": sub["LOWEST"]},
+                     loops=_window_passes(params))
     return y, idx
 
 

@@ -184,6 +184,8 @@ def _softmax_work(x: np.ndarray) -> np.ndarray:
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """Numerically stable softmax along ``axis``, computed in place in the input's float type."""
+    if x.size == 0:
+        return x.copy()  # an empty tensor (a zero-size axis or batch): nothing to normalise
     work = _softmax_work(x)
     out = np.subtract(work, np.max(work, axis=axis, keepdims=True))
     np.exp(out, out=out)
@@ -192,6 +194,8 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
     work = _softmax_work(x)
     out = np.subtract(work, np.max(work, axis=axis, keepdims=True))
     out -= np.log(np.sum(np.exp(out), axis=axis, keepdims=True))
@@ -200,6 +204,8 @@ def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
     """1 at the first maximum along ``axis``, 0 elsewhere."""
+    if x.size == 0:
+        return np.zeros_like(x)
     idx = np.expand_dims(np.argmax(x, axis=axis), axis)
     out = np.zeros_like(x)
     np.put_along_axis(out, idx, np.ones((), dtype=x.dtype), axis=axis)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu_compute import loop_passes
 from wgsentis.ops.registry import register_gpu
 
 MAX_GROUPS = 3
@@ -100,6 +101,13 @@ def row_params(shape: tuple[int, ...], axes: set[int]) -> tuple[list[int], int, 
     return _layout_params(kept, red), rows, length
 
 
+def row_passes(length: int, reduced_groups: int, sweeps: int = 1) -> int:
+    """Loop passes of an invocation that sweeps ``sweeps`` times over ``length`` elements of a row whose reduced
+    dims form ``reduced_groups`` groups: reduce_rows.wgsl's row_offset loops over them for each element (with one
+    group it returns first, and its loop still makes one masked pass)."""
+    return sweeps * loop_passes(length, reduced_groups if reduced_groups > 1 else 0)
+
+
 def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
     """Record the reduction ``kind`` of ``x`` over ``axes`` into a new tensor of ``out_shape`` (its
     size must be the product of the kept dims); returns it, or NotImplemented."""
@@ -120,12 +128,16 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
     src, stage = x, 0
     while True:
         chunks = 1
-        if rows < SPLIT_ROWS and length >= SPLIT_LENGTH:
+        stage_op = op if stage == 0 else combine
+        # words[1]: the reduced groups; log-sum-exp sweeps its row twice. Rows longer than one invocation's
+        # loops may run on this device are split too (chunks of CHUNK always fit).
+        whole = row_passes(length, words[1], 2 if stage_op == 4 else 1)
+        if (rows < SPLIT_ROWS and length >= SPLIT_LENGTH) or not rec.loops_fit(whole):
             chunks = math.ceil(length / CHUNK)
         chunk = math.ceil(length / chunks) if chunks > 1 else max(length, 1)
         final = chunks == 1
         dst = out if final else rec.alloc((rows, chunks), x.dtype)
-        consts = {"OP": op if stage == 0 else combine, "PRE": pre if stage == 0 else 0}
+        consts = {"OP": stage_op, "PRE": pre if stage == 0 else 0}
         if not is_int:
             consts["POST"] = post if final else 0
         params = [rows * chunks, length, chunk, chunks, scale, 0, 0, 0, *words]
@@ -191,7 +203,8 @@ def _arg_reduce(rec, data, axis: int, keepdims: int, select_last_index: int, op:
     out = rec.alloc(out_shape, np.int64)
     nanchk = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if data.gpu_type == "f32" else "false"
     rec.dispatch("compute/argreduce.wgsl", [data], [out], [outer * inner, r, inner, int(bool(select_last_index))],
-                 outer * inner, workgroup=64, constants={"OP": op}, subs={"T": data.gpu_type, "NANCHK": nanchk})
+                 outer * inner, workgroup=64, constants={"OP": op}, subs={"T": data.gpu_type, "NANCHK": nanchk},
+                 loops=loop_passes(r - 1))
     return out
 
 
@@ -212,8 +225,9 @@ def _softmax(rec, x, outer: int, r: int, inner: int, mode: int):
         return NotImplemented
     y = rec.alloc(x.shape, x.dtype)
     rows = outer * inner
+    # Passes over the row: max, then the write (hardmax), or max, sum of exp and the write.
     rec.dispatch("compute/softmax.wgsl", [x], [y], [rows, r, inner], rows, workgroup=64,
-                 constants={"MODE": mode})
+                 constants={"MODE": mode}, loops=(2 if mode == 2 else 3) * loop_passes(r))
     return y
 
 
@@ -249,15 +263,16 @@ def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
     # int64 sums may leave the int32 range the GPU stores them in: only float32 and int32 run here.
     if not _is_gpu(x) or x.dtype not in (np.float32, np.int32) or x.ndim == 0:
         return NotImplemented
-    a = norm_axis(np.asarray(axis).reshape(-1)[0], x.ndim)
+    axis = np.asarray(axis).reshape(-1)
+    a = norm_axis(axis[0], x.ndim) if axis.size == 1 else None
     if a is None:
-        return NotImplemented
+        return NotImplemented  # the CPU kernel reports the error (an axis out of range, or not a scalar)
     shape = x.shape
     outer, r, inner = math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
     y = rec.alloc(shape, x.dtype)
     rec.dispatch("compute/cumsum.wgsl", [x], [y], [outer * inner, r, inner, int(bool(exclusive)), int(bool(reverse))],
-                 outer * inner, workgroup=64, subs={"T": x.gpu_type})
+                 outer * inner, workgroup=64, subs={"T": x.gpu_type}, loops=loop_passes(r))
     return y
 
 
-__all__ = ["groups", "norm_axis", "reduce_to", "row_params"]
+__all__ = ["groups", "norm_axis", "reduce_to", "row_params", "row_passes"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu_compute import loop_passes
 from wgsentis.ops.registry import register_gpu
 from wgsentis.ops.rnn import _USES_ALPHA, _USES_BETA
 
@@ -173,7 +174,7 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     tiles = tiles_n * -(-rows // 4)
     rec.dispatch("compute/rnn_proj.wgsl", [x, w, bias, r], [xw, rt if not r_const else rec.alloc((1,))],
                  [rows, cols, inp, batch, x_st, x_sb, int(B is not None), gh, tiles_n, hidden, r_count, ws_k, ws_n],
-                 tiles + r_count, workgroup=64)
+                 tiles + r_count, workgroup=64, loops=loop_passes(inp) + loop_passes(4) + loop_passes(4, 4))
 
     # (2) One dispatch per time step for all directions.
     def strides(lay: int) -> list[int]:  # (dir, batch) element strides of a state tensor
@@ -208,6 +209,11 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
         return ping[s % 2]
 
     batch_tiles = -(-batch // 4)  # RNN / LSTM invocations take one unit of 4 batch rows
+    # Loop passes of a step: RNN / LSTM invocations loop over the hidden state once; GRU workgroups stride over
+    # the units twice, looping over the hidden state for each (the second time in one of two loops, the other
+    # making a masked pass per unit).
+    units = -(-hidden // _GRU_WG)
+    step_loops = 2 * loop_passes(units, hidden) + loop_passes(units) if op == "GRU" else loop_passes(hidden)
     for s in range(seq):
         first, last = s == 0, s == seq - 1
         if first:
@@ -226,13 +232,14 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
                   *act_params]
         if op == "RNN":
             rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho], params, dirs * batch_tiles * hidden,
-                         workgroup=64, subs=subs)
+                         workgroup=64, subs=subs, loops=step_loops)
         elif op == "LSTM":
             rec.dispatch(shader, [xw, rt, bias, peep, lens_t, hi, ci if ci is not None else zero],
-                         [y_flat, ho, co], params, dirs * batch_tiles * hidden, workgroup=64, subs=subs)
+                         [y_flat, ho, co], params, dirs * batch_tiles * hidden, workgroup=64, subs=subs,
+                         loops=step_loops)
         else:
             rec.dispatch(shader, [xw, rt, bias, lens_t, hi], [y_flat, ho, scratch], params,
-                         dirs * batch * _GRU_WG, workgroup=_GRU_WG, subs=subs)
+                         dirs * batch * _GRU_WG, workgroup=_GRU_WG, subs=subs, loops=step_loops)
 
     results = [y if wanted[0] else None, y_h if wanted[1] else None, y_c if wanted[2] else None]
     n = max(1, len(layer.outputs))

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.errors import IndexOutOfRangeError
 from wgsentis.ops.registry import register, register_flops
 
 # -- shared helpers ---------------------------------------------------------------------------
@@ -45,11 +46,27 @@ def _scalar(value) -> int:
     return int(arr.reshape(-1)[0])
 
 
-def _index_grid(indices: np.ndarray, axis: int, axis_len: int) -> tuple:
+def check_indices(ctx, idx: np.ndarray, bound: int, what: str = "indices", negative_ok: bool = True) -> None:
+    """Raise IndexOutOfRangeError, naming ``ctx``'s layer, unless every value of ``idx`` lies in [-bound, bound),
+    or in [0, bound) when ``negative_ok`` is false (ops whose spec gives negative indices no meaning).
+    It names the largest value past the end or, when none is, the smallest below the lowest valid one: the
+    value the gpu-compute backend's fault slots report (wgsl/common/faults.wgsl), so both backends name the
+    same one."""
+    idx = np.asarray(idx)
+    if not idx.size:
+        return
+    bad = int(idx.max())
+    if bad < bound:
+        bad = int(idx.min())
+        if bad >= (-bound if negative_ok else 0):
+            return
+    raise IndexOutOfRangeError(ctx.layer.name, ctx.layer.op_type, bad, bound, what, negative_ok)
+
+
+def _index_grid(ctx, indices: np.ndarray, axis: int, axis_len: int) -> tuple:
     """Open index grids over ``indices.shape`` with ``indices`` (wrapped, bounds-checked) on ``axis``."""
     idx = np.asarray(indices).astype(np.int64, copy=False)
-    if idx.size and (idx.min() < -axis_len or idx.max() >= axis_len):
-        raise IndexError(f"index out of range [-{axis_len}, {axis_len - 1}] on axis {axis}")
+    check_indices(ctx, idx, axis_len)
     idx = np.where(idx < 0, idx + axis_len, idx)
     grid = list(np.indices(idx.shape, sparse=True))
     grid[axis] = idx
@@ -352,6 +369,7 @@ def slice_(ctx, data, starts, ends, axes=None, steps=None):
 def gather(ctx, data, indices, *, axis=0):
     axis = _axis(axis, data.ndim)
     idx = np.asarray(indices).astype(np.int64, copy=False)
+    check_indices(ctx, idx, data.shape[axis])
     return np.take(data, idx, axis=axis)
 
 
@@ -360,10 +378,10 @@ def gather_elements(ctx, data, indices, *, axis=0):
     axis = _axis(axis, data.ndim)
     if np.ndim(indices) != data.ndim:
         raise ValueError("GatherElements: indices must have the rank of data")
-    return data[_index_grid(indices, axis, data.shape[axis])]
+    return data[_index_grid(ctx, indices, axis, data.shape[axis])]
 
 
-def _nd_index(data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int) -> tuple:
+def _nd_index(ctx, data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int) -> tuple:
     """The fancy index selecting GatherND/ScatterND's slices: (batch, idx0, ..., idx_{k-1})."""
     idx = np.asarray(indices).astype(np.int64, copy=False)
     k = idx.shape[-1]
@@ -377,22 +395,21 @@ def _nd_index(data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int)
     for j in range(k):
         dim = data_shape[batch_dims + j]
         comp = idx[..., j]
-        if comp.size and (comp.min() < -dim or comp.max() >= dim):
-            raise IndexError(f"index out of range on data axis {batch_dims + j} (size {dim})")
+        check_indices(ctx, comp, dim)  # component by component, as the GPU's fault slots are ordered
         parts.append(np.where(comp < 0, comp + dim, comp))
     return tuple(parts)
 
 
 @register("GatherND", 11)
 def gather_nd_v11(ctx, data, indices):
-    return data[_nd_index(data.shape, indices, 0)]
+    return data[_nd_index(ctx, data.shape, indices, 0)]
 
 
 @register("GatherND", 12)
 def gather_nd(ctx, data, indices, *, batch_dims=0):
     if data.shape[:batch_dims] != np.shape(indices)[:batch_dims]:
         raise ValueError("GatherND: batch dimensions of data and indices differ")
-    return data[_nd_index(data.shape, indices, batch_dims)]
+    return data[_nd_index(ctx, data.shape, indices, batch_dims)]
 
 
 @register("ScatterElements", 11)
@@ -406,7 +423,7 @@ def scatter_elements(ctx, data, indices, updates, *, axis=0, reduction="none"):
     if np.shape(indices) != np.shape(updates):
         raise ValueError("ScatterElements: indices and updates must have the same shape")
     out = data.copy()
-    return _scatter_into(out, _index_grid(indices, axis, data.shape[axis]), updates, reduction)
+    return _scatter_into(out, _index_grid(ctx, indices, axis, data.shape[axis]), updates, reduction)
 
 
 @register("Scatter", 9)
@@ -422,7 +439,7 @@ def scatter_nd_v11(ctx, data, indices, updates):
 @register("ScatterND", 16)
 def scatter_nd(ctx, data, indices, updates, *, reduction="none"):
     out = data.copy()
-    return _scatter_into(out, _nd_index(data.shape, indices, 0), updates, reduction)
+    return _scatter_into(out, _nd_index(ctx, data.shape, indices, 0), updates, reduction)
 
 
 @register("TensorScatter", 24)
@@ -432,16 +449,23 @@ def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode
     if axis == 0:
         raise ValueError("TensorScatter: axis cannot be the batch axis 0")
     batch, max_len, seq_len = past_cache.shape[0], past_cache.shape[axis], update.shape[axis]
-    starts = np.zeros(batch, np.int64) if write_indices is None else _ints(write_indices)
+    if mode not in ("linear", "circular"):
+        raise ValueError(f"TensorScatter: unknown mode '{mode}'")
+    if seq_len > max_len:
+        raise ValueError(f"TensorScatter: update's sequence length {seq_len} exceeds max_sequence_length {max_len}")
+    starts = np.zeros(batch, np.int64) if write_indices is None else np.asarray(write_indices, np.int64).reshape(-1)
+    if starts.shape != (batch,):
+        raise ValueError(f"TensorScatter: write_indices must have shape ({batch},), got {np.shape(write_indices)}")
+    if mode == "linear":  # each write index w needs w + sequence_length <= max_sequence_length
+        check_indices(ctx, starts, max_len - seq_len + 1,
+                      f"write_indices (update length {seq_len}, cache length {max_len})", negative_ok=False)
+    else:  # any w >= 0 is valid: positions are taken modulo max_sequence_length; 0..max_len-1 are named
+        check_indices(ctx, starts[starts < 0], max_len, "write_indices (circular mode)", negative_ok=False)
     out = past_cache.copy()
     for b in range(batch):
         positions = int(starts[b]) + np.arange(seq_len)
         if mode == "circular":
             positions %= max_len
-        elif mode != "linear":
-            raise ValueError(f"TensorScatter: unknown mode '{mode}'")
-        elif seq_len and positions[-1] >= max_len:
-            raise ValueError("TensorScatter: write_indices + sequence_length exceeds max_sequence_length")
         target = out[b]  # view: (D1, ..., max_len, ..., Dn)
         index = [slice(None)] * target.ndim
         index[axis - 1] = positions
@@ -627,11 +651,11 @@ def non_zero(ctx, x):
 @register("Compress", 9)
 def compress(ctx, x, condition, *, axis=None):
     cond = np.asarray(condition).reshape(-1).astype(bool)
+    # A condition longer than the axis (or the flattened input) selects nothing beyond it, as in ORT.
     if axis is None:
-        return np.compress(cond, x.reshape(-1))
+        return np.compress(cond[:x.size], x.reshape(-1))
     axis = _axis(axis, x.ndim)
-    cond = cond[:x.shape[axis]]  # a longer condition selects nothing beyond the axis
-    return np.compress(cond, x, axis=axis)
+    return np.compress(cond[:x.shape[axis]], x, axis=axis)
 
 
 def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, np.ndarray]:

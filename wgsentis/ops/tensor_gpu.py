@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu_compute import loop_passes
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import image as _image
 from wgsentis.ops import tensor as _tensor
@@ -556,10 +557,11 @@ def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constan
 
 # -- gathers and scatters -----------------------------------------------------------------------
 def _host_indices_ok(indices, length: int) -> bool:
-    """Host-known indices in [-length, length) (else the CPU kernel raises its IndexError)."""
+    """Host-known indices in [-length, length) (else the CPU kernel raises its IndexOutOfRangeError).
+    Device-only indices are checked by the kernels themselves (wgsl/common/faults.wgsl)."""
     host = indices.host if _is_gpu(indices) else indices
     if host is None:
-        return True  # device-only indices: out-of-range ones are clamped, never read outside
+        return True
     host = np.asarray(host)
     return not host.size or (host.min() >= -length and host.max() < length)
 
@@ -582,11 +584,14 @@ def gather(rec, layer, data, indices, *, axis=0, **attrs):
     if not _host_indices_ok(indices, length):
         return NotImplemented
     out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
+    if idx.size and not math.prod(out_shape):
+        return NotImplemented  # no invocation would read (and check) the indices: the CPU kernel does
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
         inner = math.prod(x.shape[axis + 1:])
-        rec.dispatch("compute/gather.wgsl", [x, idx], [y], [y.size, inner, idx.size, length], y.size,
-                     workgroup=256, subs={"T": x.gpu_type})
+        slot = rec.check_indices([length])
+        rec.dispatch("compute/gather.wgsl", [x, idx], [y], [y.size, inner, idx.size, length, slot], y.size,
+                     workgroup=256, subs={"T": x.gpu_type}, faults=True)
     return y
 
 
@@ -603,16 +608,19 @@ def _elements(rec, layer, data, indices, updates, axis):
     params = [idx.size, len(x.shape), axis, length, *_pad6(idx.shape), *_pad6(_strides(x.shape), 0)]
     if updates is None:
         y = rec.alloc(idx.shape, x.dtype)
+        params.append(rec.check_indices([length]))
         rec.dispatch("compute/gather_elements.wgsl", [x, idx], [y], params, y.size, workgroup=256,
                      subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[i]",
-                           "STORE": "Y[i] = A[off];"})
+                           "STORE": "Y[i] = A[off];"}, faults=True)
         return y
     u = _dev(rec, updates, f"{layer.name}:updates")
     if u is None or u.shape != idx.shape or u.dtype != x.dtype:
         return NotImplemented
     y = _copy_all(rec, x)
+    params.append(rec.check_indices([length]))
     rec.dispatch("compute/gather_elements.wgsl", [idx, u], [y], params, idx.size, workgroup=256,
-                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[i]", "STORE": "Y[off] = B[i];"})
+                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[i]", "STORE": "Y[off] = B[i];"},
+                 faults=True)
     return y
 
 
@@ -664,22 +672,26 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
     batch_stride = math.prod(x.shape[b:])
     dims = list(x.shape[b:b + k])
     tail = [0] * (MAX_RANK - k)
+    if idx.size and not s:
+        return NotImplemented  # empty slices: no invocation would read (and check) the indices
     params = [0, s, max(m, 1), batch_stride, k, *dims, *tail, *st[b:b + k], *tail]
     if updates is None:
         y = rec.alloc([*idx.shape[:-1], *x.shape[b + k:]], x.dtype)
         params[0] = y.size
+        params.append(rec.check_indices(dims))  # one slot per tuple component, in order
         rec.dispatch("compute/gather_nd.wgsl", [x, idx], [y], params, y.size, workgroup=256,
                      subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[pos * k + j]",
-                           "STORE": "Y[i] = A[off];"})
+                           "STORE": "Y[i] = A[off];"}, faults=True)
         return y
     u = _dev(rec, updates, f"{layer.name}:updates")
     if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
         return NotImplemented
     y = _copy_all(rec, x)
     params[0] = u.size
+    params.append(rec.check_indices(dims))
     rec.dispatch("compute/gather_nd.wgsl", [idx, u], [y], params, u.size, workgroup=256,
                  subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[pos * k + j]",
-                       "STORE": "Y[off] = B[i];"})
+                       "STORE": "Y[off] = B[i];"}, faults=True)
     return y
 
 
@@ -899,7 +911,8 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
     params = [y.size, rank, extrap, int(crop), *_pad6(out_shape), *_pad6(_strides(x.shape), 0),
               *_pad6(offsets, 0), *_pad6(ntaps, 0)]
     rec.dispatch("compute/resize.wgsl", [x, tb], [y], params, y.size, workgroup=256,
-                 constants={"NEAREST": int(mode == "nearest")}, subs={"T": x.gpu_type})
+                 constants={"NEAREST": int(mode == "nearest")}, subs={"T": x.gpu_type},
+                 loops=loop_passes(rank) + loop_passes(math.prod(n for n in ntaps if n), rank))
     return y
 
 
@@ -930,7 +943,7 @@ def _resize2(rec, layer, x, y, tables, resized, extrap: int, crop: bool, nearest
     constants = {"NEAREST": int(nearest), "HAS_A": int(a_out > 1), "HAS_MID": int(mid > 1),
                  "HAS_INNER": int(inner > 1)}
     rec.dispatch("compute/resize2.wgsl", [x, tb], [y], params, y.size, workgroup=256, constants=constants,
-                 subs={"T": x.gpu_type})
+                 subs={"T": x.gpu_type}, loops=loop_passes(table_a[0].shape[1], table_b[0].shape[1]))
 
 
 @gpu("Resize", 10, host_inputs=(1,))

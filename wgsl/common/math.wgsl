@@ -70,10 +70,16 @@ fn expm1_accurate(x: f32) -> f32 {
     return um1 * x / log(u);
 }
 
+// NaN test on the bits: drivers compile x != x as false (lavapipe does), and min, max, clamp and sign
+// of a NaN give a number. Activations keep a NaN input as NaN with it, as numpy does.
+fn is_nan_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
 // tanh keeping relative precision near 0 (drivers' builtins lose it there) and never overflowing.
 fn tanh_safe(x: f32) -> f32 {
     let t = expm1_accurate(-2.0 * min(abs(x), 20.0));
-    return sign(x) * (-t / (t + 2.0));
+    return select(sign(x) * (-t / (t + 2.0)), x, is_nan_f32(x));
 }
 
 // log(1 + y) accurate for small y without trusting the builtin log near 1 (coarse on some drivers):
@@ -90,11 +96,27 @@ fn softplus(x: f32) -> f32 {
     return max(x, 0.0) + log1p_accurate(exp_accurate(-abs(x)));
 }
 
-// pow() with a negative base and an integral exponent, as numpy computes it (WGSL's pow is NaN there).
+// pow() as numpy (C99) computes it: WGSL's pow is exp2(b * log2(a)), NaN for a negative base and
+// undefined at the edges (lavapipe gives 0 for 0^0, 0^-1 and NaN^1). x^0 and 1^y are 1 even for a NaN
+// operand, any other NaN gives NaN; a negative base takes an integral exponent (the sign from its
+// parity) and gives NaN for any other; zeros and infinities follow C99's table.
 fn pow_signed(a: f32, b: f32) -> f32 {
+    let inf = bitcast<f32>(0x7f800000u);
+    if (b == 0.0 || a == 1.0) { return 1.0; }
+    if (is_nan_f32(a) || is_nan_f32(b)) { return bitcast<f32>(0x7fc00000u); }
+    if (abs(b) == inf) {
+        if (abs(a) == 1.0) { return 1.0; }
+        return select(0.0, inf, (abs(a) > 1.0) == (b > 0.0));
+    }
+    let integral = floor(b) == b;
+    let odd = integral && (abs(b) % 2.0) == 1.0;
+    let negative = (bitcast<u32>(a) & 0x80000000u) != 0u;  // -0.0 too
+    if (a == 0.0 || abs(a) == inf) {
+        let big = (a == 0.0) == (b < 0.0);  // 0^-y and inf^y are infinite, 0^y and inf^-y zero
+        let m = select(0.0, inf, big);
+        return select(m, -m, negative && odd);
+    }
+    if (negative && !integral) { return bitcast<f32>(0x7fc00000u); }
     let m = pow(abs(a), b);
-    if (a >= 0.0) { return m; }
-    if (floor(b) != b) { return bitcast<f32>(0x7fc00000u); }
-    let odd = (abs(b) % 2.0) == 1.0;
-    return select(m, -m, odd);
+    return select(m, -m, negative && odd);
 }

@@ -1,12 +1,15 @@
 // Gather along one axis: data viewed as (outer, axis_len, inner), indices flattened to (m,);
-// Y (outer, m, inner). Negative indices wrap; out-of-range ones are clamped (never read outside).
-// Params: 0 n, 1 inner, 2 m, 3 axis_len.
+// Y (outer, m, inner). Negative indices wrap; out-of-range ones are never read: they are recorded in
+// the fault slot (common/faults.wgsl) and the element is left unwritten (the run raises).
+// Params: 0 n, 1 inner, 2 m, 3 axis_len, 4 fault slot word.
 #include "common/params.wgsl"
+#include "common/faults.wgsl"
 
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> I: array<i32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> FAULTS: array<atomic<u32>>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -19,8 +22,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let t = i / inner;
     let k = i - t * inner;
     let o = t / m;
-    var ix = I[t - o * m];
-    if (ix < 0) { ix += len; }
-    ix = clamp(ix, 0, len - 1);
+    let ix = checked_index(I[t - o * m], len, pu(4u));
+    if (ix < 0) { return; }
     Y[i] = X[(o * u32(len) + u32(ix)) * inner + k];
 }

@@ -2,13 +2,17 @@
 // ScatterElements: A indices, B updates, {{STORE}} "Y[off] = B[i];" : Y[idx with idx[axis] := A[idx]] = B[idx]
 // (Y already holds a copy of the data). The invocation index runs over the indices' shape; data
 // strides address the data. {{INDEX}} reads the index tensor at i.
-// Params: 0 n, 1 rank, 2 axis, 3 axis_len, 4..9 indices shape, 10..15 data strides.
+// An index outside [-axis_len, axis_len) is recorded in the fault slot (common/faults.wgsl) and
+// nothing is read or written for it (the run raises).
+// Params: 0 n, 1 rank, 2 axis, 3 axis_len, 4..9 indices shape, 10..15 data strides, 16 fault slot word.
 #include "common/params.wgsl"
+#include "common/faults.wgsl"
 
 @group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
 @group(0) @binding(2) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> FAULTS: array<atomic<u32>>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -26,9 +30,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         var c = rem - q * dim;
         rem = q;
         if (axis == ax) {
-            var v = {{INDEX}};
-            if (v < 0) { v += len; }
-            c = u32(clamp(v, 0, len - 1));
+            let v = checked_index({{INDEX}}, len, pu(16u));
+            if (v < 0) { return; }
+            c = u32(v);
         }
         off += c * pu(10u + axis);
     }

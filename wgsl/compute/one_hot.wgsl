@@ -1,5 +1,6 @@
 // OneHot: Y (outer, depth, inner) = on where the index at (outer, inner) equals d, else off.
-// Negative indices wrap once; anything else out of range matches nothing.
+// Negative indices wrap once; anything else out of range matches nothing (the ONNX spec: an all-off row),
+// and so does a NaN float index (the CPU kernel's NaN-to-int64 conversion lands far below -depth).
 // Params: 0 n, 1 depth, 2 inner, 3 off bits, 4 on bits.
 #include "common/params.wgsl"
 
@@ -17,7 +18,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let k = i - t * inner;
     let o = t / depth;
     let d = i32(t - o * depth);
-    var ix = i32(I[o * inner + k]);  // float indices truncate toward zero
+    let raw = I[o * inner + k];
+    var ix = i32(raw);  // float indices truncate toward zero; beyond the i32 range they saturate
     if (ix < 0) { ix += i32(depth); }
-    Y[i] = bitcast<{{T}}>(select(pu(3u), pu(4u), ix == d));
+    Y[i] = bitcast<{{T}}>(select(pu(3u), pu(4u), ix == d && raw == raw));
 }
