@@ -1,9 +1,20 @@
 """ONNX ModelProto -> wgsentis Model: attribute decoding, opset selection, function expansion and
-safe external data. Knows nothing of backends."""
+safe external data. Knows nothing of backends.
+
+Before anything recursive runs (shape inference, function inlining, the conversion itself) the model's
+nesting depth is checked (``onnx_checks.check_depth``) and its ``ir_version`` must be one the installed onnx
+knows. Then ``onnx_checks.check_graphs`` validates every graph's structure and gives the topological order
+the conversion follows, and ``onnx_shapes.infer_types`` gives the values' types (ONNX's shape inference, its
+data propagation bounded). External data files are opened once, without following any symbolic link, and
+the opened descriptor is what gets checked (a regular file with one hard link) and read.
+"""
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +25,17 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 from wgsentis import dtypes
 from wgsentis.errors import ExternalDataError, ModelLoadError, UnsupportedOperatorError
 from wgsentis.model import Dim, Graph, Layer, Model, TensorInfo
+from wgsentis.onnx_checks import MAX_SUBGRAPH_DEPTH as MAX_SUBGRAPH_DEPTH  # re-exported: the limit models meet
+from wgsentis.onnx_checks import (
+    apply_orders,
+    check_depth,
+    check_graphs,
+    check_ranks,
+    check_text,
+    too_deep_error,
+    wire_too_deep,
+)
+from wgsentis.onnx_shapes import infer_types
 from wgsentis.ops import registry
 
 MIN_OPSET = 1
@@ -34,14 +56,18 @@ def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None 
     elif isinstance(src, str | os.PathLike):
         path = Path(src)
         source = str(path)
-        if not path.is_file():
-            raise ModelLoadError(f"model file '{path}' does not exist or is not a file")
-        proto = _parse_bytes(path.read_bytes(), str(path))
+        try:
+            if not path.is_file():
+                raise ModelLoadError(f"model file '{path}' does not exist or is not a file")
+            data = path.read_bytes()
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"model file '{path}' cannot be read: {exc}") from None
+        proto = _parse_bytes(data, str(path))
         base_dir = path.parent if base_dir is None else base_dir
     else:
         raise ModelLoadError(f"load_model expects a path, bytes or onnx.ModelProto, got {type(src).__name__}")
     model_name = name or (Path(source).stem if source else (proto.graph.name or "model"))
-    return import_model(proto, name=model_name, source=source, base_dir=base_dir, optimize=optimize)
+    return _import(proto, model_name, source, base_dir, optimize, owned=proto is not src)
 
 
 def _parse_bytes(data: bytes, label: str) -> ModelProto:
@@ -49,6 +75,9 @@ def _parse_bytes(data: bytes, label: str) -> ModelProto:
     try:
         proto.ParseFromString(data)
     except Exception as exc:  # protobuf raises its own DecodeError family
+        too_deep = wire_too_deep(data)
+        if too_deep is not None:
+            raise too_deep_error(label, too_deep) from None
         raise ModelLoadError(f"model '{label}' is not a valid ONNX protobuf: {exc}") from None
     if not proto.HasField("graph"):
         raise ModelLoadError(f"model '{label}' has no graph (is it an ONNX model file?)")
@@ -57,7 +86,23 @@ def _parse_bytes(data: bytes, label: str) -> ModelProto:
 
 def import_model(proto: ModelProto, *, name: str = "model", source: str = "",
                  base_dir: str | os.PathLike | None = None, optimize: bool = True) -> Model:
-    """Convert a ModelProto to a Model (see ``load_model``)."""
+    """Convert a ModelProto to a Model (see ``load_model``). ``proto`` itself is never modified."""
+    return _import(proto, name, source, base_dir, optimize, owned=False)
+
+
+def _import(proto: ModelProto, name: str, source: str, base_dir: str | os.PathLike | None, optimize: bool,
+            owned: bool) -> Model:
+    """The import; ``owned``: proto was parsed here, so sorting may reorder its nodes in place."""
+    if not proto.HasField("graph"):
+        raise ModelLoadError(f"model '{name}' has no graph (is it an ONNX model?)")
+    check_depth(proto, name)  # first: everything after this may recurse over the subgraphs
+    check_text(proto, name)
+    check_ranks(proto, name)  # before shape inference copies a huge rank into every value downstream
+    if proto.ir_version > onnx.IR_VERSION:
+        raise ModelLoadError(
+            f"model '{name}' has IR version {proto.ir_version}, newer than the newest the installed onnx "
+            f"{onnx.__version__} knows ({onnx.IR_VERSION}); upgrade onnx or export with an older IR version"
+        )
     opsets: dict[str, int] = {}
     for entry in proto.opset_import:
         domain = "" if entry.domain in ("", "ai.onnx") else entry.domain
@@ -74,34 +119,27 @@ def import_model(proto: ModelProto, *, name: str = "model", source: str = "",
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as exc:
             raise ModelLoadError(f"model '{name}': could not inline its local functions: {exc}") from None
-    value_types = _infer_types(proto)
+        owned = True
+    reorders = check_graphs(proto, name)
+    if reorders:
+        if not owned:
+            copy = ModelProto()
+            copy.CopyFrom(proto)
+            proto = copy
+        apply_orders(proto, reorders)
+    value_types = infer_types(proto)
     ctx = _ImportContext(name=name, opsets=opsets, base_dir=Path(base_dir) if base_dir else None,
                          value_types=value_types)
-    graph = ctx.graph(proto.graph, top_level=True)
+    try:
+        graph = ctx.graph(proto.graph, top_level=True)
+    finally:
+        ctx.close()
     metadata = {p.key: p.value for p in proto.metadata_props}
     model = Model.__new__(Model)
     model.imported, model.opsets, model.name, model.source = graph, opsets, name, source
     model.metadata, model._extra_outputs = metadata, []
     model.graph = model._optimize() if optimize else graph
     return model
-
-
-def _infer_types(proto: ModelProto) -> dict[str, TypeProto]:
-    """Types of every value, from ONNX's own shape inference when it succeeds (best effort)."""
-    types: dict[str, TypeProto] = {}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    except Exception:
-        inferred = proto
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        types[vi.name] = vi.type
-    for init in inferred.graph.initializer:
-        tp = TypeProto()
-        tp.tensor_type.elem_type = init.data_type
-        for d in init.dims:
-            tp.tensor_type.shape.dim.add().dim_value = d
-        types.setdefault(init.name, tp)
-    return types
 
 
 def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:
@@ -145,6 +183,13 @@ class _ImportContext:
         self.value_types = value_types
         self.used_names: set[str] = set()
         self.fresh = 0
+        self.external: dict[str, tuple[int, int]] = {}  # location -> (open descriptor, size) for this import
+
+    def close(self) -> None:
+        """Close the external data files this import opened."""
+        while self.external:
+            fd, _ = self.external.popitem()[1]
+            os.close(fd)
 
     # -- graphs -----------------------------------------------------------------------------
     def graph(self, gp: GraphProto, top_level: bool = False) -> Graph:
@@ -152,7 +197,7 @@ class _ImportContext:
         for init in gp.initializer:
             constants[init.name] = self.tensor(init, f"initializer '{init.name}'")
         for sparse in gp.sparse_initializer:
-            constants[sparse.values.name] = self.sparse_tensor(sparse)
+            constants[sparse.values.name] = self.sparse_tensor(sparse, f"sparse initializer '{sparse.values.name}'")
         for vi in gp.value_info:
             self.value_types.setdefault(vi.name, vi.type)
         inputs = [type_to_info(vi.name, vi.type) for vi in gp.input if vi.name not in constants]
@@ -199,8 +244,13 @@ class _ImportContext:
         n_in = len(node.input)
         while n_in and node.input[n_in - 1] == "":
             n_in -= 1
-        if n_in < impl.min_inputs or (impl.max_inputs is not None and n_in > impl.max_inputs):
-            expected = f"{impl.min_inputs}..{impl.max_inputs if impl.max_inputs is not None else 'any'}"
+        least = impl.min_inputs
+        try:  # the spec's arity too (a variadic input needs one value)
+            least = max(least, onnx.defs.get_schema(node.op_type, opset, domain).min_input)
+        except onnx.defs.SchemaError:
+            pass
+        if n_in < least or (impl.max_inputs is not None and n_in > impl.max_inputs):
+            expected = f"{least}..{impl.max_inputs if impl.max_inputs is not None else 'any'}"
             raise ModelLoadError(
                 f"model '{self.model_name}': node '{node_name}' ({node.op_type}) has {n_in} inputs, "
                 f"expected {expected}"
@@ -287,7 +337,7 @@ class _ImportContext:
         if kind == AttributeProto.TENSOR:
             return self.tensor(attr.t, where)
         if kind == AttributeProto.SPARSE_TENSOR:
-            return self.sparse_tensor(attr.sparse_tensor)
+            return self.sparse_tensor(attr.sparse_tensor, where)
         if kind == AttributeProto.GRAPH:
             return self.graph(attr.g)
         if kind == AttributeProto.FLOATS:
@@ -312,6 +362,8 @@ class _ImportContext:
                 f"model '{self.model_name}': {where} has unsupported element type "
                 f"{dtypes.onnx_type_name(tp.data_type)}"
             )
+        if any(d < 0 for d in tp.dims):
+            raise ModelLoadError(f"model '{self.model_name}': {where} has negative dims {list(tp.dims)}")
         if tp.data_location == TensorProto.EXTERNAL:
             tp = self.read_external(tp, where)
         try:
@@ -323,18 +375,28 @@ class _ImportContext:
                               for v in array.ravel()], dtype=object).reshape(array.shape)
         return array
 
-    def sparse_tensor(self, sp: onnx.SparseTensorProto) -> np.ndarray:
-        values = self.tensor(sp.values, "sparse tensor values")
-        indices = self.tensor(sp.indices, "sparse tensor indices").astype(np.int64)
+    def sparse_tensor(self, sp: onnx.SparseTensorProto, where: str) -> np.ndarray:
+        if any(d < 0 for d in sp.dims):
+            raise ModelLoadError(f"model '{self.model_name}': {where} has negative dims {list(sp.dims)}")
+        values = self.tensor(sp.values, f"{where} values")
+        indices = self.tensor(sp.indices, f"{where} indices").astype(np.int64)
         dense = np.zeros(tuple(sp.dims), dtype=values.dtype)
-        if indices.ndim == 1:
-            dense.reshape(-1)[indices] = values
-        else:
-            dense[tuple(indices.T)] = values
+        try:
+            if indices.size and indices.min() < 0:
+                raise IndexError(f"negative index {indices.min()}")
+            if indices.ndim == 1:
+                dense.reshape(-1)[indices] = values
+            else:
+                dense[tuple(indices.T)] = values
+        except (IndexError, ValueError) as exc:
+            raise ModelLoadError(
+                f"model '{self.model_name}': {where} indices do not fit its dims {list(sp.dims)}: {exc}"
+            ) from None
         return dense
 
     def read_external(self, tp: TensorProto, where: str) -> TensorProto:
-        """Read external data only from inside the model folder, checking offsets and lengths."""
+        """Read external data only from inside the model folder, checking offsets and lengths against the
+        descriptor actually opened."""
         info = {e.key: e.value for e in tp.external_data}
         location = info.get("location", "")
         if self.base_dir is None:
@@ -342,21 +404,12 @@ class _ImportContext:
                 f"model '{self.model_name}': {where} refers to external data '{location}' but the model "
                 "was not loaded from a file; pass base_dir="
             )
-        if not location or os.path.isabs(location) or ".." in Path(location).parts:
+        if not location or "\0" in location or os.path.isabs(location) or ".." in Path(location).parts:
             raise ExternalDataError(
                 f"model '{self.model_name}': {where} external data location '{location}' must be a relative "
                 "path inside the model's folder"
             )
-        base = self.base_dir.resolve()
-        target = (base / location).resolve()  # follows symlinks, so a link out of the folder is caught
-        if base != target and base not in target.parents:
-            raise ExternalDataError(
-                f"model '{self.model_name}': {where} external data '{location}' resolves outside the model "
-                f"folder '{base}'"
-            )
-        if not target.is_file():
-            raise ExternalDataError(f"model '{self.model_name}': {where} external data file '{location}' is missing")
-        size = target.stat().st_size
+        fd, size = self.open_external(location, where)
         try:
             offset = int(info.get("offset", 0))
             length = int(info["length"]) if "length" in info else size - offset
@@ -367,19 +420,88 @@ class _ImportContext:
                 f"model '{self.model_name}': {where} asks for bytes {offset}..{offset + length} of "
                 f"'{location}', which has {size}"
             )
-        expected = int(np.prod(tp.dims, dtype=np.int64)) * dtypes.ONNX_TO_NUMPY[tp.data_type].itemsize
+        expected = math.prod(tp.dims) * dtypes.ONNX_TO_NUMPY[tp.data_type].itemsize
         sized = tp.data_type != TensorProto.STRING and tp.data_type not in dtypes.PACKED_TYPES
         if sized and length != expected:
             raise ExternalDataError(
                 f"model '{self.model_name}': {where} has {length} bytes of external data, its shape "
                 f"{list(tp.dims)} needs {expected}"
             )
-        with open(target, "rb") as fh:
-            fh.seek(offset)
-            raw = fh.read(length)
+        chunks, done = [], 0
+        while done < length:
+            chunk = os.pread(fd, length - done, offset + done)
+            if not chunk:
+                raise ExternalDataError(
+                    f"model '{self.model_name}': {where} external data '{location}' ended at byte "
+                    f"{offset + done} while reading bytes {offset}..{offset + length} (the file shrank)"
+                )
+            chunks.append(chunk)
+            done += len(chunk)
         loaded = TensorProto()
         loaded.CopyFrom(tp)
         del loaded.external_data[:]
         loaded.data_location = TensorProto.DEFAULT
-        loaded.raw_data = raw
+        loaded.raw_data = b"".join(chunks)
         return loaded
+
+    def open_external(self, location: str, where: str) -> tuple[int, int]:
+        """Open an external data file once per import, relative to the model folder, following no symbolic
+        link on the way; returns (descriptor, size) once fstat on that descriptor shows a regular file with
+        a single hard link (a second link may be a file from anywhere on the same file system)."""
+        parts = Path(location).parts
+        key = "/".join(parts)
+        if key in self.external:
+            return self.external[key]
+        assert self.base_dir is not None
+        base = self.base_dir.resolve()
+
+        def refuse(reason: str) -> ExternalDataError:
+            return ExternalDataError(f"model '{self.model_name}': {where} external data '{location}' {reason}")
+
+        try:
+            target = (base / location).resolve()  # only for the message: the open below is what enforces
+        except (OSError, RuntimeError):  # a link loop, a name too long: the open below says which
+            target = base
+        if base != target and base not in target.parents:
+            raise refuse(f"resolves outside the model folder '{base}'; refusing a symbolic link out of it")
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a FIFO must not hang
+        try:
+            fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise refuse(f"cannot be read: the model folder '{base}' cannot be opened ({exc.strerror})") from None
+        try:
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                try:
+                    opened = os.open(part, flags if last else flags | os.O_DIRECTORY, dir_fd=fd)
+                except FileNotFoundError:
+                    raise refuse("is missing") from None
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, fd):  # O_NOFOLLOW met a link
+                        if last:
+                            raise refuse("is a symbolic link; refusing to follow a link out of the model "
+                                         "folder") from None
+                        raise refuse(f"goes through the symbolic link '{'/'.join(parts[:i + 1])}'; refusing to "
+                                     "follow a link out of the model folder") from None
+                    raise refuse(f"cannot be opened ({exc.strerror})") from None
+                os.close(fd)
+                fd = opened
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise refuse("is not a regular file")
+            if info.st_nlink != 1:
+                raise refuse(f"is a hard link ({info.st_nlink} links); refusing a file that may live outside "
+                             "the model folder")
+        except BaseException:
+            os.close(fd)
+            raise
+        self.external[key] = (fd, info.st_size)
+        return self.external[key]
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    """Whether ``name`` in the open directory ``dir_fd`` is a symbolic link (only to word a refusal)."""
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
