@@ -707,3 +707,23 @@ def test_the_device_memory_a_plan_holds_is_bounded_too():
     assert info.value.nbytes > 64 << 20
     with ws.Worker(model, "gpu-compute", memory_limit=None) as worker:
         np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_constant_folding_at_load_bounds_the_splats_it_makes_in_all():
+    """Folding runs at load, before any worker's budget exists: past its total the splats stay layers (run
+    later under memory_limit) instead of ten 1 GiB ConstantOfShape nodes costing 10 GiB in load_model."""
+    from wgsentis.passes.fold_constants import FoldConstants
+
+    nodes = [h.make_node("ConstantOfShape", [f"shape{k}"], [f"splat{k}"], name=f"splat{k}",
+                              value=h.make_tensor("v", T.FLOAT, [1], [1.0])) for k in range(4)]
+    nodes.append(h.make_node("Sum", [f"splat{k}" for k in range(4)], ["y"], name="sum"))
+    graph = h.make_graph(nodes, "splats", [], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                              [numpy_helper.from_array(np.array([1024, 256], np.int64), f"shape{k}")
+                               for k in range(4)])  # 1 MiB each
+    model = ws.load_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), optimize=False)
+    folded = model.graph
+    FoldConstants(max_folded_splat_bytes=(5 << 20) // 2).run(folded, model.opsets)  # room for two of four
+    assert sorted(n for n in folded.constants if n.startswith("splat")) == ["splat0", "splat1"]
+    assert [layer.name for layer in folded.layers] == ["splat2", "splat3", "sum"]
+    with ws.Worker(model, "cpu") as worker:  # the unfolded two run at run time, same answer
+        np.testing.assert_array_equal(worker.run({})["y"], np.full((1024, 256), 4.0, np.float32))

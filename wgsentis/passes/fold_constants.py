@@ -14,16 +14,26 @@ _MAX_GROWTH_BYTES = 64 << 20
 # A ConstantOfShape larger than this is left to run time, where the worker's memory budget checks it:
 # folding runs at load, before any worker (and its memory_limit) exists.
 _MAX_CONSTANT_OF_SHAPE_BYTES = 1 << 30
+# All the splats one graph may fold at load, together: ten 1 GiB ConstantOfShape nodes in a 300-byte model
+# must not cost 10 GiB before a worker exists (VGG-19's splat weights, the largest seen, are 548 MB).
+_MAX_FOLDED_SPLAT_BYTES = 2 << 30
 
 
 class FoldConstants:
-    """Replace constant-input layers by their outputs; keeps random ops and control flow."""
+    """Replace constant-input layers by their outputs; keeps random ops and control flow.
+
+    ``max_folded_splat_bytes``: the ConstantOfShape outputs one graph may fold in all (the rest run at run
+    time, under the worker's memory budget)."""
+
+    def __init__(self, max_folded_splat_bytes: int = _MAX_FOLDED_SPLAT_BYTES) -> None:
+        self.max_folded_splat_bytes = max_folded_splat_bytes
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
         from wgsentis.backends.cpu import GraphProgram
 
         outputs = {o.name for o in graph.outputs}
         kept: list[Layer] = []
+        splat_bytes = 0  # folded ConstantOfShape outputs so far
         for layer in graph.layers:
             impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
             foldable = (
@@ -35,6 +45,10 @@ class FoldConstants:
             )
             if foldable and self._too_big(layer, graph):
                 foldable = False  # known from shapes alone: never allocate it just to throw it away
+            if foldable and layer.op_type == "ConstantOfShape":
+                predicted = output_bytes(layer, [graph.constants[n] if n else None for n in layer.inputs]) or 0
+                foldable = splat_bytes + predicted <= self.max_folded_splat_bytes
+                splat_bytes += predicted if foldable else 0
             if foldable:
                 values = self._evaluate(layer, graph, GraphProgram)
                 if values is not None:
