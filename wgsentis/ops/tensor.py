@@ -36,7 +36,10 @@ def _axes(axes, rank: int) -> list[int]:
 
 def _ints(value) -> list[int]:
     """A 0-d or 1-d integer tensor (or list) as a list of Python ints."""
-    return [int(v) for v in np.asarray(value).reshape(-1)]
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":  # complex, strings, objects: never a shape, axis or count
+        raise ValueError(f"expected integer values, got a {arr.dtype.name} tensor")
+    return [int(v) for v in arr.reshape(-1)]
 
 
 def _scalar(value) -> int:
