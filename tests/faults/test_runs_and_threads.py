@@ -132,9 +132,9 @@ def test_timeout_is_checked_between_layers_of_a_long_graph(backend):
 
 def test_timeout_counts_from_the_start_of_the_run_not_the_queue():
     with ws.Worker(runaway_loop_model(), "cpu") as worker:
-        worker.schedule(feeds(10**12), timeout=0.3)
+        worker.schedule(feeds(10**12), timeout=2.0)
         slow = worker.peek_output()
-        worker.schedule(feeds(1), timeout=0.3)  # waits ~0.3 s in the queue, then runs in well under 0.3 s
+        worker.schedule(feeds(1), timeout=1.0)  # waits ~2 s in the queue, then runs in well under 1 s
         quick = worker.peek_output()
         with pytest.raises(RunTimeoutError):
             slow.download_to_array()
