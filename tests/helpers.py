@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -59,3 +61,13 @@ def kept_between_runs(model: onnx.ModelProto, feeds: dict[str, np.ndarray], key:
         second = worker.run(feeds)["y"]
         assert worker._program.steps[0].ctx.cache[key][index] is kept
     return kept, first, second
+
+
+def child_results(stdout: str) -> dict[str, dict]:
+    """The ``RESULT {json}`` lines a test's child process printed, by their "name"."""
+    results = {}
+    for line in stdout.splitlines():
+        if line.startswith("RESULT "):
+            entry = json.loads(line[len("RESULT "):])
+            results[entry["name"]] = entry
+    return results

@@ -433,14 +433,12 @@ CHILD = textwrap.dedent("""
 
 def run_child(backend: str, names: list[str], memory_limit: Any = LIMIT, timeout: float = 600) -> dict[str, dict]:
     """Run bombs in a capped child process; their results by name (a missing name: the child died)."""
+    from helpers import child_results  # here, not at the top: the children import this module without tests/
+
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(Path(__file__).parent), backend, json.dumps(names), json.dumps(memory_limit)],
         capture_output=True, text=True, timeout=timeout, check=False)
-    results = {}
-    for line in child.stdout.splitlines():
-        if line.startswith("RESULT "):
-            entry = json.loads(line[len("RESULT "):])
-            results[entry["name"]] = entry
+    results = child_results(child.stdout)
     for name in names:
         results.setdefault(name, {"name": name, "error": f"child exited {child.returncode}",
                                   "message": child.stderr[-3000:]})

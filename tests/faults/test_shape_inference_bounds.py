@@ -12,7 +12,6 @@ symbols shared along a chain) keep them.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import textwrap
 import numpy as np
 import onnx
 import pytest
+from helpers import child_results
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
@@ -136,11 +136,7 @@ def growth(tmp_path_factory) -> dict[str, dict]:
             os._exit(0)
     """)
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
-    results = {}
-    for line in child.stdout.splitlines():
-        if line.startswith("RESULT "):
-            entry = json.loads(line[len("RESULT "):])
-            results[entry["name"]] = entry
+    results = child_results(child.stdout)
     for name in BOMBS:
         results.setdefault(name, {"name": name, "growth": None, "error": f"child exited {child.returncode}: "
                                   + child.stderr[-2000:]})

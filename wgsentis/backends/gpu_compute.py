@@ -322,9 +322,8 @@ def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeErr
     if not raw.any():  # the usual case, in a microsecond
         return None
     pairs = raw.view(np.uint32).reshape(-1, 2)
-    for slot in np.flatnonzero(pairs.any(axis=1))[:1]:
-        return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
-    return None
+    slot = int(np.flatnonzero(pairs.any(axis=1))[0])
+    return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
 
 
 @dataclass
@@ -724,9 +723,8 @@ class GPUProgram:
         """The storage buffer of FAULT_SLOTS index fault slots (two u32 words each; zero when made)."""
         if self._faults is None:
             usage = self.ctx.wgpu.BufferUsage
-            self._faults = self.ctx.device.create_buffer(size=8 * FAULT_SLOTS,
-                                                         usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
-                                                         label="wgsentis index faults")
+            self._faults = self.ctx.create_buffer(8 * FAULT_SLOTS, usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                                  "wgsentis index faults", "the index fault buffer")
         return self._faults
 
     def clear_faults(self, first: int, count: int) -> None:
