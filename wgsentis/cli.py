@@ -132,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from wgsentis.ops.registry import flops_of, lookup_gpu
+    from wgsentis.ops.registry import GPU_COMPUTE, flops_of, lookup
     from wgsentis.shapes import layer_shapes
 
     model = _load(args.model)
@@ -153,7 +153,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         total_params += params
         op = layer.op_type + (f"+{layer.fused_activation[0]}" if layer.fused_activation else "")
         out_shape = shapes.get(layer.outputs[0]) if layer.outputs else None
-        gpu = "yes" if lookup_gpu(layer.op_type, layer.domain, layer.opset) is not None else "-"
+        gpu = "yes" if lookup(layer.op_type, layer.domain, layer.opset, backend=GPU_COMPUTE) is not None else "-"
         rows.append((layer.name, op, str(list(out_shape)) if out_shape is not None else "?", params, flops, gpu))
     w = max([len(r[0]) for r in rows] + [5])
     print(f"\n{'layer':<{w}}  {'op':<22} {'output shape':<22} {'params':>10} {'FLOPs':>14}  gpu program")

@@ -48,15 +48,15 @@ def timestamp_times(program: Any, feeds: dict[str, Any], runs: int = PROFILE_RUN
     keyed ``"name (op_type)"`` like the capture's debug groups; {} without timestamp queries."""
     if not program.ctx.has_timestamps:
         return {}
-    program.profile_layers = True
+    program.set_timestamps(True)
     samples: dict[int, list[int]] = {}
     try:
         for _ in range(runs):
-            program.run(feeds).wait()
-            for index, ns in program.last_layer_gpu_ns.items():
+            program.execute(feeds).wait()
+            for index, ns in program.last_run.layer_gpu_ns.items():
                 samples.setdefault(index, []).append(ns)
     finally:
-        program.profile_layers = False
+        program.set_timestamps(False)
     layers = program.graph.layers
     return {f"{layers[i].name} ({layers[i].op_type})": int(np.median(v)) for i, v in samples.items()}
 
@@ -71,7 +71,6 @@ def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *,
     timestamp times, which ``tools/rdc_report.py`` compares with RenderDoc's durations.
     """
     from wgsentis import renderdoc
-    from wgsentis.backends.gpu_compute import Dispatch
     from wgsentis.worker import Worker
 
     renderdoc.check_path(path, overwrite)
@@ -80,12 +79,11 @@ def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *,
         model.add_output(name)
     with Worker(model, backend, debug_groups=True) as worker:
         worker.run(feeds)  # record the plan (uploads weights, builds pipelines)
-        program = worker._program  # the GPUProgram; timestamps until ws.profile offers them
-        stamps = timestamp_times(program, feeds) if hasattr(program, "profile_layers") else {}
+        program = worker.program  # a GPU program: its public hooks give timestamps and the plan
+        stamps = timestamp_times(program, feeds)
         stats = worker.stats()
         graph_layers = program.graph.layers
-        plan = program.last_plan
-        dispatched = sorted({s.layer for s in plan.steps if isinstance(s, Dispatch)}) if plan is not None else []
+        dispatched = program.plan_summary()["dispatched_layers"]
         ops = {layer.name: layer.op_type for layer in graph_layers}
         notes = {
             "wgsentis": 1, "model": model.name, "backend": backend,

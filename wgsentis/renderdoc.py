@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wgsentis.backends import device
+from wgsentis.backends.gpu import device
 from wgsentis.errors import DeviceError, RenderDocError
 
 LIBRARY = "librenderdoc.so"

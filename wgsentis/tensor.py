@@ -12,21 +12,6 @@ import numpy as np
 from wgsentis.errors import TensorError
 
 
-class HostValues:
-    """A run's outputs already on the host (CPU backend): always done."""
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def done(self) -> bool:
-        return True
-
-    def wait(self) -> dict[str, Any]:
-        return self.values
-
-
 class Tensor:
     """A tensor whose data may not exist yet.
 

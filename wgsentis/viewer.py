@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.device import get_context, map_for_reading
+from wgsentis.backends.gpu.device import get_context, map_for_reading
 from wgsentis.errors import DeviceError, InputError
 
 _SHADER = """

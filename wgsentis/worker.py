@@ -13,11 +13,11 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
-from wgsentis.backends.cpu import GraphProgram, set_blas_threads
-from wgsentis.errors import BackendNotAvailableError, InputError, WgSentisError
+from wgsentis.backends import ProgramOptions, create_program
+from wgsentis.errors import InputError, WgSentisError
 from wgsentis.model import Model, TensorInfo
 from wgsentis.run_control import CancelToken, RunControl, parse_memory_limit, parse_timeout
-from wgsentis.tensor import HostValues, Tensor
+from wgsentis.tensor import Tensor
 
 
 class BackendType(enum.Enum):
@@ -54,6 +54,8 @@ class Worker:
     ``memory_limit``: bytes one layer's outputs (or a Loop's/Scan's accumulated outputs, or the device
     memory a GPU plan holds) may take; checked from shapes before anything is allocated, on the host and
     the device, raising ResourceLimitError. "default" is half the physical memory; None lifts the limit.
+    ``max_plans`` (GPU backends): recorded plans kept, one per input signature (shapes, dtypes and the
+    values of inputs read on the host), the least recently used dropped first with its device memory.
 
     Threads: a Worker may be shared by threads. Runs execute one at a time in the order scheduled, and
     ``run`` returns the outputs of its own inputs. ``peek_output`` returns the outputs of the last
@@ -63,21 +65,17 @@ class Worker:
 
     def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
                  threads: int | None = None, spin_wait: bool = True, debug_groups: bool = False,
-                 precision: str = "float32", memory_limit: int | str | None = "default") -> None:
+                 precision: str = "float32", memory_limit: int | str | None = "default",
+                 max_plans: int = 16) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = _backend_of(backend)
-        if self.backend is BackendType.GPU_PIXEL:
-            raise BackendNotAvailableError(
-                f"backend '{self.backend.value}' is not available yet in this build; use 'cpu' or 'gpu-compute'"
-            )
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise InputError(f"Worker(threads={threads!r}): threads must be a positive integer")
         if precision not in ("float32", "float16"):
             raise InputError(f"Worker(precision={precision!r}): choose 'float32' or 'float16'")
-        if precision == "float16" and self.backend is not BackendType.GPU_COMPUTE:
-            raise InputError(
-                f"Worker(precision='float16') applies to the gpu-compute backend, not '{self.backend.value}'")
+        if isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1:
+            raise InputError(f"Worker(max_plans={max_plans!r}): max_plans must be a positive integer")
         if not isinstance(spin_wait, bool):
             raise InputError(f"Worker(spin_wait={spin_wait!r}): spin_wait must be True or False")
         self.spin_wait = spin_wait
@@ -86,6 +84,8 @@ class Worker:
         self.model = model
         self.threads = threads or min(os.cpu_count() or 1, 8)
         self.debug_groups = debug_groups
+        self._options = ProgramOptions(threads=self.threads, spin_wait=spin_wait, debug_groups=debug_groups,
+                                       precision=precision, max_plans=max_plans)
         self._graph = model.graph
         self._program = self._compile(self._graph)
         # One run at a time per worker, in order; schedule() only queues it.
@@ -98,11 +98,25 @@ class Worker:
         self._closed = False
 
     def _compile(self, graph: Any) -> Any:
-        if self.backend is BackendType.GPU_COMPUTE:
-            from wgsentis.backends.gpu_compute import GPUProgram
+        return create_program(self.backend.value, graph, self._options)
 
-            return GPUProgram(graph, self.threads, debug_groups=self.debug_groups, precision=self.precision)
-        return GraphProgram(graph, self.threads, spin_wait=self.spin_wait)
+    @property
+    def program(self) -> Any:
+        """The compiled program runs go to (the backends' program protocol; GPU programs add the hooks tools
+        use: ``set_timestamps``, ``last_run``, ``plan_summary``, ``run_layer_by_layer``). Recompiled when
+        ``model.add_output`` changed the model."""
+        with self._lock:
+            if self.model.graph is not self._graph:
+                self._swap_program()
+            return self._program
+
+    def _swap_program(self) -> None:
+        """Compile the model's current graph; the old program closes after the runs already queued on it.
+        The caller holds the lock: two threads must not both swap programs."""
+        old = self._program
+        self._graph = self.model.graph
+        self._program = self._compile(self._graph)
+        self._runner.submit(old.close)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -160,30 +174,21 @@ class Worker:
         if self._closed:
             raise WgSentisError(f"worker for model '{self.model.name}' is closed")
         seconds = parse_timeout(timeout, f"model '{self.model.name}': schedule/run(timeout=...)")
-        feeds = self._validate(given)
+        feeds = self.validate(given)
         with self._lock:
             if self._closed:
                 raise WgSentisError(f"worker for model '{self.model.name}' is closed")
-            # Re-compile when add_output changed the model's graph after the worker was made. Under the
-            # lock: two threads must not both swap programs; queued runs keep the program they were given.
+            # Re-compile when add_output changed the model's graph after the worker was made; queued runs
+            # keep the program they were given.
             if self.model.graph is not self._graph:
-                old = self._program
-                self._graph = self.model.graph
-                self._program = self._compile(self._graph)
-                self._runner.submit(old.close)  # after the runs already queued on it
+                self._swap_program()
             program = self._program
             control = RunControl(model=self.model.name, memory_limit=self.memory_limit, timeout=seconds,
                                  token=self._cancel_token)
-            gpu = self.backend is BackendType.GPU_COMPUTE
 
             def run() -> Any:
                 control.start()
-                if gpu:
-                    set_blas_threads(1)  # host layers beside the device: BLAS threads would only spin
-                    return program.run(feeds, control=control)  # a PendingReadback: outputs are being mapped
-                program.bind_blas()
-                values = program.run(feeds, control=control)
-                return HostValues(dict(zip(program.output_names, values, strict=True)))
+                return program.execute(feeds, control)  # a readback: outputs on the host, or being mapped
 
             future = self._runner.submit(run)
             self._last_run = future
@@ -221,58 +226,16 @@ class Worker:
         return {name: t.download_to_array() for name, t in outputs.items()}
 
     def stats(self) -> dict[str, Any]:
-        """Where layers ran and what crossed between host and device in the last run."""
+        """Where layers ran and what crossed between host and device in the last run (the program's
+        ``stats()``; GPU programs add device memory, cached plans and the run's fixed costs)."""
         if self._last_run is not None:
             self._last_run.exception()  # wait for the run to be recorded
-        if self.backend is BackendType.GPU_COMPUTE:
-            return self._gpu_stats()
-        return {
-            "backend": self.backend.value,
-            "threads": self.threads,
-            "spin_wait": self.spin_wait,
-            "gpu_layers": [],
-            "cpu_layers": [layer.name for layer in self._graph.layers],
-            "fallback_layers": [],
-            "uploads": 0,
-            "downloads": 0,
-            "upload_bytes": 0,
-            "download_bytes": 0,
-            "transfers": [],
-            "peak_device_bytes": 0,
-        }
-
-    def _gpu_stats(self) -> dict[str, Any]:
-        program = self._program
-        plan = program.last_plan
-        transfers = [*program.weight_transfers, *program.transfers] if plan is not None else []
-        per_run = program.transfers
-        ups = [t for t in per_run if t.kind == "upload"]
-        downs = [t for t in per_run if t.kind == "download"]
-        return {
-            "backend": self.backend.value,
-            "device": program.ctx.info.as_dict(),
-            "precision": program.precision,
-            "gpu_layers": list(plan.gpu_layers) if plan else [],
-            "cpu_layers": list(plan.cpu_layers) if plan else [],
-            "fallback_layers": list(plan.fallback_layers) if plan else [],
-            "uploads": len(ups),
-            "downloads": len(downs),
-            "upload_bytes": sum(t.nbytes for t in ups),
-            "download_bytes": sum(t.nbytes for t in downs),
-            "weight_uploads": len(program.weight_transfers),
-            "weight_upload_bytes": program.constant_bytes,
-            "transfers": [{"kind": t.kind, "tensor": t.name, "bytes": t.nbytes, "layer": t.layer,
-                           "ms": round(t.seconds * 1e3, 3)} for t in transfers],
-            "peak_device_bytes": (plan.pool_bytes if plan else 0) + program.scratch_texture_bytes
-            + program.constant_bytes + program.arena.total_bytes,
-            "intermediate_bytes": (plan.pool_bytes if plan else 0) + program.scratch_texture_bytes,
-            "intermediate_lower_bound_bytes": plan.peak_live_bytes if plan else 0,
-            "weight_bytes": program.constant_bytes,
-            "pipelines": program.ctx.cached_pipelines,
-        }
+        return self._program.stats()
 
     # -- input validation -----------------------------------------------------------------------
-    def _validate(self, given: dict[str, Any]) -> dict[str, Any]:
+    def validate(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` (input name -> array, Tensor, TensorProto or list) checked against the model's inputs and
+        converted as a run takes them; InputError names the input and what is wrong."""
         expected = {info.name: info for info in self._graph.inputs}
         unknown = [n for n in given if n not in expected]
         if unknown:

@@ -1,1 +1,103 @@
-"""Backends: the numpy CPU backend (the oracle) and, later, the wgpu compute and pixel backends."""
+"""Backends and the program protocol ``Worker`` talks to.
+
+A backend compiles a graph into a *program*: ``output_names``, ``execute(feeds, control)`` returning a
+readback (``done()``, ``wait()`` -> outputs by name), ``stats()`` and ``close()``. Backends are found in one
+factory table by name; a backend that is not built yet is absent from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from wgsentis.errors import BackendNotAvailableError, InputError
+
+
+class Readback(Protocol):
+    """A run's outputs on their way to the host."""
+
+    def done(self) -> bool: ...
+
+    def wait(self) -> dict[str, Any]: ...
+
+
+class Program(Protocol):
+    """A graph compiled for one backend."""
+
+    output_names: list[str]
+
+    def execute(self, feeds: dict[str, Any], control: Any = None) -> Readback: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ProgramOptions:
+    """What a Worker asks of a backend: ``threads`` for host kernels, ``spin_wait`` (cpu), ``debug_groups``
+    (a debug group per layer, for captures), ``precision`` of constant matmul operands, ``max_plans`` (GPU:
+    recorded plans kept, one per input signature)."""
+
+    threads: int = 1
+    spin_wait: bool = True
+    debug_groups: bool = False
+    precision: str = "float32"
+    max_plans: int = 16
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend in the factory table: its name, what makes its programs, the precisions it offers."""
+
+    name: str
+    factory: Callable[[Any, ProgramOptions], Program]
+    precisions: tuple[str, ...] = ("float32",)
+
+
+_BACKENDS: dict[str, BackendSpec] = {}
+
+
+def register_backend(spec: BackendSpec) -> None:
+    """Add (or replace) a backend in the factory table."""
+    _BACKENDS[spec.name] = spec
+
+
+def available_backends() -> list[str]:
+    return list(_BACKENDS)
+
+
+def create_program(backend: str, graph: Any, options: ProgramOptions) -> Program:
+    """``graph`` compiled for ``backend``; InputError for options the backend does not take,
+    BackendNotAvailableError for a backend not in this build."""
+    spec = _BACKENDS.get(backend)
+    if spec is None:
+        raise BackendNotAvailableError(f"backend '{backend}' is not available yet in this build; use one of "
+                                       f"{', '.join(repr(b) for b in _BACKENDS)}")
+    if options.precision not in spec.precisions:
+        raise InputError(f"Worker(precision={options.precision!r}) applies to {_offering(options.precision)}, "
+                         f"not '{backend}'")
+    return spec.factory(graph, options)
+
+
+def _offering(precision: str) -> str:
+    names = [f"'{s.name}'" for s in _BACKENDS.values() if precision in s.precisions]
+    return "the " + " and ".join(names) + " backend" + ("s" if len(names) > 1 else "") if names else "no backend"
+
+
+def _cpu(graph: Any, options: ProgramOptions) -> Program:
+    from wgsentis.backends.cpu import GraphProgram
+
+    return GraphProgram(graph, options.threads, spin_wait=options.spin_wait)
+
+
+def _gpu_compute(graph: Any, options: ProgramOptions) -> Program:
+    from wgsentis.backends.gpu_compute import ComputeProgram
+
+    return ComputeProgram(graph, options.threads, debug_groups=options.debug_groups, precision=options.precision,
+                          max_plans=options.max_plans)
+
+
+register_backend(BackendSpec("cpu", _cpu))
+register_backend(BackendSpec("gpu-compute", _gpu_compute, ("float32", "float16")))

@@ -38,7 +38,7 @@ from wgsentis.errors import (
 )
 from wgsentis.model import Graph, Layer, captured_names
 from wgsentis.ops import registry
-from wgsentis.ops.elementwise import inplace_activation
+from wgsentis.ops.activations import inplace_activation
 from wgsentis.ops.parallel import set_blas_threads
 
 POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
@@ -124,7 +124,7 @@ class KernelContext:
         return np.random.RandomState(None if seed is None else int(seed) & 0xFFFFFFFF)
 
 
-class _Step:
+class LayerStep:
     __slots__ = ("attrs", "ctx", "inputs", "kernel", "layer", "outputs", "seconds")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
@@ -167,6 +167,21 @@ def _shape_text(value: Any) -> str:
     return "none" if value is None else type(value).__name__
 
 
+class HostValues:
+    """A run's outputs already on the host: a readback that is always done."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def done(self) -> bool:
+        return True
+
+    def wait(self) -> dict[str, Any]:
+        return self.values
+
+
 class GraphProgram:
     """A graph compiled for the CPU backend: steps, dependencies and tensor lifetimes."""
 
@@ -182,7 +197,7 @@ class GraphProgram:
         self.parent = parent
         self.control: Any = None  # the RunControl of the run in progress (wgsentis.run_control)
         self._subprograms: dict[int, GraphProgram] = {}
-        self.steps = [_Step(layer, self) for layer in graph.layers]
+        self.steps = [LayerStep(layer, self) for layer in graph.layers]
         self.output_names = [o.name for o in graph.outputs]
         producers = {o: i for i, layer in enumerate(graph.layers) for o in layer.outputs if o}
         self.deps: list[set[int]] = []
@@ -235,6 +250,20 @@ class GraphProgram:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
             self.pool = None
+
+    # -- the program protocol (wgsentis.backends) -----------------------------------------------
+    def execute(self, feeds: dict[str, Any], control: Any = None) -> HostValues:
+        """Run on ``feeds`` with this program's BLAS threads; the outputs by name, already on the host."""
+        self.bind_blas()
+        values = self.run(feeds, control=control)
+        return HostValues(dict(zip(self.output_names, values, strict=True)))
+
+    def stats(self) -> dict[str, Any]:
+        """Where layers ran (all on the host) and what crossed to a device (nothing)."""
+        return {"backend": "cpu", "threads": self.threads, "spin_wait": self.spin_wait, "gpu_layers": [],
+                "cpu_layers": [layer.name for layer in self.graph.layers], "fallback_layers": [],
+                "uploads": 0, "downloads": 0, "upload_bytes": 0, "download_bytes": 0, "transfers": [],
+                "peak_device_bytes": 0}
 
     # -- running ------------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
@@ -346,7 +375,7 @@ class GraphProgram:
             else:
                 finish(i)
 
-    def _run_step(self, step: _Step, scope: MutableMapping[str, Any], on_layer: Any) -> None:
+    def _run_step(self, step: LayerStep, scope: MutableMapping[str, Any], on_layer: Any) -> None:
         layer = step.layer
         try:
             args = [scope[n] if n else None for n in step.inputs]

@@ -1,15 +1,19 @@
-"""Operators: one module per op family, each registering its kernels with ``registry``."""
+"""Operators: one module per op family, each registering its kernels with ``registry`` (its GPU programs in
+``<family>_gpu.py`` beside it); ``activations`` holds the one record of each activation."""
 
 from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     attention,
     cast,
+    cast_gpu,
     control,
     conv,
     conv_gpu,
     dropout,
+    dropout_gpu,
     elementwise_gpu,
     elementwise,
     image,
+    image_gpu,
     matmul,
     matmul_gpu,
     misc,

@@ -289,13 +289,13 @@ def sequence_empty(ctx, *, dtype=None):
     return []
 
 
-@register("SequenceAt", 11, host_inputs=(1,))
+@register("SequenceAt", 11)
 def sequence_at(ctx, input_sequence, position):
     seq = _sequence(input_sequence, "SequenceAt")
     return seq[_position(ctx, position, len(seq), allow_end=False)]
 
 
-@register("SequenceInsert", 11, host_inputs=(2,))
+@register("SequenceInsert", 11)
 def sequence_insert(ctx, input_sequence, tensor, position=None):
     seq = list(_sequence(input_sequence, "SequenceInsert"))
     index = len(seq) if position is None else _position(ctx, position, len(seq), allow_end=True)
@@ -303,7 +303,7 @@ def sequence_insert(ctx, input_sequence, tensor, position=None):
     return seq
 
 
-@register("SequenceErase", 11, host_inputs=(1,))
+@register("SequenceErase", 11)
 def sequence_erase(ctx, input_sequence, position=None):
     seq = list(_sequence(input_sequence, "SequenceErase"))
     if not seq:
@@ -318,7 +318,7 @@ def sequence_length(ctx, input_sequence):
     return np.array(len(_sequence(input_sequence, "SequenceLength")), dtype=np.int64)
 
 
-@register("SplitToSequence", 11, host_inputs=(1,))
+@register("SplitToSequence", 11)
 def split_to_sequence(ctx, x, split=None, *, axis=0, keepdims=1):
     """Split into a sequence: size-1 pieces (squeezed unless keepdims), equal chunks or given sizes."""
     rank = x.ndim

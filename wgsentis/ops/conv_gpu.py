@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, loop_passes
+from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, loop_passes
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
-                                     padded_cols, repacked)
-from wgsentis.ops.registry import register_gpu
+                                     padded_cols)
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 _NO_IMPLICIT = False
@@ -72,7 +72,7 @@ def _float_weights(X, W, B) -> tuple[np.ndarray, np.ndarray | None] | None:
     return w, b
 
 
-@register_gpu("Conv", 1, host_inputs=(1, 2))
+@register("Conv", 1, backend=GPU_COMPUTE, host_inputs=(1, 2))
 def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
          pads=None, strides=None, residual=None, **attrs):
     """Conv on the GPU; returns NotImplemented for 3-D and above, or device-only weights.
@@ -127,7 +127,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
 
     k = cg * kh * kw
     kp = _pad4(k)
-    w_mat = repacked(("convW", group), w, lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
+    w_mat = rec.derived(("convW", group), (w,), lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
     y3 = rec.view(y, (n, m, p))
     pointwise = kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1
     if pointwise and _pointwise_texture(rec, layer, X, w_mat, y3, st, (oh, ow), bias_t, act, acc):
@@ -155,10 +155,10 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         # Its padding-column loop and both row loops (a zero row or a copied one) run in every invocation batch.
         rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64,
                      loops=loop_passes(pp - p) + 2 * loop_passes(ow))
-        a_op = const_operand(rec, _group_rows(w_mat, g), f"{layer.name}:W[{g}]")
+        a_op = const_operand(rec, _group_rows(rec, w_mat, g), f"{layer.name}:W[{g}]")
         bias_g = bias_t
         if b is not None and group > 1:
-            bias_g = rec.upload(repacked(("convB", g, group), b, lambda g=g: b[g * mg:(g + 1) * mg]),
+            bias_g = rec.upload(rec.derived(("convB", g, group), (b,), lambda g=g: b[g * mg:(g + 1) * mg]),
                                 f"{layer.name}:B[{g}]")
         # Output rows of group g start at channel g*mg: offset Y through the column offset.
         gemm(rec, a_op, Operand(cols, pp, 1, [per_image]), y3, mg, p, kp, y_row=p, y_col0=g * mg * p,
@@ -166,7 +166,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     return y
 
 
-@register_gpu("FusedConv", 1, host_inputs=(1, 2))
+@register("FusedConv", 1, backend=GPU_COMPUTE, host_inputs=(1, 2))
 def fused_conv(rec, layer, X, W, B=None, Z=None, **attrs):
     """FusedConv (passes.fuse.FuseResidualAdd): act(Conv(X, W, B) + Z). Z of the output's shape rides in
     the convolution's epilogue; a broadcast Z takes a separate add."""
@@ -190,7 +190,9 @@ _V_BUFFER_DECL = "@group(0) @binding(1) var<storage, read_write> V: array<vec4<f
 _V_BUFFER_STORE = "V[row * (pu(10u) / 4u) + t4] = value;"
 _V_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
     "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
-_V_TEXTURE_STORE = "textureStore(V, vec2<i32>(i32(t4), i32(row)), value);"
+# F(2x2)'s V in a linear texture (as every scratch operand texture): texel row * T4S + t4.
+_V_TEXTURE_STORE = (f"let index = row * T4S + t4; textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
+                    f"i32(index >> {LINEAR_SHIFT}u)), value);")
 WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the products they save
 # F(4x4, 3x3) transform matrices (same source): 4x fewer multiply-adds than direct, and its transformed
 # input is 2.25x the input where F(2x2)'s is 4x. Taken where the output is at least this many pixels on
@@ -216,7 +218,7 @@ class _WinogradForm:
     linear: bool  # a texture V holds its floats in buffer order (gpu_compute.LINEAR_TEXELS a row)
 
 
-_F2X2 = _WinogradForm("winograd", 2, 16, _V_TEXTURE_STORE, _V_BUFFER_STORE, False)
+_F2X2 = _WinogradForm("winograd", 2, 16, _V_TEXTURE_STORE, _V_BUFFER_STORE, True)
 _F4X4 = _WinogradForm("winograd4", 4, 36, _V_LINEAR_TEXTURE_STORE, _V_LINEAR_BUFFER_STORE, True)
 
 
@@ -237,8 +239,8 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     _, tp, cp = _winograd_sizes(X, outs, _F2X2)
     if 4 * 16 * max(cp, m) * tp > rec.ctx.max_binding:
         return False
-    u = repacked(("winograd",), w, lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
-    v_tex = rec.scratch_texture(16 * cp, tp, "winograd V") if matmul_gpu.USE_TEXTURES else None
+    u = rec.derived(("winograd",), (w,), lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
+    v_tex = rec.scratch_texture(16 * cp, tp, "winograd V (linear)") if matmul_gpu.USE_TEXTURES else None
     a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
     _winograd_record(rec, _F2X2, X, y, a_op, v_tex, outs, pd, b is not None, bias_t, act, acc)
     return True
@@ -252,11 +254,11 @@ def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool
     _, tp, cp = _winograd_sizes(X, outs, _F4X4)
     if 4 * 36 * max(cp, m) * tp > rec.ctx.max_binding:
         return False
-    u = repacked(("winograd4",), w, lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
+    u = rec.derived(("winograd4",), (w,), lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
     a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
     if matmul_gpu.USE_TEXTURES and a_op.tex is None:
         return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
-    v_tex = rec.scratch_texture(36 * cp, tp, "winograd4 V (linear)", linear=True) \
+    v_tex = rec.scratch_texture(36 * cp, tp, "winograd4 V (linear)") \
         if matmul_gpu.USE_TEXTURES else None
     _winograd_record(rec, _F4X4, X, y, a_op, v_tex, outs, pd, b is not None, bias_t, act, acc)
     return True
@@ -324,13 +326,13 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
         return False
     if LINEAR_INPUTS and st == [1, 1] and p % 4 == 0 and p == h * wd:
         # The planes lie in the buffer as the matmul reads them: a transfer copy into a linear texture.
-        x_tex = rec.scratch_texture(n * c, p, "conv input (linear)", linear=True)
+        x_tex = rec.scratch_texture(n * c, p, "conv input (linear)")
         if x_tex is None:
             return False
         rec.copy_to_texture(X, x_tex)
         _image_gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, c, bias_t, act, acc)
         return True
-    x_tex = rec.scratch_texture(n * c, p, "conv input planes")
+    x_tex = rec.scratch_texture(n * c, 4 * -(-p // 4), "conv input planes (linear)")
     if x_tex is None:
         return False
     width = -(-p // 4)
@@ -355,7 +357,7 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     a_op = const_operand(rec, w_mat, f"{layer.name}:W")
     if a_op.tex is None:
         return False
-    cols = rec.scratch_texture(n * kp, p, "conv columns")
+    cols = rec.scratch_texture(n * kp, 4 * -(-p // 4), "conv columns (linear)")
     if cols is None:
         return False
     width = -(-p // 4)
@@ -372,10 +374,10 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
 
 
 def _texture_rows(tex, k: int, p: int) -> Operand:
-    """The B operand held in ``k`` rows per image of a texture a layer program wrote, one row of P
-    columns each (texel x holds columns 4x..4x+3)."""
+    """The B operand held in ``k`` rows per image of a linear texture a layer program wrote, one row of P
+    columns (padded to whole texels) each."""
     row = 4 * -(-p // 4)
-    return Operand.of_texture(tex, row, [k * row])
+    return Operand.of_linear_texture(tex, row, [k * row])
 
 
 def _image_gemm(rec, a_op, b_op, y3, k: int, bias_t, act, acc=False) -> None:
@@ -407,7 +409,7 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
     if 4 * n * per_image > rec.ctx.max_binding or per_image == 0:
         return False
     # Weights as (group, mg, taps * cg4) rows, k = tap * cg4 + c (tap-major), zero for c >= cg.
-    w_mat = repacked(("convT", group), w, lambda: _tap_rows(w, group, cg4))
+    w_mat = rec.derived(("convT", group), (w,), lambda: _tap_rows(w, group, cg4))
     offsets = []
     for ky in range(kh):
         j0 = phases.index((ky * dl[0]) % st[0]) * kw
@@ -424,10 +426,10 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
         params = [rows, wp // 4, hp, cg4, copies, c, g * cg, cg, hw[0], hw[1], st[0], st[1], ow, pd[0], 0, 0,
                   *copy_words]
         rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64, loops=loop_passes(wp // 4))
-        a_op = const_operand(rec, _group_rows(w_mat, g), f"{layer.name}:WT[{g}]")
+        a_op = const_operand(rec, _group_rows(rec, w_mat, g), f"{layer.name}:WT[{g}]")
         bias_g = bias_t
         if b is not None and group > 1:
-            bias_g = rec.upload(repacked(("convB", g, group), b, lambda g=g: b[g * mg:(g + 1) * mg]),
+            bias_g = rec.upload(rec.derived(("convB", g, group), (b,), lambda g=g: b[g * mg:(g + 1) * mg]),
                                 f"{layer.name}:B[{g}]")
         gemm(rec, a_op, Operand(xs, plane, 1, [per_image]), y3, mg, oh * wp, cg4, y_row=p, y_col0=g * mg * p,
              y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act, taps=offsets,
@@ -453,12 +455,12 @@ def _weight_rows(w: np.ndarray, group: int, kp: int) -> np.ndarray:
     return out
 
 
-def _group_rows(w_mat: np.ndarray, g: int) -> np.ndarray:
+def _group_rows(rec, w_mat: np.ndarray, g: int) -> np.ndarray:
     """The (C_out/group, K) weight rows of group ``g`` (kept alive, so its upload stays cached)."""
-    return repacked(("group", g), w_mat, lambda: w_mat[g])
+    return rec.derived(("group", g), (w_mat,), lambda: w_mat[g])
 
 
-@register_gpu("ConvTranspose", 1, host_inputs=(1, 2))
+@register("ConvTranspose", 1, backend=GPU_COMPUTE, host_inputs=(1, 2))
 def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
     """ConvTranspose (1-D/2-D): with one group, the product of the weight and the image, then a gather of
@@ -492,7 +494,7 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     if group == 1 and 4 * n * m * taps * h * wd <= rec.ctx.max_binding:
         # The channel sums as one product, (M * kh * kw, C) @ (C, H * W) per image, then a gather of
         # at most ceil(kh / sh) * ceil(kw / sw) products per output pixel (conv_transpose_cols.wgsl).
-        w_rows = repacked(("convTW",), w, lambda: padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
+        w_rows = rec.derived(("convTW",), (w,), lambda: padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
         a_op = const_operand(rec, w_rows, f"{layer.name}:W")
         cols = rec.alloc((n, m * taps, h * wd), np.float32)
         b_op = device_operand(rec, X, h * wd, [c * h * wd], f"{layer.name}:X")

@@ -3,48 +3,27 @@ logic and comparison, variadic Sum/Mean/Max/Min, Where, and the random generator
 
 Kernels keep the input's dtype (float32 stays float32: attributes arrive as Python floats, which
 numpy treats as weak scalars). Narrow float types from ml_dtypes (bfloat16, float8) are computed
-in float32 and cast back. Activation kernels are also applied by the executor as fused
-activations on a Conv/Gemm output, with every attribute passed by keyword.
+in float32 and cast back. The activations' kernels are their records' in activations.py (registered
+here at each of their opsets); the executor also applies them as fused activations on a Conv/Gemm
+output, with every attribute passed by keyword.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from wgsentis.dtypes import to_numpy_dtype
+from wgsentis.ops.activations import ACTIVATIONS
+from wgsentis.ops.numeric import erf, float_kernel, is_narrow
 from wgsentis.ops.registry import register
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _is_narrow(dtype: np.dtype) -> bool:
-    """True for ml_dtypes types (bfloat16, float8, int4, ...) that numpy's ufuncs handle poorly."""
-    return dtype.kind == "V"
-
-
-def _float_kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``fn`` in float32 when its first input is a narrow float, then cast back; run a 0-d
-    input as shape (1,) so the in-place ``out=`` patterns never meet a numpy scalar."""
-
-    @functools.wraps(fn)
-    def wrapper(ctx, x, *args, **kwargs):
-        if x.ndim == 0:
-            return np.asarray(wrapper(ctx, x.reshape(1), *args, **kwargs)).reshape(())
-        if _is_narrow(x.dtype):
-            narrow = x.dtype
-            args = tuple(a.astype(np.float32) if isinstance(a, np.ndarray) and _is_narrow(a.dtype) else a
-                         for a in args)
-            return np.asarray(fn(ctx, x.astype(np.float32), *args, **kwargs)).astype(narrow)
-        return fn(ctx, x, *args, **kwargs)
-
-    return wrapper
 
 
 def _same_dtype(result: Any, dtype: np.dtype) -> np.ndarray:
@@ -60,37 +39,6 @@ def _legacy_broadcast(a: np.ndarray, b: np.ndarray, broadcast: int, axis: int | 
         if trailing > 0:
             b = b.reshape(b.shape + (1,) * trailing)
     return b
-
-
-# Rational approximation of erf on [-4, 4] (Eigen's float32 erf): x * P(x^2) / Q(x^2), highest
-# power first; beyond |x| = 4, erf is +-1 in float32. Max error about 4e-7 against math.erf.
-_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-          -1.42647390514189e-02)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """Error function, vectorised: exact (math.erf) for float64, a float32 rational approximation
-    for every other type (narrower floats are computed in float32)."""
-    x = np.asarray(x)
-    if x.dtype == np.float64:
-        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
-    if x.dtype != np.float32:
-        return erf(x.astype(np.float32)).astype(x.dtype)
-    xc = np.clip(x, -4.0, 4.0)
-    x2 = xc * xc
-    num = np.full_like(xc, _ERF_P[0])
-    for c in _ERF_P[1:]:
-        num *= x2
-        num += c
-    num *= xc
-    den = np.full_like(xc, _ERF_Q[0])
-    for c in _ERF_Q[1:]:
-        den *= x2
-        den += c
-    num /= den
-    return num
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +60,7 @@ def _register_unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], versio
     for i, since in enumerate(versions):
         kernel = with_consumed if legacy and i == 0 else plain
         if is_float:
-            kernel = _float_kernel(kernel)
+            kernel = float_kernel(kernel)
         kernel.__name__ = f"{op_type.lower()}_{since}"
         kernel.__doc__ = f"{op_type}: elementwise, same dtype as the input."
         register(op_type, since)(kernel)
@@ -148,7 +96,7 @@ _register_unary("BitwiseNot", np.invert, (18,), is_float=False)
 
 def _isnan(ctx, x):
     """IsNaN: bool mask."""
-    return np.asarray(np.isnan(x.astype(np.float32) if _is_narrow(x.dtype) else x))
+    return np.asarray(np.isnan(x.astype(np.float32) if is_narrow(x.dtype) else x))
 
 
 for _since in (9, 13, 20):
@@ -159,7 +107,7 @@ for _since in (9, 13, 20):
 @register("IsInf", 20)
 def isinf(ctx, x, *, detect_negative=1, detect_positive=1):
     """IsInf: bool mask of infinities, optionally of one sign only."""
-    if _is_narrow(x.dtype):
+    if is_narrow(x.dtype):
         x = x.astype(np.float32)
     if detect_negative and detect_positive:
         return np.asarray(np.isinf(x))
@@ -171,69 +119,12 @@ def isinf(ctx, x, *, detect_negative=1, detect_positive=1):
 
 
 # ---------------------------------------------------------------------------------------------
-# Activations
+# Activations: the kernels of the records in activations.py, registered at each of their opsets
 # ---------------------------------------------------------------------------------------------
 
-
-# np.maximum/np.minimum against a scalar run a slow loop (numpy 2.4 here: 84 us for 200k float32, where
-# np.clip with two finite-typed bounds takes 37 and an array-array maximum 19), so Relu and scalar Clip
-# go through np.clip with an infinite bound. Both propagate NaN.
-def _clip_in_place(v: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
-    """``v`` clipped to [lo, hi] in place (None: unbounded on that side); float arrays only, lo <= hi."""
-    kind = v.dtype.type
-    np.clip(v, kind(-np.inf if lo is None else lo), kind(np.inf if hi is None else hi), out=v)
-    return v
-
-
-def _relu(x: np.ndarray) -> np.ndarray:
-    if x.dtype.kind == "f" and x.dtype.itemsize >= 4:
-        return _clip_in_place(x.copy(), 0, None)
-    return np.maximum(x, 0) if x.dtype.kind != "u" else x.copy()
-
-
-_register_unary("Relu", _relu, (1, 6, 13, 14), legacy=True)
-
-
-def inplace_activation(op_type: str, attrs: dict[str, Any]) -> Callable[[np.ndarray], None] | None:
-    """A fused activation as a function that overwrites a float32/float64 array with its result in one
-    in-place pass (Relu, Clip, LeakyRelu); None for the others, which the engine applies to the whole
-    output: their several passes per part cost more in calls than the cache saves (PP-LCNet with
-    HardSwish part by part: 4-10% slower, alternating runs)."""
-    if op_type == "Relu":
-        return lambda v: _clip_in_place(v, 0, None)
-    if op_type == "Clip" and set(attrs) <= {"min", "max"}:
-        lo, hi = _bound(attrs.get("min")), _bound(attrs.get("max"))
-        if (lo is None or np.size(lo) == 1) and (hi is None or np.size(hi) == 1):
-            lo = None if lo is None else float(np.asarray(lo).reshape(()))
-            hi = None if hi is None else float(np.asarray(hi).reshape(()))
-            if lo is not None and hi is not None and lo > hi:  # the spec's min(max(x, lo), hi): all hi
-                return lambda v: v.fill(v.dtype.type(hi))
-            return lambda v: _clip_in_place(v, lo, hi)
-    if op_type == "LeakyRelu" and 0.0 <= float(attrs.get("alpha", 0.01)) <= 1.0:
-        alpha = float(attrs.get("alpha", 0.01))
-        return lambda v: np.maximum(v, v * v.dtype.type(alpha), out=v)
-    return None
-
-
-def _leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
-    y = x * alpha
-    if 0.0 <= alpha <= 1.0:
-        return np.maximum(x, y, out=y)  # max(x, alpha*x) equals the where form for alpha in [0, 1]
-    return np.where(x >= 0, x, y)
-
-
-@register("LeakyRelu", 1)
-@_float_kernel
-def leaky_relu_1(ctx, X, *, alpha=0.01, consumed_inputs=None):
-    return _leaky_relu(X, alpha)
-
-
-@register("LeakyRelu", 6)
-@register("LeakyRelu", 16)
-@_float_kernel
-def leaky_relu(ctx, X, *, alpha=0.01):
-    """LeakyRelu: x if x >= 0 else alpha * x."""
-    return _leaky_relu(X, alpha)
+for _act in ACTIVATIONS.values():
+    for _since in _act.versions:
+        register(_act.name, _since)(_act.onnx_kernel(_since))
 
 
 def _prelu(ctx, x: np.ndarray, slope: np.ndarray) -> np.ndarray:
@@ -244,7 +135,7 @@ def _prelu(ctx, x: np.ndarray, slope: np.ndarray) -> np.ndarray:
 
 
 @register("PRelu", 1)
-@_float_kernel
+@float_kernel
 def prelu_1(ctx, X, slope, *, consumed_inputs=None):
     return _prelu(ctx, X, slope)
 
@@ -253,245 +144,19 @@ def prelu_1(ctx, X, slope, *, consumed_inputs=None):
 @register("PRelu", 7)
 @register("PRelu", 9)
 @register("PRelu", 16)
-@_float_kernel
+@float_kernel
 def prelu(ctx, X, slope):
     """PRelu: x if x >= 0 else slope * x (slope broadcasts to x)."""
     return _prelu(ctx, X, slope)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # 1 / (1 + exp(-x)) in one buffer; exp overflow gives inf -> 0, the correct limit.
-    y = np.negative(x)
-    np.exp(y, out=y)
-    y += 1
-    np.reciprocal(y, out=y)
-    return y
-
-
-_register_unary("Sigmoid", _sigmoid, (1, 6, 13), legacy=True)
-_register_unary("Tanh", np.tanh, (1, 6, 13), legacy=True)
-
-
-def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-    y = x * alpha
-    y += beta
-    return np.clip(y, 0, 1, out=y)
-
-
-@register("HardSigmoid", 1)
-@_float_kernel
-def hard_sigmoid_1(ctx, X, *, alpha=0.2, beta=0.5, consumed_inputs=None):
-    return _hard_sigmoid(X, alpha, beta)
-
-
-@register("HardSigmoid", 6)
-@register("HardSigmoid", 22)
-@_float_kernel
-def hard_sigmoid(ctx, X, *, alpha=0.2, beta=0.5):
-    """HardSigmoid: clip(alpha * x + beta, 0, 1)."""
-    return _hard_sigmoid(X, alpha, beta)
-
-
-@register("HardSwish", 14)
-@register("HardSwish", 22)
-@_float_kernel
-def hard_swish(ctx, X):
-    """HardSwish: x * clip(x / 6 + 0.5, 0, 1)."""
-    y = X * (1 / 6)
-    y += 0.5
-    np.clip(y, 0, 1, out=y)
-    y *= X
-    return y
-
-
-def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
-    # alpha * (exp(min(x, 0)) - 1) + max(x, 0): one formula for both sides.
-    y = np.minimum(x, 0)
-    np.expm1(y, out=y)
-    y *= alpha
-    y += np.maximum(x, 0)
-    return y
-
-
-@register("Elu", 1)
-@_float_kernel
-def elu_1(ctx, X, *, alpha=1.0, consumed_inputs=None):
-    return _elu(X, alpha)
-
-
-@register("Elu", 6)
-@register("Elu", 22)
-@_float_kernel
-def elu(ctx, X, *, alpha=1.0):
-    """Elu: x if x > 0 else alpha * (exp(x) - 1)."""
-    return _elu(X, alpha)
-
-
-@register("Selu", 1)
-@_float_kernel
-def selu_1(ctx, X, *, alpha=1.6732, gamma=1.0507, consumed_inputs=None):
-    y = _elu(X, alpha)
-    y *= gamma
-    return y
-
-
-@register("Selu", 6)
-@register("Selu", 22)
-@_float_kernel
-def selu(ctx, X, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
-    """Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1))."""
-    y = _elu(X, alpha)
-    y *= gamma
-    return y
-
-
-@register("Celu", 12)
-@register("Celu", 28)
-@_float_kernel
-def celu(ctx, X, *, alpha=1.0):
-    """Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
-    y = np.minimum(X, 0)
-    y /= alpha
-    np.expm1(y, out=y)
-    y *= alpha
-    y += np.maximum(X, 0)
-    return y
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow, and faster than np.logaddexp.
-    y = np.abs(x)
-    np.negative(y, out=y)
-    np.exp(y, out=y)
-    np.log1p(y, out=y)
-    y += np.maximum(x, 0)
-    return y
-
-
-_register_unary("Softplus", _softplus, (1, 22))
-
-
-def _softsign(x: np.ndarray) -> np.ndarray:
-    d = np.abs(x)
-    d += 1
-    return np.divide(x, d, out=d)
-
-
-_register_unary("Softsign", _softsign, (1, 22))
-
-
-@register("ThresholdedRelu", 10)
-@register("ThresholdedRelu", 22)
-@_float_kernel
-def thresholded_relu(ctx, X, *, alpha=1.0):
-    """ThresholdedRelu: x if x > alpha else 0."""
-    return np.where(X > alpha, X, 0).astype(X.dtype, copy=False)
-
-
 @register("Shrink", 9)
-@_float_kernel
+@float_kernel
 def shrink(ctx, input, *, bias=0.0, lambd=0.5):
     """Shrink: x + bias if x < -lambd, x - bias if x > lambd, else 0 (keeps integer dtypes)."""
     x = input
     y = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
     return _same_dtype(y, x.dtype)
-
-
-def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
-    if approximate == "tanh":
-        # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        inner = x * x
-        inner *= 0.044715
-        inner += 1
-        inner *= x
-        inner *= math.sqrt(2 / math.pi)
-        np.tanh(inner, out=inner)
-    elif approximate == "none":
-        inner = erf(x * (1 / math.sqrt(2)))
-    else:
-        raise ValueError(f"Gelu: unknown approximate='{approximate}' (expected 'none' or 'tanh')")
-    inner += 1
-    inner *= x
-    inner *= 0.5
-    return inner
-
-
-@register("Gelu", 20)
-@_float_kernel
-def gelu(ctx, X, *, approximate="none"):
-    """Gelu: x * Phi(x), exactly (erf) or with the tanh approximation."""
-    return _gelu(X, approximate)
-
-
-def _mish(x: np.ndarray) -> np.ndarray:
-    y = _softplus(x)
-    np.tanh(y, out=y)
-    y *= x
-    return y
-
-
-_register_unary("Mish", _mish, (18, 22))
-
-
-@register("Swish", 24)
-@_float_kernel
-def swish(ctx, X, *, alpha=1.0):
-    """Swish: x * sigmoid(alpha * x)."""
-    y = _sigmoid(X * alpha if alpha != 1.0 else X)
-    y *= X
-    return y
-
-
-def _bound(value: Any) -> Any:
-    """A Clip bound: None when absent or empty, else a scalar/array usable by numpy."""
-    if value is None:
-        return None
-    if isinstance(value, np.ndarray):
-        if value.size == 0:
-            return None
-        return value.reshape(()) if value.size == 1 else value
-    return value
-
-
-def _clip(x: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
-    lo, hi = _bound(lo), _bound(hi)
-    if isinstance(lo, np.ndarray) and not _is_narrow(x.dtype):
-        lo = lo.astype(x.dtype, copy=False)
-    if isinstance(hi, np.ndarray) and not _is_narrow(x.dtype):
-        hi = hi.astype(x.dtype, copy=False)
-    scalar = all(b is None or np.ndim(b) == 0 for b in (lo, hi))
-    if scalar and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and (lo is None or hi is None or lo <= hi):
-        return _clip_in_place(x.copy(), lo, hi)  # one fast pass (see _clip_in_place)
-    # max then min (not np.clip): lo > hi gives hi, as the spec's min(max(x, lo), hi).
-    y = np.maximum(x, lo) if lo is not None else x.copy()
-    if hi is not None:
-        if np.broadcast_shapes(y.shape, np.shape(hi)) == y.shape:
-            np.minimum(y, hi, out=y)
-        else:
-            y = np.minimum(y, hi)
-    return y.astype(x.dtype, copy=False)
-
-
-@register("Clip", 1)
-@_float_kernel
-def clip_1(ctx, input, *, min=None, max=None, consumed_inputs=None):
-    return _clip(input, min, max)
-
-
-@register("Clip", 6)
-@_float_kernel
-def clip_6(ctx, input, *, min=-3.4028234663852886e38, max=3.4028234663852886e38):
-    """Clip (opset 6-10): bounds are attributes."""
-    return _clip(input, min, max)
-
-
-@register("Clip", 11)
-@register("Clip", 12)
-@register("Clip", 13)
-@_float_kernel
-def clip(ctx, input, min=None, max=None):
-    """Clip (opset 11+): bounds are optional scalar inputs (also passed by keyword when fused)."""
-    return _clip(input, min, max)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,7 +193,7 @@ def _narrow_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callab
     """Compute ``fn`` in float32 for narrow floats and cast back to A's dtype."""
 
     def wrapped(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if _is_narrow(a.dtype):
+        if is_narrow(a.dtype):
             return np.asarray(fn(a.astype(np.float32), b.astype(np.float32))).astype(a.dtype)
         return fn(a, b)
 
@@ -584,7 +249,7 @@ _register_binary("BitwiseXor", np.bitwise_xor, (18,))
 
 def _compare(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     def wrapped(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if _is_narrow(a.dtype):
+        if is_narrow(a.dtype):
             a, b = a.astype(np.float32), b.astype(np.float32)
         return np.asarray(fn(a, b), dtype=np.bool_)
 
@@ -599,7 +264,7 @@ _register_binary("LessOrEqual", _compare(np.less_equal), (12, 16))
 
 
 def _mod(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
-    if _is_narrow(a.dtype):
+    if is_narrow(a.dtype):
         return _mod(a.astype(np.float32), b.astype(np.float32), fmod).astype(a.dtype)
     with np.errstate(all="ignore"):
         # fmod=1: sign of the dividend (C fmod); fmod=0: sign of the divisor (Python %).
@@ -650,7 +315,7 @@ def _fold(ufunc: np.ufunc, inputs: tuple[np.ndarray, ...]) -> np.ndarray:
     """Apply ``ufunc`` across all inputs with broadcasting, in place after the first result."""
     if not inputs:
         raise ValueError("expected at least one input")
-    narrow = inputs[0].dtype if _is_narrow(inputs[0].dtype) else None
+    narrow = inputs[0].dtype if is_narrow(inputs[0].dtype) else None
     if narrow is not None:
         inputs = tuple(t.astype(np.float32) for t in inputs)
     if len(inputs) == 1:
@@ -682,7 +347,7 @@ def _register_variadic(op_type: str, fn: Callable[[tuple[np.ndarray, ...]], np.n
 
 def _mean(inputs: tuple[np.ndarray, ...]) -> np.ndarray:
     out = _fold(np.add, inputs)
-    if _is_narrow(out.dtype) or out.dtype.kind in "iub":
+    if is_narrow(out.dtype) or out.dtype.kind in "iub":
         return (out.astype(np.float64) / len(inputs)).astype(out.dtype)
     out /= len(inputs)
     return out

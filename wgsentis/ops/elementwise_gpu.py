@@ -1,40 +1,23 @@
-"""gpu-compute programs of the elementwise family: unary functions, activations (also fused into
-Conv/Gemm/MatMul), broadcasting binary ops, comparisons, logic, variadic Sum/Max/Min/Mean, Where."""
+"""gpu-compute programs of the elementwise family: unary functions, activations (their WGSL expressions
+are the records' in activations.py; the same expressions are fused into Conv/Gemm/MatMul), broadcasting
+binary ops, comparisons, logic, variadic Sum/Max/Min/Mean, Where, and the integer ops (Mod, BitShift,
+Bitwise*, integer Abs/Neg/Sign/Clip)."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.registry import register_gpu
+from wgsentis.ops.activations import ACTIVATIONS, Activation, activation_expr
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_RANK = 6
-
-# op -> (WGSL expression of `v`, parameter names (alpha, beta, gamma), spec defaults). A NaN stays NaN
-# (is_nan_f32, math.wgsl): WGSL's max, min, clamp and sign of a NaN give a number on some drivers.
-ACTIVATIONS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
-    "Relu": ("select(max(v, 0.0), v, is_nan_f32(v))", (), ()),
-    "LeakyRelu": ("select(alpha * v, v, v >= 0.0)", ("alpha",), (0.01,)),
-    "Sigmoid": ("1.0 / (1.0 + exp_accurate(-v))", (), ()),
-    "Tanh": ("tanh_safe(v)", (), ()),
-    "HardSigmoid": ("select(clamp(alpha * v + beta, 0.0, 1.0), v, is_nan_f32(v))", ("alpha", "beta"), (0.2, 0.5)),
-    "HardSwish": ("v * clamp(v / 6.0 + 0.5, 0.0, 1.0)", (), ()),
-    "Elu": ("select(alpha * expm1_accurate(v), v, v >= 0.0)", ("alpha",), (1.0,)),
-    "Selu": ("gamma * select(alpha * expm1_accurate(v), v, v > 0.0)", ("alpha", "_", "gamma"),
-             (1.67326319217681884765625, 0.0, 1.05070102214813232421875)),
-    "Celu": ("select(max(0.0, v) + min(0.0, alpha * expm1_accurate(v / alpha)), v, is_nan_f32(v))", ("alpha",),
-             (1.0,)),
-    "Softplus": ("softplus(v)", (), ()),
-    "Softsign": ("v / (1.0 + abs(v))", (), ()),
-    "Mish": ("v * tanh_safe(softplus(v))", (), ()),
-    "ThresholdedRelu": ("select(0.0, v, v > alpha)", ("alpha",), (1.0,)),
-    "Swish": ("v / (1.0 + exp_accurate(-alpha * v))", ("alpha",), (1.0,)),
-    "Clip": ("select(clamp(v, alpha, beta), v, is_nan_f32(v))", ("min", "max"), (-math.inf, math.inf)),
-}
-GELU = {"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
-        "tanh": "0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)))"}
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))  # stored on the device as int32 values
 
 FLOAT_UNARY: dict[str, str] = {
     "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)",
@@ -43,21 +26,8 @@ FLOAT_UNARY: dict[str, str] = {
     "Sin": "sin(v)",
     "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
     "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",
-    "Erf": "erf_approx(v)", "Identity": "v",
+    "Erf": "erf_approx(v)",
 }
-
-
-def activation_expr(op: str, attrs: dict[str, Any]) -> tuple[str, list[float]]:
-    """WGSL expression of `v` and its (alpha, beta, gamma) values for an activation op."""
-    if op == "Gelu":
-        return GELU[attrs.get("approximate", "none")], [0.0, 0.0, 0.0]
-    expr, names, defaults = ACTIVATIONS[op]
-    values = []
-    for name, default in zip(names, defaults, strict=True):
-        value = attrs.get(name, default)
-        values.append(float(np.asarray(value).reshape(-1)[0]) if value is not None else default)
-    values += [0.0] * (3 - len(values))
-    return expr, values[:3]
 
 
 def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
@@ -121,35 +91,71 @@ def _float_in(x: Any) -> bool:
     return getattr(x, "dtype", None) == np.float32
 
 
-def _register_activation(op: str) -> None:
-    @register_gpu(op)
-    def build(rec, layer, x, *rest, **attrs):
-        if not _float_in(x):
+def refusing(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Builder ``fn`` answering NotImplemented where it raises what the CPU kernel would (ValueError,
+    IndexError, OverflowError: bad axes, shapes, sizes): the layer falls back and the CPU kernel reports
+    its own error. Returns the wrapped builder."""
+
+    @functools.wraps(fn)
+    def build(rec, layer, *inputs, **attrs):
+        try:
+            return fn(rec, layer, *inputs, **attrs)
+        except (ValueError, IndexError, OverflowError):
             return NotImplemented
-        if op == "Clip" and rest:  # opset 11+: min/max are inputs (host values)
-            attrs = dict(attrs)
-            for key, value in zip(("min", "max"), rest, strict=False):
-                if value is not None:
-                    attrs[key] = value
-        expr, params = activation_expr(op, attrs)
-        return unary(rec, x, expr, params)
 
-    if op == "Clip":
-        register_gpu(op, 11, host_inputs=(1, 2))(build)
+    return build
 
 
-for _op in (*ACTIVATIONS, "Gelu"):
-    _register_activation(_op)
+def _activation(rec, act: Activation, x, attrs: dict[str, Any]):
+    """Record y = act(x) for a float32 x; NotImplemented where the record has no WGSL for these attributes."""
+    if not _float_in(x):
+        return NotImplemented
+    try:
+        expr, params = act.expression(attrs)
+    except ValueError:
+        return NotImplemented  # the CPU kernel reports its own error
+    return unary(rec, x, expr, params)
+
+
+def _register_activation(act: Activation) -> None:
+    @register(act.name, act.versions[0], backend=GPU_COMPUTE)
+    def build(rec, layer, x, **attrs):
+        return _activation(rec, act, x, attrs)
+
+
+for _act in ACTIVATIONS.values():
+    if _act.versions and _act.wgsl is not None:
+        _register_activation(_act)
+
+
+@register("Clip", 11, backend=GPU_COMPUTE, host_inputs=(1, 2))
+@refusing
+def clip(rec, layer, x, lo=None, hi=None, **attrs):
+    """Clip with its bounds as inputs (host values): float32 through the activation record; int32/int64
+    max then min, as the CPU kernel (lo > hi gives hi)."""
+    if getattr(x, "dtype", None) not in _INTS:
+        bounds = {key: value for key, value in (("min", lo), ("max", hi)) if value is not None}
+        return _activation(rec, ACTIVATIONS["Clip"], x, {**attrs, **bounds})
+
+    def bound(value, default: int) -> int:
+        if value is None or np.asarray(value).size == 0:
+            return default
+        # x holds int32-range values, so a bound beyond that range acts like the range's end.
+        return min(max(int(np.asarray(value).reshape(-1)[0]), _I32_MIN), _I32_MAX)
+
+    return unary(rec, x, "min(max(v, pi(1u)), pi(2u))", [bound(lo, _I32_MIN), bound(hi, _I32_MAX), 0])
+
+
+# Integer forms of the float unary functions (x holds int32-range values).
+_INT_UNARY = {"Abs": "abs(v)", "Neg": "-v", "Sign": "select(select(0, -1, v < 0), 1, v > 0)"}
 
 
 def _register_float_unary(op: str, expr: str) -> None:
-    @register_gpu(op)
+    @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, x, **attrs):
-        if op == "Identity":
-            return rec.view(x, x.shape) if _is_gpu(x) else NotImplemented
         if not _float_in(x):
-            if op in ("Abs", "Neg") and getattr(x, "dtype", None) in (np.int32, np.int64):
-                return unary(rec, x, expr.replace("v", "v"), [0.0] * 3)
+            if op in _INT_UNARY and getattr(x, "dtype", None) in _INTS:
+                return unary(rec, x, _INT_UNARY[op], [0.0] * 3)
             return NotImplemented
         return unary(rec, x, expr, [0.0] * 3)
 
@@ -158,14 +164,14 @@ for _op, _expr in FLOAT_UNARY.items():
     _register_float_unary(_op, _expr)
 
 
-@register_gpu("Not")
+@register("Not", backend=GPU_COMPUTE)
 def not_(rec, layer, x):
     if getattr(x, "dtype", None) != np.bool_:
         return NotImplemented
     return unary(rec, x, "1u - v", [0.0] * 3)
 
 
-@register_gpu("IsNaN")
+@register("IsNaN", backend=GPU_COMPUTE)
 def isnan(rec, layer, x):
     if not _float_in(x):
         return NotImplemented
@@ -174,7 +180,7 @@ def isnan(rec, layer, x):
                  out_dtype=np.bool_)
 
 
-@register_gpu("IsInf")
+@register("IsInf", backend=GPU_COMPUTE)
 def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
     if not _float_in(x):
         return NotImplemented
@@ -275,7 +281,7 @@ def _dtype(t: Any) -> np.dtype | None:
 
 
 def _register_arith(op: str, exprs: dict[str, str]) -> None:
-    @register_gpu(op)
+    @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, a, b, **attrs):
         if attrs.get("broadcast") or attrs.get("axis") is not None:
             return NotImplemented  # opset < 7 broadcasting rules: leave to the CPU kernel
@@ -297,7 +303,7 @@ for _op, _exprs in _ARITH.items():
 
 
 def _register_compare(op: str, expr: str) -> None:
-    @register_gpu(op)
+    @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, a, b):
         da, db = _dtype(a), _dtype(b)
         if da is None or da != db or da not in (np.float32, np.int32, np.int64, np.bool_):
@@ -312,7 +318,7 @@ for _op, _expr in _COMPARE.items():
 
 
 def _register_logic(op: str, expr: str) -> None:
-    @register_gpu(op)
+    @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, a, b):
         if _dtype(a) != np.bool_ or _dtype(b) != np.bool_:
             return NotImplemented
@@ -324,7 +330,7 @@ for _op, _expr in _LOGIC.items():
 
 
 def _register_variadic(op: str) -> None:
-    @register_gpu(op)
+    @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, *inputs, **attrs):
         if any(x is None for x in inputs) or len({_dtype(x) for x in inputs}) != 1:
             return NotImplemented
@@ -356,7 +362,7 @@ for _op in ("Sum", "Mean", "Max", "Min"):
     _register_variadic(_op)
 
 
-@register_gpu("Where", 9)
+@register("Where", 9, backend=GPU_COMPUTE)
 def where(rec, layer, cond, x, y):
     if _dtype(cond) != np.bool_ or _dtype(x) != _dtype(y) or _dtype(x) not in (np.float32, np.int32, np.int64):
         return NotImplemented
@@ -373,4 +379,77 @@ def where(rec, layer, cond, x, y):
     return out
 
 
-__all__ = ["ACTIVATIONS", "activation_expr", "binary", "broadcast_strides", "unary"]
+# -- integer ops ----------------------------------------------------------------------------------
+def _int_pair(a, b) -> bool:
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    return da in _INTS and db in _INTS
+
+
+# srem, not %: WGSL's i32 % is undefined for negative operands on NVIDIA's Vulkan driver (math.wgsl).
+_INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
+            1: "select(srem(a, b), 0, b == 0)"}
+
+
+@register("Mod", 10, backend=GPU_COMPUTE)
+@refusing
+def mod(rec, layer, a, b, *, fmod=0, **attrs):
+    """Mod: the divisor's sign (fmod=0, numpy's mod) or the dividend's (fmod=1, C fmod); x % 0 is 0
+    for integers and NaN for floats, as numpy gives."""
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    if da != db or da not in (np.float32, np.int32, np.int64):
+        return NotImplemented
+    if da != np.float32:
+        return binary(rec, a, b, _INT_MOD[int(bool(fmod))], da, layer.name)
+    a, b = _as_gpu(rec, a, f"{layer.name}:a"), _as_gpu(rec, b, f"{layer.name}:b")
+    if a.alloc is None or b.alloc is None:
+        return NotImplemented  # split over several bindings
+    out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    if len(out_shape) > MAX_RANK:
+        return NotImplemented
+    y = rec.alloc(out_shape, np.float32)
+    params = broadcast_params(a, b, out_shape)
+    rec.dispatch("compute/mod_float.wgsl", [a, b], [y], params, y.size, workgroup=256,
+                 constants={"FMOD": int(bool(fmod))})
+    return y
+
+
+@register("BitShift", 11, backend=GPU_COMPUTE)
+@refusing
+def bit_shift(rec, layer, x, y, *, direction="", **attrs):
+    """BitShift of signed integers (unsigned types cannot live on the GPU). A right shift by 31 or
+    more leaves the sign fill, which is also what the CPU kernel gives out-of-range shifts of
+    int32-range values; a left shift of int64 could leave the int32 range: CPU."""
+    if not _int_pair(x, y) or direction not in ("LEFT", "RIGHT"):
+        return NotImplemented
+    if direction == "RIGHT":
+        expr = "a >> u32(select(min(b, 31), 31, b < 0))"
+    elif x.dtype == np.int32:
+        expr = "select(a << u32(b & 31), 0, b < 0 || b >= 32)"
+    else:
+        return NotImplemented
+    return binary(rec, x, y, expr, x.dtype, layer.name)
+
+
+def _register_bitwise(op: str, expr: str) -> None:
+    @register(op, 18, backend=GPU_COMPUTE)
+    @refusing
+    def build(rec, layer, a, b, **attrs):
+        # Sign-extended int64 values in the int32 range give the same bits as their int32 storage.
+        if not _int_pair(a, b) or a.dtype != b.dtype:
+            return NotImplemented
+        return binary(rec, a, b, expr, a.dtype, layer.name)
+
+
+for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
+    _register_bitwise(_op, _expr)
+
+
+@register("BitwiseNot", 18, backend=GPU_COMPUTE)
+@refusing
+def bitwise_not(rec, layer, x, **attrs):
+    if getattr(x, "dtype", None) not in _INTS:
+        return NotImplemented
+    return unary(rec, x, "~v", [0.0] * 3)
+
+
+__all__ = ["binary", "broadcast_params", "broadcast_strides", "fused_activation", "refusing", "unary"]

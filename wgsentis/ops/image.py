@@ -271,7 +271,7 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
     return work.astype(X.dtype)
 
 
-@register("Resize", 10, host_inputs=(1,))
+@register("Resize", 10)
 def resize_10(ctx, X, scales, *, mode="nearest"):
     """Opset-10 Resize: scales only, asymmetric coordinates (the Upsample semantics)."""
     return _resize(X, scales, None, None, mode=mode, coordinate_transformation_mode="asymmetric",
@@ -279,7 +279,7 @@ def resize_10(ctx, X, scales, *, mode="nearest"):
                    antialias=0, axes=None, keep_aspect_ratio_policy="stretch")
 
 
-@register("Resize", 11, host_inputs=(1, 2, 3))
+@register("Resize", 11)
 def resize(ctx, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
            coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
            extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
@@ -302,7 +302,7 @@ def upsample_7(ctx, X, *, mode="nearest", scales=None):
     return resize_10(ctx, X, np.asarray(scales, dtype=np.float32), mode=mode)
 
 
-@register("Upsample", 9, host_inputs=(1,))
+@register("Upsample", 9)
 def upsample_9(ctx, X, scales, *, mode="nearest"):
     return resize_10(ctx, X, scales, mode=mode)
 
@@ -438,7 +438,7 @@ def grid_sample(ctx, X, grid, *, align_corners=0, mode="linear", padding_mode="z
     return _grid_sample(X, grid, mode, padding_mode, align_corners)
 
 
-@register("AffineGrid", 20, host_inputs=(1,))
+@register("AffineGrid", 20)
 def affine_grid(ctx, theta, size, *, align_corners=0):
     """Sampling grid (N, H, W, 2) or (N, D, H, W, 3) of theta applied to normalized base coordinates."""
     size = [int(s) for s in np.asarray(size).reshape(-1)]
@@ -568,7 +568,7 @@ def _iou_with(boxes: np.ndarray, i: int, others: np.ndarray) -> np.ndarray:
     return np.where(ok, inter / np.where(union > 0, union, 1.0), 0.0)
 
 
-@register("NonMaxSuppression", 10, host_inputs=(2, 3, 4))
+@register("NonMaxSuppression", 10)
 def non_max_suppression(ctx, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
                         score_threshold=None, *, center_point_box=0):
     """Greedy per-(batch, class) selection by descending score; output rows are [batch, class, box]."""

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fold_groups, loop_passes
-from wgsentis.ops.elementwise_gpu import activation_expr, broadcast_strides
-from wgsentis.ops.registry import register_gpu
+from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fold_groups, loop_passes
+from wgsentis.ops.activations import activation_expr
+from wgsentis.ops.elementwise_gpu import broadcast_strides
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 TILE_M, TILE_N = 8, 16  # outputs per invocation (see matmul.wgsl)
 GEMV_MAX_ROWS = 2  # products with at most this many rows use the 1x4-tile kernel (gemv.wgsl)
@@ -85,23 +86,6 @@ _STORE_VEC = {
 }
 
 
-# Host-side repacks of constant operands, kept alive so uploads (cached by id) stay valid.
-_REPACKED: dict[tuple, tuple[np.ndarray, Any]] = {}
-
-
-def repacked(key: tuple, source: np.ndarray, make, *more: np.ndarray) -> np.ndarray:
-    """``make()`` computed once per (key, source array[, the ``more`` arrays it also derives from]); the
-    result lives as long as the module, and so do its sources (an id is never reused for another array)."""
-    sources = (source, *more)
-    full_key = (*(id(a) for a in sources), *key)
-    hit = _REPACKED.get(full_key)
-    if hit is not None and all(a is b for a, b in zip(hit[1], sources, strict=True)):
-        return hit[0]
-    value = np.ascontiguousarray(make())
-    _REPACKED[full_key] = (value, sources)
-    return value
-
-
 # Constant operands are read through rgba32float textures where they fit: lavapipe vectorises texture
 # fetches while storage-buffer loads become per-lane scalar loops with bounds checks (1024^3 MatMul
 # with a constant B: 19 -> 31 GFLOP/s; ResNet 3x3 conv 64->64 at 56x56: 14.8 -> 9.8 ms).
@@ -123,7 +107,7 @@ def const_operand(rec, host: np.ndarray, name: str, batch: list[int] | None = No
     # storage buffers read with shader-f16), widened to f32 in registers; products accumulate in f32.
     half = rec.half_weights and cols % 4 == 0
     if USE_TEXTURES and texture:
-        mat = host if host.ndim == 2 else repacked(("tex2d",), host, lambda: host.reshape(-1, cols))
+        mat = host if host.ndim == 2 else rec.derived(("tex2d",), (host,), lambda: host.reshape(-1, cols))
         tex = rec.texture(mat, name, half=half)
         if tex is not None:
             return Operand.of_texture(tex, cols, list(batch or []))
@@ -202,7 +186,7 @@ def device_operand(rec, t: GTensor, row: int, batch: list[int], name: str) -> Op
     op = Operand(t, row, 1, batch)
     if not (USE_TEXTURES and LINEAR_OPERANDS and op.vec and t.alloc is not None and t.size % 4 == 0):
         return op
-    tex = rec.scratch_texture(1, t.size, name, linear=True)
+    tex = rec.scratch_texture(1, t.size, name)
     if tex is None:
         return op
     rec.copy_to_texture(t, tex)
@@ -299,7 +283,7 @@ def padded_cols(x: np.ndarray) -> np.ndarray:
     return out
 
 
-@register_gpu("MatMul", 1)
+@register("MatMul", 1, backend=GPU_COMPUTE)
 def matmul(rec, layer, A, B):
     """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
     if not (_f32(A) and _f32(B)) or A.ndim == 0 or B.ndim == 0:
@@ -325,10 +309,10 @@ def matmul(rec, layer, A, B):
     b_host = host_value(B) if _device(B) is None else None
     b_ncols = n
     if b_host is not None and B.ndim >= 2 and n % 4:
-        b_host = repacked(("pad",), b_host, lambda: padded_cols(b_host.astype(np.float32)))
+        b_host = rec.derived(("pad",), (b_host,), lambda: padded_cols(b_host.astype(np.float32)))
         b_ncols = b_host.shape[-1]
     elif b_host is not None and B.ndim == 1:
-        b_host = repacked(("col",), b_host, lambda: b_host.reshape(k, 1))
+        b_host = rec.derived(("col",), (b_host,), lambda: b_host.reshape(k, 1))
     a_dev, b_dev = _device(A), _device(B)
     a_host = host_value(A) if a_dev is None else None
     if (a_dev is None and a_host is None) or (b_dev is None and b_host is None):
@@ -361,7 +345,7 @@ def _fill_zero_then_act(rec, y: GTensor, layer, bias=None, bias_strides=(0, 0), 
     return y
 
 
-@register_gpu("Gemm", 7)
+@register("Gemm", 7, backend=GPU_COMPUTE)
 def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, **attrs):
     """Gemm: alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N), with a fused activation."""
     if not (_f32(A) and _f32(B)) or A.ndim != 2 or B.ndim != 2 or (C is not None and not _f32(C)):
@@ -390,7 +374,7 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
     # A: constants are repacked to (M, K) rows; a device A^T is read with strides.
     a_host = host_value(A)
     if a_host is not None:
-        a_mat = repacked(("gemmA", transA), a_host, lambda: padded_cols(a_host.T if transA else a_host))
+        a_mat = rec.derived(("gemmA", transA), (a_host,), lambda: padded_cols(a_host.T if transA else a_host))
         a_op = const_operand(rec, a_mat, f"{layer.name}:A")
     elif transA:
         a_op = Operand(A, 1, m, [])
@@ -411,7 +395,7 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
             part = b_host[c0:c1].T if transB else b_host[:, c0:c1]
             return padded_cols(np.asarray(part, np.float32))
 
-        b_mat = repacked(("gemmB", transB, c0, c1), b_host, block)
+        b_mat = rec.derived(("gemmB", transB, c0, c1), (b_host,), block)
         b_op = const_operand(rec, b_mat, f"{layer.name}:B[{c0}:{c1}]")
         gemm(rec, a_op, b_op, y, m, c1 - c0, k, y_row=n, y_col0=c0, bias=bias,
              bias_strides=bias_strides, alpha=alpha, beta=beta, act=act)
@@ -419,4 +403,4 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
 
 
 __all__ = ["IDENTITY", "MAX_TAPS", "Operand", "const_operand", "device_operand", "fused", "gemm", "host_value",
-           "padded_cols", "repacked"]
+           "padded_cols"]

@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import loop_passes
+from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.elementwise_gpu import broadcast_strides, fused_activation
-from wgsentis.ops.matmul_gpu import repacked
 from wgsentis.ops.reduce_gpu import norm_axis, row_params, row_passes
-from wgsentis.ops.registry import register_gpu
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_RANK = 6
 WG_ROWS = 256  # below this many rows ...
@@ -210,7 +209,7 @@ def _bn_affine(hosts: list[np.ndarray], epsilon: float) -> np.ndarray:
     return np.stack([a, b_ - m_ * a]).astype(np.float32)
 
 
-@register_gpu("BatchNormalization", 1)
+@register("BatchNormalization", 1, backend=GPU_COMPUTE)
 def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_test=0, spatial=1,
                         training_mode=0, **attrs):
     outputs = [o for o in layer.outputs[1:] if o]
@@ -234,7 +233,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
     grid4 = _plane_grid(n, c, inner // 4, rec.ctx.max_workgroups) if inner % 4 == 0 and not per_position else None
     if grid4 is not None and all(h is not None for h in hosts):
         # Constant parameters: fold them once on the host and run a vec4 per-channel affine pass.
-        folded = repacked(("bn_affine", float(epsilon)), hosts[0], lambda: _bn_affine(hosts, epsilon), *hosts[1:])
+        folded = rec.derived(("bn_affine", float(epsilon)), (hosts[0], *hosts[1:]), lambda: _bn_affine(hosts, epsilon))
         rec.dispatch("compute/channel_affine4.wgsl", [X, rec.upload(folded[0], f"{layer.name}:a"),
                                                        rec.upload(folded[1], f"{layer.name}:b")],
                      [y], [inner // 4, c, *act_params], grid4, workgroup=GRID_WG, subs={"ACT": act_expr})
@@ -247,7 +246,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
 
 
 # -- LayerNormalization / RMSNormalization ----------------------------------------------------------------
-@register_gpu("LayerNormalization", 17)
+@register("LayerNormalization", 17, backend=GPU_COMPUTE)
 def layer_normalization(rec, layer, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
         return NotImplemented
@@ -268,7 +267,7 @@ def layer_normalization(rec, layer, X, Scale, B=None, *, axis=-1, epsilon=1e-5, 
     return out[:n_out]
 
 
-@register_gpu("RMSNormalization", 23)
+@register("RMSNormalization", 23, backend=GPU_COMPUTE)
 def rms_normalization(rec, layer, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
         return NotImplemented
@@ -280,7 +279,7 @@ def rms_normalization(rec, layer, X, scale, *, axis=-1, epsilon=1e-5, stash_type
 
 
 # -- InstanceNormalization / GroupNormalization / MeanVarianceNormalization ------------------------------
-@register_gpu("InstanceNormalization", 1)
+@register("InstanceNormalization", 1, backend=GPU_COMPUTE)
 def instance_normalization(rec, layer, input, scale, B, *, epsilon=1e-5, **attrs):
     if not _is_gpu(input) or input.dtype != np.float32 or input.ndim < 3:
         return NotImplemented
@@ -328,17 +327,17 @@ def _group_norm(rec, layer, X, scale, bias, num_groups, epsilon, per_channel: bo
     return _normalize(rec, X, shape, {2, 3}, STAT_VAR, epsilon, gscale, gbias, strides)
 
 
-@register_gpu("GroupNormalization", 18)
+@register("GroupNormalization", 18, backend=GPU_COMPUTE)
 def group_normalization_18(rec, layer, X, scale, bias, *, epsilon=1e-5, num_groups=None, **attrs):
     return _group_norm(rec, layer, X, scale, bias, num_groups, epsilon, None)
 
 
-@register_gpu("GroupNormalization", 21)
+@register("GroupNormalization", 21, backend=GPU_COMPUTE)
 def group_normalization_21(rec, layer, X, scale, bias, *, epsilon=1e-5, num_groups=None, stash_type=1, **attrs):
     return _group_norm(rec, layer, X, scale, bias, num_groups, epsilon, True)
 
 
-@register_gpu("MeanVarianceNormalization", 9)
+@register("MeanVarianceNormalization", 9, backend=GPU_COMPUTE)
 def mean_variance_normalization(rec, layer, X, *, axes=(0, 2, 3), **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
         return NotImplemented
@@ -354,7 +353,7 @@ def mean_variance_normalization(rec, layer, X, *, axes=(0, 2, 3), **attrs):
 
 
 # -- LpNormalization / LRN --------------------------------------------------------------------------------
-@register_gpu("LpNormalization", 1)
+@register("LpNormalization", 1, backend=GPU_COMPUTE)
 def lp_normalization(rec, layer, input, *, axis=-1, p=2, **attrs):
     if not _is_gpu(input) or input.dtype != np.float32 or p not in (1, 2):
         return NotImplemented
@@ -367,7 +366,7 @@ def lp_normalization(rec, layer, input, *, axis=-1, p=2, **attrs):
     return _normalize(rec, input, input.shape, {a}, stat, 0.0)
 
 
-@register_gpu("LRN", 1)
+@register("LRN", 1, backend=GPU_COMPUTE)
 def lrn(rec, layer, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32 or X.ndim < 2 or size is None:
         return NotImplemented

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import loop_passes
+from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.pool import pool_geometry
 from wgsentis.ops.reduce_gpu import reduce_to
-from wgsentis.ops.registry import register_gpu
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 POOL_WG = 64
 _F32_NAN = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u"
@@ -114,7 +114,7 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
     return y
 
 
-@register_gpu("MaxPool", 1)
+@register("MaxPool", 1, backend=GPU_COMPUTE)
 def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None,
              storage_order=0, strides=None, **attrs):
     if not _is_gpu(X) or X.gpu_type not in ("f32", "i32"):
@@ -142,7 +142,7 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
     return y, idx
 
 
-@register_gpu("AveragePool", 1)
+@register("AveragePool", 1, backend=GPU_COMPUTE)
 def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                  kernel_shape=None, pads=None, strides=None, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
@@ -153,7 +153,7 @@ def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include
     return _window_pool(rec, X, geo, 1, include_pad=bool(count_include_pad))
 
 
-@register_gpu("LpPool", 1)
+@register("LpPool", 1, backend=GPU_COMPUTE)
 def lp_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, p=2, pads=None,
             strides=None, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
@@ -172,21 +172,21 @@ def _global(rec, X, kind: str):
     return reduce_to(rec, X, set(range(2, X.ndim)), kind, out_shape)
 
 
-@register_gpu("GlobalAveragePool", 1)
+@register("GlobalAveragePool", 1, backend=GPU_COMPUTE)
 def global_average_pool(rec, layer, X, **attrs):
     if getattr(X, "dtype", None) != np.float32:
         return NotImplemented
     return _global(rec, X, "mean")
 
 
-@register_gpu("GlobalMaxPool", 1)
+@register("GlobalMaxPool", 1, backend=GPU_COMPUTE)
 def global_max_pool(rec, layer, X, **attrs):
     if getattr(X, "dtype", None) not in (np.float32, np.int32):
         return NotImplemented
     return _global(rec, X, "max")
 
 
-@register_gpu("GlobalLpPool", 1)
+@register("GlobalLpPool", 1, backend=GPU_COMPUTE)
 def global_lp_pool(rec, layer, X, *, p=2, **attrs):
     if getattr(X, "dtype", None) != np.float32:
         return NotImplemented

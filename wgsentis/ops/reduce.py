@@ -124,7 +124,7 @@ def _make_reduce(op_type: str, kind: str, axes_input_since: int) -> None:
     reduce_attr.__doc__ = f"{op_type} with ``axes`` as an attribute."
     reduce_input.__doc__ = f"{op_type} with ``axes`` as an optional input."
     register(op_type, 1)(reduce_attr)
-    register(op_type, axes_input_since, host_inputs=(1,))(reduce_input)
+    register(op_type, axes_input_since)(reduce_input)
 
 
 _make_reduce("ReduceSum", "sum", 13)

@@ -1,5 +1,5 @@
 """gpu-compute programs of the reduce family: ReduceSum ... ReduceLogSumExp, ArgMax/ArgMin,
-Softmax/LogSoftmax/Hardmax and CumSum.
+Softmax/LogSoftmax/Hardmax.
 
 A reduction is described by *groups*: the input's dims with size-1 dims dropped and adjacent dims of
 the same kind (kept / reduced) merged, so any axis set of a rank-6 tensor fits in 3 kept and 3
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import loop_passes
-from wgsentis.ops.registry import register_gpu
+from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_GROUPS = 3
 CHUNK = 256  # elements per chunk when a reduction is split into stages
@@ -176,11 +176,11 @@ def _reduce(rec, layer, kind: str, data, axes, keepdims: int, noop_with_empty_ax
 
 
 def _register_reduce(op: str, kind: str, axes_input_since: int) -> None:
-    @register_gpu(op, 1)
+    @register(op, 1, backend=GPU_COMPUTE)
     def build_attr(rec, layer, data, *, axes=None, keepdims=1, **attrs):
         return _reduce(rec, layer, kind, data, axes, keepdims, 0)
 
-    @register_gpu(op, axes_input_since, host_inputs=(1,))
+    @register(op, axes_input_since, backend=GPU_COMPUTE, host_inputs=(1,))
     def build_input(rec, layer, data, axes=None, *, keepdims=1, noop_with_empty_axes=0, **attrs):
         listed = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
         return _reduce(rec, layer, kind, data, listed, keepdims, noop_with_empty_axes)
@@ -208,12 +208,12 @@ def _arg_reduce(rec, data, axis: int, keepdims: int, select_last_index: int, op:
     return out
 
 
-@register_gpu("ArgMax", 1)
+@register("ArgMax", 1, backend=GPU_COMPUTE)
 def arg_max(rec, layer, data, *, axis=0, keepdims=1, select_last_index=0, **attrs):
     return _arg_reduce(rec, data, axis, keepdims, select_last_index, 0)
 
 
-@register_gpu("ArgMin", 1)
+@register("ArgMin", 1, backend=GPU_COMPUTE)
 def arg_min(rec, layer, data, *, axis=0, keepdims=1, select_last_index=0, **attrs):
     return _arg_reduce(rec, data, axis, keepdims, select_last_index, 1)
 
@@ -232,7 +232,7 @@ def _softmax(rec, x, outer: int, r: int, inner: int, mode: int):
 
 
 def _register_softmax(op: str, mode: int) -> None:
-    @register_gpu(op, 1)
+    @register(op, 1, backend=GPU_COMPUTE)
     def build_v1(rec, layer, x, *, axis=1, **attrs):
         # Opset < 13: flatten to (prod(shape[:axis]), prod(shape[axis:])) and normalise each row.
         if not _is_gpu(x):
@@ -243,7 +243,7 @@ def _register_softmax(op: str, mode: int) -> None:
         axis = axis + rank if axis < 0 else axis
         return _softmax(rec, x, math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1, mode)
 
-    @register_gpu(op, 13)
+    @register(op, 13, backend=GPU_COMPUTE)
     def build(rec, layer, x, *, axis=-1, **attrs):
         if not _is_gpu(x):
             return NotImplemented
@@ -255,24 +255,6 @@ def _register_softmax(op: str, mode: int) -> None:
 
 for _op, _mode in (("Softmax", 0), ("LogSoftmax", 1), ("Hardmax", 2)):
     _register_softmax(_op, _mode)
-
-
-# -- CumSum -----------------------------------------------------------------------------------------
-@register_gpu("CumSum", 11, host_inputs=(1,))
-def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
-    # int64 sums may leave the int32 range the GPU stores them in: only float32 and int32 run here.
-    if not _is_gpu(x) or x.dtype not in (np.float32, np.int32) or x.ndim == 0:
-        return NotImplemented
-    axis = np.asarray(axis).reshape(-1)
-    a = norm_axis(axis[0], x.ndim) if axis.size == 1 else None
-    if a is None:
-        return NotImplemented  # the CPU kernel reports the error (an axis out of range, or not a scalar)
-    shape = x.shape
-    outer, r, inner = math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
-    y = rec.alloc(shape, x.dtype)
-    rec.dispatch("compute/cumsum.wgsl", [x], [y], [outer * inner, r, inner, int(bool(exclusive)), int(bool(reverse))],
-                 outer * inner, workgroup=64, subs={"T": x.gpu_type}, loops=loop_passes(r))
-    return y
 
 
 __all__ = ["groups", "norm_axis", "reduce_to", "row_params", "row_passes"]

@@ -1,22 +1,31 @@
-"""Operator registry: each op registers its numpy kernel (and FLOPs rule) by decorator, per opset.
+"""Operator registry, keyed by backend: each op family registers, by decorator and per opset, its numpy
+kernel (backend "cpu") and the program builders of the GPU backends ("gpu-compute" now, "gpu-pixel"
+next) in its own modules; ``lookup`` picks the highest version not above the model's opset.
 
 A kernel is ``fn(ctx, *inputs, **attrs)``. Inputs arrive positionally (``None`` for an omitted
 optional input), attributes as keyword-only arguments whose Python defaults are the spec's
 defaults. It returns a tuple with one entry per output when the op has several outputs, else
 the single value: an array, a list (a sequence value) or None (an empty optional).
+
+A GPU program builder is ``fn(rec, layer, *inputs, **attrs)`` (see ``GPUImpl``).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 Kernel = Callable[..., Any]
 FlopsRule = Callable[..., int]
+
+CPU = "cpu"
+GPU_COMPUTE = "gpu-compute"
+GPU_PIXEL = "gpu-pixel"
+BACKENDS = (CPU, GPU_COMPUTE, GPU_PIXEL)
 
 
 @dataclass
@@ -34,11 +43,24 @@ class OpImpl:
     # False for random ops (never constant-folded, re-run on every GPU replay); or a predicate of the
     # inputs' host values (None where unknown) for ops random only sometimes, like training Dropout.
     deterministic: bool | Callable[[list[Any]], bool] = True
-    host_only_inputs: tuple[int, ...] = ()  # inputs that must be read on the host (shapes, axes)
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
-_REGISTRY: dict[tuple[str, str], dict[int, OpImpl]] = {}
+@dataclass
+class GPUImpl:
+    """A GPU program builder: ``fn(rec, layer, *inputs, **attrs)`` records dispatches and returns the
+    outputs (GPU tensors, or host arrays for values it computes on the host). It returns
+    ``NotImplemented`` when it cannot handle these inputs (dtype, rank...); the layer then falls back
+    to the CPU kernel. ``host_inputs`` are inputs it needs as host arrays (shapes, axes)."""
+
+    op_type: str
+    domain: str
+    since: int
+    build: Callable[..., Any]
+    host_inputs: tuple[int, ...] = ()
+
+
+# backend -> (domain, op_type) -> since -> implementation (OpImpl for "cpu", GPUImpl for the others)
+_REGISTRY: dict[str, dict[tuple[str, str], dict[int, Any]]] = {backend: {} for backend in BACKENDS}
 _FLOPS: dict[str, FlopsRule] = {}
 
 
@@ -49,28 +71,51 @@ def is_deterministic(impl: OpImpl, host_args: list[Any]) -> bool:
     return impl.deterministic
 
 
-def register(op_type: str, since: int = 1, domain: str = "", *,
+def _check_backend(backend: str) -> None:
+    if backend not in _REGISTRY:
+        raise ValueError(f"unknown backend {backend!r} (expected one of {', '.join(BACKENDS)})")
+
+
+def register(op_type: str, since: int = 1, domain: str = "", *, backend: str = CPU,
              deterministic: bool | Callable[[list[Any]], bool] = True,
              host_inputs: tuple[int, ...] = ()) -> Callable[[Kernel], Kernel]:
-    """Register ``fn`` as the kernel of ``op_type`` from opset ``since`` on (for ``domain``)."""
+    """Register ``fn`` for ``op_type`` from opset ``since`` on (for ``domain``) on ``backend``: the numpy
+    kernel for "cpu" (``deterministic``: False or a predicate for random ops), else that backend's
+    program builder (``host_inputs``: the inputs it needs as host arrays). Returns ``fn`` unchanged."""
+    _check_backend(backend)
+    domain = _normalize_domain(domain)
+    if backend == CPU and host_inputs:
+        raise ValueError(f"{op_type}: host_inputs applies to GPU program builders, not to CPU kernels")
+    if backend != CPU and deterministic is not True:
+        raise ValueError(f"{op_type}: whether an op is deterministic is told by its CPU kernel's registration")
 
     def wrap(fn: Kernel) -> Kernel:
-        sig = inspect.signature(fn)
-        params = list(sig.parameters.values())[1:]  # drop ctx
-        attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
-        impl = OpImpl(
-            op_type=op_type, domain=domain, since=since, kernel=fn, attr_names=attr_names,
-            takes_any_attr=any(p.kind is p.VAR_KEYWORD for p in params),
-            min_inputs=sum(1 for p in positional if p.default is p.empty),
-            max_inputs=None if variadic else len(positional),
-            deterministic=deterministic, host_only_inputs=host_inputs,
-        )
-        _REGISTRY.setdefault((domain, op_type), {})[since] = impl
+        impl: OpImpl | GPUImpl
+        if backend == CPU:
+            impl = _cpu_impl(op_type, since, domain, fn, deterministic)
+        else:
+            impl = GPUImpl(op_type, domain, since, fn, tuple(host_inputs))
+        _REGISTRY[backend].setdefault((domain, op_type), {})[since] = impl
         return fn
 
     return wrap
+
+
+def _cpu_impl(op_type: str, since: int, domain: str, fn: Kernel,
+              deterministic: bool | Callable[[list[Any]], bool]) -> OpImpl:
+    """The OpImpl of numpy kernel ``fn``: attribute names and input counts read from its signature."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())[1:]  # drop ctx
+    attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+    return OpImpl(
+        op_type=op_type, domain=domain, since=since, kernel=fn, attr_names=attr_names,
+        takes_any_attr=any(p.kind is p.VAR_KEYWORD for p in params),
+        min_inputs=sum(1 for p in positional if p.default is p.empty),
+        max_inputs=None if variadic else len(positional),
+        deterministic=deterministic,
+    )
 
 
 def register_flops(*op_types: str) -> Callable[[FlopsRule], FlopsRule]:
@@ -88,18 +133,21 @@ def _normalize_domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
-def lookup(op_type: str, domain: str, opset: int) -> OpImpl | None:
-    """The implementation with the highest ``since`` not above ``opset``, or None."""
-    versions = _REGISTRY.get((_normalize_domain(domain), op_type))
+def lookup(op_type: str, domain: str, opset: int, backend: str = CPU) -> Any:
+    """The implementation of ``op_type`` on ``backend`` with the highest ``since`` not above ``opset``
+    (an OpImpl for "cpu", a GPUImpl for a GPU backend), or None."""
+    _check_backend(backend)
+    versions = _REGISTRY[backend].get((_normalize_domain(domain), op_type))
     if not versions:
         return None
     eligible = [v for v in versions if v <= opset]
     return versions[max(eligible)] if eligible else None
 
 
-def supported_ops() -> dict[tuple[str, str], list[int]]:
-    """Every registered (domain, op_type) with its registered ``since`` versions."""
-    return {key: sorted(v) for key, v in _REGISTRY.items()}
+def supported_ops(backend: str = CPU) -> dict[tuple[str, str], list[int]]:
+    """Every (domain, op_type) registered on ``backend`` with its registered ``since`` versions."""
+    _check_backend(backend)
+    return {key: sorted(v) for key, v in _REGISTRY[backend].items()}
 
 
 def flops_of(layer: Any, in_shapes: list[tuple[int, ...] | None], out_shapes: list[tuple[int, ...] | None]) -> int:
@@ -109,42 +157,3 @@ def flops_of(layer: Any, in_shapes: list[tuple[int, ...] | None], out_shapes: li
         return int(rule(layer, in_shapes, out_shapes))
     first = out_shapes[0] if out_shapes else None
     return int(np.prod(first)) if first is not None else 0
-
-
-# -- GPU programs ---------------------------------------------------------------------------------
-@dataclass
-class GPUImpl:
-    """A GPU program builder: ``fn(rec, layer, *inputs, **attrs)`` records dispatches and returns the
-    outputs (GPU tensors, or host arrays for values it computes on the host). It returns
-    ``NotImplemented`` when it cannot handle these inputs (dtype, rank...); the layer then falls back
-    to the CPU kernel. ``host_inputs`` are inputs it needs as host arrays (shapes, axes)."""
-
-    op_type: str
-    domain: str
-    since: int
-    build: Callable[..., Any]
-    host_inputs: tuple[int, ...] = ()
-
-
-_GPU_REGISTRY: dict[tuple[str, str], dict[int, GPUImpl]] = {}
-
-
-def register_gpu(op_type: str, since: int = 1, domain: str = "", *,
-                 host_inputs: tuple[int, ...] = ()) -> Callable[[Kernel], Kernel]:
-    """Register a gpu-compute program builder for ``op_type`` from opset ``since`` on."""
-
-    def wrap(fn: Kernel) -> Kernel:
-        _GPU_REGISTRY.setdefault((domain, op_type), {})[since] = GPUImpl(op_type, domain, since, fn, host_inputs)
-        return fn
-
-    return wrap
-
-
-def lookup_gpu(op_type: str, domain: str, opset: int) -> GPUImpl | None:
-    """The GPU builder with the highest ``since`` not above ``opset``, or None."""
-    versions = _GPU_REGISTRY.get((_normalize_domain(domain), op_type))
-    if not versions:
-        return None
-    eligible = [v for v in versions if v <= opset]
-    return versions[max(eligible)] if eligible else None
-

@@ -13,73 +13,27 @@ from collections.abc import Callable
 
 import numpy as np
 
+from wgsentis.ops.activations import rnn_activations
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
 
-Activation = Callable[[np.ndarray], np.ndarray]
+ActivationFn = Callable[[np.ndarray], np.ndarray]
+
+# The spec's default `activations` of one direction of each op (f; f, g; f, g, h).
+DEFAULT_ACTIVATIONS: dict[str, list[str]] = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                                             "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # Stable for large |x|: exp only of non-positive numbers.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+def _activations(names, alphas, betas, defaults: list[str], num_directions: int) -> list[list[ActivationFn]]:
+    """Per-direction activation functions (the records of activations.py by their RNN names); alpha/beta
+    values are consumed in order by the functions using them."""
 
+    def bind(act, attrs) -> ActivationFn:
+        return lambda x: act.kernel(x, **attrs)
 
-def _make_activation(name: str, alpha: float | None, beta: float | None) -> Activation:
-    key = name.lower()
-    if key == "tanh":
-        return np.tanh
-    if key == "sigmoid":
-        return _sigmoid
-    if key == "relu":
-        return lambda x: np.maximum(x, 0)
-    if key == "affine":
-        a, b = (1.0 if alpha is None else alpha), (0.0 if beta is None else beta)
-        return lambda x: x * x.dtype.type(a) + x.dtype.type(b)
-    if key == "leakyrelu":
-        a = 0.01 if alpha is None else alpha
-        return lambda x: np.where(x >= 0, x, x * x.dtype.type(a))
-    if key == "thresholdedrelu":
-        a = 1.0 if alpha is None else alpha
-        return lambda x: np.where(x > a, x, 0).astype(x.dtype, copy=False)
-    if key == "scaledtanh":
-        a, b = (1.0 if alpha is None else alpha), (1.0 if beta is None else beta)
-        return lambda x: np.tanh(x * x.dtype.type(b)) * x.dtype.type(a)
-    if key == "hardsigmoid":
-        a, b = (0.2 if alpha is None else alpha), (0.5 if beta is None else beta)
-        return lambda x: np.clip(x * x.dtype.type(a) + x.dtype.type(b), 0, 1)
-    if key == "elu":
-        a = 1.0 if alpha is None else alpha
-        return lambda x: np.where(x >= 0, x, (np.exp(np.minimum(x, 0)) - 1) * x.dtype.type(a))
-    if key == "softsign":
-        return lambda x: x / (1 + np.abs(x))
-    if key == "softplus":
-        return lambda x: np.logaddexp(x, x.dtype.type(0))
-    raise ValueError(f"unsupported RNN activation {name!r}")
-
-
-_USES_ALPHA = {"affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid", "elu"}
-_USES_BETA = {"affine", "scaledtanh", "hardsigmoid"}
-
-
-def _activations(names, alphas, betas, defaults: list[str], num_directions: int) -> list[list[Activation]]:
-    """Per-direction activation lists; alpha/beta values are consumed in order by the functions using them."""
-    per_dir = len(defaults)
-    names = list(names) if names else defaults * num_directions
-    if len(names) == per_dir and num_directions == 2:
-        names = names * 2
-    if len(names) != per_dir * num_directions:
-        raise ValueError(f"expected {per_dir * num_directions} activations, got {names}")
-    alphas = list(alphas or [])
-    betas = list(betas or [])
-    funcs = []
-    for name in names:
-        key = name.lower()
-        alpha = alphas.pop(0) if key in _USES_ALPHA and alphas else None
-        beta = betas.pop(0) if key in _USES_BETA and betas else None
-        funcs.append(_make_activation(name, alpha, beta))
-    return [funcs[d * per_dir:(d + 1) * per_dir] for d in range(num_directions)]
+    return [[bind(act, attrs) for act, attrs in per_dir]
+            for per_dir in rnn_activations(names, alphas, betas, defaults, num_directions)]
 
 
 class _Setup:
@@ -174,7 +128,8 @@ def rnn(ctx, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_
         output_sequence=0):
     """Simple RNN: H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb)."""
     s = _Setup(X, W, R, B, sequence_lens, initial_h, direction, layout, hidden_size, 1)
-    funcs = _activations(activations, activation_alpha, activation_beta, ["Tanh"], s.num_directions)
+    funcs = _activations(activations, activation_alpha, activation_beta, DEFAULT_ACTIVATIONS["RNN"],
+                         s.num_directions)
     clip_fn = _clipper(clip)
     ys, finals = [], []
     for d in range(s.num_directions):
@@ -203,7 +158,8 @@ def gru(ctx, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_
         linear_before_reset=0, output_sequence=0):
     """GRU with gates [z, r, h]; linear_before_reset applies r after the recurrent product."""
     s = _Setup(X, W, R, B, sequence_lens, initial_h, direction, layout, hidden_size, 3)
-    funcs = _activations(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh"], s.num_directions)
+    funcs = _activations(activations, activation_alpha, activation_beta, DEFAULT_ACTIVATIONS["GRU"],
+                         s.num_directions)
     clip_fn = _clipper(clip)
     hs = s.hidden
     ys, finals = [], []
@@ -245,7 +201,7 @@ def lstm(ctx, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=Non
          hidden_size=None, input_forget=0, layout=0, output_sequence=0):
     """LSTM with gates [i, o, f, c], optional peepholes P [i, o, f] and coupled input/forget gates."""
     s = _Setup(X, W, R, B, sequence_lens, initial_h, direction, layout, hidden_size, 4)
-    funcs = _activations(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh", "Tanh"],
+    funcs = _activations(activations, activation_alpha, activation_beta, DEFAULT_ACTIVATIONS["LSTM"],
                          s.num_directions)
     clip_fn = _clipper(clip)
     hs = s.hidden

@@ -15,25 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import loop_passes
-from wgsentis.ops.registry import register_gpu
-from wgsentis.ops.rnn import _USES_ALPHA, _USES_BETA
-
-# activation name (lower case) -> (WGSL expression of `v` with `alpha` / `beta`, default alpha, beta),
-# with the CPU kernel's (rnn._make_activation) formulas and defaults.
-_ACTS: dict[str, tuple[str, float, float]] = {
-    "relu": ("max(v, 0.0)", 0.0, 0.0),
-    "tanh": ("tanh_safe(v)", 0.0, 0.0),
-    "sigmoid": ("1.0 / (1.0 + exp(-v))", 0.0, 0.0),
-    "affine": ("v * alpha + beta", 1.0, 0.0),
-    "leakyrelu": ("select(v * alpha, v, v >= 0.0)", 0.01, 0.0),
-    "thresholdedrelu": ("select(0.0, v, v > alpha)", 1.0, 0.0),
-    "scaledtanh": ("tanh_safe(v * beta) * alpha", 1.0, 1.0),
-    "hardsigmoid": ("clamp(v * alpha + beta, 0.0, 1.0)", 0.2, 0.5),
-    "elu": ("select((exp(min(v, 0.0)) - 1.0) * alpha, v, v >= 0.0)", 1.0, 0.0),
-    "softsign": ("v / (1.0 + abs(v))", 0.0, 0.0),
-    "softplus": ("softplus(v)", 0.0, 0.0),
-}
+from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.ops.activations import rnn_activations
+from wgsentis.ops.registry import GPU_COMPUTE, register
+from wgsentis.ops.rnn import DEFAULT_ACTIVATIONS
 
 # Step-kernel flags (see wgsl/compute/rnn_common.wgsl).
 F_BIAS, F_LENS, F_H0_ZERO, F_C0_ZERO, F_Y, F_CLIP, F_VARIANT, F_PEEP = (1 << k for k in range(8))
@@ -44,49 +29,26 @@ _ZERO_F = np.zeros(4, np.float32)
 _ZERO_I = np.zeros(4, np.int32)
 
 _CELLS = {  # op -> (gates, default activations, step shader, storage bindings of the step)
-    "RNN": (1, ["Tanh"], "compute/rnn_cell.wgsl", 7),
-    "GRU": (3, ["Sigmoid", "Tanh"], "compute/rnn_gru.wgsl", 8),
-    "LSTM": (4, ["Sigmoid", "Tanh", "Tanh"], "compute/rnn_lstm.wgsl", 10),
+    "RNN": (1, DEFAULT_ACTIVATIONS["RNN"], "compute/rnn_cell.wgsl", 7),
+    "GRU": (3, DEFAULT_ACTIVATIONS["GRU"], "compute/rnn_gru.wgsl", 8),
+    "LSTM": (4, DEFAULT_ACTIVATIONS["LSTM"], "compute/rnn_lstm.wgsl", 10),
 }
 _GRU_WG = 64
 
-# Host-side repacks of constant weights (W^T, R^T), kept alive with their source so that uploads, cached
-# by the array's id, stay valid.
-_REPACKED: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _repacked(kind: str, source: np.ndarray, make) -> np.ndarray:
-    """``make()`` computed once per (source array, kind)."""
-    hit = _REPACKED.get((id(source), kind))
-    if hit is not None and hit[1] is source:
-        return hit[0]
-    value = np.ascontiguousarray(make())
-    _REPACKED[(id(source), kind)] = (value, source)
-    return value
-
-
 def _activations(names, alphas, betas, defaults: list[str], dirs: int) -> list[list[tuple[str, float, float]]] | None:
-    """Per-direction (expression, alpha, beta) lists, consuming alpha/beta values in order like the CPU
-    kernel; None where the CPU kernel would refuse (or an activation is unknown here)."""
-    per_dir = len(defaults)
-    names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names else defaults * dirs
-    if len(names) == per_dir and dirs == 2:
-        names = names * 2
-    if len(names) != per_dir * dirs:
+    """Per-direction (WGSL expression, alpha, beta) lists from the records of activations.py, alpha/beta
+    values consumed in order as by the CPU kernel; None where the CPU kernel would refuse."""
+    try:
+        per_dir = rnn_activations(names, alphas, betas, defaults, dirs)
+    except ValueError:
         return None
-    alphas, betas = list(alphas or []), list(betas or [])
     funcs = []
-    for name in names:
-        key = name.lower()
-        if key not in _ACTS:
-            return None
-        expr, alpha, beta = _ACTS[key]
-        if key in _USES_ALPHA and alphas:
-            alpha = alphas.pop(0)
-        if key in _USES_BETA and betas:
-            beta = betas.pop(0)
-        funcs.append((expr, float(alpha), float(beta)))
-    return [funcs[d * per_dir:(d + 1) * per_dir] for d in range(dirs)]
+    for acts in per_dir:
+        funcs.append([])
+        for act, attrs in acts:
+            expr, (alpha, beta, _) = act.expression(attrs)  # the step kernels bind alpha and beta only
+            funcs[-1].append((expr, alpha, beta))
+    return funcs
 
 
 def _is_f32(t: Any) -> bool:
@@ -138,11 +100,11 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     # the projection dispatch (R).
     w_const, r_const = isinstance(W, np.ndarray), isinstance(R, np.ndarray)
     if w_const:
-        w = _flat(rec, _repacked("WT", W, lambda: W.reshape(dirs * gh, inp).T), f"{name}:W^T")
+        w = _flat(rec, rec.derived(("WT",), (W,), lambda: W.reshape(dirs * gh, inp).T), f"{name}:W^T")
     else:
         w = _flat(rec, W, f"{name}:W")
     if r_const:
-        rt = _flat(rec, _repacked("RT", R, lambda: R.transpose(0, 2, 1)), f"{name}:R^T")
+        rt = _flat(rec, rec.derived(("RT",), (R,), lambda: R.transpose(0, 2, 1)), f"{name}:R^T")
         r = zero
     else:
         r = _flat(rec, R, f"{name}:R")
@@ -246,7 +208,7 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     return tuple(results[:n]) if n > 1 else results[0]
 
 
-@register_gpu("RNN", 1)
+@register("RNN", 1, backend=GPU_COMPUTE)
 def rnn(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
         activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
         **attrs):
@@ -256,7 +218,7 @@ def rnn(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, acti
                 clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=0)
 
 
-@register_gpu("GRU", 1)
+@register("GRU", 1, backend=GPU_COMPUTE)
 def gru(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
         activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
         linear_before_reset=0, **attrs):
@@ -267,7 +229,7 @@ def gru(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, acti
                 variant=linear_before_reset)
 
 
-@register_gpu("LSTM", 1)
+@register("LSTM", 1, backend=GPU_COMPUTE)
 def lstm(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
          activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
          hidden_size=None, input_forget=0, layout=0, **attrs):

@@ -57,13 +57,13 @@ def _dft(x: np.ndarray, dft_length, axis: int, inverse: int, onesided: int) -> n
     return _from_complex(spectrum, x.dtype)
 
 
-@register("DFT", 17, host_inputs=(1,))
+@register("DFT", 17)
 def dft_17(ctx, input, dft_length=None, *, axis=1, inverse=0, onesided=0):
     """Discrete Fourier transform along ``axis`` (an attribute until opset 20)."""
     return _dft(input, dft_length, axis, inverse, onesided)
 
 
-@register("DFT", 20, host_inputs=(1, 2))
+@register("DFT", 20)
 def dft_20(ctx, input, dft_length=None, axis=None, *, inverse=0, onesided=0):
     """Discrete Fourier transform along ``axis`` (an optional scalar input, default -2)."""
     axis_value = -2 if axis is None else int(np.asarray(axis).reshape(-1)[0])
@@ -81,7 +81,7 @@ def _fft_flops(layer, in_shapes, out_shapes):
     return int(5 * n * np.log2(n) * vectors)
 
 
-@register("STFT", 17, host_inputs=(1, 3))
+@register("STFT", 17)
 def stft(ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1):
     """Short-time Fourier transform of (B, L, 1|2) -> (B, frames, bins, 2)."""
     step = int(np.asarray(frame_step).reshape(-1)[0])
@@ -116,14 +116,14 @@ def _window_positions(size, periodic: int) -> tuple[np.ndarray, int]:
     return np.arange(n, dtype=np.float64), max(denominator, 1)
 
 
-@register("HannWindow", 17, host_inputs=(0,))
+@register("HannWindow", 17)
 def hann_window(ctx, size, *, output_datatype=1, periodic=1):
     positions, denom = _window_positions(size, periodic)
     window = 0.5 - 0.5 * np.cos(2 * np.pi * positions / denom)
     return window.astype(ONNX_TO_NUMPY[int(output_datatype)])
 
 
-@register("HammingWindow", 17, host_inputs=(0,))
+@register("HammingWindow", 17)
 def hamming_window(ctx, size, *, output_datatype=1, periodic=1):
     positions, denom = _window_positions(size, periodic)
     a0 = 25 / 46
@@ -131,7 +131,7 @@ def hamming_window(ctx, size, *, output_datatype=1, periodic=1):
     return window.astype(ONNX_TO_NUMPY[int(output_datatype)])
 
 
-@register("BlackmanWindow", 17, host_inputs=(0,))
+@register("BlackmanWindow", 17)
 def blackman_window(ctx, size, *, output_datatype=1, periodic=1):
     positions, denom = _window_positions(size, periodic)
     window = (0.42 - 0.5 * np.cos(2 * np.pi * positions / denom)
@@ -139,7 +139,7 @@ def blackman_window(ctx, size, *, output_datatype=1, periodic=1):
     return window.astype(ONNX_TO_NUMPY[int(output_datatype)])
 
 
-@register("MelWeightMatrix", 17, host_inputs=(0, 1, 2, 3, 4))
+@register("MelWeightMatrix", 17)
 def mel_weight_matrix(ctx, num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz, *,
                       output_datatype=1):
     """(dft_length // 2 + 1, num_mel_bins) triangular filters evenly spaced on the mel scale."""

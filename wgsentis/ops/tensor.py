@@ -131,7 +131,7 @@ def constant(ctx, *, value=None, value_float=None, value_floats=None, value_int=
     raise ValueError("Constant has no value attribute")
 
 
-@register("ConstantOfShape", 9, host_inputs=(0,))
+@register("ConstantOfShape", 9)
 def constant_of_shape(ctx, shape, *, value=None):
     dims = _ints(shape)
     if any(d < 0 for d in dims):
@@ -178,12 +178,12 @@ def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
     return data.reshape(_reshape_target(data.shape, list(shape), 0))
 
 
-@register("Reshape", 5, host_inputs=(1,))
+@register("Reshape", 5)
 def reshape_v5(ctx, data, shape):
     return data.reshape(_reshape_target(data.shape, _ints(shape), 0))
 
 
-@register("Reshape", 14, host_inputs=(1,))
+@register("Reshape", 14)
 def reshape(ctx, data, shape, *, allowzero=0):
     return data.reshape(_reshape_target(data.shape, _ints(shape), allowzero))
 
@@ -212,7 +212,7 @@ def squeeze_v1(ctx, data, *, axes=None):
     return _squeeze(data, axes)
 
 
-@register("Squeeze", 13, host_inputs=(1,))
+@register("Squeeze", 13)
 def squeeze(ctx, data, axes=None):
     return _squeeze(data, None if axes is None else _ints(axes))
 
@@ -231,7 +231,7 @@ def unsqueeze_v1(ctx, data, *, axes=None):
     return _unsqueeze(data, axes)
 
 
-@register("Unsqueeze", 13, host_inputs=(1,))
+@register("Unsqueeze", 13)
 def unsqueeze(ctx, data, axes):
     return _unsqueeze(data, _ints(axes))
 
@@ -312,12 +312,12 @@ def split_v2(ctx, x, *, axis=0, split=None):
     return _split(x, axis, None if split is None else list(split), ctx.num_outputs)
 
 
-@register("Split", 13, host_inputs=(1,))
+@register("Split", 13)
 def split_v13(ctx, x, split=None, *, axis=0):
     return _split(x, axis, None if split is None else _ints(split), ctx.num_outputs)
 
 
-@register("Split", 18, host_inputs=(1,))
+@register("Split", 18)
 def split_v18(ctx, x, split=None, *, axis=0, num_outputs=None):
     if split is not None and num_outputs is not None:
         raise ValueError("Split: give either the 'split' input or 'num_outputs', not both")
@@ -359,7 +359,7 @@ def slice_v1(ctx, data, *, starts=None, ends=None, axes=None):
     return _slice(data, list(starts), list(ends), axes, None)
 
 
-@register("Slice", 10, host_inputs=(1, 2, 3, 4))
+@register("Slice", 10)
 def slice_(ctx, data, starts, ends, axes=None, steps=None):
     return _slice(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
                   None if steps is None else _ints(steps))
@@ -479,20 +479,20 @@ def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode
 # -- broadcasting, tiling, padding ----------------------------------------------------------------
 
 
-@register("Expand", 8, host_inputs=(1,))
+@register("Expand", 8)
 def expand(ctx, x, shape):
     target = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
     return np.array(np.broadcast_to(x, target))
 
 
-@register("Tile", 1, host_inputs=(1, 2))
+@register("Tile", 1)
 def tile_v1(ctx, x, tiles, axis):
     reps = [1] * x.ndim
     reps[_axis(_scalar(axis), x.ndim)] = _scalar(tiles)
     return np.tile(x, reps)
 
 
-@register("Tile", 6, host_inputs=(1,))
+@register("Tile", 6)
 def tile(ctx, x, repeats):
     reps = _ints(repeats)
     if len(reps) != x.ndim:
@@ -550,17 +550,17 @@ def pad_v2(ctx, data, *, mode="constant", pads=None, value=0.0):
     return _pad(data, list(pads), mode, value, None)
 
 
-@register("Pad", 11, host_inputs=(1,))
+@register("Pad", 11)
 def pad_v11(ctx, data, pads, constant_value=None, *, mode="constant"):
     return _pad(data, _ints(pads), mode, constant_value, None)
 
 
-@register("Pad", 18, host_inputs=(1, 3))
+@register("Pad", 18)
 def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
     return _pad(data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
 
 
-@register("CenterCropPad", 18, host_inputs=(1,))
+@register("CenterCropPad", 18)
 def center_crop_pad(ctx, input_data, shape, *, axes=None):
     """Crop (window start rounded down) or zero-pad (extra pixel on the right) each axis to ``shape``."""
     rank = input_data.ndim
@@ -588,12 +588,12 @@ def center_crop_pad(ctx, input_data, shape, *, axes=None):
 # -- generators -------------------------------------------------------------------------------
 
 
-@register("Range", 11, host_inputs=(0, 1, 2))
+@register("Range", 11)
 def range_v11(ctx, start, limit, delta):
     return range_(ctx, start, limit, delta)
 
 
-@register("Range", 27, host_inputs=(0, 1, 2))
+@register("Range", 27)
 def range_(ctx, start, limit, delta, *, stash_type=1):
     dtype = np.asarray(start).dtype
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
@@ -616,7 +616,7 @@ def eye_like(ctx, x, *, dtype=None, k=0):
     return np.eye(x.shape[0], x.shape[1], k=k, dtype=out_dtype)
 
 
-@register("OneHot", 9, host_inputs=(1,))
+@register("OneHot", 9)
 def one_hot(ctx, indices, depth, values, *, axis=-1):
     depth = int(np.asarray(depth).reshape(-1)[0])
     values = np.asarray(values).reshape(-1)
@@ -632,7 +632,7 @@ def one_hot(ctx, indices, depth, values, *, axis=-1):
     return np.where(mask, values[1], values[0]).astype(values.dtype)
 
 
-@register("Trilu", 14, host_inputs=(1,))
+@register("Trilu", 14)
 def trilu(ctx, x, k=None, *, upper=1):
     shift = 0 if k is None else _scalar(k)
     if x.ndim < 2:
@@ -686,12 +686,12 @@ def top_k_v1(ctx, x, *, axis=-1, k=None):
     return _top_k(x, k, axis, 1)
 
 
-@register("TopK", 10, host_inputs=(1,))
+@register("TopK", 10)
 def top_k_v10(ctx, x, K, *, axis=-1):
     return _top_k(x, _scalar(K), axis, 1)
 
 
-@register("TopK", 11, host_inputs=(1,))
+@register("TopK", 11)
 def top_k(ctx, x, K, *, axis=-1, largest=1, sorted=1):
     # Unsorted output may be in any order; sorted is as good as any.
     return _top_k(x, _scalar(K), axis, largest)
@@ -740,12 +740,12 @@ def _cumulative(x: np.ndarray, axis, exclusive: int, reverse: int, op: np.ufunc,
     return np.ascontiguousarray(np.flip(out, axis)) if reverse else out
 
 
-@register("CumSum", 11, host_inputs=(1,))
+@register("CumSum", 11)
 def cum_sum(ctx, x, axis, *, exclusive=0, reverse=0):
     return _cumulative(x, axis, exclusive, reverse, np.add, 0)
 
 
-@register("CumProd", 26, host_inputs=(1,))
+@register("CumProd", 26)
 def cum_prod(ctx, x, axis, *, exclusive=0, reverse=0):
     return _cumulative(x, axis, exclusive, reverse, np.multiply, 1)
 
@@ -815,7 +815,7 @@ def reverse_sequence(ctx, x, sequence_lens, *, batch_axis=1, time_axis=0):
     return out
 
 
-@register("Col2Im", 18, host_inputs=(1, 2))
+@register("Col2Im", 18)
 def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
     """Sum sliding blocks (N, C*prod(block), L) back into an image (N, C, *image_shape)."""
     image = _ints(image_shape)

@@ -1,52 +1,45 @@
-"""gpu-compute programs of the tensor family: views (Reshape, Flatten, Squeeze, Unsqueeze, Dropout),
-copies through one generic strided kernel (Transpose, Concat, Split, Slice, Expand, Tile,
-DepthToSpace, SpaceToDepth), Pad, gathers and scatters, generators (ConstantOfShape, EyeLike, Range,
-OneHot, Trilu), Cast / CastLike, Resize / Upsample, and the integer elementwise ops the elementwise
-family leaves out (Mod, BitShift, Bitwise*, integer Sign and Clip).
+"""gpu-compute programs of the tensor family: views (Identity, Reshape, Flatten, Squeeze, Unsqueeze),
+copies through one generic strided kernel (Transpose, Concat, Split, Slice, Expand, Tile, DepthToSpace,
+SpaceToDepth), Pad, gathers and scatters, generators (ConstantOfShape, EyeLike, Range, OneHot, Trilu)
+and CumSum. Its public helpers (device tensors, strided copies, fills) also serve the cast, image and
+dropout families' programs (cast_gpu.py, image_gpu.py, dropout_gpu.py).
 
-Semantics mirror the numpy kernels in tensor.py, image.py, cast.py and elementwise.py; where a
-value must be checked or computed on the host (shapes, axes, pads, Resize's tap tables) the
-planner hands it over as a host array, and anything the GPU cannot reproduce exactly returns
-``NotImplemented`` so the layer falls back to the CPU kernel.
+Semantics mirror the numpy kernels in tensor.py; where a value must be checked or computed on the host
+(shapes, axes, pads) the planner hands it over as a host array, and anything the GPU cannot reproduce
+exactly returns ``NotImplemented`` so the layer falls back to the CPU kernel.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu_compute import loop_passes
+from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops import image as _image
 from wgsentis.ops import tensor as _tensor
-from wgsentis.ops.cast import _onnx_type
-from wgsentis.ops.elementwise_gpu import binary, broadcast_params, unary
-from wgsentis.ops.registry import lookup_gpu, register_gpu
+from wgsentis.ops.elementwise_gpu import refusing
+from wgsentis.ops.reduce_gpu import norm_axis
+from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_RANK = 6
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
-_STORAGE = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.int64): "i32",
-            np.dtype(np.bool_): "u32"}
+# dtype -> WGSL storage type (int64 is stored as int32 values)
+STORAGE = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.int64): "i32",
+           np.dtype(np.bool_): "u32"}
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 # -- helpers ------------------------------------------------------------------------------------
 def gpu(op: str, since: int = 1, host_inputs: tuple[int, ...] = ()):
-    """``register_gpu`` whose builder answers NotImplemented where the CPU kernel would raise
-    (bad axes, shapes, sizes): the layer falls back and the CPU kernel reports its own error."""
+    """``register(op, since, backend="gpu-compute")`` of a tensor-family builder, made ``refusing``: it
+    answers NotImplemented where the CPU kernel would raise (bad axes, shapes, sizes), so the layer falls
+    back and the CPU kernel reports its own error."""
 
     def wrap(fn):
-        @functools.wraps(fn)
-        def build(rec, layer, *inputs, **attrs):
-            try:
-                return fn(rec, layer, *inputs, **attrs)
-            except (ValueError, IndexError, OverflowError):
-                return NotImplemented
-
-        register_gpu(op, since, host_inputs=host_inputs)(build)
+        build = refusing(fn)
+        register(op, since, backend=GPU_COMPUTE, host_inputs=host_inputs)(build)
         return build
 
     return wrap
@@ -56,18 +49,18 @@ def _is_gpu(t: Any) -> bool:
     return hasattr(t, "alloc") and hasattr(t, "gpu_type")
 
 
-def _dev(rec, t: Any, name: str = ""):
+def device_tensor(rec, t: Any, name: str = ""):
     """``t`` as a bindable device tensor (host arrays are uploaded once), or None when it cannot be
     one (a dtype the GPU lacks, a tensor split into chunks above the binding limit)."""
     if _is_gpu(t):
         return t if t.alloc is not None else None
-    if isinstance(t, np.ndarray) and t.dtype in _STORAGE:
+    if isinstance(t, np.ndarray) and t.dtype in STORAGE:
         g = rec.upload(t, name)
         return g if g.alloc is not None else None
     return None
 
 
-def _strides(shape) -> list[int]:
+def row_strides(shape) -> list[int]:
     """Row-major element strides of ``shape``."""
     out, acc = [0] * len(shape), 1
     for a in range(len(shape) - 1, -1, -1):
@@ -76,11 +69,12 @@ def _strides(shape) -> list[int]:
     return out
 
 
-def _pad6(values, fill: int = 1) -> list[int]:
+def pad6(values, fill: int = 1) -> list[int]:
+    """``values`` as ints, padded with ``fill`` to the kernels' MAX_RANK entries."""
     return [int(v) for v in values] + [fill] * (MAX_RANK - len(values))
 
 
-def _bits(value, dtype) -> int:
+def storage_bits(value, dtype) -> int:
     """The 32-bit storage pattern of one ``value`` of logical ``dtype``."""
     dtype = np.dtype(dtype)
     if dtype == np.float32:
@@ -116,15 +110,15 @@ def _copy_axes(shape, in_strides, out_strides, mods=None):
     return axes if len(axes) <= MAX_RANK else None
 
 
-def _dispatch_copy(rec, x, y, axes, in_base: int = 0, out_base: int = 0) -> None:
+def dispatch_copy(rec, x, y, axes, in_base: int = 0, out_base: int = 0) -> None:
     """Record the strided copy of ``axes`` (from ``_copy_axes``) from x into y."""
     n = math.prod(a[0] for a in axes)
     tile = int(any(a[3] for a in axes))
     # In the TILE pipeline every axis takes its modulo: the untiled ones by their own size.
     mods = [a[3] or a[0] for a in axes] if tile else [0] * len(axes)
-    params = [n, len(axes), in_base, out_base, *_pad6([a[0] for a in axes]), *_pad6([a[1] for a in axes], 0),
-              *_pad6([a[2] for a in axes], 0), *_pad6(mods, 1)]
-    linear = _strides([a[0] for a in axes])
+    params = [n, len(axes), in_base, out_base, *pad6([a[0] for a in axes]), *pad6([a[1] for a in axes], 0),
+              *pad6([a[2] for a in axes], 0), *pad6(mods, 1)]
+    linear = row_strides([a[0] for a in axes])
     in_linear = int(not tile and all(a[1] == s for a, s in zip(axes, linear, strict=True)))
     out_linear = int(all(a[2] == s for a, s in zip(axes, linear, strict=True)))
     rec.dispatch("compute/copy.wgsl", [x], [y], params, n, workgroup=256, subs={"T": x.gpu_type},
@@ -133,14 +127,14 @@ def _dispatch_copy(rec, x, y, axes, in_base: int = 0, out_base: int = 0) -> None
 
 def _permute(rec, x, shape, perm, out_shape):
     """y = x.reshape(shape).transpose(perm).reshape(out_shape), as one strided copy."""
-    st = _strides(shape)
+    st = row_strides(shape)
     it = [shape[p] for p in perm]
-    axes = _copy_axes(it, [st[p] for p in perm], _strides(it))
+    axes = _copy_axes(it, [st[p] for p in perm], row_strides(it))
     if axes is None:
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        _dispatch_copy(rec, x, y, axes)
+        dispatch_copy(rec, x, y, axes)
     return y
 
 
@@ -149,21 +143,27 @@ def _ints(value) -> list[int]:
 
 
 # -- views --------------------------------------------------------------------------------------
-def _view(rec, x, shape):
-    x = _dev(rec, x)
+def reshaped_view(rec, x, shape):
+    """A view of ``x`` (uploaded if on the host) with ``shape``; NotImplemented where it cannot be bound."""
+    x = device_tensor(rec, x)
     return NotImplemented if x is None else rec.view(x, [int(d) for d in shape])
+
+
+@gpu("Identity", 1)
+def identity(rec, layer, x, **attrs):
+    return rec.view(x, x.shape) if _is_gpu(x) else NotImplemented
 
 
 @gpu("Reshape", 1)
 def reshape_v1(rec, layer, data, *, shape=None, **attrs):
     if shape is None:
         return NotImplemented
-    return _view(rec, data, _tensor._reshape_target(data.shape, list(shape), 0))
+    return reshaped_view(rec, data, _tensor._reshape_target(data.shape, list(shape), 0))
 
 
 @gpu("Reshape", 5, host_inputs=(1,))
 def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
-    return _view(rec, data, _tensor._reshape_target(data.shape, _ints(shape), allowzero))
+    return reshaped_view(rec, data, _tensor._reshape_target(data.shape, _ints(shape), allowzero))
 
 
 @gpu("Flatten", 1)
@@ -172,7 +172,7 @@ def flatten(rec, layer, x, *, axis=1, **attrs):
     if not -rank <= axis <= rank:
         return NotImplemented
     axis = axis + rank if axis < 0 else axis
-    return _view(rec, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+    return reshaped_view(rec, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
 def _squeezed(shape, axes) -> list[int] | None:
@@ -187,13 +187,13 @@ def _squeezed(shape, axes) -> list[int] | None:
 @gpu("Squeeze", 1)
 def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
     shape = _squeezed(tuple(data.shape), axes)
-    return NotImplemented if shape is None else _view(rec, data, shape)
+    return NotImplemented if shape is None else reshaped_view(rec, data, shape)
 
 
 @gpu("Squeeze", 13, host_inputs=(1,))
 def squeeze(rec, layer, data, axes=None, **attrs):
     shape = _squeezed(tuple(data.shape), None if axes is None else _ints(axes))
-    return NotImplemented if shape is None else _view(rec, data, shape)
+    return NotImplemented if shape is None else reshaped_view(rec, data, shape)
 
 
 def _unsqueezed(shape, axes) -> list[int]:
@@ -207,48 +207,26 @@ def _unsqueezed(shape, axes) -> list[int]:
 def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
     if axes is None:
         return NotImplemented
-    return _view(rec, data, _unsqueezed(tuple(data.shape), list(axes)))
+    return reshaped_view(rec, data, _unsqueezed(tuple(data.shape), list(axes)))
 
 
 @gpu("Unsqueeze", 13, host_inputs=(1,))
 def unsqueeze(rec, layer, data, axes, **attrs):
-    return _view(rec, data, _unsqueezed(tuple(data.shape), _ints(axes)))
+    return reshaped_view(rec, data, _unsqueezed(tuple(data.shape), _ints(axes)))
 
 
-def _fill(rec, shape, dtype, value):
+def filled_tensor(rec, shape, dtype, value):
     """A new tensor of ``shape`` filled with ``value``."""
     y = rec.alloc(shape, dtype)
-    rec.dispatch("compute/generate.wgsl", [], [y], [y.size, _bits(value, dtype)], y.size, workgroup=256,
-                 subs={"T": y.gpu_type, "EXPR": f"bitcast<{y.gpu_type}>(pu(1u))"})
+    rec.dispatch("compute/generate.wgsl", [], [y], [y.size, storage_bits(value, dtype)], y.size,
+                 workgroup=256, subs={"T": y.gpu_type, "EXPR": f"bitcast<{y.gpu_type}>(pu(1u))"})
     return y
-
-
-def _dropout_identity(rec, layer, data):
-    y = _view(rec, data, data.shape)
-    if y is NotImplemented:
-        return y
-    if len(layer.outputs) > 1 and layer.outputs[1]:
-        return y, _fill(rec, data.shape, np.bool_, True)
-    return y
-
-
-@gpu("Dropout", 1)
-def dropout_v1(rec, layer, data, **attrs):
-    return _dropout_identity(rec, layer, data)
-
-
-@gpu("Dropout", 12, host_inputs=(1, 2))
-def dropout_v12(rec, layer, data, ratio=None, training_mode=None, **attrs):
-    training = training_mode is not None and bool(np.asarray(training_mode))
-    if training and (ratio is None or float(np.asarray(ratio)) != 0.0):
-        return NotImplemented  # random masks stay on the CPU
-    return _dropout_identity(rec, layer, data)
 
 
 # -- strided copies -----------------------------------------------------------------------------
 @gpu("Transpose", 1)
 def transpose(rec, layer, data, *, perm=None, **attrs):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     rank = len(data.shape)
     perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
     if x is None or sorted(perm) != list(range(rank)):
@@ -263,20 +241,20 @@ _MAX_SLAB_COPIES = 8  # Concat/Split as buffer copies when each tensor is at mos
 def concat(rec, layer, *inputs, axis=None, **attrs):
     if axis is None or not inputs or any(t is None for t in inputs):
         return NotImplemented
-    xs = [_dev(rec, t, f"{layer.name}:{k}") for k, t in enumerate(inputs)]
+    xs = [device_tensor(rec, t, f"{layer.name}:{k}") for k, t in enumerate(inputs)]
     if any(x is None for x in xs) or len({x.dtype for x in xs}) != 1:
         return NotImplemented
     rank = len(xs[0].shape)
     axis = _tensor._axis(axis, rank)
     out_shape = list(xs[0].shape)
     out_shape[axis] = sum(x.shape[axis] for x in xs)
-    out_st = _strides(out_shape)
+    out_st = row_strides(out_shape)
     plans, offset = [], 0
     for x in xs:
         if len(x.shape) != rank or any(x.shape[a] != out_shape[a] for a in range(rank) if a != axis):
             return NotImplemented
         if x.size:
-            axes = _copy_axes(x.shape, _strides(x.shape), out_st)
+            axes = _copy_axes(x.shape, row_strides(x.shape), out_st)
             if axes is None:
                 return NotImplemented
             plans.append((x, axes, offset * out_st[axis]))
@@ -295,12 +273,12 @@ def concat(rec, layer, *inputs, axis=None, **attrs):
             offset += row
         return y
     for x, axes, base in plans:  # one dispatch per input writes its slab of the output
-        _dispatch_copy(rec, x, y, axes, out_base=base)
+        dispatch_copy(rec, x, y, axes, out_base=base)
     return y
 
 
 def _split(rec, layer, data, axis, sizes, count):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None:
         return NotImplemented
     rank = len(x.shape)
@@ -313,12 +291,12 @@ def _split(rec, layer, data, axis, sizes, count):
         sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
     if sum(sizes) != dim or any(s < 0 for s in sizes):
         return NotImplemented
-    st = _strides(x.shape)
+    st = row_strides(x.shape)
     plans, start = [], 0
     for s in sizes:
         shape = list(x.shape)
         shape[axis] = s
-        axes = _copy_axes(shape, st, _strides(shape))
+        axes = _copy_axes(shape, st, row_strides(shape))
         if axes is None:
             return NotImplemented
         plans.append((shape, axes, start * st[axis]))
@@ -336,7 +314,7 @@ def _split(rec, layer, data, axis, sizes, count):
             for j in range(outer):
                 rec.copy(x, j * in_row + base, y, j * row, row)
         elif y.size:
-            _dispatch_copy(rec, x, y, axes, in_base=base)
+            dispatch_copy(rec, x, y, axes, in_base=base)
         outs.append(y)
     return tuple(outs)
 
@@ -361,7 +339,7 @@ def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
 
 
 def _slice(rec, data, starts, ends, axes, steps):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None:
         return NotImplemented
     rank = len(x.shape)
@@ -369,7 +347,7 @@ def _slice(rec, data, starts, ends, axes, steps):
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
         return NotImplemented
-    st = _strides(x.shape)
+    st = row_strides(x.shape)
     out_shape, in_st, base = list(x.shape), list(st), 0
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         dim = x.shape[axis]
@@ -386,12 +364,12 @@ def _slice(rec, data, starts, ends, axes, steps):
         in_st[axis] = st[axis] * r.step
         if len(r):
             base += r.start * st[axis]
-    axes6 = _copy_axes(out_shape, in_st, _strides(out_shape))
+    axes6 = _copy_axes(out_shape, in_st, row_strides(out_shape))
     if axes6 is None:
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        _dispatch_copy(rec, x, y, axes6, in_base=base)
+        dispatch_copy(rec, x, y, axes6, in_base=base)
     return y
 
 
@@ -412,24 +390,24 @@ def _broadcast_copy(rec, x, out_shape, reps=None):
     """Expand (zero strides on broadcast axes) or Tile (``reps``: modulo the input's dims)."""
     rank = len(out_shape)
     in_shape = [1] * (rank - len(x.shape)) + list(x.shape)
-    st = _strides(in_shape)
+    st = row_strides(in_shape)
     if reps is None:
         in_st = [0 if in_shape[a] == 1 and out_shape[a] != 1 else st[a] for a in range(rank)]
         mods = None
     else:
         in_st, mods = st, [in_shape[a] if reps[a] != 1 else 0 for a in range(rank)]
-    axes = _copy_axes(out_shape, in_st, _strides(out_shape), mods)
+    axes = _copy_axes(out_shape, in_st, row_strides(out_shape), mods)
     if axes is None:
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        _dispatch_copy(rec, x, y, axes)
+        dispatch_copy(rec, x, y, axes)
     return y
 
 
 @gpu("Expand", 8, host_inputs=(1,))
 def expand(rec, layer, data, shape, **attrs):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None:
         return NotImplemented
     try:
@@ -440,7 +418,7 @@ def expand(rec, layer, data, shape, **attrs):
 
 
 def _tile(rec, data, reps):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None or len(reps) != len(x.shape) or any(r < 0 for r in reps):
         return NotImplemented
     return _broadcast_copy(rec, x, [d * r for d, r in zip(x.shape, reps, strict=True)], reps)
@@ -459,7 +437,7 @@ def tile(rec, layer, x, repeats, **attrs):
 
 
 def _depth_to_space(rec, data, blocksize, mode):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
         return NotImplemented
     b, c, h, w = x.shape  # (N, C, H, W)
@@ -479,7 +457,7 @@ def depth_to_space(rec, layer, x, *, blocksize=None, mode="DCR", **attrs):
 
 
 def _space_to_depth(rec, data, blocksize, mode):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
         return NotImplemented
     b, c, h, w = x.shape  # (N, C, H, W)
@@ -500,7 +478,7 @@ _PAD_MODE = {"constant": 0, "edge": 1, "reflect": 2, "wrap": 3}
 
 
 def _pad(rec, data, pads, mode, value, axes):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None or mode not in _PAD_MODE:
         return NotImplemented
     rank = len(x.shape)
@@ -524,13 +502,13 @@ def _pad(rec, data, pads, mode, value, axes):
     fill = np.asarray(0 if value is None else value).reshape(-1)
     fill_value = fill[0] if fill.size else 0
     try:
-        fill_bits = _bits(np.asarray(fill_value).astype(x.dtype), x.dtype)
+        fill_bits = storage_bits(np.asarray(fill_value).astype(x.dtype), x.dtype)
     except (OverflowError, ValueError):
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
-    params = [y.size, max(rank, 1), _PAD_MODE[mode], fill_bits, *_pad6(out_shape or [1]),
-              *_pad6(_strides(x.shape) or [0], 0), *_pad6([max(b, 0) for b in begin] or [0], 0),
-              *_pad6(crop_lo or [0], 0), *_pad6(length or [1], 0)]
+    params = [y.size, max(rank, 1), _PAD_MODE[mode], fill_bits, *pad6(out_shape or [1]),
+              *pad6(row_strides(x.shape) or [0], 0), *pad6([max(b, 0) for b in begin] or [0], 0),
+              *pad6(crop_lo or [0], 0), *pad6(length or [1], 0)]
     rec.dispatch("compute/pad.wgsl", [x], [y], params, y.size, workgroup=256, subs={"T": x.gpu_type},
                  constants={"MODE": _PAD_MODE[mode]})
     return y
@@ -569,12 +547,12 @@ def _host_indices_ok(indices, length: int) -> bool:
 def _index_tensor(rec, indices, name):
     if getattr(indices, "dtype", None) not in _INTS:
         return None
-    return _dev(rec, indices, name)
+    return device_tensor(rec, indices, name)
 
 
 @gpu("Gather", 1)
 def gather(rec, layer, data, indices, *, axis=0, **attrs):
-    x = _dev(rec, data, f"{layer.name}:data")
+    x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:indices")
     if x is None or idx is None:
         return NotImplemented
@@ -597,7 +575,7 @@ def gather(rec, layer, data, indices, *, axis=0, **attrs):
 
 def _elements(rec, layer, data, indices, updates, axis):
     """GatherElements (updates None) or ScatterElements without reduction."""
-    x = _dev(rec, data, f"{layer.name}:data")
+    x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:indices")
     if x is None or idx is None or len(idx.shape) != len(x.shape) or not 0 < len(x.shape) <= MAX_RANK:
         return NotImplemented
@@ -605,7 +583,7 @@ def _elements(rec, layer, data, indices, updates, axis):
     length = x.shape[axis]
     if not _host_indices_ok(indices, length):
         return NotImplemented
-    params = [idx.size, len(x.shape), axis, length, *_pad6(idx.shape), *_pad6(_strides(x.shape), 0)]
+    params = [idx.size, len(x.shape), axis, length, *pad6(idx.shape), *pad6(row_strides(x.shape), 0)]
     if updates is None:
         y = rec.alloc(idx.shape, x.dtype)
         params.append(rec.check_indices([length]))
@@ -613,7 +591,7 @@ def _elements(rec, layer, data, indices, updates, axis):
                      subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[i]",
                            "STORE": "Y[i] = A[off];"}, faults=True)
         return y
-    u = _dev(rec, updates, f"{layer.name}:updates")
+    u = device_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or u.shape != idx.shape or u.dtype != x.dtype:
         return NotImplemented
     y = _copy_all(rec, x)
@@ -628,7 +606,7 @@ def _copy_all(rec, x):
     """A contiguous copy of x (the starting point of scatters)."""
     y = rec.alloc(x.shape, x.dtype)
     if y.size:
-        _dispatch_copy(rec, x, y, [(y.size, 1, 1, 0)])
+        dispatch_copy(rec, x, y, [(y.size, 1, 1, 0)])
     return y
 
 
@@ -651,7 +629,7 @@ def scatter_elements(rec, layer, data, indices, updates, *, axis=0, reduction="n
 
 def _nd(rec, layer, data, indices, updates, batch_dims):
     """GatherND (updates None) or ScatterND without reduction."""
-    x = _dev(rec, data, f"{layer.name}:data")
+    x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:indices")
     if x is None or idx is None or len(idx.shape) < 1:
         return NotImplemented
@@ -666,7 +644,7 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
             comp, dim = host[..., j], x.shape[b + j]
             if comp.size and (comp.min() < -dim or comp.max() >= dim):
                 return NotImplemented
-    st = _strides(x.shape)
+    st = row_strides(x.shape)
     s = math.prod(x.shape[b + k:])
     m = math.prod(idx.shape[b:-1])
     batch_stride = math.prod(x.shape[b:])
@@ -683,7 +661,7 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
                      subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[pos * k + j]",
                            "STORE": "Y[i] = A[off];"}, faults=True)
         return y
-    u = _dev(rec, updates, f"{layer.name}:updates")
+    u = device_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
         return NotImplemented
     y = _copy_all(rec, x)
@@ -714,10 +692,10 @@ def constant_of_shape(rec, layer, shape, *, value=None, **attrs):
     if any(d < 0 for d in dims):
         return NotImplemented
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
-    if fill.size != 1 or fill.dtype not in _STORAGE:
+    if fill.size != 1 or fill.dtype not in STORAGE:
         return NotImplemented
     try:
-        return _fill(rec, dims, fill.dtype, fill[0])
+        return filled_tensor(rec, dims, fill.dtype, fill[0])
     except OverflowError:
         return NotImplemented
 
@@ -727,12 +705,12 @@ def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
     if len(x.shape) != 2:
         return NotImplemented
     out_dtype = np.dtype(x.dtype if dtype is None else ONNX_TO_NUMPY[dtype])
-    if out_dtype not in _STORAGE:
+    if out_dtype not in STORAGE:
         return NotImplemented
     y = rec.alloc(x.shape, out_dtype)
     t = y.gpu_type
     expr = f"select(bitcast<{t}>(pu(4u)), bitcast<{t}>(pu(3u)), i32(i % pu(1u)) - i32(i / pu(1u)) == pi(2u))"
-    params = [y.size, max(x.shape[1], 1), int(k), _bits(1, out_dtype), _bits(0, out_dtype)]
+    params = [y.size, max(x.shape[1], 1), int(k), storage_bits(1, out_dtype), storage_bits(0, out_dtype)]
     rec.dispatch("compute/generate.wgsl", [], [y], params, y.size, workgroup=256, subs={"T": t, "EXPR": expr})
     return y
 
@@ -740,7 +718,7 @@ def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
 @gpu("Range", 11, host_inputs=(0, 1, 2))
 def range_(rec, layer, start, limit, delta, **attrs):
     dtype = np.asarray(start).dtype
-    if dtype not in _STORAGE or dtype == np.bool_:
+    if dtype not in STORAGE or dtype == np.bool_:
         return NotImplemented
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
     if d == 0:
@@ -766,9 +744,9 @@ def range_(rec, layer, start, limit, delta, **attrs):
 
 @gpu("OneHot", 9, host_inputs=(1, 2))
 def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
-    idx = _dev(rec, indices, f"{layer.name}:indices")
+    idx = device_tensor(rec, indices, f"{layer.name}:indices")
     values = np.asarray(values).reshape(-1)
-    if idx is None or values.size != 2 or values.dtype not in _STORAGE or idx.dtype == np.bool_:
+    if idx is None or values.size != 2 or values.dtype not in STORAGE or idx.dtype == np.bool_:
         return NotImplemented
     depth = int(np.asarray(depth).reshape(-1)[0])
     if depth < 0:
@@ -777,7 +755,7 @@ def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
     axis = _tensor._axis(axis, rank)
     out_shape = [*idx.shape[:axis], depth, *idx.shape[axis:]]
     try:
-        off, on = _bits(values[0], values.dtype), _bits(values[1], values.dtype)
+        off, on = storage_bits(values[0], values.dtype), storage_bits(values[1], values.dtype)
     except OverflowError:
         return NotImplemented
     y = rec.alloc(out_shape, values.dtype)
@@ -789,7 +767,7 @@ def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
 
 @gpu("Trilu", 14, host_inputs=(1,))
 def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
-    x = _dev(rec, data)
+    x = device_tensor(rec, data)
     if x is None or len(x.shape) < 2:
         return NotImplemented
     shift = 0 if k is None else _tensor._scalar(k)
@@ -800,274 +778,19 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
     return y
 
 
-# -- Cast -------------------------------------------------------------------------------------------
-# (source storage, target storage) -> WGSL expression of `v`; same storage (int32 <-> int64) is a view.
-_CASTS = {
-    # Truncates toward zero like numpy's astype; values beyond int32 saturate (numpy wraps them
-    # for int32 and keeps them for int64, which the GPU stores as int32 anyway).
-    ("f32", "i32"): "i32(v)",
-    ("f32", "u32"): "select(0u, 1u, v != 0.0)",
-    ("i32", "f32"): "f32(v)",
-    ("i32", "u32"): "select(0u, 1u, v != 0)",
-    ("u32", "f32"): "f32(v)",
-    ("u32", "i32"): "i32(v)",
-}
-
-
-def _cast(rec, x, dtype):
-    dtype = np.dtype(dtype)
-    src_dtype = getattr(x, "dtype", None)
-    if src_dtype not in _STORAGE or dtype not in _STORAGE:
+# -- CumSum ---------------------------------------------------------------------------------------
+@register("CumSum", 11, backend=GPU_COMPUTE, host_inputs=(1,))
+def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
+    # int64 sums may leave the int32 range the GPU stores them in: only float32 and int32 run here.
+    if not _is_gpu(x) or x.dtype not in (np.float32, np.int32) or x.ndim == 0:
         return NotImplemented
-    x = _dev(rec, x)
-    if x is None:
-        return NotImplemented
-    if _STORAGE[src_dtype] == _STORAGE[dtype]:  # int32 <-> int64 (or no change): same words
-        y = rec.view(x, x.shape, dtype)
-        if y.host is not None:
-            y.host = y.host.astype(dtype)  # Recorder.view keeps the host copy's old dtype
-        return y
-    return unary(rec, x, _CASTS[(x.gpu_type, _STORAGE[dtype])], [0.0] * 3, out_dtype=dtype)
-
-
-@gpu("Cast", 1)
-def cast(rec, layer, x, *, to=None, **attrs):
-    if to is None:
-        return NotImplemented
-    try:
-        dtype = ONNX_TO_NUMPY[_onnx_type(to)]
-    except (KeyError, ValueError):
-        return NotImplemented
-    return _cast(rec, x, dtype)
-
-
-@gpu("CastLike", 15)
-def cast_like(rec, layer, x, target_type, **attrs):
-    return _cast(rec, x, getattr(target_type, "dtype", None))
-
-
-# -- Resize / Upsample --------------------------------------------------------------------------
-def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a, exclude_outside, axes, policy):
-    """Output shape and per-axis (taps, weights, outside) tables as the CPU kernel computes them
-    (None for axes left unchanged); raises ValueError where the CPU kernel would."""
-    rank = len(shape)
-    axes, scale_of, out_of, roi_lo, roi_hi = _image.resize_geometry(shape, scales, sizes, roi, axes, policy)
-    crop = ctm == "tf_crop_and_resize"
-    out_shape = [out_of[a] for a in range(rank)]
-    tables: list[Any] = [None] * rank
-    for a in axes:
-        in_len, out_len, scale = shape[a], out_of[a], scale_of[a]
-        if out_len == in_len and scale == 1.0 and (not crop or (roi_lo[a] == 0.0 and roi_hi[a] == 1.0)):
-            continue
-        if out_len == 0 or in_len == 0:
-            continue
-        x = _image._source_coords(ctm, out_len, in_len, scale, roi_lo[a], roi_hi[a])
-        taps, weights = _image._axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_a,
-                                          antialias=False, exclude_outside=bool(exclude_outside))
-        taps = np.clip(taps, 0, in_len - 1).astype(np.int32)
-        weights = np.ones(taps.shape, np.float32) if weights is None else weights.astype(np.float32)
-        outside = ((x < 0) | (x > in_len - 1)) if crop else np.zeros(out_len, bool)
-        tables[a] = (taps, weights, outside)
-    return out_shape, tables, crop
-
-
-def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
-            extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
-    x = _dev(rec, X)
-    if x is None or antialias or mode not in ("nearest", "linear", "cubic") or not 0 < len(x.shape) <= MAX_RANK:
-        return NotImplemented
-    if mode != "nearest" and x.dtype != np.float32:
-        return NotImplemented  # integer interpolation rounds per axis on the CPU
-    try:
-        out_shape, tables, crop = _resize_plan(
-            tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
-            exclude_outside=exclude_outside, axes=axes, policy=policy)
-        extrap = _bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)
-    except (ValueError, OverflowError):
-        return NotImplemented  # the CPU kernel raises its own error
-    y = rec.alloc(out_shape, x.dtype)
-    if not y.size:
-        return y
-    resized = [a for a, t in enumerate(tables) if t is not None]
-    if not resized:  # every axis keeps its size and coordinates
-        _dispatch_copy(rec, x, y, [(y.size, 1, 1, 0)])
-        return y
-    if len(resized) <= 2:
-        _resize2(rec, layer, x, y, tables, resized, extrap, crop, mode == "nearest")
-        return y
-    parts, offsets, ntaps, used = [], [], [], 0
-    for table in tables:
-        if table is None:
-            offsets.append(0)
-            ntaps.append(0)
-            continue
-        offsets.append(used)
-        ntaps.append(table[0].shape[1])
-        for part in _table_words(table):
-            parts.append(part)
-            used += part.size
-    tb = rec.upload(np.concatenate(parts), f"{layer.name}:taps")
-    rank = len(x.shape)
-    params = [y.size, rank, extrap, int(crop), *_pad6(out_shape), *_pad6(_strides(x.shape), 0),
-              *_pad6(offsets, 0), *_pad6(ntaps, 0)]
-    rec.dispatch("compute/resize.wgsl", [x, tb], [y], params, y.size, workgroup=256,
-                 constants={"NEAREST": int(mode == "nearest")}, subs={"T": x.gpu_type},
-                 loops=loop_passes(rank) + loop_passes(math.prod(n for n in ntaps if n), rank))
-    return y
-
-
-def _table_words(table) -> list[np.ndarray]:
-    """One axis' table as int32 words: taps, weight bits, outside flags."""
-    taps, weights, outside = table
-    return [taps.reshape(-1), weights.reshape(-1).view(np.int32), outside.astype(np.int32)]
-
-
-def _resize2(rec, layer, x, y, tables, resized, extrap: int, crop: bool, nearest: bool) -> None:
-    """The usual case of at most two resized axes: input viewed as (outer, A, mid, B, inner)."""
+    axis = np.asarray(axis).reshape(-1)
+    a = norm_axis(axis[0], x.ndim) if axis.size == 1 else None
+    if a is None:
+        return NotImplemented  # the CPU kernel reports the error (an axis out of range, or not a scalar)
     shape = x.shape
-    rb = resized[-1]
-    ra = resized[0] if len(resized) == 2 else None
-    dummy = (np.zeros((1, 1), np.int32), np.ones((1, 1), np.float32), np.zeros(1, bool))
-    table_a = tables[ra] if ra is not None else dummy
-    table_b = tables[rb]
-    words_a, words_b = _table_words(table_a), _table_words(table_b)
-    size_a = sum(w.size for w in words_a)
-    tb = rec.upload(np.concatenate([*words_a, *words_b]), f"{layer.name}:taps")
-    inner = math.prod(shape[rb + 1:])
-    if ra is not None:
-        mid, a_in, a_out = math.prod(shape[ra + 1:rb]), shape[ra], y.shape[ra]
-    else:
-        mid, a_in, a_out = 1, 1, 1
-    params = [y.size, inner, y.shape[rb], mid, a_out, shape[rb], a_in, 0, table_a[0].shape[1], size_a,
-              table_b[0].shape[1], extrap, int(crop)]
-    constants = {"NEAREST": int(nearest), "HAS_A": int(a_out > 1), "HAS_MID": int(mid > 1),
-                 "HAS_INNER": int(inner > 1)}
-    rec.dispatch("compute/resize2.wgsl", [x, tb], [y], params, y.size, workgroup=256, constants=constants,
-                 subs={"T": x.gpu_type}, loops=loop_passes(table_a[0].shape[1], table_b[0].shape[1]))
-
-
-@gpu("Resize", 10, host_inputs=(1,))
-def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
-    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
-
-
-@gpu("Resize", 11, host_inputs=(1, 2, 3))
-def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
-           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
-           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
-           nearest_mode="round_prefer_floor", **attrs):
-    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
-                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
-                   policy=keep_aspect_ratio_policy)
-
-
-@gpu("Upsample", 7)
-def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
-    if scales is None:
-        return NotImplemented
-    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
-
-
-@gpu("Upsample", 9, host_inputs=(1,))
-def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
-    return resize_10(rec, layer, X, scales, mode=mode)
-
-
-# -- integer elementwise ops ------------------------------------------------------------------------
-def _int_pair(a, b) -> bool:
-    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
-    return da in _INTS and db in _INTS
-
-
-# srem, not %: WGSL's i32 % is undefined for negative operands on NVIDIA's Vulkan driver (math.wgsl).
-_INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
-            1: "select(srem(a, b), 0, b == 0)"}
-
-
-@gpu("Mod", 10)
-def mod(rec, layer, a, b, *, fmod=0, **attrs):
-    """Mod: the divisor's sign (fmod=0, numpy's mod) or the dividend's (fmod=1, C fmod); x % 0 is 0
-    for integers and NaN for floats, as numpy gives."""
-    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
-    if da != db or da not in (np.float32, np.int32, np.int64):
-        return NotImplemented
-    if da != np.float32:
-        return binary(rec, a, b, _INT_MOD[int(bool(fmod))], da, layer.name)
-    a, b = _dev(rec, a, f"{layer.name}:a"), _dev(rec, b, f"{layer.name}:b")
-    if a is None or b is None:
-        return NotImplemented
-    out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
-    if len(out_shape) > MAX_RANK:
-        return NotImplemented
-    y = rec.alloc(out_shape, np.float32)
-    params = broadcast_params(a, b, out_shape)
-    rec.dispatch("compute/mod_float.wgsl", [a, b], [y], params, y.size, workgroup=256,
-                 constants={"FMOD": int(bool(fmod))})
+    outer, r, inner = math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
+    y = rec.alloc(shape, x.dtype)
+    rec.dispatch("compute/cumsum.wgsl", [x], [y], [outer * inner, r, inner, int(bool(exclusive)), int(bool(reverse))],
+                 outer * inner, workgroup=64, subs={"T": x.gpu_type}, loops=loop_passes(r))
     return y
-
-
-@gpu("BitShift", 11)
-def bit_shift(rec, layer, x, y, *, direction="", **attrs):
-    """BitShift of signed integers (unsigned types cannot live on the GPU). A right shift by 31 or
-    more leaves the sign fill, which is also what the CPU kernel gives out-of-range shifts of
-    int32-range values; a left shift of int64 could leave the int32 range: CPU."""
-    if not _int_pair(x, y) or direction not in ("LEFT", "RIGHT"):
-        return NotImplemented
-    if direction == "RIGHT":
-        expr = "a >> u32(select(min(b, 31), 31, b < 0))"
-    elif x.dtype == np.int32:
-        expr = "select(a << u32(b & 31), 0, b < 0 || b >= 32)"
-    else:
-        return NotImplemented
-    return binary(rec, x, y, expr, x.dtype, layer.name)
-
-
-def _register_bitwise(op: str, expr: str) -> None:
-    @gpu(op, 18)
-    def build(rec, layer, a, b, **attrs):
-        # Sign-extended int64 values in the int32 range give the same bits as their int32 storage.
-        if not _int_pair(a, b) or a.dtype != b.dtype:
-            return NotImplemented
-        return binary(rec, a, b, expr, a.dtype, layer.name)
-
-
-for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
-    _register_bitwise(_op, _expr)
-
-
-@gpu("BitwiseNot", 18)
-def bitwise_not(rec, layer, x, **attrs):
-    if getattr(x, "dtype", None) not in _INTS:
-        return NotImplemented
-    return unary(rec, x, "~v", [0.0] * 3)
-
-
-_FLOAT_SIGN = lookup_gpu("Sign", "", 9)  # the elementwise family's float program
-
-
-@gpu("Sign", 9)
-def sign(rec, layer, x, **attrs):
-    if getattr(x, "dtype", None) in _INTS:
-        return unary(rec, x, "select(select(0, -1, v < 0), 1, v > 0)", [0.0] * 3)
-    return _FLOAT_SIGN.build(rec, layer, x, **attrs) if _FLOAT_SIGN is not None else NotImplemented
-
-
-_FLOAT_CLIP = lookup_gpu("Clip", "", 11)
-
-
-@gpu("Clip", 12, host_inputs=(1, 2))
-def clip(rec, layer, x, lo=None, hi=None, **attrs):
-    """Clip of int32/int64 (opset 12+): max then min, as the CPU kernel (lo > hi gives hi)."""
-    if getattr(x, "dtype", None) not in _INTS:
-        if _FLOAT_CLIP is None:
-            return NotImplemented
-        return _FLOAT_CLIP.build(rec, layer, x, *[v for v in (lo, hi)], **attrs)
-
-    def bound(value, default: int) -> int:
-        if value is None or np.asarray(value).size == 0:
-            return default
-        # x holds int32-range values, so a bound beyond that range acts like the range's end.
-        return min(max(int(np.asarray(value).reshape(-1)[0]), _I32_MIN), _I32_MAX)
-
-    return unary(rec, x, "min(max(v, pi(1u)), pi(2u))", [bound(lo, _I32_MIN), bound(hi, _I32_MAX), 0])

@@ -9,13 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.model import Graph, Layer
+from wgsentis.ops.activations import ELEMENTWISE_OPS, FUSABLE
 
-FUSABLE_ACTIVATIONS = frozenset({
-    "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
-    "Softplus", "Gelu", "Mish",
-})
 # Layers whose kernels (CPU and GPU) apply a fused activation to their output: the products, the
 # residual Add/Sum (ResNet's Add + Relu), and BatchNormalization (DenseNet's pre-activation BN + Relu).
+# Which activations they apply: the records marked `fusable` (ops/activations.py FUSABLE).
 _ACTIVATION_HOSTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sum", "BatchNormalization"})
 
 
@@ -108,12 +106,11 @@ def _channel_vector(c: np.ndarray, rank: int, channels: int) -> np.ndarray | Non
     return c.reshape(channels).astype(np.float64)
 
 
-# Ops whose output has the rank of their first input.
+# Ops whose output has the rank of their first input (the activations: every one elementwise).
 _RANK_KEEPING = frozenset({
     "BatchNormalization", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "LRN",
-    "Concat", "Relu", "LeakyRelu", "Sigmoid", "Clip", "HardSwish", "HardSigmoid", "Identity", "Dropout",
-    "InstanceNormalization", "FusedConv", "Pad", "Resize", "Upsample",
-})
+    "Concat", "Identity", "Dropout", "InstanceNormalization", "FusedConv", "Pad", "Resize", "Upsample",
+}) | ELEMENTWISE_OPS
 
 
 def _rank_of(graph: Graph, name: str, producers: dict[str, Layer], depth: int = 0) -> int | None:
@@ -361,7 +358,7 @@ class FuseActivation:
             if len(host.outputs) != 1 or host.outputs[0] in outputs or host.attrs.get("training_mode"):
                 continue
             act = _single_consumer(consumers, host.outputs[0])
-            if act is None or act.op_type not in FUSABLE_ACTIVATIONS or act.domain:
+            if act is None or act.op_type not in FUSABLE or act.domain:
                 continue
             attrs = dict(act.attrs)
             if act.op_type == "Clip" and len(act.inputs) > 1:

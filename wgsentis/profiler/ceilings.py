@@ -84,16 +84,16 @@ def _best_layer_seconds(backend: str, proto: onnx.ModelProto, threads: int, repe
         program.close()
         return best, "host"
     with ws.Worker(model, backend, threads=threads) as worker:
-        program = worker._program
-        program.run(feeds).wait()  # record the plan
+        program = worker.program
+        program.execute(feeds).wait()  # record the plan
         timer = "gpu-timestamps" if program.ctx.has_timestamps else "host"
-        program.profile_layers = program.ctx.has_timestamps
+        program.set_timestamps(program.ctx.has_timestamps)
         best = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
-            program.run(feeds).wait()
+            program.execute(feeds).wait()
             wall = time.perf_counter() - start
-            gpu = sum(program.last_layer_gpu_ns.values()) / 1e9 if program.profile_layers else 0.0
+            gpu = sum(program.last_run.layer_gpu_ns.values()) / 1e9
             best = min(best, gpu if gpu > 0 else wall)
         return best, timer
 

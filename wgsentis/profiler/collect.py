@@ -7,7 +7,7 @@ the rows add up to a typical run and one disturbed run does not lift them all).
 - cpu: layers run one after another (``GraphProgram(branch_parallel=False)``; kernels still use
   ``threads``); a host timer between consecutive layer callbacks gives each layer's time.
 - gpu-compute: with timestamp queries, each instrumented run writes a timestamp between layers
-  (``GPUProgram.profile_layers``); a third run per iteration stamps only the run's ends, and the
+  (``GPUProgram.set_timestamps``); a third run per iteration stamps only the run's ends, and the
   excess per interior stamp (the stamps' own GPU cost: ~60 us each on lavapipe) is taken out of every
   layer interval and reported (``timestamp_cost_us``, ``timestamp_overhead_ms``). Without timestamp
   queries, each layer is submitted on its own and fenced with a tiny mapped read, timed on the host
@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.cpu import GraphProgram, set_blas_threads
-from wgsentis.backends.device import map_for_reading
+from wgsentis.backends.cpu import GraphProgram
 from wgsentis.model import Model
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -88,22 +87,22 @@ class Timing:
     weight_upload_bytes: int = 0
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
-def _mean(values: list[float]) -> float:
+def mean_of(values: list[float]) -> float:
     return float(statistics.fmean(values)) if values else 0.0
 
 
-def _row_mean(values: list[float]) -> float:
+def row_mean(values: list[float]) -> float:
     """What a row reports: the interquartile mean of its per-run values (the mean once the fastest and
     slowest quarter are left out; the median under four runs, which for three leaves out the extremes
     too). A plain mean lets one run slowed by the machine (a neighbour, a page fault: 7 ms beside 1.3 ms
     runs on lavapipe, 480 ms beside 300 ms for VGG-19 on the cpu) lift every row above the median
     ``ms_per_batch``; rows trimmed alike still add up to a typical run."""
     if len(values) < 4:
-        return _median(values)
+        return median(values)
     ordered = sorted(values)
     cut = len(ordered) // 4
     return float(statistics.fmean(ordered[cut:len(ordered) - cut]))
@@ -175,110 +174,30 @@ def time_cpu(model: Model, feeds: dict[str, Any], threads: int, runs: int, warmu
 
 
 # -- gpu-compute ---------------------------------------------------------------------------------------
-class _Fence:
-    """A tiny mapped read used to wait for the queue (wgpu-py's on_submitted_work_done is unusable)."""
-
-    def __init__(self, ctx: Any) -> None:
-        usage = ctx.wgpu.BufferUsage
-        self.ctx = ctx
-        self.src = ctx.device.create_buffer(size=256, usage=usage.STORAGE | usage.COPY_SRC, label="profiler fence")
-        self.dst_usage = usage.MAP_READ | usage.COPY_DST
-
-    def wait(self, encoder: Any | None = None) -> None:
-        dst = self.ctx.device.create_buffer(size=256, usage=self.dst_usage, label="profiler fence read")
-        encoder = encoder or self.ctx.device.create_command_encoder(label="profiler fence")
-        encoder.copy_buffer_to_buffer(self.src, 0, dst, 0, 4)
-        self.ctx.queue.submit([encoder.finish()])
-        map_for_reading(dst, "the profiler's fence")
-        dst.unmap()
-        dst.destroy()
-
-
-def _instrument(program: Any) -> tuple[dict[int, float], Callable[[], None]]:
-    """Time uploads (host time of write_buffer) and fallback kernels on this program instance;
-    returns the per-layer kernel seconds of the current run and a function that undoes it."""
-    kernel_s: dict[int, float] = {}
-    original_upload, original_host = program._upload_input, program._run_host
-
-    def upload(name: str, value: Any, target: Any) -> Any:
-        start = time.perf_counter()
-        result = original_upload(name, value, target)
-        program.transfers[-1].seconds = time.perf_counter() - start
-        return result
-
-    def run_host(index: int, args: list[Any]) -> Any:
-        start = time.perf_counter()
-        try:
-            return original_host(index, args)
-        finally:
-            kernel_s[index] = kernel_s.get(index, 0.0) + time.perf_counter() - start
-
-    program._upload_input, program._run_host = upload, run_host
-
-    def undo() -> None:
-        del program._upload_input, program._run_host  # back to the class's methods
-
-    return kernel_s, undo
-
-
-def _host_timed_replay(program: Any, plan: Any, feeds: dict[str, Any], fence: _Fence) -> tuple[dict[int, float], Any]:
-    """Replay ``plan`` one layer per submission, fenced, timing each on the host: the fallback
-    when the adapter has no timestamp queries. Returns (layer index -> seconds, readback)."""
-    from wgsentis.backends.gpu_compute import Dispatch, Fallback, _CommandStream
-
-    program.transfers = []
-    for name, t in plan.input_tensors.items():
-        program._upload_input(name, feeds[name], t)
-    fence.wait()
-    times: dict[int, float] = {}
-    groups: list[tuple[int, list[Any]]] = []  # a layer's dispatches and copies, or one fallback (-1)
-    for step in plan.steps:
-        if not isinstance(step, Fallback) and groups and groups[-1][0] == step.layer:
-            groups[-1][1].append(step)
-        else:
-            groups.append((-1 if isinstance(step, Fallback) else step.layer, [step]))
-    for layer_index, steps in groups:
-        if layer_index < 0:
-            program._replay_fallback(steps[0], program.ctx.device.create_command_encoder(label="profiler layer"))
-            continue
-        start = time.perf_counter()
-        stream = _CommandStream(program.ctx.device)  # the replay's own encoding: copies close the pass
-        for step in steps:
-            if isinstance(step, Dispatch):
-                stream.dispatch(step)
-            else:
-                stream.copy(step)
-        fence.wait(stream.take())
-        times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
-    program.last_encode_seconds = 0.0
-    encoder = program.ctx.device.create_command_encoder(label="profiler outputs")
-    return times, program._finish(encoder, plan.outputs)
-
-
 def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progress: Progress | None = None,
              use_timestamps: bool = True) -> Timing:
-    """Plain and instrumented runs on the gpu-compute backend (``worker._program``)."""
-    from wgsentis.backends.gpu_compute import Dispatch, Fallback, stamps_inside_passes
+    """Plain and instrumented runs on a GPU backend, through the program's public hooks (``worker.program``:
+    ``set_timestamps``, ``last_run``, ``plan_summary``, ``run_layer_by_layer``)."""
+    from wgsentis.backends.gpu.timestamps import stamps_inside_passes
 
-    set_blas_threads(1)
-    program = worker._program
+    program = worker.program
     ctx = program.ctx
-    program.run(feeds).wait()  # records the plan (and uploads the weights once)
-    plan = program.last_plan
+    program.execute(feeds).wait()  # records the plan (and uploads the weights once)
+    plan = program.plan_summary()
     timestamps = bool(use_timestamps and ctx.has_timestamps)
     timing = Timing(timer="gpu-timestamps" if timestamps else "host (one fenced submission per layer)")
     timing.device = {**ctx.info.as_dict(), "timestamp_query": ctx.has_timestamps, "host": cpu_info(worker.threads)}
-    timing.plan = {"gpu_layers": list(plan.gpu_layers), "cpu_layers": list(plan.cpu_layers),
-                   "fallback_layers": list(plan.fallback_layers)}
-    timing.weight_upload_bytes = int(program.constant_bytes)
+    timing.plan = {"gpu_layers": plan["gpu_layers"], "cpu_layers": plan["cpu_layers"],
+                   "fallback_layers": plan["fallback_layers"]}
+    timing.weight_upload_bytes = int(program.stats()["weight_bytes"])
     by_name = {layer.name: i for i, layer in enumerate(program.graph.layers)}
-    for name in plan.gpu_layers:
+    for name in plan["gpu_layers"]:
         timing.layer_device[by_name[name]] = "gpu"
-    for name in plan.fallback_layers:
+    for name in plan["fallback_layers"]:
         timing.layer_device[by_name[name]] = "cpu"
         timing.fallback.add(by_name[name])
     for k in range(warmup):
-        program.run(feeds).wait()
+        program.execute(feeds).wait()
         _tick(progress, "warmup", k + 1, warmup)
     # Timestamps between layers cost GPU time of their own (~60 us each on lavapipe, which drains its
     # queue at every write; well under a microsecond on real GPUs). Where they can be written anywhere,
@@ -288,55 +207,51 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     if timestamps:
         # One discarded instrumented run: the first timestamped replay pays one-time costs (query sets,
         # the driver's first timestamp writes: ~13 ms on lavapipe) that are no part of any layer.
-        program.profile_layers = True
-        program.run(feeds).wait()
-        program.profile_layers = False
+        program.set_timestamps(True)
+        program.execute(feeds).wait()
+        program.set_timestamps(False)
     # Which GPU layers run during each fallback's download wait (they were submitted with it).
     pending_before: dict[int, list[int]] = {}
     pending: list[int] = []
-    for step in plan.steps:
-        if isinstance(step, Dispatch):
-            if step.layer not in pending:
-                pending.append(step.layer)
-        elif isinstance(step, Fallback):
-            pending_before[step.layer] = pending
+    for kind, layer_index in plan["segments"]:
+        if kind == "gpu":
+            if layer_index not in pending:
+                pending.append(layer_index)
+        else:
+            pending_before[layer_index] = pending
             pending = []
-    kernel_s, undo = _instrument(program)
-    fence = _Fence(ctx)
     measured: list[dict[str, Any]] = []
     try:
         for k in range(runs):  # plain and instrumented runs alternate: both see the same machine state
-            program.profile_layers = False
+            program.set_timestamps(False)
             start = time.perf_counter()
-            program.run(feeds).wait()
-            run = {"plain_wall": time.perf_counter() - start, "plain_encode": program.last_encode_seconds,
+            program.execute(feeds).wait()
+            run = {"plain_wall": time.perf_counter() - start, "plain_encode": program.last_run.encode,
                    "stamp_cost": None}
             timing.plain.append(run["plain_wall"])
             if calibrate:
-                program.profile_layers = "whole"
-                program.run(feeds).wait()
-                whole = program.last_layer_gpu_ns.get(-1)
-            program.profile_layers = timestamps
-            kernel_s.clear()
+                program.set_timestamps("whole")
+                program.execute(feeds).wait()
+                whole = program.last_run.layer_gpu_ns.get(-1)
+            program.set_timestamps(timestamps)
             start = time.perf_counter()
             if timestamps:
-                program.run(feeds).wait()
-                run["layer_s"] = {i: ns / 1e9 for i, ns in program.last_layer_gpu_ns.items()}
-                run["spans"] = dict(program.last_layer_spans)
+                program.execute(feeds).wait()
+                run["layer_s"] = {i: ns / 1e9 for i, ns in program.last_run.layer_gpu_ns.items()}
+                run["spans"] = dict(program.last_run.layer_spans)
                 interior = sum(run["spans"].values()) - 1
                 if calibrate and whole is not None and interior > 0:
                     run["stamp_cost"] = max(0.0, (sum(run["layer_s"].values()) - whole / 1e9) / interior)
             else:
-                run["layer_s"], readback = _host_timed_replay(program, program.last_plan, feeds, fence)
+                run["layer_s"], readback = program.run_layer_by_layer(feeds)
                 readback.wait()
             run["wall"] = time.perf_counter() - start
-            run["kernel_s"] = dict(kernel_s)
-            run["transfers"] = list(program.transfers)
+            run["kernel_s"] = dict(program.last_run.host_kernel_s)
+            run["transfers"] = list(program.last_run.transfers)
             measured.append(run)
             _tick(progress, "runs", k + 1, runs)
     finally:
-        program.profile_layers = False
-        undo()
+        program.set_timestamps(False)
     calibrated = [run for run in measured if run["stamp_cost"] is not None]
     stamp_s = _stamp_cost([run["stamp_cost"] for run in calibrated],
                           [min(s / run["spans"].get(i, 1) for i, s in run["layer_s"].items())
@@ -386,7 +301,7 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
     for key, values in per_transfer.items():
         _occ, kind, name, layer = key
         timing.transfers.append({"kind": kind, "name": name, "layer": layer or ("input" if kind == "upload" else ""),
-                                 "bytes": transfer_bytes[key], "seconds": _row_mean(values),
+                                 "bytes": transfer_bytes[key], "seconds": row_mean(values),
                                  "timing": ("in 'host: submit + readback wait'" if layer == "output" else
                                             "host time of write_buffer" if kind == "upload" else
                                             "host wait, less the GPU time of layers finishing in it")})

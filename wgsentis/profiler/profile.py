@@ -172,7 +172,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
         feeds = dict(inputs)
     worker = Worker(model, kind, threads=threads, spin_wait=spin_wait)  # validates backend, threads, spin_wait
     try:
-        feeds = worker._validate(feeds)
+        feeds = worker.validate(feeds)
         for info in model.inputs:
             value = feeds.get(info.name)
             if info.shape and isinstance(value, np.ndarray) and value.ndim and isinstance(info.shape[0], str) \
@@ -193,7 +193,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
         }
         if not timing:
             data.update(device=collect.cpu_info(used_threads) if kind is BackendType.CPU else
-                        {**worker._program.ctx.info.as_dict(), "host": collect.cpu_info(used_threads)},
+                        {**worker.program.ctx.info.as_dict(), "host": collect.cpu_info(used_threads)},
                         runs=0, timer=None, ms_per_batch=None, ms_min=None, ms_max=None, items_per_second=None,
                         layers=[_layer_entry(c, None, "cpu" if kind is BackendType.CPU else "gpu", False, None)
                                 for c in costs], transfers=[], host=[], op_types=op_type_summary([], costs),
@@ -247,9 +247,9 @@ def _layer_entry(cost: LayerCost, seconds: float | None, device: str, fallback: 
 
 def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, Any] | None, runs: int,
                     warmup: int, batch: int) -> dict[str, Any]:
-    med = collect._median
-    mean = collect._mean
-    row = collect._row_mean  # interquartile means: the rows add up to a typical run, as ms_per_batch is
+    med = collect.median
+    mean = collect.mean_of
+    row = collect.row_mean  # interquartile means: the rows add up to a typical run, as ms_per_batch is
     layers = []
     for c in costs:
         if c.index not in m.layers:

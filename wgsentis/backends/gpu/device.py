@@ -206,6 +206,18 @@ class GPUContext:
             name = f"{what} (texture '{label}', {shape})" if what else f"texture '{label}' ({shape})"
             raise allocation_error(name, nbytes, exc) from None
 
+    def wait_idle(self, what: str) -> None:
+        """Block until the work submitted so far is done (a tiny copy mapped for reading is the fence: wgpu-py
+        0.32's on_submitted_work_done_sync raises). ``what`` names the waiter in a DeviceError."""
+        usage = self.wgpu.BufferUsage
+        src = self.device.create_buffer(size=16, usage=usage.COPY_SRC, label="wgsentis fence")
+        dst = self.device.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST, label="wgsentis fence read")
+        encoder = self.device.create_command_encoder(label="wgsentis fence")
+        encoder.copy_buffer_to_buffer(src, 0, dst, 0, 16)
+        self.queue.submit([encoder.finish()])
+        map_for_reading(dst, what)
+        dst.unmap()
+
 
 # wgpu reports a size the device refuses as a validation error, a driver out of memory as either kind.
 _NO_MEMORY = re.compile(r"memory|greater than the maximum|exceeds the limit|too large", re.IGNORECASE)
@@ -280,10 +292,21 @@ def _apply_instance_extras() -> dict[str, Any] | None:
 GPU_WAIT_SECONDS = 120.0
 
 
+def map_read_async(buffer: Any) -> Any:
+    """Request ``buffer``'s mapping for reading; returns the promise. Our readbacks map a buffer right after
+    submitting the copy into it, so wgpu-py's own safeguard for a map with nothing submitted before it (an empty
+    submission per map: a second submit per run, wgpu-native issue 305) is skipped ("READ_NOSYNC") where this
+    wgpu-py offers that mode."""
+    try:
+        return buffer.map_async("READ_NOSYNC")
+    except (ValueError, KeyError, TypeError, AttributeError):  # a wgpu-py without the mode
+        return buffer.map_async("READ")
+
+
 def map_for_reading(buffer: Any, what: str, timeout_s: float | None = None) -> None:
     """Map ``buffer`` for reading, waiting at most ``timeout_s`` (GPU_WAIT_SECONDS) for the GPU; raises
     DeviceError naming ``what`` (the outputs or tensors being read) on a failure or a timeout."""
-    wait_mapped(buffer.map_async("READ"), what, timeout_s)
+    wait_mapped(map_read_async(buffer), what, timeout_s)
 
 
 def wait_mapped(promise: Any, what: str, timeout_s: float | None = None) -> None:

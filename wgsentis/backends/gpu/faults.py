@@ -1,0 +1,95 @@
+"""Index bounds checks on the device (wgsl/common/faults.wgsl): a fault buffer of slots that checking kernels
+write an out-of-range index into, cleared every run and read back with its outputs and with every fallback
+layer's inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.device import GPUContext
+from wgsentis.errors import IndexOutOfRangeError
+
+FAULT_SLOTS = 1024  # bounds-checked index slots a plan may hold (two words each); beyond, layers fall back
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """A fault slot: data-driven indices of ``layer`` that must lie in [-bound, bound) (wgsl/common/faults.wgsl).
+    A plan's slots are numbered in the order they were recorded, so the first one that faulted is the
+    earliest layer at fault."""
+
+    layer: str
+    op_type: str
+    bound: int
+    what: str = "indices"
+
+    def error(self, above: int, below: int) -> IndexOutOfRangeError | None:
+        """The error a slot's two words report (None when both are zero): the largest index past the end,
+        else the smallest below -bound, as the CPU kernels' ``check_indices`` names it."""
+        if above:
+            return IndexOutOfRangeError(self.layer, self.op_type, self.bound + above - 1, self.bound, self.what)
+        if below:
+            return IndexOutOfRangeError(self.layer, self.op_type, -self.bound - below, self.bound, self.what)
+        return None
+
+
+def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeError | None:
+    """The error of the first faulted slot among ``checks``, given the bytes of their fault words (two u32
+    per slot) as read back; None when none faulted."""
+    raw = raw[: 8 * len(checks)]
+    if not raw.any():  # the usual case, in a microsecond
+        return None
+    pairs = raw.view(np.uint32).reshape(-1, 2)
+    slot = int(np.flatnonzero(pairs.any(axis=1))[0])
+    return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
+
+
+class FaultBuffer:
+    """One fault buffer per program (runs are ordered on the queue) and the slots of the run in progress."""
+
+    def __init__(self, ctx: GPUContext) -> None:
+        self.ctx = ctx
+        self._buffer: Any = None
+        self.run_checks: list[IndexCheck] = []  # the run in progress's slots, which its readbacks check
+
+    @property
+    def buffer(self) -> Any:
+        """The storage buffer of FAULT_SLOTS slots (two u32 words each; zero when made)."""
+        if self._buffer is None:
+            usage = self.ctx.wgpu.BufferUsage
+            self._buffer = self.ctx.create_buffer(8 * FAULT_SLOTS, usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                                  "wgsentis index faults", "the index fault buffer")
+        return self._buffer
+
+    def clear(self, first: int, count: int) -> None:
+        """Zero slots first..first+count-1. A queue write lands before the next submit, after every run
+        submitted earlier: the slots start this run cleared whatever the previous run left in them."""
+        if count:
+            self.ctx.queue.write_buffer(self.buffer, 8 * first, np.zeros(2 * count, np.uint32))
+
+    def start(self, checks: list[IndexCheck]) -> None:
+        """Make ``checks`` (a plan's slots, or a recording's growing list) the run's, cleared now."""
+        self.run_checks = checks
+        self.clear(0, len(checks))
+
+    def nbytes(self) -> int:
+        """Bytes of the run's fault words a readback copies."""
+        return 8 * len(self.run_checks)
+
+    def copy_into(self, encoder: Any, staging: Any, offset: int) -> tuple[int, list[IndexCheck]] | None:
+        """Record the copy of the run's fault words into ``staging`` at ``offset``; returns what ``index_fault``
+        needs to read them, or None when the run has no checked index."""
+        checks = self.run_checks
+        if not checks:
+            return None
+        encoder.copy_buffer_to_buffer(self.buffer, 0, staging, offset, 8 * len(checks))
+        return offset, list(checks)
+
+    def close(self) -> None:
+        if self._buffer is not None:
+            self._buffer.destroy()
+        self._buffer = None
+        self.run_checks = []

@@ -1,0 +1,257 @@
+"""Device memory a GPU program owns: the recording pool of intermediate buffers, the uniform arena, the
+constant store (weights as buffers, textures or float16 words, and host-side data derived from them) and the
+scratch textures layers share. Each is owned by one program and emptied by its ``close()``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.device import GPUContext
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice, to_device_array
+from wgsentis.backends.gpu.tensors import LINEAR_TEXELS, PARAM_WORDS, Allocation, GTensor, GTexture, reserved_bytes
+from wgsentis.errors import DeviceError
+
+
+class BufferPool:
+    """Intermediate buffers a recording reuses once the tensors in them are dead (best fit by size). The
+    recording runs on them; the planner then lays the plan's tensors out in arenas, and the pool is dropped."""
+
+    def __init__(self, ctx: GPUContext) -> None:
+        self.ctx = ctx
+        self.free: list[Any] = []
+        self.total_bytes = 0
+        self.count = 0
+
+    def acquire(self, nbytes: int, what: str = "") -> Any:
+        """A free buffer of at least ``nbytes``, or a new one; ``what`` (the tensor it is for) names it in a
+        DeviceOutOfMemoryError when the device cannot make it."""
+        want = reserved_bytes(nbytes)
+        best = None
+        for buf in self.free:
+            # Reuse a free buffer big enough but not wastefully so (at most twice the size).
+            if want <= buf.size <= 2 * want and (best is None or buf.size < best.size):
+                best = buf
+        if best is not None:
+            self.free.remove(best)
+            return best
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.create_buffer(want, usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                     f"wgsentis pool #{self.count}", what)
+        self.count += 1
+        self.total_bytes += want
+        return buf
+
+    def release(self, buf: Any) -> None:
+        self.free.append(buf)
+
+
+class UniformArena:
+    """Per-dispatch parameter blocks packed into uniform buffers, written once when a plan is recorded (replays
+    write none). Buffers double in slots from ``first_slots`` up to ``max_slots``: a plan of a few dispatches
+    holds a few kilobytes, a large one whole buffers."""
+
+    SLOT = PARAM_WORDS * 4
+
+    def __init__(self, ctx: GPUContext, first_slots: int = 8, max_slots: int = 128) -> None:
+        self.ctx = ctx
+        self.stride = max(self.SLOT, (self.SLOT + ctx.uniform_align - 1) // ctx.uniform_align * ctx.uniform_align)
+        self.next_slots = first_slots
+        self.max_slots = max_slots
+        self.buffers: list[Any] = []
+        self.capacity = 0  # slots of the last buffer
+        self.used = 0
+        self.total_bytes = 0
+
+    def allocate(self, words: np.ndarray) -> tuple[Any, int]:
+        """A slot holding ``words``: (buffer, offset)."""
+        if self.used == self.capacity:
+            usage = self.ctx.wgpu.BufferUsage
+            self.capacity, self.next_slots = self.next_slots, min(2 * self.next_slots, self.max_slots)
+            size = self.stride * self.capacity
+            self.buffers.append(self.ctx.create_buffer(size, usage.UNIFORM | usage.COPY_DST, "wgsentis params",
+                                                       "a uniform parameter buffer"))
+            self.total_bytes += size
+            self.used = 0
+        buf, offset = self.buffers[-1], self.used * self.stride
+        self.used += 1
+        self.ctx.queue.write_buffer(buf, offset, words)
+        return buf, offset
+
+    def close(self) -> None:
+        for buf in self.buffers:
+            buf.destroy()
+        self.buffers = []
+        self.capacity = self.used = 0
+        self.total_bytes = 0
+
+
+class ConstantStore:
+    """Weights on the device, uploaded once per program and kept until ``close()``: storage buffers (split in
+    row blocks above the binding limit), rgba32float/rgba16float textures, float16 words; and ``derived``,
+    host arrays computed from constants (repacked or transposed weights) that builders upload. Entries are
+    keyed by the source array's id and hold the array, so an id is never mistaken for another array's."""
+
+    def __init__(self, ctx: GPUContext) -> None:
+        self.ctx = ctx
+        self.entries: dict[Any, Any] = {}  # key -> uploaded tensor or texture
+        self.sources: dict[Any, Any] = {}  # key -> the host arrays the entry was made from (kept alive)
+        self.derived_arrays: dict[tuple, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
+        self.nbytes = 0
+        self.uploads: list[tuple[str, int]] = []  # (name, bytes) of each upload, in order
+        self._owned: list[Any] = []  # buffers and textures to destroy on close
+
+    def derived(self, key: tuple, sources: tuple[np.ndarray, ...], make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()`` computed once per (key, source arrays) and kept, with its sources, until ``close()``."""
+        full_key = (*(id(a) for a in sources), *key)
+        hit = self.derived_arrays.get(full_key)
+        if hit is not None and all(a is b for a, b in zip(hit[1], sources, strict=True)):
+            return hit[0]
+        value = np.ascontiguousarray(make())
+        self.derived_arrays[full_key] = (value, sources)
+        return value
+
+    def _hit(self, key: Any, value: np.ndarray) -> Any:
+        hit = self.entries.get(key)
+        return hit if hit is not None and self.sources.get(key) is value else None
+
+    def _keep(self, key: Any, value: np.ndarray, uploaded: Any, nbytes: int, name: str) -> Any:
+        self.entries[key] = uploaded
+        self.sources[key] = value
+        self.nbytes += nbytes
+        self.uploads.append((name or "constant", nbytes))
+        return uploaded
+
+    def buffer(self, data: np.ndarray, label: str) -> Allocation:
+        """A persistent storage buffer holding ``data`` (4 bytes when ``data`` is empty)."""
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.create_buffer(max(4, data.nbytes), usage.STORAGE | usage.COPY_SRC, label, f"constant '{label}'",
+                                     data=data if data.size else np.zeros(4, np.uint32))
+        self._owned.append(buf)
+        return Allocation(buf, data.nbytes, persistent=True)
+
+    def tensor(self, value: np.ndarray, name: str) -> GTensor:
+        """``value`` as a device tensor (row blocks within the binding limit when it is larger)."""
+        key = id(value)
+        hit = self._hit(key, value)
+        if hit is not None:
+            return hit
+        data = to_device_array(value, f"constant '{name}'")
+        shape = tuple(value.shape)
+        if data.nbytes > self.ctx.max_binding:
+            # Split into row blocks, each within the binding limit (VGG-19's 411 MB FC weight).
+            rows = shape[0]
+            row_bytes = data.nbytes // max(rows, 1)
+            per = max(1, self.ctx.max_binding // max(row_bytes, 1))
+            chunks = []
+            for start in range(0, rows, per):
+                part = np.ascontiguousarray(data[start: start + per])
+                chunks.append((start, len(part), self.buffer(part, f"{name}[{start}:{start + len(part)}]")))
+            t = GTensor(None, shape, value.dtype, name, host=value, chunks=chunks)
+        else:
+            t = GTensor(self.buffer(data, name), shape, value.dtype, name, host=value)
+        return self._keep(key, value, t, data.nbytes, name)
+
+    @property
+    def texture_limit(self) -> int:
+        return int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
+
+    def texture(self, value: np.ndarray, name: str, *, half: bool = False) -> GTexture | None:
+        """A (rows, cols) float32 matrix as an rgba32float texture (rgba16float when ``half``); None when it
+        exceeds the device's texture size limit."""
+        key = ("texture", id(value), half)
+        hit = self._hit(key, value)
+        if hit is not None:
+            return hit
+        if value.ndim != 2 or value.dtype != np.float32:
+            raise DeviceError(f"texture '{name}': a 2-D float32 matrix is needed, got {value.dtype}{list(value.shape)}")
+        rows, cols = value.shape
+        width = max(1, (cols + 3) // 4)
+        if rows > self.texture_limit or width > self.texture_limit:
+            return None
+        dtype, texel = (np.float16, 8) if half else (np.float32, 16)
+        data = np.zeros((rows, width * 4), dtype)
+        data[:, :cols] = value
+        usage = self.ctx.wgpu.TextureUsage
+        texture = self.ctx.create_texture((width, max(rows, 1), 1), "rgba16float" if half else "rgba32float",
+                                          usage.TEXTURE_BINDING | usage.COPY_DST, name, data.nbytes,
+                                          f"constant '{name}' {list(value.shape)}")
+        self._owned.append(texture)
+        if rows:
+            self.ctx.queue.write_texture({"texture": texture}, data, {"bytes_per_row": width * texel,
+                                                                      "rows_per_image": rows}, (width, rows, 1))
+        return self._keep(key, value, GTexture(texture, (rows, cols), name), data.nbytes, name or "texture")
+
+    def half(self, value: np.ndarray, name: str) -> GTensor:
+        """A float32 matrix (..., cols), cols a multiple of 4, rounded to float16 and uploaded as a storage
+        buffer of vec4<f16> rows (read by shaders that ``enable f16``). The tensor is typed int32 with half as
+        many columns: that is how its bytes are bound, never how they are read."""
+        key = ("half", id(value))
+        hit = self._hit(key, value)
+        if hit is not None:
+            return hit
+        if value.dtype != np.float32 or value.ndim < 1 or value.shape[-1] % 4:
+            raise DeviceError(f"constant '{name}': float16 storage needs float32 rows of a multiple of 4 values, "
+                              f"got {value.dtype}{list(value.shape)}")
+        words = np.ascontiguousarray(value.astype(np.float16)).view(np.int32)  # (..., cols / 2)
+        if words.nbytes > self.ctx.max_binding:
+            raise TooLargeForDevice(f"constant '{name}' ({words.nbytes} bytes in float16) exceeds the binding "
+                                    "limit")
+        t = GTensor(self.buffer(words, name), words.shape, np.int32, name)
+        return self._keep(key, value, t, words.nbytes, name)
+
+    def close(self) -> None:
+        """Destroy every buffer and texture (the caller has waited for the work that reads them) and drop the
+        host arrays kept with them."""
+        for obj in self._owned:
+            obj.destroy()
+        self._owned = []
+        self.entries.clear()
+        self.sources.clear()
+        self.derived_arrays.clear()
+        self.nbytes = 0
+
+
+class ScratchTextures:
+    """Linear rgba32float textures (LINEAR_TEXELS texels a row) that a layer writes as storage and reads as a
+    matmul operand (an operand produced on the GPU: im2col columns, Winograd's transformed input). A layer's
+    k-th request uses slot k; every layer's slot k is the same texture, as tall as the largest request made of
+    it: a layer consumes its operand before the next one writes it (dispatches are ordered), and a linear
+    texture holds any matrix that fits its texels. A request larger than the slot's texture gives the slot a
+    taller one (``grown``): steps recorded earlier then bind the new one (``GPUProgram`` rebinds them)."""
+
+    def __init__(self, ctx: GPUContext) -> None:
+        self.ctx = ctx
+        self.slots: list[GTexture] = []
+        self.grown = False  # a slot got a taller texture since the plans were last bound
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.shape[0] * LINEAR_TEXELS * 16 for t in self.slots)
+
+    def get(self, slot: int, texels: int, name: str) -> GTexture | None:
+        """Slot ``slot``'s texture, at least ``texels`` texels; None past the device's texture height."""
+        rows = max(1, -(-texels // LINEAR_TEXELS))
+        if rows > int(self.ctx.limits.get("max-texture-dimension-2d", 8192)):
+            return None
+        if slot < len(self.slots) and self.slots[slot].shape[0] >= rows:
+            return self.slots[slot]
+        usage = self.ctx.wgpu.TextureUsage
+        texture = self.ctx.create_texture((LINEAR_TEXELS, rows, 1), "rgba32float",
+                                          usage.TEXTURE_BINDING | usage.STORAGE_BINDING | usage.COPY_DST,
+                                          f"wgsentis scratch {slot}", rows * LINEAR_TEXELS * 16,
+                                          f"a scratch operand texture for '{name}'")
+        if slot < len(self.slots):
+            # Not destroyed: bind groups recorded earlier (and work in flight) still hold the old texture.
+            self.slots[slot].replace(texture, (rows, 4 * LINEAR_TEXELS))
+            self.grown = True
+        else:
+            self.slots.append(GTexture(texture, (rows, 4 * LINEAR_TEXELS), f"wgsentis scratch {slot}"))
+        return self.slots[slot]
+
+    def close(self) -> None:
+        for tex in self.slots:
+            tex.texture.destroy()
+        self.slots = []

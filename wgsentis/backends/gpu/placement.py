@@ -1,0 +1,151 @@
+"""Backend-neutral placement: which layers a GPU program must run on the host (tensors the host reads, and
+what computes them), where each layer runs for a given set of argument values and why, and running a layer's
+numpy kernel there (planned host layers and fallbacks alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.cpu import GraphProgram, LayerStep
+from wgsentis.backends.gpu.tensors import GTensor
+from wgsentis.errors import PASS_THROUGH_ERRORS, LayerError, WgSentisError
+from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ops import registry
+
+SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
+
+
+def host_tensors(graph: Graph, backend: str) -> set[str]:
+    """Tensors that must be read on the host: the inputs ``backend``'s programs take as host values (shapes,
+    axes, pads...) and, walking back, whatever computes them, except through Shape/Size, which read only their
+    input's shape. Layers producing these run on the host at plan time."""
+    needed: set[str] = set()
+    for layer in graph.layers:
+        gpu = registry.lookup(layer.op_type, layer.domain, layer.opset, backend=backend)
+        for pos in gpu.host_inputs if gpu is not None else ():
+            if pos < len(layer.inputs) and layer.inputs[pos]:
+                needed.add(layer.inputs[pos])
+    for layer in reversed(graph.layers):
+        if layer.op_type in SHAPE_ONLY_OPS or not any(o in needed for o in layer.outputs):
+            continue
+        needed.update(n for n in layer.inputs if n and n not in graph.constants)
+    return needed
+
+
+def last_uses(graph: Graph, output_names: list[str]) -> dict[str, int]:
+    """Tensor name -> index of the last layer that reads it (the graph's outputs: one past the last layer)."""
+    last: dict[str, int] = {}
+    for i, layer in enumerate(graph.layers):
+        for n in set(layer.inputs) | captured_names(layer):
+            if n:
+                last[n] = i
+    for n in output_names:
+        last[n] = len(graph.layers)
+    return last
+
+
+class Placer:
+    """Places the layers of one graph for one GPU backend and runs those placed on the host."""
+
+    def __init__(self, graph: Graph, backend: str, control_of: Any) -> None:
+        self.graph = graph
+        self.backend = backend
+        self.host_needed = host_tensors(graph, backend)
+        self.last_use = last_uses(graph, [o.name for o in graph.outputs])
+        self.host_program = HostProgram(graph, control_of)
+        self.cpu_steps = [LayerStep(layer, self.host_program) for layer in graph.layers]
+
+    def builder(self, layer: Layer) -> Any:
+        """The backend's program builder for ``layer`` (registry.GPUImpl), or None."""
+        return registry.lookup(layer.op_type, layer.domain, layer.opset, backend=self.backend)
+
+    def decide(self, layer: Layer, args: list[Any]) -> tuple[str, str]:
+        """(device, reason) for ``layer`` on these arguments, before any builder runs: "host", "fallback", or
+        "gpu" (the builder may still give up: the caller then falls back). Shape-only layers get zero-stride
+        stand-ins for their device inputs (in ``args``); host-read inputs of a GPU layer get their host values."""
+        if layer.op_type in SHAPE_ONLY_OPS and not layer.domain:
+            # Only the shape is read: a zero-stride stand-in carries it without any data.
+            for k, a in enumerate(args):
+                if isinstance(a, GTensor):
+                    args[k] = np.broadcast_to(np.zeros((), a.dtype), a.shape)
+            return "host", "reads only its input's shape"
+        impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
+        known = [a.host if isinstance(a, GTensor) and a.host is not None else a for a in args]
+        if impl is not None and not registry.is_deterministic(impl, known):
+            return "fallback", "random: runs again on every replay, never baked into the plan"
+        host_layer = any(o in self.host_needed for o in layer.outputs)
+        if (host_layer and all_host(args)) or all(a is None or isinstance(a, np.ndarray) for a in args):
+            # Values already on the host (shapes and what is computed from them) stay there: no sync.
+            if not captured_names(layer):
+                return "host", "its inputs are host values" + (" read by a GPU program" if host_layer else "")
+        gpu = self.builder(layer)
+        if gpu is None:
+            return "fallback", f"no {self.backend} program for {layer.op_type}"
+        if captured_names(layer):
+            return "fallback", "its subgraphs read outer-scope tensors"
+        for pos in gpu.host_inputs:
+            if pos < len(args) and isinstance(args[pos], GTensor):
+                if args[pos].host is None:
+                    return "fallback", f"input {pos} is read on the host but exists only on the device"
+                args[pos] = args[pos].host
+        return "gpu", ""
+
+    def run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
+        """Layer ``index``'s numpy kernel on host ``args``; errors name the layer."""
+        step = self.cpu_steps[index]
+        try:
+            with np.errstate(all="ignore"):  # IEEE results (see backends/cpu.py _run_step)
+                result = step.run(args)
+        except PASS_THROUGH_ERRORS:
+            raise
+        except WgSentisError as exc:
+            raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
+        except Exception as exc:
+            raise LayerError(step.layer.name, step.layer.op_type, f"{type(exc).__name__}: {exc}") from exc
+        result = result if isinstance(result, tuple) else (result,)
+        return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
+
+    def set_outer_scope(self, index: int, names: list[str], values: list[Any]) -> None:
+        """The outer-scope tensors layer ``index``'s subgraphs read, for its next host run."""
+        outer = dict(self.graph.constants)
+        outer.update(zip(names, values, strict=True))
+        self.cpu_steps[index].ctx.outer = outer
+
+    def close(self) -> None:
+        self.host_program.close()
+
+
+class HostProgram:
+    """Stands in for the CPU GraphProgram where kernels ask for subprograms (control flow)."""
+
+    def __init__(self, graph: Graph, control_of: Any) -> None:
+        self._cpu = GraphProgram(Graph("host", [], [], {}, []), 1)
+        self._control_of = control_of
+        self.graph = graph  # whose constants a kernel may keep derived weights of
+
+    @property
+    def control(self) -> Any:
+        """The RunControl of the run in progress (what Loop/Scan kernels check)."""
+        return self._control_of()
+
+    def subprogram(self, graph: Graph) -> Any:
+        return self._cpu.subprogram(graph)
+
+    def close(self) -> None:
+        self._cpu.close()
+
+
+def all_host(args: list[Any]) -> bool:
+    return all(not isinstance(a, GTensor) or a.host is not None for a in args)
+
+
+def host_of(value: Any) -> Any:
+    return value.host if isinstance(value, GTensor) else value
+
+
+def host_read(layer: Layer, args: list[Any], env: dict[str, Any]) -> set[str]:
+    """Names of a layer's inputs that its GPU builder received as host values (read on the host)."""
+    return {n for n, a in zip(layer.inputs, args, strict=False)
+            if n and isinstance(a, np.ndarray) and isinstance(env.get(n), GTensor)}

@@ -1,0 +1,186 @@
+"""The memory planner: lays a plan's intermediates out in arenas by lifetime and size, and keeps plans per input
+signature in a bounded LRU.
+
+A recording gives every intermediate (inputs, layer outputs, a layer's own scratch buffers) as an Allocation
+with its size and the first and last layer that use it. Two tensors may share bytes when their lifetimes do
+not overlap. Offsets are assigned greedily, largest tensor first, each at the lowest offset where it overlaps
+no tensor already placed whose lifetime meets its own (the "greedy by size" strategy of TFLite's arena
+planner, which ONNX Runtime's memory patterns resemble). An arena is one device buffer, and WebGPU adds a
+rule of its own: within one dispatch a buffer is either read-only or writable, and a copy's source and
+destination are different buffers. Tensors one step reads and writes therefore *conflict*: they go to
+different arenas (a chain of layers alternates between two). Of the arenas a tensor may go to, it takes the
+one that grows least, and opens a new one only when each would grow by its whole size (or none has room within
+the device's buffer size). On the reference models the arenas come to 1.0-1.2x the largest live set.
+``live_peak`` is the bound the result is measured against: the largest sum of live tensors plus the layer's
+own scratch at any step.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from wgsentis.backends.gpu.device import GPUContext
+from wgsentis.backends.gpu.tensors import ALIGN, Allocation
+from wgsentis.errors import InputError
+
+DEFAULT_MAX_PLANS = 16  # recorded plans (input signatures) a program keeps, least recently used evicted first
+
+
+def lifetime(alloc: Allocation, end: int) -> tuple[int, int]:
+    """(first, last) layer index that uses ``alloc``; ``end`` for one alive to the end of the run."""
+    return alloc.born, end if alloc.dies is None else alloc.dies
+
+
+def assign_offsets(allocs: list[Allocation], end: int, capacity: int,
+                   conflicts: dict[int, set[int]] | None = None) -> list[tuple[int, int]]:
+    """(arena index, byte offset) for each of ``allocs``, in their order. Largest first, each goes to the lowest
+    free offset (among the tensors whose lifetimes overlap its own) of the arena that grows least by taking it,
+    among the arenas holding no tensor it conflicts with (``conflicts``: index -> indices) and with room within
+    ``capacity``; a new arena when every choice would grow the total by its whole size anyway."""
+    conflicts = conflicts or {}
+    spans = [lifetime(a, end) for a in allocs]
+    order = sorted(range(len(allocs)), key=lambda i: (-allocs[i].reserved, spans[i][0], i))
+    placed: list[list[tuple[int, int, int]]] = []  # per arena: (offset, size, alloc index)
+    members_of: list[set[int]] = []
+    extent: list[int] = []
+    where: list[tuple[int, int]] = [(0, 0)] * len(allocs)
+    for i in order:
+        size = allocs[i].reserved
+        first, last = spans[i]
+        against = conflicts.get(i, set())
+        best: tuple[int, int, int] | None = None  # (growth, offset, arena)
+        for arena, members in enumerate(placed):
+            if against & members_of[arena]:
+                continue
+            offset = _first_fit(members, spans, first, last, size, capacity)
+            if offset is not None:
+                choice = (max(0, offset + size - extent[arena]), offset, arena)
+                best = choice if best is None or choice < best else best
+        if best is None or best[0] >= size:
+            placed.append([])
+            members_of.append(set())
+            extent.append(0)
+            best = (size, 0, len(placed) - 1)
+        _growth, offset, arena = best
+        placed[arena].append((offset, size, i))
+        members_of[arena].add(i)
+        extent[arena] = max(extent[arena], offset + size)
+        where[i] = (arena, offset)
+    return where
+
+
+def step_conflicts(steps: list[Any], allocs: list[Allocation]) -> dict[int, set[int]]:
+    """Index -> indices of the allocations (among ``allocs``) that a step reads while another writes, or that
+    one copy reads and writes: these must live in different buffers."""
+    index = {id(a): i for i, a in enumerate(allocs)}
+    out: dict[int, set[int]] = {}
+
+    def pair(reads: list[Allocation], writes: list[Allocation]) -> None:
+        for r in reads:
+            for w in writes:
+                i, j = index.get(id(r)), index.get(id(w))
+                if i is not None and j is not None and i != j:
+                    out.setdefault(i, set()).add(j)
+                    out.setdefault(j, set()).add(i)
+
+    for step in steps:
+        storage = getattr(step, "storage", None)
+        if storage is not None:
+            pair([a for a, _ in storage[: step.reads]], [a for a, _ in storage[step.reads:]])
+        elif isinstance(getattr(step, "dst", None), Allocation):
+            pair([step.src], [step.dst])
+    return out
+
+
+def _first_fit(members: list[tuple[int, int, int]], spans: list[tuple[int, int]], first: int, last: int,
+               size: int, capacity: int) -> int | None:
+    """The lowest offset in an arena where ``size`` bytes overlap none of the ``members`` alive at the same
+    time, within ``capacity``; None when there is none."""
+    busy = sorted((off, off + sz) for off, sz, j in members if spans[j][0] <= last and first <= spans[j][1])
+    offset = 0
+    for start, stop in busy:
+        if offset + size <= start:
+            break
+        offset = max(offset, (stop + ALIGN - 1) // ALIGN * ALIGN)
+    return offset if offset + size <= capacity else None
+
+
+def plan_arenas(ctx: GPUContext, allocs: list[Allocation], steps: list[Any], end: int,
+                label: str) -> tuple[list[Any], int]:
+    """Move ``allocs`` into arenas laid out by ``assign_offsets`` for the plan's ``steps``; returns the arena
+    buffers and their bytes."""
+    if not allocs:
+        return [], 0
+    capacity = int(ctx.limits.get("max-buffer-size", 1 << 30)) // ALIGN * ALIGN
+    where = assign_offsets(allocs, end, capacity, step_conflicts(steps, allocs))
+    sizes: dict[int, int] = {}
+    for alloc, (arena, offset) in zip(allocs, where, strict=True):
+        sizes[arena] = max(sizes.get(arena, 0), offset + alloc.reserved)
+    usage = ctx.wgpu.BufferUsage
+    arenas = [ctx.create_buffer(sizes[k], usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                f"wgsentis arena {k} of {label}", f"arena {k} of {label} ({sizes[k]:,} bytes)")
+              for k in range(len(sizes))]
+    for alloc, (arena, offset) in zip(allocs, where, strict=True):
+        alloc.move(arenas[arena], offset)
+    return arenas, sum(sizes.values())
+
+
+def live_peak(allocs: list[Allocation], end: int, scratch: dict[int, int]) -> int:
+    """The largest bytes live at any step: tensors whose lifetimes include it, plus that layer's scratch
+    textures (``scratch``: layer index -> bytes it asked for)."""
+    if not allocs and not scratch:
+        return 0
+    delta: dict[int, int] = {}
+    for a in allocs:
+        first, last = lifetime(a, end)
+        delta[first] = delta.get(first, 0) + a.reserved
+        delta[last + 1] = delta.get(last + 1, 0) - a.reserved
+    steps = sorted(set(delta) | set(scratch))
+    live, peak = 0, 0
+    for step in steps:
+        live += delta.get(step, 0)
+        peak = max(peak, live + scratch.get(step, 0))
+    return peak
+
+
+class PlanCache:
+    """Plans by input signature, at most ``capacity``, the least recently used evicted first. Each plan holds its
+    own arenas, so a model run at ever new shapes would otherwise grow without bound."""
+
+    def __init__(self, capacity: int = DEFAULT_MAX_PLANS) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise InputError(f"max_plans={capacity!r}: the number of cached plans must be a positive integer")
+        self.capacity = capacity
+        self.plans: OrderedDict[tuple, Any] = OrderedDict()
+        self.evicted = 0
+
+    def get(self, signature: tuple) -> Any:
+        plan = self.plans.get(signature)
+        if plan is not None:
+            self.plans.move_to_end(signature)  # most recently used last; the first is evicted first
+        return plan
+
+    def put(self, signature: tuple, plan: Any) -> None:
+        self.plans[signature] = plan
+        self.plans.move_to_end(signature)
+        while len(self.plans) > self.capacity:
+            # Dropped, never destroyed: work already submitted keeps its buffers alive until it is done.
+            self.plans.popitem(last=False)
+            self.evicted += 1
+
+    def discard(self, signature: tuple) -> None:
+        self.plans.pop(signature, None)
+
+    def __len__(self) -> int:
+        return len(self.plans)
+
+    def __iter__(self) -> Any:
+        """The signatures, least recently used first."""
+        return iter(self.plans)
+
+    def values(self) -> list[Any]:
+        return list(self.plans.values())
+
+    def clear(self) -> None:
+        self.plans.clear()

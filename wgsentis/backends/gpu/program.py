@@ -1,0 +1,687 @@
+"""The GPU program every GPU backend shares: a graph run on the device through recorded plans.
+
+The first run with an input signature (shapes, dtypes and the host-read values) is *recorded*: each layer
+is placed (``placement.Placer``: on the GPU, planned on the host, or a fallback with a sync) and the GPU
+layers' builders record their steps on a transient buffer pool, so that the recording run itself produces
+the outputs. The planner then lays the plan's tensors out in arenas by lifetime (``planner``) and rebinds
+the steps there; later runs with the signature replay the plan: upload inputs, encode its steps (running the
+fallback layers in between), one submission, and the outputs copied into a staging buffer kept with the plan.
+
+A backend subclasses ``GPUProgram`` with its recorder (``make_recorder``) and its command stream
+(``make_stream``); ``wgsentis.backends.gpu_compute`` is the compute one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.device import GPUContext, get_context, map_for_reading
+from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, gpu_type_of, to_device_array
+from wgsentis.backends.gpu.faults import FaultBuffer, index_fault
+from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
+from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read
+from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
+from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
+from wgsentis.backends.gpu.report import RunReport, program_stats
+from wgsentis.backends.gpu.steps import Copy, Dispatch, Fallback, Placement, Plan, PlanInvalid, Transfer
+from wgsentis.backends.gpu.streams import CommandStream
+from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture, aligned, reserved_bytes
+from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
+from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, WgSentisError
+from wgsentis.model import Graph, Layer, captured_names
+
+MAX_DOWNLOAD_POOLS = 16  # staging sizes kept for fallback downloads; the oldest size goes first
+
+
+class GPUProgram:
+    """A graph compiled for a GPU backend: plans per input signature (an LRU of ``max_plans``), shared weights.
+
+    The program protocol (what ``Worker`` uses): ``output_names``, ``execute(feeds, control)`` -> a readback
+    with ``wait()``/``done()``, ``stats()``, ``close()``. Public hooks for tools: ``set_timestamps``,
+    ``last_run``, ``plan_summary``, ``run_layer_by_layer``."""
+
+    backend = ""  # the registry's backend name of this program's builders
+
+    def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
+                 precision: str = "float32", ctx: GPUContext | None = None, max_plans: int = DEFAULT_MAX_PLANS) -> None:
+        self.ctx = ctx or get_context()  # another context: e.g. a device with other limits
+        if precision not in PRECISIONS:
+            raise DeviceError(f"precision '{precision}' is not one of {list(PRECISIONS)}")
+        if precision == "float16" and not self.ctx.has_f16:
+            raise DeviceError(f"precision='float16' needs the adapter feature 'shader-f16', which "
+                              f"'{self.ctx.info.name}' ({self.ctx.info.backend}) does not offer; use 'float32'")
+        self.precision = precision
+        self.graph = graph
+        self.threads = threads
+        self.debug_groups = debug_groups
+        self.output_names = [o.name for o in graph.outputs]
+        self.constants = ConstantStore(self.ctx)
+        self.scratch = ScratchTextures(self.ctx)
+        self.faults = FaultBuffer(self.ctx)
+        self.queries = QuerySets(self.ctx)
+        self.plans = PlanCache(max_plans)
+        self.placer = Placer(graph, self.backend, lambda: self.control)
+        self.last_plan: Plan | None = None
+        self.last_run = RunReport()
+        self.control: Any = None  # the RunControl of the run in progress (wgsentis.run_control), or None
+        self._timestamps: bool | str = False
+        self._pass_per_layer = False
+        self._next_stream: CommandStream | None = None  # ready for the next replay
+        # The recording in progress: its pool, uniforms, allocations, live bytes and per-layer scratch requests.
+        self._pool: BufferPool | None = None
+        self._uniforms: UniformArena | None = None
+        self._allocations: list[Allocation] = []
+        self._live_bytes = 0
+        self._layer_index = -1
+        self.scratch_requests: dict[int, int] = {}
+        self._download_pools: dict[int, StagingPool] = {}  # fallbacks' staging buffers by size
+        self._closed = False
+
+    # -- for subclasses --------------------------------------------------------------------------------
+    def make_recorder(self) -> Any:
+        """The backend's recorder: what its builders record steps with."""
+        raise NotImplementedError
+
+    def make_stream(self, checked: bool) -> CommandStream:
+        """A command stream of the backend's passes (``checked``: through wgpu-py's validating wrappers)."""
+        raise NotImplementedError
+
+    # -- public hooks ------------------------------------------------------------------------------------
+    def set_timestamps(self, mode: bool | str, *, pass_per_layer: bool = False) -> None:
+        """Profile the following replays with GPU timestamps: True, per layer (``last_run.layer_gpu_ns``);
+        "whole", only the run's start and end (key -1: what the per-layer stamps themselves cost); False, none.
+        Needs the adapter's timestamp-query feature (``ctx.has_timestamps``). Stamps go between layers inside
+        the open pass where the adapter can write them there; ``pass_per_layer`` gives each layer its own
+        timestamped pass instead (what adapters without that feature get)."""
+        if mode not in (True, False, "whole"):
+            raise DeviceError(f"set_timestamps({mode!r}): choose True, False or 'whole'")
+        self._timestamps = mode
+        self._pass_per_layer = pass_per_layer
+
+    def plan_summary(self) -> dict[str, Any]:
+        """The last recorded plan: where each layer runs and why, and the order of its GPU work and fallbacks
+        (``Plan.summary``)."""
+        return Plan.summary(self.last_plan)
+
+    def stats(self) -> dict[str, Any]:
+        """Where the last run's layers ran, what crossed between host and device, device memory, fixed costs
+        (``report.program_stats``)."""
+        return program_stats(self)
+
+    def close(self) -> None:
+        """Wait for the work in flight, then free every device buffer and texture the program holds and drop
+        its plans and the host arrays kept for them (the device itself is shared by the process)."""
+        if self._closed:
+            return
+        self._closed = True
+        if sys.is_finalizing():
+            return  # interpreter exit: wgpu's poll thread may be gone, so no wait; the process frees everything
+        try:
+            self.ctx.wait_idle(f"the work of graph '{self.graph.name}' before closing its program")
+        except DeviceError:
+            pass  # a lost device: nothing in flight to wait for
+        for plan in self.plans.values():
+            self._free_plan(plan)
+        if self.last_plan is not None:
+            self._free_plan(self.last_plan)
+        self.plans.clear()
+        self.last_plan = None
+        self._next_stream = None
+        for pool in self._download_pools.values():
+            pool.close()
+        self._download_pools.clear()
+        self.constants.close()
+        self.scratch.close()
+        self.faults.close()
+        self.queries.close()
+        self.placer.close()
+
+    @staticmethod
+    def _free_plan(plan: Plan) -> None:
+        for buf in plan.arenas:
+            buf.destroy()
+        plan.arenas = []
+        if plan.staging is not None:
+            plan.staging.close()
+        if plan.uniforms is not None:
+            plan.uniforms.close()
+        plan.steps = []
+
+    # -- memory (what recorders call) ------------------------------------------------------------------
+    def new_allocation(self, nbytes: int, what: str = "", layer: Layer | None = None) -> Allocation:
+        """Device memory for an intermediate of the recording in progress (from its pool)."""
+        control = self.control
+        if layer is not None and control is not None and control.memory_limit is not None:
+            # The run's memory budget bounds the device too: the bytes the plan holds live, this buffer included.
+            control.check_bytes(layer, None, self._live_bytes + nbytes,
+                                f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
+        if self._pool is None:  # a builder used outside a recording (tests of the builder API)
+            self._pool = BufferPool(self.ctx)
+        alloc = Allocation(self._pool.acquire(nbytes, what), nbytes, reserved=reserved_bytes(nbytes),
+                           born=self._layer_index)
+        self._allocations.append(alloc)
+        self._live_bytes += alloc.reserved
+        return alloc
+
+    def free_allocation(self, alloc: Allocation) -> None:
+        """``alloc`` is dead after the current layer: its pool buffer serves later layers."""
+        alloc.dies = self._layer_index
+        self._live_bytes -= alloc.reserved
+        self._pool.release(alloc.buffer)
+
+    def uniforms(self) -> UniformArena:
+        """The recording's uniform arena (kept with its plan)."""
+        if self._uniforms is None:  # a builder used outside a recording (tests of the builder API)
+            self._uniforms = UniformArena(self.ctx)
+        return self._uniforms
+
+    def note_scratch(self, nbytes: int) -> None:
+        """The current layer asked for ``nbytes`` of scratch textures (counted in the plan's live-set bound)."""
+        self.scratch_requests[self._layer_index] = self.scratch_requests.get(self._layer_index, 0) + nbytes
+
+    def _retain(self, value: Any) -> None:
+        if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
+            value.alloc.refs += 1
+
+    def _drop(self, value: Any) -> None:
+        if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
+            value.alloc.refs -= 1
+            if value.alloc.refs == 0:
+                self.free_allocation(value.alloc)
+
+    # -- running ---------------------------------------------------------------------------------------
+    def execute(self, feeds: dict[str, Any], control: Any = None) -> PendingReadback:
+        """The program protocol's run: ``run`` with the host's BLAS kept to one thread (host layers run beside
+        the device, where BLAS threads would only spin)."""
+        from wgsentis.ops.parallel import set_blas_threads
+
+        set_blas_threads(1)
+        return self.run(feeds, control)
+
+    def run(self, feeds: dict[str, Any], control: Any = None) -> PendingReadback:
+        """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback.
+
+        ``control`` (a RunControl) is checked before every layer while recording, and before every host
+        layer of a replay (cancellation, timeout, memory budget): a replay's GPU work is one submission.
+        Errors from wgpu itself (validation, out of memory, a lost device) become a DeviceError that
+        names the graph; our own typed errors pass through unchanged."""
+        if self._closed:
+            raise DeviceError(f"the GPU program of graph '{self.graph.name}' is closed")
+        self.control = control
+        try:
+            return self._run(feeds)
+        except WgSentisError:
+            raise
+        except Exception as exc:
+            raise DeviceError(f"graph '{self.graph.name}' on {self.ctx.info.name}: the GPU run failed: "
+                              f"{type(exc).__name__}: {str(exc).strip()[:500]}") from exc
+
+    def _run(self, feeds: dict[str, Any]) -> PendingReadback:
+        self.last_run = RunReport()
+        signature = tuple((n, np.asarray(v).shape, np.asarray(v).dtype.str) if isinstance(v, np.ndarray)
+                          else (n, type(v).__name__) for n, v in sorted(feeds.items()))
+        plan = self.plans.get(signature)
+        if plan is not None and any(not np.array_equal(feeds[n], v) for n, v in plan.host_read_inputs.items()):
+            plan = None  # it baked in other values of inputs read on the host (e.g. a shape input)
+        if plan is not None:
+            try:
+                return self._replay(plan, feeds)
+            except PlanInvalid:
+                self.plans.discard(signature)
+                self.last_run = RunReport()
+        plan, readback = self._record(feeds)
+        if plan is not None:
+            self.plans.put(signature, plan)
+        return readback
+
+    def _upload_input(self, name: str, value: np.ndarray, target: GTensor | None, layer: str = "") -> GTensor:
+        started = time.perf_counter()
+        data = to_device_array(value, f"input '{name}'")
+        t = target
+        if t is None:
+            t = GTensor(self.new_allocation(max(4, data.nbytes), f"tensor '{name}' {list(value.shape)}"), value.shape,
+                        value.dtype, name)
+        if data.nbytes:
+            self.ctx.queue.write_buffer(t.alloc.buffer, t.alloc.offset, data)
+        t.host = value  # known on the host: layers reading it there need no download
+        self.last_run.transfers.append(Transfer("upload", name, data.nbytes, layer, time.perf_counter() - started))
+        return t
+
+    def _run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
+        started = time.perf_counter()
+        try:
+            return self.placer.run_host(index, args)
+        finally:
+            kernel_s = self.last_run.host_kernel_s
+            kernel_s[index] = kernel_s.get(index, 0.0) + time.perf_counter() - started
+
+    def _record(self, feeds: dict[str, Any]) -> tuple[Plan | None, PendingReadback]:
+        started = time.perf_counter()
+        self.last_run.recorded = True
+        # Each recording runs on its own pool: an earlier plan's tensors live in that plan's arenas.
+        self._pool = BufferPool(self.ctx)
+        self._uniforms = UniformArena(self.ctx)
+        self._allocations = []
+        self._live_bytes = 0
+        self._layer_index = -1
+        self.scratch_requests = {}
+        placer = self.placer
+        plan = Plan(uniforms=self._uniforms)
+        cacheable = True
+        env: dict[str, Any] = {}
+        for name, value in feeds.items():
+            if isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
+                try:
+                    t = self._upload_input(name, value, None)
+                except TooLargeForDevice:
+                    env[name] = value
+                    # Layers reading it run on the host with this value baked into the plan: replay only it.
+                    plan.host_read_inputs[name] = np.array(value, copy=True)
+                    continue
+                plan.input_tensors[name] = t
+                env[name] = t
+                self._retain(t)
+            else:
+                env[name] = value
+        for name in list(env):
+            if placer.last_use.get(name, -1) < 0 and name not in self.output_names:
+                self._drop(env[name])
+        rec = self.make_recorder()
+        plan.index_checks = rec.index_checks  # filled as checking layers are recorded
+        self.faults.start(rec.index_checks)
+        stream = self.make_stream(True)
+        encoded = 0  # steps of rec already encoded
+        for i, layer in enumerate(self.graph.layers):
+            self._layer_index = i
+            rec.layer, rec.layer_index = layer, i
+            args = [self._value(n, env) if n else None for n in layer.inputs]
+            if self.control is not None:
+                self.control.before_layer(layer, args)  # stop or refuse before anything is allocated
+            kind, reason, outputs = self._place(rec, layer, args)
+            if kind != "fallback" and layer.op_type not in SHAPE_ONLY_OPS:
+                for n in layer.inputs:
+                    if n in plan.input_tensors and (kind == "host" or n in host_read(layer, args, env)):
+                        plan.host_read_inputs[n] = np.array(feeds[n], copy=True)
+            if kind == "gpu":
+                new = rec.steps[encoded:]
+                encoded = len(rec.steps)
+                self._emit_layer(stream, i, new)
+                plan.steps.extend(new)
+            elif kind == "host":
+                outputs = self._run_host(i, [host_of(a) for a in args])
+            else:
+                outputs, step = self._fallback_record(i, layer, args, stream.take(), env)
+                plan.steps.append(step)
+                # Outputs kept on the host (sequences, types the GPU lacks) make later layers depend
+                # on values a replay cannot check cheaply: such runs are recorded every time.
+                cacheable = cacheable and all(t is not None and n not in placer.host_needed
+                                              for t, n in zip(step.targets, layer.outputs, strict=False) if n)
+            plan.placements.append(Placement(layer.name, layer.op_type, kind, reason))
+            for name, value in zip(layer.outputs, outputs, strict=False):
+                if name:
+                    env[name] = value
+                    self._retain(value)
+            for n in set(layer.inputs) | captured_names(layer):
+                if n and placer.last_use.get(n) == i and n in env:
+                    self._drop(env[n])
+            for name, value in zip(layer.outputs, outputs, strict=False):
+                if name and name not in placer.last_use:
+                    self._drop(value)
+        plan.outputs = {n: env[n] for n in self.output_names}
+        end = len(self.graph.layers)
+        plan.allocations = self._allocations
+        plan.peak_live_bytes = live_peak(plan.allocations, end, self.scratch_requests)
+        self.last_run.encode = time.perf_counter() - started
+        readback = self._finish(stream.take(), plan.outputs)
+        if cacheable:
+            # The recording ran on the pool; replays run on arenas laid out from the lifetimes it showed.
+            label = f"'{self.graph.name}'"
+            plan.arenas, plan.arena_bytes = plan_arenas(self.ctx, plan.allocations, plan.steps, end, label)
+            for step in plan.steps:
+                if isinstance(step, Dispatch):
+                    step.bind(self.ctx.device)
+                elif isinstance(step, Copy):
+                    step.moved()
+        else:
+            plan.arena_bytes = self._pool.total_bytes
+        if self.scratch.grown:
+            # A scratch slot got a taller texture: the cached plans' steps bind it from now on (the old one is
+            # released with their old bind groups once the work in flight is done).
+            for cached in self.plans.values():
+                self._rebind_textures(cached)
+            self.scratch.grown = False
+        self._pool = None
+        self._uniforms = None
+        self._allocations = []
+        self.last_plan = plan
+        return (plan if cacheable else None), readback
+
+    def _rebind_textures(self, plan: Plan) -> None:
+        """Remake the bind groups (and native copy calls) of ``plan``'s steps that use textures."""
+        for step in plan.steps:
+            if isinstance(step, Dispatch) and any(isinstance(r, GTexture) for r in step.extra):
+                step.bind(self.ctx.device)
+            elif isinstance(step, Copy):
+                step.moved()
+
+    def _place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:
+        """Where a layer runs, why, and (on the GPU) the outputs its builder recorded."""
+        kind, reason = self.placer.decide(layer, args)
+        if kind != "gpu":
+            return kind, reason, None
+        gpu = self.placer.builder(layer)
+        start = len(rec.steps)
+        rec.layer_allocs = []
+        try:
+            outputs = gpu.build(rec, layer, *args, **layer.attrs)
+            if outputs is NotImplemented:
+                reason = "its program declined these inputs (dtype, rank or attributes)"
+        except TooLargeForDevice as exc:
+            outputs, reason = NotImplemented, f"past a device limit: {exc}"
+        except PASS_THROUGH_ERRORS:
+            raise
+        except WgSentisError as exc:
+            raise LayerError(layer.name, layer.op_type, str(exc)) from exc
+        except Exception as exc:
+            raise LayerError(layer.name, layer.op_type, f"GPU program: {type(exc).__name__}: {exc}") from exc
+        outputs = NotImplemented if outputs is NotImplemented else (
+            outputs if isinstance(outputs, tuple) else (outputs,))
+        # Buffers the builder made but did not return are its temporaries (or leftovers of a build
+        # that gave up): free them now. Later layers reusing them run after this layer's dispatches.
+        kept = {id(o.alloc) for o in outputs if isinstance(o, GTensor)} if outputs is not NotImplemented else set()
+        for alloc in rec.layer_allocs:
+            if id(alloc) not in kept and alloc.refs == 0:
+                self.free_allocation(alloc)
+        rec.layer_allocs = []
+        if outputs is NotImplemented:
+            del rec.steps[start:]
+            return "fallback", reason, None
+        return "gpu", "", outputs
+
+    def _value(self, name: str, env: dict[str, Any]) -> Any:
+        if name in env:
+            return env[name]
+        if name in self.graph.constants:
+            return self.graph.constants[name]
+        raise WgSentisError(f"tensor '{name}' was never produced")
+
+    def _emit_layer(self, stream: Any, layer_index: int, steps: list[Any], stamps: Stamps | None = None) -> None:
+        """Encode one layer's steps, inside its debug group and between timestamps."""
+        layer = self.graph.layers[layer_index]
+        has_copy = any(isinstance(step, Copy) for step in steps)
+        if stamps is not None:
+            stamps.begin_layer(stream, layer_index)
+        # A group that holds copies lives on the encoder (copies close the pass); else inside the pass.
+        group_owner = None
+        if self.debug_groups:
+            group_owner = stream.encoder_for_copies() if has_copy else stream.open_pass()
+            group_owner.push_debug_group(f"{layer.name} ({layer.op_type})")
+        for step in steps:
+            stream.step(step)
+        if group_owner is not None:
+            if has_copy:
+                stream.end_pass()
+            group_owner.pop_debug_group()
+        if stamps is not None:
+            stamps.end_layer(stream, layer_index)
+
+    def _emit_steps(self, stream: Any, steps: list[Any], stamps: Stamps | None = None) -> None:
+        """Encode a recorded plan's steps, running its fallback layers in between."""
+        if stamps is None and not self.debug_groups:
+            # The plain replay: no per-layer grouping to do, so none of its host cost.
+            for step in steps:
+                if isinstance(step, Fallback):
+                    self._replay_fallback(step, stream.take())
+                else:
+                    stream.step(step)
+            return
+        start = 0
+        while start < len(steps):
+            step = steps[start]
+            if isinstance(step, Fallback):
+                self._replay_fallback(step, stream.take())
+                start += 1
+                continue
+            stop = start + 1
+            while stop < len(steps) and not isinstance(steps[stop], Fallback) and steps[stop].layer == step.layer:
+                stop += 1
+            self._emit_layer(stream, step.layer, steps[start:stop], stamps)
+            start = stop
+
+    def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
+        started = time.perf_counter()
+        for name, t in plan.input_tensors.items():
+            try:
+                self._upload_input(name, feeds[name], t)
+            except TooLargeForDevice:
+                raise PlanInvalid(name) from None  # e.g. int64 values past int32: this run records anew
+        self.faults.start(plan.index_checks)
+        stamps = None
+        if self._timestamps and self.ctx.has_timestamps:
+            inside = stamps_inside_passes(self.ctx) and not self._pass_per_layer
+            if self._timestamps != "whole":
+                stamps = Stamps(self.queries, inside=inside)
+            elif inside:  # the run's two ends need stamps outside any layer's pass
+                stamps = Stamps(self.queries, inside=True, whole=True)
+        # The encoder (and its first pass) made while the previous run was on the GPU, if any.
+        stream = self._next_stream or self.make_stream(False)
+        self._next_stream = None
+        self._emit_steps(stream, plan.steps, stamps)
+        if stamps is not None:
+            stamps.finish(stream)
+        encoder = stream.take()
+        extra = None
+        if stamps is not None and stamps.count:
+            # The resolved timestamps ride in the outputs' staging buffer: one map, no extra sync.
+            extra = (stamps.resolve(encoder), 8 * stamps.count, self._layer_times(stamps, self.last_run))
+        # Host time encoding this replay (fallback layers' own work included).
+        self.last_run.encode = time.perf_counter() - started
+        readback = self._finish(encoder, plan.outputs, extra, plan)
+        # Creating an encoder and beginning a pass cost ~50 us each on wgpu-native: do it now, while the
+        # GPU runs what was just submitted, rather than at the start of the next run.
+        self._next_stream = self.make_stream(False)
+        self._next_stream.open_pass()
+        return readback
+
+    @staticmethod
+    def _layer_times(stamps: Stamps, report: RunReport) -> Any:
+        def store(raw: np.ndarray) -> None:
+            report.layer_gpu_ns = stamps.durations(raw.view(np.uint64).astype(np.int64))
+            report.layer_spans = stamps.span_counts()
+
+        return store
+
+    def run_layer_by_layer(self, feeds: dict[str, Any]) -> tuple[dict[int, float], PendingReadback]:
+        """Replay the last plan (recorded for ``feeds``' signature) one layer per submission, each waited for,
+        timing each on the host: per-layer times where the adapter has no timestamp queries. Returns (layer
+        index -> seconds, the outputs' readback)."""
+        plan = self.last_plan
+        if plan is None:
+            raise DeviceError(f"run_layer_by_layer: graph '{self.graph.name}' has no recorded plan; run it first")
+        self.last_run = RunReport()
+        for name, t in plan.input_tensors.items():
+            self._upload_input(name, feeds[name], t)
+        self.faults.start(plan.index_checks)
+        self.ctx.wait_idle("the inputs' upload")
+        times: dict[int, float] = {}
+        groups: list[tuple[int, list[Any]]] = []  # a layer's steps, or one fallback (-1)
+        for step in plan.steps:
+            if not isinstance(step, Fallback) and groups and groups[-1][0] == step.layer:
+                groups[-1][1].append(step)
+            else:
+                groups.append((-1 if isinstance(step, Fallback) else step.layer, [step]))
+        for layer_index, steps in groups:
+            if layer_index < 0:
+                self._replay_fallback(steps[0], self.ctx.device.create_command_encoder(label="layer by layer"))
+                continue
+            start = time.perf_counter()
+            stream = self.make_stream(True)
+            for step in steps:
+                stream.step(step)
+            self.ctx.queue.submit([stream.take().finish()])
+            self.ctx.wait_idle(f"layer {self.graph.layers[layer_index].name}")
+            times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
+        encoder = self.ctx.device.create_command_encoder(label="layer by layer: outputs")
+        return times, self._finish(encoder, plan.outputs, None, plan)
+
+    # -- fallbacks and downloads ----------------------------------------------------------------------------
+    def download(self, tensors: list[GTensor], encoder: Any, layer: str) -> list[np.ndarray]:
+        """Submit ``encoder`` with copies of ``tensors`` into a staging buffer; wait; return host arrays.
+        The run's index fault words ride along: a host layer must not compute on what a faulted index
+        produced (it could fail otherwise, or not at all), so a fault raises its IndexOutOfRangeError here."""
+        offsets, total = [], 0
+        for t in tensors:
+            offsets.append(total)
+            total += aligned(max(4, t.nbytes))
+        fault_at, checks = total, None
+        if tensors and self.faults.run_checks:
+            total += aligned(self.faults.nbytes())
+        staging, pool = None, None
+        if total:
+            # Kept between runs, one pool per size: a plan's fallback downloads the same bytes every replay.
+            pool = self._download_pools.get(total)
+            if pool is None:
+                if len(self._download_pools) >= MAX_DOWNLOAD_POOLS:
+                    self._download_pools.pop(next(iter(self._download_pools))).close()
+                pool = self._download_pools[total] = StagingPool(self.ctx, total, "wgsentis download")
+            staging = pool.acquire(f"the staging buffer for the inputs of layer '{layer}'")
+            for t, off in zip(tensors, offsets, strict=True):
+                if t.nbytes:
+                    encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, off, aligned(t.nbytes, 4))
+            if tensors:
+                checks = self.faults.copy_into(encoder, staging, fault_at)
+        start = time.perf_counter()
+        self.ctx.queue.submit([encoder.finish()])
+        out = []
+        if staging is not None:
+            map_for_reading(staging, f"the inputs of layer '{layer}'")
+            raw = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint8)
+            staging.unmap()
+            pool.release(staging)
+            if checks is not None:
+                error = index_fault(raw[fault_at:], checks[1])
+                if error is not None:
+                    raise error
+        for t, off in zip(tensors, offsets, strict=True):
+            words = raw[off: off + t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
+            out.append(from_device_array(words, t.shape, t.dtype))
+        seconds = time.perf_counter() - start
+        for t in tensors:
+            self.last_run.transfers.append(Transfer("download", t.name, t.nbytes, layer,
+                                                    seconds / max(1, len(tensors))))
+        return out
+
+    def _fallback_inputs(self, layer: Layer, args: list[Any], encoder: Any) -> list[Any]:
+        """Download the device-only arguments of a fallback layer (submitting ``encoder``)."""
+        on_device = [(k, a) for k, a in enumerate(args) if isinstance(a, GTensor) and a.host is None]
+        for k, a in on_device:
+            a.name = a.name or (layer.inputs[k] if k < len(layer.inputs) else "")
+        values = self.download([a for _, a in on_device], encoder, layer.name)
+        host = [host_of(a) for a in args]
+        for (k, _), v in zip(on_device, values, strict=True):
+            host[k] = v
+        return host
+
+    def _fallback_record(self, index: int, layer: Layer, args: list[Any], encoder: Any,
+                         env: dict[str, Any]) -> tuple[tuple[Any, ...], Fallback]:
+        captured = {n: self._value(n, env) for n in sorted(captured_names(layer))}
+        for n, v in captured.items():
+            if isinstance(v, GTensor):
+                v.name = v.name or n
+        host = self._with_outer_scope(index, layer, args, captured, encoder)
+        if self.control is not None:
+            self.control.before_layer(layer, host)  # the host values are known now: check the budget again
+        results = self._run_host(index, host)
+        outputs: list[Any] = []
+        targets: list[GTensor | None] = []
+        for name, value in zip(layer.outputs, results, strict=False):
+            target = None
+            if name and isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
+                try:
+                    target = self._upload_input(name, value, None, layer.name)
+                except TooLargeForDevice:
+                    target = None
+            outputs.append(target if target is not None else value)
+            targets.append(target)
+        step = Fallback(index, list(args), targets, captured)
+        for name, t in zip(layer.outputs, targets, strict=False):
+            if t is not None and name not in self.placer.host_needed:
+                t.host = None  # later layers must read the device copy: a replay brings new data
+        return tuple(outputs), step
+
+    def _with_outer_scope(self, index: int, layer: Layer, args: list[Any], captured: dict[str, Any],
+                          encoder: Any) -> list[Any]:
+        """Host values of a fallback layer's inputs and of the outer-scope tensors its subgraphs read,
+        downloaded together in one sync."""
+        names = list(captured)
+        host = self._fallback_inputs(layer, [*args, *captured.values()], encoder)
+        if names:
+            self.placer.set_outer_scope(index, names, host[len(args):])
+        return host[: len(args)]
+
+    def _replay_fallback(self, step: Fallback, encoder: Any) -> None:
+        layer = self.graph.layers[step.layer]
+        host = self._with_outer_scope(step.layer, layer, step.args, step.captured, encoder)
+        if self.control is not None:
+            self.control.before_layer(layer, host)
+        results = self._run_host(step.layer, host)
+        for name, value, target in zip(layer.outputs, results, step.targets, strict=False):
+            if target is None or not name:
+                continue
+            if not isinstance(value, np.ndarray) or tuple(value.shape) != target.shape or value.dtype != target.dtype:
+                raise PlanInvalid(name)
+            self._upload_input(name, value, target, layer.name)
+            target.host = None
+
+    def _finish(self, encoder: Any, outputs: dict[str, Any], extra: tuple[Any, int, Any] | None = None,
+                plan: Plan | None = None) -> PendingReadback:
+        """Copy the outputs (and ``extra``, a (buffer, nbytes, callback) such as resolved timestamps) into
+        one staging buffer, submit, and request its mapping: one map per run. A replay's staging buffer comes
+        from its plan's pool (kept between runs); a recording's is its own."""
+        layout, host_values, total = {}, {}, 0
+        for name, value in outputs.items():
+            if isinstance(value, GTensor) and value.host is None:
+                layout[name] = (total, value.shape, value.dtype)
+                total += aligned(max(4, value.nbytes))
+            else:
+                host_values[name] = host_of(value)
+        extra_slice = None
+        if extra is not None:
+            extra_slice = (total, extra[1], extra[2])
+            total += aligned(extra[1])
+        fault_at, checks = total, None
+        if self.faults.run_checks:  # the run's index fault words: one more small copy, the same map
+            total += aligned(self.faults.nbytes())
+        staging, pool = None, None
+        if total:
+            what = f"the staging buffer for the outputs {list(layout)}"
+            if plan is not None:
+                if plan.staging is None or plan.staging.nbytes < total:
+                    plan.staging = StagingPool(self.ctx, total, "wgsentis outputs")
+                pool = plan.staging
+                staging = pool.acquire(what)
+            else:
+                usage = self.ctx.wgpu.BufferUsage
+                staging = self.ctx.create_buffer(total, usage.MAP_READ | usage.COPY_DST, "wgsentis outputs", what)
+            for name, (offset, _shape, _dtype) in layout.items():
+                t = outputs[name]
+                if t.nbytes:
+                    encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, offset,
+                                                  aligned(t.nbytes, 4))
+                self.last_run.transfers.append(Transfer("download", name, t.nbytes, "output"))
+            if extra is not None:
+                encoder.copy_buffer_to_buffer(extra[0], 0, staging, extra_slice[0], extra[1])
+            checks = self.faults.copy_into(encoder, staging, fault_at)
+        self.faults.run_checks = []  # this run's are read back; a later _finish without a start checks none
+        submitted = time.perf_counter()
+        self.ctx.queue.submit([encoder.finish()])
+        mapping = time.perf_counter()
+        self.last_run.submit = mapping - submitted
+        readback = PendingReadback(self.ctx, staging, layout, host_values, extra_slice, checks, pool,
+                                   self.last_run.phases)
+        self.last_run.phases["map_request"] = time.perf_counter() - mapping
+        return readback

@@ -1,0 +1,96 @@
+"""What a GPU program reports: the cost of each run (RunReport) and ``stats()`` (where layers ran, transfers,
+device memory, cached plans, the last run's fixed costs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from wgsentis.backends.gpu.steps import Transfer
+
+
+@dataclass
+class RunReport:
+    """What one run cost, as ``stats()`` and the profiler read it. Seconds on the host: the inputs' uploads (in
+    ``transfers``), ``encode`` (recording or encoding the plan's commands, fallback layers included),
+    ``submit`` (the final queue submission), and in ``phases``: "map_request" (asking for the outputs' map),
+    "wait" (for the map), "copy_out" (mapped bytes into arrays; both filled when the outputs are read).
+    ``layer_gpu_ns``: per layer index (-1: the whole run) from timestamps when the run was profiled."""
+
+    recorded: bool = False
+    encode: float = 0.0
+    submit: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # "wait", "copy_out" (from the readback)
+    transfers: list[Transfer] = field(default_factory=list)
+    host_kernel_s: dict[int, float] = field(default_factory=dict)  # layer index -> its numpy kernel's seconds
+    layer_gpu_ns: dict[int, int] = field(default_factory=dict)
+    layer_spans: dict[int, int] = field(default_factory=dict)  # layer index -> timed intervals behind it
+
+    def fixed_costs_ms(self) -> dict[str, float | None]:
+        """The run's phases in milliseconds (None where not measured: the GPU span needs timestamps)."""
+        gpu = self.layer_gpu_ns.get(-1)
+        if gpu is None and self.layer_gpu_ns:
+            gpu = sum(self.layer_gpu_ns.values())
+        uploads = sum(t.seconds for t in self.transfers if t.kind == "upload" and not t.layer)
+        return {"upload_ms": round(uploads * 1e3, 4), "encode_ms": round(self.encode * 1e3, 4),
+                "submit_ms": round(self.submit * 1e3, 4), "map_request_ms": _ms(self.phases.get("map_request")),
+                "gpu_ms": None if gpu is None else round(gpu / 1e6, 4),
+                "wait_ms": _ms(self.phases.get("wait")), "copy_out_ms": _ms(self.phases.get("copy_out"))}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e3, 4)
+
+
+def program_stats(program: Any) -> dict[str, Any]:
+    """``stats()`` of a GPU program (``program.GPUProgram``)."""
+    plan = program.last_plan
+    report = program.last_run
+    transfers = [Transfer("upload", name, nbytes) for name, nbytes in program.constants.uploads] + \
+        list(report.transfers) if plan is not None else []
+    ups = [t for t in report.transfers if t.kind == "upload"]
+    downs = [t for t in report.transfers if t.kind == "download"]
+    summary = program.plan_summary()
+    arena = plan.arena_bytes if plan is not None else 0
+    return {
+        "backend": program.backend,
+        "device": program.ctx.info.as_dict(),
+        "precision": program.precision,
+        "gpu_layers": summary["gpu_layers"],
+        "cpu_layers": summary["cpu_layers"],
+        "fallback_layers": summary["fallback_layers"],
+        "placements": summary["placements"],
+        "uploads": len(ups),
+        "downloads": len(downs),
+        "upload_bytes": sum(t.nbytes for t in ups),
+        "download_bytes": sum(t.nbytes for t in downs),
+        "weight_uploads": len(program.constants.uploads),
+        "weight_upload_bytes": program.constants.nbytes,
+        "transfers": [{"kind": t.kind, "tensor": t.name, "bytes": t.nbytes, "layer": t.layer,
+                       "ms": round(t.seconds * 1e3, 3)} for t in transfers],
+        "peak_device_bytes": arena + program.scratch.nbytes + program.constants.nbytes + uniform_bytes(program),
+        "intermediate_bytes": arena + program.scratch.nbytes,
+        "intermediate_lower_bound_bytes": plan.peak_live_bytes if plan is not None else 0,
+        "weight_bytes": program.constants.nbytes,
+        "cached_plans": len(program.plans),
+        "max_plans": program.plans.capacity,
+        "cached_plan_bytes": cached_plan_bytes(program),
+        "pipelines": program.ctx.cached_pipelines,
+        "run": {"recorded": report.recorded, **report.fixed_costs_ms()},
+    }
+
+
+
+def uniform_bytes(program: Any) -> int:
+    """Bytes of the uniform buffers the cached plans hold."""
+    return sum(p.uniforms.total_bytes for p in program.plans.values() if p.uniforms is not None)
+
+
+def cached_plan_bytes(program: Any) -> int:
+    """Device bytes the cached plans hold: their arenas, uniforms and free staging buffers."""
+    total = 0
+    for plan in program.plans.values():
+        total += plan.arena_bytes + (plan.uniforms.total_bytes if plan.uniforms is not None else 0)
+        if plan.staging is not None:
+            total += plan.staging.nbytes * len(plan.staging.free)
+    return total

@@ -1,0 +1,207 @@
+"""What a recorded plan is made of: dispatches (with the bindings to rebuild their bind groups once the planner
+has moved their tensors into arenas), buffer and texture copies, fallback layers, transfers, and the Plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wgsentis.backends.gpu.faults import IndexCheck
+from wgsentis.backends.gpu.tensors import LINEAR_TEXELS, Allocation, GTensor, GTexture
+
+
+@dataclass
+class Dispatch:
+    """One compute dispatch of a layer, ready to replay. ``storage`` are its storage bindings in binding order
+    (allocation, bytes bound), ``extra`` the entries after them (uniforms, textures, the fault buffer):
+    ``bind`` (re)makes the bind group from them wherever the allocations now live."""
+
+    pipeline: Any
+    bind_group: Any
+    groups: tuple[int, int, int]
+    layer: int
+    layout: Any = field(default=None, repr=False)
+    storage: list[tuple[Allocation, int]] = field(default_factory=list, repr=False)
+    extra: list[Any] = field(default_factory=list, repr=False)
+    label: str = ""
+    reads: int = 0  # how many of ``storage`` are read-only (the inputs, bound first)
+
+    def bind(self, device: Any) -> None:
+        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": a.offset, "size": size}}
+                   for i, (a, size) in enumerate(self.storage)]
+        entries.extend({"binding": len(self.storage) + j, "resource": r.view if isinstance(r, GTexture) else r}
+                       for j, r in enumerate(self.extra))
+        self.bind_group = device.create_bind_group(layout=self.layout, entries=entries, label=self.label)
+
+
+@dataclass
+class Copy:
+    """A buffer-to-buffer copy of a layer (a contiguous slab: Concat, Split, Slice), outside any pass; a memcpy
+    where a copy shader would cost a dispatch. Offsets are bytes from the start of each allocation."""
+
+    src: Allocation
+    src_offset: int
+    dst: Any  # Allocation (a TextureCopy's: a GTexture)
+    dst_offset: int
+    nbytes: int
+    layer: int
+
+    def encode(self, encoder: Any) -> None:
+        encoder.copy_buffer_to_buffer(self.src.buffer, self.src.offset + self.src_offset, self.dst.buffer,
+                                      self.dst.offset + self.dst_offset, self.nbytes)
+
+    def moved(self) -> None:
+        """Its allocations moved (the planner's arenas): forget anything derived from where they were."""
+
+
+@dataclass
+class TextureCopy(Copy):
+    """A buffer-to-texture copy of ``nbytes`` (a multiple of 16) into a linear texture (``dst``), as whole
+    texture rows and one partial row."""
+
+    native: Any = field(default=None, repr=False, compare=False)  # see _native_copies
+
+    def regions(self) -> list[tuple[int, int, int, int]]:
+        """(buffer offset, first texture row, texels per row, rows) of each copy command."""
+        row_bytes = LINEAR_TEXELS * 16
+        rows, tail = divmod(self.nbytes, row_bytes)
+        base = self.src.offset + self.src_offset
+        out = [(base, 0, LINEAR_TEXELS, rows)] if rows else []
+        if tail:
+            out.append((base + rows * row_bytes, rows, tail // 16, 1))
+        return out
+
+    def encode(self, encoder: Any) -> None:
+        if self.native is None:
+            self.native = _native_copies(self) or False
+        if self.native:
+            handle = encoder._internal
+            for call, args in self.native:
+                call(handle, *args)
+            return
+        for offset, row, texels, rows in self.regions():
+            encoder.copy_buffer_to_texture(
+                {"buffer": self.src.buffer, "offset": offset, "bytes_per_row": LINEAR_TEXELS * 16,
+                 "rows_per_image": rows},
+                {"texture": self.dst.texture, "origin": (0, row, 0)}, (texels, rows, 1))
+
+    def moved(self) -> None:
+        self.native = None  # rebuilt for the buffer (and texture) where they are now
+
+
+def _native_copies(copy: TextureCopy) -> list[tuple[Callable[..., Any], tuple[Any, ...]]] | None:
+    """The wgpu-native calls of ``copy`` with their argument structs built once. wgpu-py builds three
+    structs from dicts on every copy_buffer_to_texture (~35 us of host time, more than three dispatches),
+    and a replay encodes the same copy every run. Built with wgpu-py's own struct helpers; None (the
+    public method then) where this wgpu-py lacks them."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        calls = []
+        for offset, row, texels, rows in copy.regions():
+            layout = _api.new_struct("WGPUTexelCopyBufferLayout", offset=offset, bytesPerRow=LINEAR_TEXELS * 16,
+                                     rowsPerImage=rows)
+            source = _api.new_struct_p("WGPUTexelCopyBufferInfo *", layout=layout, buffer=copy.src.buffer._internal)
+            origin = _api.new_struct("WGPUOrigin3D", x=0, y=row, z=0)
+            destination = _api.new_struct_p("WGPUTexelCopyTextureInfo *", texture=copy.dst.texture._internal,
+                                            mipLevel=0, origin=origin, aspect="all")
+            size = _api.new_struct_p("WGPUExtent3D *", width=texels, height=rows, depthOrArrayLayers=1)
+            calls.append((_api.libf.wgpuCommandEncoderCopyBufferToTexture, (source, destination, size)))
+        return calls
+    except Exception:  # any mismatch with this wgpu-py: the public method instead
+        return None
+
+
+@dataclass
+class Fallback:
+    """A layer run by its numpy kernel between GPU segments (download, run, upload).
+
+    ``args`` are the values it read when recorded (device tensors hold the same data at this
+    point of every replay); ``targets`` the device tensors its outputs are uploaded into.
+    """
+
+    layer: int
+    args: list[Any]
+    targets: list[GTensor | None]
+    captured: dict[str, Any] = field(default_factory=dict)  # outer-scope values its subgraphs read
+
+
+@dataclass
+class Transfer:
+    """One upload or download, as ``stats()`` and the profiler report it."""
+
+    kind: str  # "upload" | "download"
+    name: str
+    nbytes: int
+    layer: str = ""
+    seconds: float = 0.0
+
+
+class PlanInvalid(Exception):  # noqa: N818 - internal control flow, never reaches users
+    """A replay saw a value or shape the plan was not recorded for; record again."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one layer runs and why: ``device`` is "gpu", "host" (planned on the host: its inputs are host
+    values, so no sync) or "fallback" (its numpy kernel between GPU segments, with a download and upload)."""
+
+    layer: str
+    op_type: str
+    device: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    """A recorded run for one input signature, its intermediates laid out in arenas by the planner."""
+
+    steps: list[Dispatch | Copy | Fallback] = field(default_factory=list)
+    input_tensors: dict[str, GTensor] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)  # name -> GTensor or host value
+    placements: list[Placement] = field(default_factory=list)
+    host_read_inputs: dict[str, Any] = field(default_factory=dict)  # inputs whose values it baked in
+    index_checks: list[IndexCheck] = field(default_factory=list)  # its fault slots, in slot order
+    allocations: list[Allocation] = field(default_factory=list)  # every intermediate (and input) it holds
+    arenas: list[Any] = field(default_factory=list)  # the device buffers they live in
+    arena_bytes: int = 0  # device bytes of the arenas
+    peak_live_bytes: int = 0  # the largest set of intermediates (and the layer's scratch) alive at once
+    staging: Any = None  # its readback's staging buffers, kept between runs (readback.StagingPool)
+    uniforms: Any = None  # its dispatches' parameter blocks (memory.UniformArena), written once when recorded
+
+    @staticmethod
+    def summary(plan: Plan | None) -> dict[str, Any]:
+        """Where each layer of ``plan`` runs and why, and the order of its GPU work and fallbacks (``segments``:
+        ("gpu" | "fallback", layer index) per step group, in submission order); empty lists for None."""
+        if plan is None:
+            return {"placements": [], "gpu_layers": [], "cpu_layers": [], "fallback_layers": [],
+                    "dispatched_layers": [], "segments": []}
+        segments: list[tuple[str, int]] = []
+        for step in plan.steps:
+            kind = "fallback" if isinstance(step, Fallback) else "gpu"
+            if not segments or segments[-1] != (kind, step.layer):
+                segments.append((kind, step.layer))
+        return {"placements": [{"layer": p.layer, "op": p.op_type, "device": p.device, "reason": p.reason}
+                               for p in plan.placements],
+                "gpu_layers": plan.gpu_layers, "cpu_layers": plan.cpu_layers,
+                "fallback_layers": plan.fallback_layers,
+                "dispatched_layers": sorted({s.layer for s in plan.steps if isinstance(s, Dispatch)}),
+                "segments": segments}
+
+    @property
+    def gpu_layers(self) -> list[str]:
+        return self.layers_on("gpu")
+
+    @property
+    def cpu_layers(self) -> list[str]:
+        """Layers planned on the host."""
+        return self.layers_on("host")
+
+    @property
+    def fallback_layers(self) -> list[str]:
+        return self.layers_on("fallback")
+
+    def layers_on(self, device: str) -> list[str]:
+        """Names of the layers placed on ``device`` ("gpu", "host", "fallback"), in graph order."""
+        return [p.layer for p in self.placements if p.device == device]

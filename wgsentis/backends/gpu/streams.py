@@ -1,0 +1,116 @@
+"""Command streams: a command encoder with at most one open pass, into which a plan's steps are encoded.
+``CommandStream`` holds what every GPU backend shares (the encoder, copies, handing the encoder over to be
+submitted, the pass timestamps of a profiled run); ``ComputeStream`` opens compute passes and encodes
+dispatches. A render variant opens render passes the same way."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from wgsentis.backends.gpu.steps import Copy, Dispatch
+
+
+class CommandStream:
+    """An encoder with at most one open pass: a backend's steps open it, copies close it, ``take()`` hands the
+    encoder over (to submit) and starts a fresh one when next needed."""
+
+    def __init__(self, device: Any, labels: bool = False) -> None:
+        self.device = device
+        self._encoder: Any = device.create_command_encoder(label="wgsentis run")
+        self.current_pass: Any = None
+        self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
+        # Pass labels (for captures) cost wgpu-py ~8 us of string conversion a pass: only with debug groups.
+        self.pass_label = "wgsentis layers" if labels else None
+
+    @property
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder(label="wgsentis run")
+        return self._encoder
+
+    def open_pass(self) -> Any:
+        """The open pass, begun when none is (each backend begins its own kind)."""
+        raise NotImplementedError
+
+    def end_pass(self) -> None:
+        if self.current_pass is not None:
+            self.current_pass.end()
+            self.current_pass = None
+
+    def encoder_for_copies(self) -> Any:
+        self.end_pass()
+        return self.encoder
+
+    def copy(self, c: Copy) -> None:
+        self.end_pass()
+        c.encode(self.encoder)
+
+    def take(self) -> Any:
+        """The encoder so far (to submit); later commands go to a fresh one, made when first needed."""
+        self.end_pass()
+        encoder = self.encoder
+        self._encoder = None
+        return encoder
+
+
+class ComputeStream(CommandStream):
+    """A command stream of compute passes. ``checked``: wgpu-native calls through wgpu-py's error-checking
+    wrappers (recording) or directly (replays of a plan whose every call was checked when recorded)."""
+
+    def __init__(self, device: Any, labels: bool = False, checked: bool = True) -> None:
+        super().__init__(device, labels)
+        self.pipeline: Any = None  # set in the open pass
+        self.native = _native_pass_calls(checked)
+
+    def open_pass(self) -> Any:
+        if self.current_pass is None:
+            kwargs = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
+            if self.pass_label:
+                kwargs["label"] = self.pass_label
+            self.current_pass = self.encoder.begin_compute_pass(**kwargs)
+            self.pass_timestamps = None
+            self.pipeline = None
+        return self.current_pass
+
+    def dispatch(self, d: Dispatch) -> None:
+        cpass = self.current_pass if self.current_pass is not None else self.open_pass()
+        native = self.native
+        if native is not None:
+            handle = cpass._internal
+            if d.pipeline is not self.pipeline:  # consecutive layers often share one (the matmul's)
+                native[0](handle, d.pipeline._internal)
+                self.pipeline = d.pipeline
+            native[1](handle, 0, d.bind_group._internal, 0, native[3])
+            native[2](handle, *d.groups)
+            return
+        if d.pipeline is not self.pipeline:
+            cpass.set_pipeline(d.pipeline)
+            self.pipeline = d.pipeline
+        cpass.set_bind_group(0, d.bind_group)
+        cpass.dispatch_workgroups(*d.groups)
+
+    def step(self, step: Any) -> None:
+        """Encode one recorded step (a dispatch or a copy)."""
+        if isinstance(step, Dispatch):
+            self.dispatch(step)
+        else:
+            self.copy(step)
+
+
+@functools.cache  # every replay makes a stream: resolve the functions once
+def _native_pass_calls(checked: bool = True) -> tuple[Any, Any, Any, Any] | None:
+    """wgpu-native's set-pipeline, set-bind-group and dispatch calls and its NULL, or None where this
+    wgpu-py differs. A replay encodes ~100 dispatches per model run; wgpu-py's methods build a
+    dynamic-offset array for every set_bind_group (13 us a dispatch in all, 4 us this way). ``checked``:
+    through wgpu-py's wrappers that turn a validation error into an exception (~1 us a call: two thirds
+    of a replay's encoding); replays of a recorded plan, whose every call was checked when it was
+    recorded, call the functions directly. Bind groups and pipelines stay alive in the recorded plan."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        lib = _api.libf if checked else _api.lib
+        return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
+                lib.wgpuComputePassEncoderDispatchWorkgroups, _api.ffi.NULL)
+    except Exception:  # any mismatch with this wgpu-py: its public methods instead
+        return None

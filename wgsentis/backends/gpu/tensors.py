@@ -1,0 +1,180 @@
+"""Device tensors and the small rules every GPU program shares: allocations (a buffer, or a slice of a planned
+arena), GTensor and GTexture, binding sizes, workgroup grids, loop-pass counting, pipeline keys and uniform
+parameter packing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.dtypes import GPU_TYPES, TooLargeForDevice
+from wgsentis.errors import DeviceError
+
+PARAM_WORDS = 128  # uniform words per dispatch (32 x vec4<u32>), see wgsl/common/params.wgsl
+# Loop passes a kernel may make that its builder does not count (Recorder.loops_fit): loops over a tensor's rank
+# (index arithmetic, at most a few dozen passes) and small constant ones (mod_float.wgsl's 300 steps).
+LOOP_ALLOWANCE = 512
+# Linear textures hold a buffer's bytes in order, LINEAR_TEXELS texels (16 KiB) per row: texel t is at
+# (t & (LINEAR_TEXELS - 1), t >> LINEAR_SHIFT). A row of that width is a multiple of the 256 bytes per row
+# that copy_buffer_to_texture asks for, so a buffer reaches such a texture by a transfer copy (a memcpy
+# on lavapipe: 0.15 ms for 3.2 MB, where a copy shader storing texels takes 1.5 ms).
+LINEAR_SHIFT = 10
+LINEAR_TEXELS = 1 << LINEAR_SHIFT
+ALIGN = 256  # bytes: storage-buffer offset alignment (WebGPU's minimum) and the reservation granule
+
+
+def aligned(n: int, a: int = ALIGN) -> int:
+    """``n`` rounded up to a multiple of ``a``."""
+    return (n + a - 1) // a * a
+
+
+def reserved_bytes(nbytes: int) -> int:
+    """Device bytes reserved for a tensor of ``nbytes``: whole 256-byte granules, at least one (shaders may read
+    a vec4 past a tensor's last element; a granule keeps that read inside what the tensor owns)."""
+    return max(ALIGN, aligned(nbytes))
+
+
+class Allocation:
+    """Device memory holding one tensor's data: ``reserved`` bytes at ``offset`` in ``buffer``. While a plan is
+    recorded it is a buffer of the recording's pool; the planner then moves it into the plan's arena (a new
+    buffer and offset). ``refs`` counts the live tensor names (a tensor and its views) that still need it;
+    ``born``/``dies`` are the first and last layer indices that use it (-1: before the first layer), the
+    lifetime the planner packs arenas by."""
+
+    __slots__ = ("born", "buffer", "dies", "nbytes", "offset", "persistent", "refs", "reserved")
+
+    def __init__(self, buffer: Any, nbytes: int, persistent: bool = False, offset: int = 0,
+                 reserved: int | None = None, born: int = -1) -> None:
+        self.buffer = buffer
+        self.offset = offset
+        self.nbytes = nbytes
+        self.reserved = reserved if reserved is not None else max(4, int(buffer.size) - offset)
+        self.persistent = persistent
+        self.refs = 0
+        self.born = born
+        self.dies: int | None = None  # None: alive to the end of the run (outputs, never released)
+
+    def move(self, buffer: Any, offset: int) -> None:
+        """Point this allocation at ``offset`` in ``buffer`` (the planner's arena)."""
+        self.buffer, self.offset = buffer, offset
+
+
+class GTensor:
+    """A tensor in device memory: contiguous, row-major, 4 bytes per element.
+
+    ``host`` holds the host value when one is known without a download (model inputs, uploaded
+    constants), so layers that need it on the host never sync. ``chunks`` splits a tensor above
+    the binding limit into row blocks, each its own allocation.
+    """
+
+    __slots__ = ("alloc", "chunks", "dtype", "host", "name", "shape")
+
+    def __init__(self, alloc: Allocation | None, shape: tuple[int, ...], dtype: np.dtype, name: str = "",
+                 host: np.ndarray | None = None, chunks: list[tuple[int, int, Allocation]] | None = None) -> None:
+        self.alloc = alloc
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.name = name
+        self.host = host
+        self.chunks = chunks  # (row_start, row_count, allocation)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.size
+
+    @property
+    def gpu_type(self) -> str:
+        return GPU_TYPES[self.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"GTensor({self.name!r}, {self.dtype.name}{list(self.shape)})"
+
+
+class GTexture:
+    """A 2-D float32 matrix held as an rgba32float texture: texel (x, y) holds columns 4x..4x+3 of row y. Some
+    drivers vectorise texture loads where they scalarise storage-buffer loads."""
+
+    __slots__ = ("name", "shape", "texture", "view")
+
+    def __init__(self, texture: Any, shape: tuple[int, int], name: str) -> None:
+        self.texture = texture
+        self.view = texture.create_view()
+        self.shape = shape
+        self.name = name
+
+    def replace(self, texture: Any, shape: tuple[int, int]) -> None:
+        """Hold ``texture`` from now on (a scratch slot grown taller); bind groups made earlier keep the old one."""
+        self.texture = texture
+        self.view = texture.create_view()
+        self.shape = shape
+
+
+def binding_size(t: GTensor, limit: int) -> int:
+    """Bytes of ``t``'s allocation to bind: all it reserves, or the binding limit when that is larger than the
+    tensor needs. Raises TooLargeForDevice for a split tensor or one over the limit."""
+    if t.alloc is None:
+        raise TooLargeForDevice(f"tensor '{t.name}' {list(t.shape)} is split in row blocks; this program binds it "
+                                "whole")
+    size = max(4, t.alloc.reserved)
+    if size <= limit:
+        return size
+    if t.nbytes > limit:
+        raise TooLargeForDevice(f"tensor '{t.name}' {list(t.shape)} ({t.nbytes} bytes) exceeds the device's "
+                                f"binding limit of {limit} bytes")
+    return limit // 16 * 16  # a reservation past the limit for a tensor within it: bind the part within
+
+
+def fold_groups(groups: int, limit: int) -> tuple[int, int, int]:
+    """Fold a 1-D workgroup count above the per-dimension limit into a 2-D grid (x * y >= groups)."""
+    if groups <= limit:
+        return (groups, 1, 1)
+    y = math.ceil(groups / limit)
+    x = math.ceil(groups / y)
+    if y > limit:
+        raise DeviceError(f"{groups} workgroups exceed the device's {limit} x {limit} grid")
+    return (x, y, 1)
+
+
+def loop_passes(*trips: int) -> int:
+    """Loop passes one invocation makes in loops nested outermost first with these trip counts, as lavapipe
+    counts them (``GPUContext.max_loop_iterations``): a loop makes one pass per trip and one more that exits, and
+    the loops in its body run on every trip and once more, masked off, on that last pass. lavapipe runs the lanes
+    of an invocation batch together with masks, so a loop behind a runtime branch or an early return still makes
+    at least one pass, and as many as its longest lane: count every loop of a kernel at its worst trip count
+    (branches on override constants are compiled away). Loops one after another add up.
+    Measured on Mesa 22.3.6: n trips cost n + 1; o x i nested loops o * (i + 2) + 2."""
+    passes, masked = 0, 0
+    for trip in reversed(trips):
+        passes, masked = max(int(trip), 0) * (passes + 1) + 1 + masked, masked + 1
+    return passes
+
+
+def pipeline_key(shader: str, subs: dict[str, str], constants: dict[str, int | float],
+                 inputs: list[tuple[str, int]], *, faults: bool = False) -> tuple:
+    """The one place a pipeline's cache key is built: program, substitutions, override constants
+    (the workgroup size among them), each input's storage type and rank, and whether the fault buffer
+    is bound (a binding more in the layout)."""
+    return (shader, tuple(sorted(subs.items())), tuple(sorted(constants.items())), tuple(inputs), bool(faults))
+
+
+def pack_params(params: list[int | float], shader: str) -> np.ndarray:
+    """Pack ints (as u32/i32 bit patterns) and floats (as f32 bit patterns) into the uniform words."""
+    if len(params) > PARAM_WORDS:
+        raise DeviceError(f"shader '{shader}': {len(params)} parameters exceed {PARAM_WORDS}")
+    words = np.zeros(PARAM_WORDS, dtype=np.uint32)
+    for i, value in enumerate(params):
+        if isinstance(value, float | np.floating):
+            words[i] = np.array(value, dtype=np.float32).view(np.uint32)
+        else:
+            words[i] = np.uint32(int(value) & 0xFFFFFFFF)
+    return words

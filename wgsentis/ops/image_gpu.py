@@ -1,0 +1,148 @@
+"""gpu-compute programs of the image family: Resize and Upsample (nearest, linear and cubic, every
+coordinate transformation, tf_crop_and_resize). The tap tables are computed on the host exactly as
+the CPU kernel in image.py computes them; the usual case of at most two resized axes runs
+resize2.wgsl, more axes resize.wgsl."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.ops import image as _image
+from wgsentis.ops.elementwise_gpu import refusing
+from wgsentis.ops.registry import GPU_COMPUTE, register
+from wgsentis.ops.tensor_gpu import MAX_RANK, device_tensor, dispatch_copy, pad6, row_strides, storage_bits
+
+
+def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a, exclude_outside, axes, policy):
+    """Output shape and per-axis (taps, weights, outside) tables as the CPU kernel computes them
+    (None for axes left unchanged); raises ValueError where the CPU kernel would."""
+    rank = len(shape)
+    axes, scale_of, out_of, roi_lo, roi_hi = _image.resize_geometry(shape, scales, sizes, roi, axes, policy)
+    crop = ctm == "tf_crop_and_resize"
+    out_shape = [out_of[a] for a in range(rank)]
+    tables: list[Any] = [None] * rank
+    for a in axes:
+        in_len, out_len, scale = shape[a], out_of[a], scale_of[a]
+        if out_len == in_len and scale == 1.0 and (not crop or (roi_lo[a] == 0.0 and roi_hi[a] == 1.0)):
+            continue
+        if out_len == 0 or in_len == 0:
+            continue
+        x = _image._source_coords(ctm, out_len, in_len, scale, roi_lo[a], roi_hi[a])
+        taps, weights = _image._axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_a,
+                                          antialias=False, exclude_outside=bool(exclude_outside))
+        taps = np.clip(taps, 0, in_len - 1).astype(np.int32)
+        weights = np.ones(taps.shape, np.float32) if weights is None else weights.astype(np.float32)
+        outside = ((x < 0) | (x > in_len - 1)) if crop else np.zeros(out_len, bool)
+        tables[a] = (taps, weights, outside)
+    return out_shape, tables, crop
+
+
+def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
+            extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
+    x = device_tensor(rec, X)
+    if x is None or antialias or mode not in ("nearest", "linear", "cubic") or not 0 < len(x.shape) <= MAX_RANK:
+        return NotImplemented
+    if mode != "nearest" and x.dtype != np.float32:
+        return NotImplemented  # integer interpolation rounds per axis on the CPU
+    try:
+        out_shape, tables, crop = _resize_plan(
+            tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
+            exclude_outside=exclude_outside, axes=axes, policy=policy)
+        extrap = storage_bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)
+    except (ValueError, OverflowError):
+        return NotImplemented  # the CPU kernel raises its own error
+    y = rec.alloc(out_shape, x.dtype)
+    if not y.size:
+        return y
+    resized = [a for a, t in enumerate(tables) if t is not None]
+    if not resized:  # every axis keeps its size and coordinates
+        dispatch_copy(rec, x, y, [(y.size, 1, 1, 0)])
+        return y
+    if len(resized) <= 2:
+        _resize2(rec, layer, x, y, tables, resized, extrap, crop, mode == "nearest")
+        return y
+    parts, offsets, ntaps, used = [], [], [], 0
+    for table in tables:
+        if table is None:
+            offsets.append(0)
+            ntaps.append(0)
+            continue
+        offsets.append(used)
+        ntaps.append(table[0].shape[1])
+        for part in _table_words(table):
+            parts.append(part)
+            used += part.size
+    tb = rec.upload(np.concatenate(parts), f"{layer.name}:taps")
+    rank = len(x.shape)
+    params = [y.size, rank, extrap, int(crop), *pad6(out_shape), *pad6(row_strides(x.shape), 0),
+              *pad6(offsets, 0), *pad6(ntaps, 0)]
+    rec.dispatch("compute/resize.wgsl", [x, tb], [y], params, y.size, workgroup=256,
+                 constants={"NEAREST": int(mode == "nearest")}, subs={"T": x.gpu_type},
+                 loops=loop_passes(rank) + loop_passes(math.prod(n for n in ntaps if n), rank))
+    return y
+
+
+def _table_words(table) -> list[np.ndarray]:
+    """One axis' table as int32 words: taps, weight bits, outside flags."""
+    taps, weights, outside = table
+    return [taps.reshape(-1), weights.reshape(-1).view(np.int32), outside.astype(np.int32)]
+
+
+def _resize2(rec, layer, x, y, tables, resized, extrap: int, crop: bool, nearest: bool) -> None:
+    """The usual case of at most two resized axes: input viewed as (outer, A, mid, B, inner)."""
+    shape = x.shape
+    rb = resized[-1]
+    ra = resized[0] if len(resized) == 2 else None
+    dummy = (np.zeros((1, 1), np.int32), np.ones((1, 1), np.float32), np.zeros(1, bool))
+    table_a = tables[ra] if ra is not None else dummy
+    table_b = tables[rb]
+    words_a, words_b = _table_words(table_a), _table_words(table_b)
+    size_a = sum(w.size for w in words_a)
+    tb = rec.upload(np.concatenate([*words_a, *words_b]), f"{layer.name}:taps")
+    inner = math.prod(shape[rb + 1:])
+    if ra is not None:
+        mid, a_in, a_out = math.prod(shape[ra + 1:rb]), shape[ra], y.shape[ra]
+    else:
+        mid, a_in, a_out = 1, 1, 1
+    params = [y.size, inner, y.shape[rb], mid, a_out, shape[rb], a_in, 0, table_a[0].shape[1], size_a,
+              table_b[0].shape[1], extrap, int(crop)]
+    constants = {"NEAREST": int(nearest), "HAS_A": int(a_out > 1), "HAS_MID": int(mid > 1),
+                 "HAS_INNER": int(inner > 1)}
+    rec.dispatch("compute/resize2.wgsl", [x, tb], [y], params, y.size, workgroup=256, constants=constants,
+                 subs={"T": x.gpu_type}, loops=loop_passes(table_a[0].shape[1], table_b[0].shape[1]))
+
+
+@register("Resize", 10, backend=GPU_COMPUTE, host_inputs=(1,))
+@refusing
+def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
+
+
+@register("Resize", 11, backend=GPU_COMPUTE, host_inputs=(1, 2, 3))
+@refusing
+def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+           nearest_mode="round_prefer_floor", **attrs):
+    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
+                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                   policy=keep_aspect_ratio_policy)
+
+
+@register("Upsample", 7, backend=GPU_COMPUTE)
+@refusing
+def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
+    if scales is None:
+        return NotImplemented
+    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
+
+
+@register("Upsample", 9, backend=GPU_COMPUTE, host_inputs=(1,))
+@refusing
+def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return resize_10(rec, layer, X, scales, mode=mode)
