@@ -1,4 +1,4 @@
-"""Shared test set-up: the --runslow switch and paths to tools/."""
+"""Shared test set-up: the --runslow switch, the skip of GPU tests without an adapter, paths to tools/."""
 
 from __future__ import annotations
 
@@ -16,6 +16,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # GPU tests (marked ``gpu``: helpers.requires_gpu) skip with the probe's reason where no adapter opens; the
+    # adapter is probed only when such a test was collected.
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu_items:
+        from helpers import gpu_adapter
+
+        ok, reason = gpu_adapter()
+        if not ok:
+            for item in gpu_items:
+                item.add_marker(pytest.mark.skip(reason=reason))
     if config.getoption("--runslow"):
         return
     skip_slow = pytest.mark.skip(reason="slow: run with --runslow")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import onnx
-import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -26,6 +27,8 @@ def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17, domains
 
 def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """ONNX Runtime's outputs of ``model`` on ``feeds`` (CPU provider): the tests' reference."""
+    import onnxruntime as ort  # here: test_memory_budget's capped children import this module
+
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, feeds)
 
@@ -57,9 +60,9 @@ def kept_between_runs(model: onnx.ModelProto, feeds: dict[str, np.ndarray], key:
 
     with ws.Worker(ws.load_model(model), "cpu") as worker:
         first = worker.run(feeds)["y"]
-        kept = worker._program.steps[0].ctx.cache[key][index]
+        kept = worker.program.steps[0].ctx.cache[key][index]
         second = worker.run(feeds)["y"]
-        assert worker._program.steps[0].ctx.cache[key][index] is kept
+        assert worker.program.steps[0].ctx.cache[key][index] is kept
     return kept, first, second
 
 
@@ -71,3 +74,25 @@ def child_results(stdout: str) -> dict[str, dict]:
             entry = json.loads(line[len("RESULT "):])
             results[entry["name"]] = entry
     return results
+
+
+# -- the one skip policy of GPU tests ----------------------------------------------------------------------------
+# A test that needs a wgpu adapter carries the ``gpu`` marker: ``pytestmark = requires_gpu`` for a module of GPU
+# tests, ``@requires_gpu`` on one test, or ``BACKENDS`` (its ``pytest.param("gpu-compute", marks=requires_gpu)``)
+# for the gpu-compute half of a test run on both backends, so that half is an item of its own, never silently
+# dropped. tests/conftest.py skips every such item, with ``gpu_adapter()``'s reason, only when no adapter
+# opens; a module that needs the device as it loads skips itself with that same reason
+# (``pytest.skip(gpu_adapter()[1], allow_module_level=True)``).
+
+requires_gpu = pytest.mark.gpu
+BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu)]
+
+
+@functools.cache
+def gpu_adapter() -> tuple[bool, str]:
+    """Whether a wgpu adapter opens here, and the skip reason when not (probed once, on first use, so that a
+    run of CPU tests opens no device)."""
+    from wgsentis.backends.gpu.device import gpu_available
+
+    ok, why = gpu_available()
+    return ok, "" if ok else f"no wgpu adapter: {why}"

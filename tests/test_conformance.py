@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import conformance
-import pytest
-
-from wgsentis.backends.device import gpu_available
+from helpers import requires_gpu
 
 FLOOR = json.loads((Path(__file__).resolve().parent.parent / "docs" / "conformance_floor.json").read_text())
 
@@ -26,11 +24,8 @@ def test_cpu_conformance_floor():
         f"{summary['passed']} passed, floor {FLOOR['cpu']['passed']}; not passing:\n" + _not_passing(summary))
 
 
-@pytest.mark.gpu
+@requires_gpu
 def test_gpu_compute_conformance_floor():
-    ok, why = gpu_available()
-    if not ok:
-        pytest.skip(f"no wgpu adapter: {why}")
     summary = conformance.run_all("gpu-compute")
     floor = FLOOR["gpu-compute"]
     assert summary["passed"] >= floor["passed"], (

@@ -59,7 +59,7 @@ def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, d
             ours_out = worker.run(feeds)
             ours_ms.append((time.perf_counter() - t1) * 1e3)
             if backend == "gpu-compute":
-                encode_s.append(worker._program.last_encode_seconds)
+                encode_s.append(worker.program.last_run.encode)
             time.sleep(settle_after_ours)
         err = max(zoo.rel_l2(ours_out[n], r) for n, r in zip(out_names, ref, strict=True))
         stats = worker.stats()

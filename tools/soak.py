@@ -91,12 +91,12 @@ def gpu_counts(worker: ws.Worker) -> dict[str, int]:
                 counts[f"wgpu {kind} bytes"] = int(entry["resource_mem"])
     except Exception:  # a wgpu without diagnostics: the program's own sizes still tell
         pass
-    program = worker._program
-    counts["plans"] = len(program.plans)
-    counts["constants"] = len(program.constants)
-    counts["pool buffers"] = program.pool.count
-    counts["uniform buffers"] = len(program.arena.buffers)
-    counts["scratch textures"] = len(program.scratch_textures)
+    program = worker.program
+    stats = program.stats()
+    counts["plans"] = stats["cached_plans"]
+    counts["plan bytes"] = stats["cached_plan_bytes"]
+    counts["weight bytes"] = stats["weight_bytes"]
+    counts["intermediate bytes"] = stats["intermediate_bytes"]
     return counts
 
 

@@ -122,7 +122,7 @@ def test_weights_fed_as_inputs_are_derived_again_each_run(x_shape, m):
             np.testing.assert_allclose(got, ort_outputs(model, feeds)[0], rtol=1e-4, atol=1e-4)
             feeds["w"] *= -0.5  # the same arrays, changed in place
             feeds["b"] += 1
-        assert not worker._program.steps[0].ctx.cache
+        assert not worker.program.steps[0].ctx.cache
 
 
 @pytest.mark.parametrize("x_shape,m,attrs", [

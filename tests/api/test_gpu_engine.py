@@ -7,48 +7,47 @@ import time
 
 import numpy as np
 import pytest
-from helpers import F, I64, make_model
+from helpers import F, I64, make_model, requires_gpu
 from onnx import helper
 
 import wgsentis as ws
 from wgsentis.backends import gpu_compute as gc
-from wgsentis.backends.device import GPUContext, gpu_available
+from wgsentis.backends.gpu import dtypes, streams, tensors
+from wgsentis.backends.gpu.device import GPUContext
 from wgsentis.errors import DeviceError
-
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
 
 
 def test_pipeline_key_changes_with_each_ingredient():
-    base = gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)])
+    base = tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)])
     variants = [
-        gc.pipeline_key("compute/binary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]),  # program
-        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "-v"}, {"WG": 64}, [("f32", 2)]),  # substitution
-        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 128}, [("f32", 2)]),  # workgroup size
-        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64, "K": 2}, [("f32", 2)]),  # constant
-        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("i32", 2)]),  # input dtype
-        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 3)]),  # input rank
-        gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)], faults=True),  # fault buffer
+        tensors.pipeline_key("compute/binary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]),  # program
+        tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "-v"}, {"WG": 64}, [("f32", 2)]),  # substitution
+        tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 128}, [("f32", 2)]),  # workgroup size
+        tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64, "K": 2}, [("f32", 2)]),  # constant
+        tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("i32", 2)]),  # input dtype
+        tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 3)]),  # input rank
+        tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)],
+                             faults=True),  # fault buffer
     ]
     assert len({base, *variants}) == 1 + len(variants)
-    assert gc.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]) == base
+    assert tensors.pipeline_key("compute/unary.wgsl", {"EXPR": "v"}, {"WG": 64}, [("f32", 2)]) == base
 
 
 def test_fold_groups_above_the_dimension_limit():
-    assert gc.fold_groups(100, 65535) == (100, 1, 1)
-    x, y, z = gc.fold_groups(200_000, 65535)
+    assert tensors.fold_groups(100, 65535) == (100, 1, 1)
+    x, y, z = tensors.fold_groups(200_000, 65535)
     assert x <= 65535 and y <= 65535 and z == 1 and x * y >= 200_000
     with pytest.raises(DeviceError):
-        gc.fold_groups(65535 * 65535 + 1, 65535)
+        tensors.fold_groups(65535 * 65535 + 1, 65535)
 
 
 def test_int64_upload_is_range_checked():
-    np.testing.assert_array_equal(gc.to_device_array(np.array([1, -2], np.int64), "x"), [1, -2])
-    assert gc.to_device_array(np.array([True, False]), "m").dtype == np.uint32
-    with pytest.raises(gc._TooLarge, match="int32 range"):
-        gc.to_device_array(np.array([2**40], np.int64), "big")
+    np.testing.assert_array_equal(dtypes.to_device_array(np.array([1, -2], np.int64), "x"), [1, -2])
+    assert dtypes.to_device_array(np.array([True, False]), "m").dtype == np.uint32
+    with pytest.raises(dtypes.TooLargeForDevice, match="int32 range"):
+        dtypes.to_device_array(np.array([2**40], np.int64), "big")
     with pytest.raises(DeviceError, match="float64"):
-        gc.to_device_array(np.zeros(2), "d")
+        dtypes.to_device_array(np.zeros(2), "d")
 
 
 def test_no_adapter_gives_a_clear_device_error(monkeypatch):
@@ -98,7 +97,7 @@ def test_plan_replay_and_new_signature():
             x = rng.standard_normal(shape).astype(np.float32)
             out = worker.run({"x": x})["y"]
             np.testing.assert_allclose(out, 1 / (1 + np.exp(-(x + 0.5).reshape(shape[0], 12))), rtol=1e-5)
-        assert len(worker._program.plans) == 2
+        assert len(worker.program.plans) == 2
 
 
 @ws.ops.register("HostOnlyNeg", 1, domain="test.wgsentis")
@@ -200,10 +199,10 @@ def test_random_ops_are_not_baked_into_the_replayed_plan():
 
 @requires_gpu
 def test_constant_matrix_as_texture_reads_back():
-    from wgsentis.backends.device import get_context
+    from wgsentis.backends.gpu.device import get_context
 
     model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [1])], [("y", F, [1])]))
-    program = gc.GPUProgram(model.graph)
+    program = gc.ComputeProgram(model.graph)
     rec = gc.Recorder(program)
     matrix = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
     tex = rec.texture(matrix, "m")
@@ -213,36 +212,62 @@ def test_constant_matrix_as_texture_reads_back():
     ctx = get_context()
     encoder = ctx.device.create_command_encoder()
     cpass = encoder.begin_compute_pass()
-    for d in rec.dispatches:
+    for d in rec.steps:
         cpass.set_pipeline(d.pipeline)
         cpass.set_bind_group(0, d.bind_group)
         cpass.dispatch_workgroups(*d.groups)
     cpass.end()
-    np.testing.assert_array_equal(program._download([out], encoder, "test")[0], matrix)
+    np.testing.assert_array_equal(program.download([out], encoder, "test")[0], matrix)
     too_big = np.zeros((ctx.limits["max-texture-dimension-2d"] + 1, 4), np.float32)
     assert rec.texture(too_big, "big") is None
 
 
 @requires_gpu
-def test_scratch_textures_are_shared_by_layers_and_grow_geometrically():
+def test_scratch_textures_are_slots_shared_by_layers_and_grown_to_the_largest_request():
+    from wgsentis.backends.gpu.tensors import LINEAR_TEXELS
+
     model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [1])], [("y", F, [1])]))
-    program = gc.GPUProgram(model.graph)
+    program = gc.ComputeProgram(model.graph)
     rec = gc.Recorder(program)
     rec.layer_index = 0
-    first = rec.scratch_texture(64, 100)
-    assert first.shape == (64, 100)
-    assert rec.scratch_texture(32, 40) is not first  # the layer holds `first` already
-    rec.layer_index = 1  # the next layer: anything covering the request is shared
-    assert rec.scratch_texture(60, 97) is first
-    # A network whose channel counts grow (DenseNet) makes a few textures, not one per layer.
-    for i, rows in enumerate(range(64, 512, 32), start=2):
-        rec.layer_index = i
-        assert rec.scratch_texture(rows, 100).shape[0] >= rows
-    tall = sorted(t.shape[0] for t in program.scratch_textures.values() if t.shape[1] == 100)
-    assert tall == [64, 128, 256, 512]
-    assert program.scratch_texture_bytes == sum(t.shape[0] * t.shape[1] * 4 for t in program.scratch_textures.values())
+    first = rec.scratch_texture(64, 100)  # 1600 texels: two rows of a linear texture
+    assert first.shape == (2, 4 * LINEAR_TEXELS)
+    second = rec.scratch_texture(32, 40)
+    assert second is not first  # the layer holds `first` already: its second request gets slot 1
+    rec.layer_index = 1  # the next layer: its first request is slot 0 again, whatever its shape
+    assert rec.scratch_texture(1, 4000) is first and not program.scratch.grown
+    rec.layer_index = 2
+    grown = rec.scratch_texture(512, 100)  # past slot 0's texels: the slot gets a taller texture
+    assert grown is first and first.shape[0] == 13 and program.scratch.grown
+    assert program.scratch.nbytes == (13 + 1) * LINEAR_TEXELS * 16  # two slots, each its largest request
+    rec.layer_index = 3
     limit = program.ctx.limits["max-texture-dimension-2d"]
-    assert rec.scratch_texture(limit + 1, 4) is None
+    assert rec.scratch_texture(limit * LINEAR_TEXELS + 1, 4) is None
+    program.close()
+
+
+@requires_gpu
+def test_a_grown_scratch_slot_is_rebound_in_every_cached_plan():
+    """Batch 1 records with small scratch textures, batch 4 grows them; the batch-1 plan, replayed after, binds the
+    grown texture (its old bind groups would still work, but would keep the old texture alive) and is right."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 3, 3, 3), dtype=np.float32)
+    model = ws.load_model(make_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+                                     [("x", F, ["n", 3, 32, 32])], [("y", F, None)], {"w": w}))
+    small, large = (rng.standard_normal((b, 3, 32, 32), dtype=np.float32) for b in (1, 4))
+    with ws.Worker(model, "gpu-compute") as worker, ws.Worker(model, "cpu") as oracle:
+        worker.run({"x": small})
+        program = worker.program
+        plan = program.last_plan
+        scratch = {id(t) for t in program.scratch.slots}
+        textured = [step for step in plan.steps if any(id(r) in scratch for r in getattr(step, "extra", []))]
+        assert textured  # the convolution reads an operand from a scratch texture
+        groups = [step.bind_group for step in textured]
+        before = worker.stats()["intermediate_bytes"]
+        np.testing.assert_allclose(worker.run({"x": large})["y"], oracle.run({"x": large})["y"], rtol=1e-4, atol=1e-4)
+        assert worker.stats()["intermediate_bytes"] > before
+        assert all(step.bind_group is not old for step, old in zip(textured, groups, strict=True))
+        np.testing.assert_allclose(worker.run({"x": small})["y"], oracle.run({"x": small})["y"], rtol=1e-4, atol=1e-4)
 
 
 @requires_gpu
@@ -261,11 +286,9 @@ def test_plan_rerecorded_when_a_host_read_input_value_changes():
 
 @requires_gpu
 @pytest.mark.parametrize("inside", [True, False])
-def test_profiled_replay_times_every_gpu_layer(inside, monkeypatch):
-    # lavapipe writes timestamps inside passes; the other scheme (a timestamped pass per layer) is forced
-    # here by pretending the adapter lacks that feature.
-    if not inside:
-        monkeypatch.setattr(gc, "_INSIDE_STAMPS", frozenset({"no-such-feature"}))
+def test_profiled_replay_times_every_gpu_layer(inside):
+    # lavapipe writes timestamps inside passes; the other scheme (a timestamped pass per layer, what adapters
+    # without that feature get) is asked for explicitly.
     nodes = [helper.make_node("Sin", ["t0"], ["t1"], name="sin"),
              helper.make_node("Concat", ["t1", "t0"], ["t2"], name="concat", axis=0),  # a buffer copy
              helper.make_node("Relu", ["t2"], ["t3"], name="relu")]
@@ -273,10 +296,10 @@ def test_profiled_replay_times_every_gpu_layer(inside, monkeypatch):
     x = np.linspace(-1, 1, 4096, dtype=np.float32)
     with ws.Worker(model, "gpu-compute") as worker:
         worker.run({"t0": x})
-        program = worker._program
-        program.profile_layers = True
+        program = worker.program
+        program.set_timestamps(True, pass_per_layer=not inside)
         out = worker.run({"t0": x})["t3"]
-        times = program.last_layer_gpu_ns
+        times = program.last_run.layer_gpu_ns
     # WGSL's sin is not correctly rounded: within 2^-11 on [-pi, pi] by the spec (NVIDIA's: 3.3e-7 here).
     np.testing.assert_allclose(out, np.maximum(np.concatenate([np.sin(x), x]), 0), rtol=0, atol=2.0**-11)
     assert times[0] > 0 and times[2] > 0  # sin and relu, timed on the GPU
@@ -288,12 +311,21 @@ def test_profiled_replay_times_every_gpu_layer(inside, monkeypatch):
         assert 1 not in times
 
 
-def test_wgsl_includes_expand_once_and_cycles_are_named():
-    from importlib import resources
+def test_wgsl_includes_expand_once_and_cycles_are_named(tmp_path, monkeypatch):
+    """The test shaders live in a package root of their own under tmp_path: nothing is written into the
+    package's wgsl/ folder (a shared working tree, perhaps read-only), nor left in its source cache."""
+    from types import SimpleNamespace
 
-    from wgsentis.backends import device
+    from wgsentis.backends.gpu import device
 
-    folder = resources.files("wgsentis") / "wgsl" / "compute"
+    def package_root(package: str):
+        assert package == "wgsentis"
+        return tmp_path
+
+    folder = tmp_path / "wgsl" / "compute"
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(device, "resources", SimpleNamespace(files=package_root))
+    monkeypatch.setattr(device, "_source_cache", {})
     files = {
         "_t_top.wgsl": '#include "compute/_t_a.wgsl"\n#include "compute/_t_b.wgsl"\nTOP\n',
         "_t_a.wgsl": '#include "compute/_t_shared.wgsl"\nA\n',
@@ -302,20 +334,15 @@ def test_wgsl_includes_expand_once_and_cycles_are_named():
         "_t_loop1.wgsl": '#include "compute/_t_loop2.wgsl"\n',
         "_t_loop2.wgsl": '#include "compute/_t_loop1.wgsl"\n',
     }
-    try:
-        for name, text in files.items():
-            (folder / name).write_text(text)
-        text = device.wgsl_source("compute/_t_top.wgsl")
-        assert text.count("SHARED") == 1 and text.index("SHARED") < text.index("A") < text.index("B")
-        with pytest.raises(DeviceError, match=r"include cycle: compute/_t_loop1.wgsl -> compute/_t_loop2.wgsl "
-                                              r"-> compute/_t_loop1.wgsl"):
-            device.wgsl_source("compute/_t_loop1.wgsl")
-        with pytest.raises(DeviceError, match="missing from the package"):
-            device.wgsl_source("compute/_t_absent.wgsl")
-    finally:
-        for name in files:
-            (folder / name).unlink(missing_ok=True)
-        device._source_cache.clear()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    text = device.wgsl_source("compute/_t_top.wgsl")
+    assert text.count("SHARED") == 1 and text.index("SHARED") < text.index("A") < text.index("B")
+    with pytest.raises(DeviceError, match=r"include cycle: compute/_t_loop1.wgsl -> compute/_t_loop2.wgsl "
+                                          r"-> compute/_t_loop1.wgsl"):
+        device.wgsl_source("compute/_t_loop1.wgsl")
+    with pytest.raises(DeviceError, match="missing from the package"):
+        device.wgsl_source("compute/_t_absent.wgsl")
 
 
 @requires_gpu
@@ -325,9 +352,9 @@ def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypat
     the fast path must not silently fall away) and through wgpu-py's public methods otherwise; both
     give the same answer."""
     if native:  # checked calls while recording, direct ones in replays
-        assert gc._native_pass_calls() is not None and gc._native_pass_calls(checked=False) is not None
+        assert streams._native_pass_calls() is not None and streams._native_pass_calls(checked=False) is not None
     else:
-        monkeypatch.setattr(gc, "_native_pass_calls", lambda checked=True: None)
+        monkeypatch.setattr(streams, "_native_pass_calls", lambda checked=True: None)
     from wgsentis.cli import sample_model_path
 
     model = ws.load_model(str(sample_model_path()))
@@ -343,7 +370,7 @@ def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypat
 def test_a_readback_the_gpu_never_completes_raises_instead_of_hanging():
     import threading
 
-    from wgsentis.backends.device import wait_mapped
+    from wgsentis.backends.gpu.device import wait_mapped
 
     class NeverMapped:  # a map_async promise whose callback never fires (a hung device)
         _state = "pending"

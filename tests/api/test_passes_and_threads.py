@@ -1,4 +1,7 @@
-"""Graph passes keep results exact; the CPU pool overlaps parallel branches and bounds threads."""
+"""Graph passes keep results exact; the CPU pool overlaps parallel branches and bounds threads.
+
+A pass checked on both backends runs as two items, ``[cpu]`` and ``[gpu-compute]`` (helpers.BACKENDS): the
+gpu-compute one skips, with the reason, only where no wgpu adapter opens."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import pytest
-from helpers import F, make_model, ort_outputs
+from helpers import BACKENDS, F, make_model, ort_outputs, requires_gpu
 from onnx import helper
 
 import wgsentis as ws
@@ -184,11 +187,8 @@ def test_residual_add_and_sum_take_the_activation():
     np.testing.assert_allclose(out, ort_outputs(_residual_model(), feeds)[0], rtol=1e-6)
 
 
+@requires_gpu
 def test_fused_residual_on_gpu_compute_and_int_fallback():
-    from wgsentis.backends.device import gpu_available
-
-    if not gpu_available()[0]:
-        pytest.skip("no wgpu adapter")
     rng = np.random.default_rng(5)
     feeds = {"x": rng.standard_normal((2, 3, 5)).astype(np.float32),
              "y": rng.standard_normal((3, 5)).astype(np.float32)}
@@ -245,10 +245,9 @@ def test_residual_add_fuses_into_the_conv():
     assert [layer.op_type for layer in model.layers] == ["Conv", "Add"]
 
 
-def test_fused_conv_with_a_constant_residual():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_conv_with_a_constant_residual(backend):
     """Z an initializer: the GPU adds it after the convolution (a host constant is no device buffer)."""
-    from wgsentis.backends.device import gpu_available
-
     model = _conv_add_model((1, 4, 6, 6), (8, 4, 3, 3), (1, 8, 6, 6), {"pads": [1, 1, 1, 1]})
     z = np.random.default_rng(8).standard_normal((1, 8, 6, 6)).astype(np.float32)
     model.graph.input.pop()  # z becomes an initializer
@@ -257,11 +256,9 @@ def test_fused_conv_with_a_constant_residual():
     assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
     feeds = {"x": np.random.default_rng(9).standard_normal((1, 4, 6, 6)).astype(np.float32)}
     expected = ort_outputs(model, feeds)[0]
-    np.testing.assert_allclose(ws.Worker(wg, "cpu").run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
-    if gpu_available()[0]:
-        with ws.Worker(wg, "gpu-compute") as worker:
-            np.testing.assert_allclose(worker.run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
-            assert worker.stats()["fallback_layers"] == []
+    with ws.Worker(wg, backend) as worker:
+        np.testing.assert_allclose(worker.run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
+        assert worker.stats()["fallback_layers"] == []
 
 
 RESIDUAL_CASES = [  # (x, w, z, conv attrs): one per conv path of the GPU backend
@@ -279,9 +276,8 @@ RESIDUAL_CASES = [  # (x, w, z, conv attrs): one per conv path of the GPU backen
 
 @pytest.mark.parametrize("x_shape,w_shape,z_shape,attrs", RESIDUAL_CASES)
 @pytest.mark.parametrize("relu,bias", [(True, True), (False, False)])
-def test_fused_conv_matches_onnxruntime_on_every_backend(x_shape, w_shape, z_shape, attrs, relu, bias):
-    from wgsentis.backends.device import gpu_available
-
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_conv_matches_onnxruntime_on_every_backend(backend, x_shape, w_shape, z_shape, attrs, relu, bias):
     model = _conv_add_model(x_shape, w_shape, z_shape, attrs, relu=relu, bias=bias)
     wg = ws.load_model(model)
     assert [layer.op_type for layer in wg.layers] == ["FusedConv"]
@@ -289,13 +285,11 @@ def test_fused_conv_matches_onnxruntime_on_every_backend(x_shape, w_shape, z_sha
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
              "z": rng.standard_normal(z_shape).astype(np.float32)}
     expected = ort_outputs(model, feeds)[0]
-    np.testing.assert_allclose(ws.Worker(wg, "cpu").run(feeds)["out"], expected, rtol=1e-4, atol=1e-4)
-    if gpu_available()[0]:
-        with ws.Worker(wg, "gpu-compute") as worker:
-            got = worker.run(feeds)["out"]
-            assert worker.stats()["fallback_layers"] == []
-            np.testing.assert_allclose(worker.run(feeds)["out"], got)  # the replayed plan
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    with ws.Worker(wg, backend) as worker:
+        got = worker.run(feeds)["out"]
+        assert worker.stats()["fallback_layers"] == []
+        np.testing.assert_allclose(worker.run(feeds)["out"], got)  # the replayed plan
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def _affine_chain_model(c=6):
@@ -322,17 +316,17 @@ def _affine_chain_model(c=6):
     return make_model(nodes, [("x", F, [2, 3, 8, 8])], [("y", F, None)], inits)
 
 
-def test_per_channel_affine_folds_into_conv_and_batchnorm():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_channel_affine_folds_into_conv_and_batchnorm(backend):
     model = _affine_chain_model()
     wg = ws.load_model(model)
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("Conv", "Relu"), ("MaxPool", None), ("BatchNormalization", "LeakyRelu")]
     x = np.random.default_rng(9).standard_normal((2, 3, 8, 8)).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
-    for backend in ("cpu", "gpu-compute"):
-        with ws.Worker(wg, backend) as worker:
-            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-4, atol=1e-5)
-            assert not worker.stats()["fallback_layers"], backend
+    with ws.Worker(wg, backend) as worker:
+        np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-4, atol=1e-5)
+        assert not worker.stats()["fallback_layers"]
 
 
 @pytest.mark.parametrize("case", ["spatial_constant", "two_readers", "constant_first_sub"])
@@ -362,7 +356,8 @@ def test_affine_that_is_not_per_channel_stays(case):
 
 
 @pytest.mark.parametrize("spatial", [(4, 4), (3, 3)])  # vec4 affine shader; the scalar batchnorm shader
-def test_batchnorm_hosts_its_activation_on_gpu(spatial):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batchnorm_hosts_its_activation_on_gpu(backend, spatial):
     rng = np.random.default_rng(12)
     c = 5
     inits = {"s": rng.random(c).astype(np.float32) + 0.5, "beta": rng.standard_normal(c).astype(np.float32),
@@ -376,10 +371,9 @@ def test_batchnorm_hosts_its_activation_on_gpu(spatial):
         ("BatchNormalization", "Clip")]
     x = rng.standard_normal((2, c, *spatial)).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
-    for backend in ("cpu", "gpu-compute"):
-        with ws.Worker(wg, backend) as worker:
-            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
-            assert not worker.stats()["fallback_layers"], backend
+    with ws.Worker(wg, backend) as worker:
+        np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+        assert not worker.stats()["fallback_layers"]
 
 
 def _hardswish_chain_model(*, divide=True, opset=12, shift=3.0, leak=False):
@@ -407,17 +401,17 @@ def _hardswish_chain_model(*, divide=True, opset=12, shift=3.0, leak=False):
 
 
 @pytest.mark.parametrize("divide,opset", [(True, 12), (False, 13), (True, 10)])
-def test_spelled_out_hardswish_becomes_one_fused_activation(divide, opset):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_spelled_out_hardswish_becomes_one_fused_activation(backend, divide, opset):
     model = _hardswish_chain_model(divide=divide, opset=opset)
     wg = ws.load_model(model)
     assert [(layer.op_type, layer.fused_activation and layer.fused_activation[0]) for layer in wg.layers] == [
         ("Conv", "HardSwish")]
     x = np.random.default_rng(14).standard_normal((1, 3, 8, 8)).astype(np.float32) * 3
     expected = ort_outputs(model, {"x": x})[0]
-    for backend in ("cpu", "gpu-compute"):
-        with ws.Worker(wg, backend) as worker:
-            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
-            assert not worker.stats()["fallback_layers"], backend
+    with ws.Worker(wg, backend) as worker:
+        np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+        assert not worker.stats()["fallback_layers"]
 
 
 @pytest.mark.parametrize("case", [{"shift": 2.0}, {"leak": True}])
@@ -432,9 +426,11 @@ def test_hardswish_lookalikes_stay_spelled_out(case):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
 
 
-def test_host_layer_on_gpu_applies_its_fused_activation_once():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_host_layer_on_gpu_applies_its_fused_activation_once(backend):
     """A float64 Conv + LeakyRelu runs on the host of a gpu-compute worker; the conv kernel applies the
-    activation itself, and the host path must not apply it a second time (alpha twice on negatives)."""
+    activation itself, and the host path must not apply it a second time (alpha twice on negatives). The
+    expected values are the plain conv's (cpu backend, no activation) with LeakyRelu applied in numpy."""
     d = onnx.TensorProto.DOUBLE
     rng = np.random.default_rng(16)
     w = rng.standard_normal((4, 3, 3, 3))
@@ -447,8 +443,8 @@ def test_host_layer_on_gpu_applies_its_fused_activation_once():
     plain = ws.Worker(ws.load_model(make_model([conv], [("x", d, [1, 3, 6, 6])], [("c", d, None)], {"w": w})),
                       "cpu").run({"x": x})["c"]
     expected = np.where(plain >= 0, plain, 0.1 * plain)
-    np.testing.assert_allclose(ws.Worker(wg, "cpu").run({"x": x})["y"], expected, rtol=1e-6, atol=1e-9)
-    with ws.Worker(wg, "gpu-compute") as worker:
+    assert (plain < 0).any()  # negatives: where a second application of alpha would show
+    with ws.Worker(wg, backend) as worker:
         np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-6, atol=1e-9)
 
 
@@ -488,7 +484,8 @@ def _affine_before_conv_model(case: str):
 
 @pytest.mark.parametrize("case,folded", [("scale_shift_1x1", True), ("sub_div_grouped", True), ("padded", False),
                                          ("two_readers", False), ("constant_first_sub", False)])
-def test_affine_before_an_unpadded_conv_folds_into_it(case, folded):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_affine_before_an_unpadded_conv_folds_into_it(backend, case, folded):
     model, outputs = _affine_before_conv_model(case)
     wg = ws.load_model(model)
     names = [layer.name for layer in wg.layers]
@@ -496,11 +493,10 @@ def test_affine_before_an_unpadded_conv_folds_into_it(case, folded):
     assert (kept == []) == folded, names
     x = np.random.default_rng(22).standard_normal((2, 6, 7, 9)).astype(np.float32)
     expected = ort_outputs(model, {"x": x})
-    for backend in ("cpu", "gpu-compute"):
-        with ws.Worker(wg, backend) as worker:
-            got = worker.run({"x": x})
-            for (name, *_), ref in zip(outputs, expected, strict=True):
-                np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=f"{backend} {name}")
+    with ws.Worker(wg, backend) as worker:
+        got = worker.run({"x": x})
+    for (name, *_), ref in zip(outputs, expected, strict=True):
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 def _pool_conv_model(pool_first: bool, *, c_in=8, c_out=4, pool_attrs=None, extra_reader=False):
@@ -528,7 +524,8 @@ def _pool_conv_model(pool_first: bool, *, c_in=8, c_out=4, pool_attrs=None, extr
     (True, ["Conv", "AveragePool", "Relu"]),   # the pool then runs over 4 channels, not 8
     (False, ["AveragePool", "Conv"]),          # the products then run on 25 positions, not 100
 ])
-def test_average_pool_and_pointwise_conv_run_in_the_cheaper_order(pool_first, order):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_average_pool_and_pointwise_conv_run_in_the_cheaper_order(backend, pool_first, order):
     model = _pool_conv_model(pool_first)
     wg = ws.load_model(model)
     assert [layer.op_type for layer in wg.layers] == order
@@ -539,12 +536,8 @@ def test_average_pool_and_pointwise_conv_run_in_the_cheaper_order(pool_first, or
         assert wg.layers[-1].fused_activation[0] == "Relu"
     x = np.random.default_rng(22).standard_normal((1, 8, 10, 10)).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
-    from wgsentis.backends.device import gpu_available
-
-    backends = ["cpu", "gpu-compute"] if gpu_available()[0] else ["cpu"]
-    for backend in backends:
-        with ws.Worker(wg, backend) as worker:
-            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5, err_msg=backend)
+    with ws.Worker(wg, backend) as worker:
+        np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("pool_first,case", [

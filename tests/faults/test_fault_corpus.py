@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from helpers import F, I64, make_model
+from helpers import BACKENDS, F, I64, make_model
 from onnx import TensorProto, helper, numpy_helper
 
 import wgsentis as ws
-from wgsentis.backends.device import gpu_available
 from wgsentis.errors import (
     BackendNotAvailableError,
     ExternalDataError,
@@ -34,9 +33,6 @@ from wgsentis.errors import (
     WgSentisError,
 )
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu)]
 
 SAMPLE = Path(ws.__file__).resolve().parent / "data" / "sample.onnx"
 SAMPLE_BYTES = SAMPLE.read_bytes()

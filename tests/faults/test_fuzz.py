@@ -17,15 +17,13 @@ from pathlib import Path
 import fuzz
 import onnx
 import pytest
-from helpers import F, make_model
+from helpers import F, make_model, requires_gpu
 from hypothesis import HealthCheck, given, settings
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.backends.device import gpu_available
 from wgsentis.errors import ModelLoadError
 
-GPU_OK, GPU_WHY = gpu_available()
 TOOL = Path(fuzz.__file__)
 CI = settings(max_examples=15, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -47,7 +45,7 @@ def test_the_loader_property_tells_a_refusal_from_a_run():
     assert fuzz.check_load(fuzz.attribute_zoo()) == "ran"
 
 
-@pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
+@requires_gpu
 @CI
 @given(fuzz.random_graphs())
 def test_random_graphs_give_the_numpy_answer_on_gpu_compute(case):

@@ -25,17 +25,17 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from helpers import F, make_model
+from helpers import F, make_model, requires_gpu
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.backends.device import GPUContext, get_context, gpu_available
-from wgsentis.backends.gpu_compute import BufferPool, Dispatch, GPUProgram
+from wgsentis.backends.gpu.device import GPUContext, get_context
+from wgsentis.backends.gpu.memory import BufferPool
+from wgsentis.backends.gpu.steps import Dispatch
+from wgsentis.backends.gpu_compute import ComputeProgram as GPUProgram
 from wgsentis.errors import DeviceError, DeviceOutOfMemoryError, WgSentisError
 
-GPU_OK, GPU_WHY = gpu_available()
-if not GPU_OK:
-    pytest.skip(f"no wgpu adapter: {GPU_WHY}", allow_module_level=True)
+pytestmark = requires_gpu
 
 MiB = 1 << 20
 ROOT = Path(ws.__file__).resolve().parent
@@ -308,10 +308,19 @@ def test_a_kernel_with_a_long_loop_gives_the_cpus_answer(case):
 # Every destroy() in wgsentis, by file and enclosing function: each destroys a staging (or probe) buffer only
 # after its mapping completed, so the submission that used it has finished and nothing recorded refers to it.
 REVIEWED_DESTROYS = {
-    ("backends/gpu_compute.py", "PendingReadback.wait"),
-    ("backends/gpu_compute.py", "GPUProgram._download"),
-    ("backends/device.py", "GPUContext.division_function"),
-    ("profiler/collect.py", "_Fence.wait"),
+    # after the buffer's map completed (its copy is done) and it was unmapped
+    ("backends/gpu/readback.py", "PendingReadback._release"),
+    ("backends/gpu/readback.py", "StagingPool.release"),
+    ("backends/gpu/device.py", "GPUContext.division_function"),
+    # free staging buffers: each was released only after its run's outputs were read
+    ("backends/gpu/readback.py", "StagingPool.close"),
+    # a program's close(): after Worker.close drained its runs and GPUProgram.close waited for the queue
+    ("backends/gpu/program.py", "GPUProgram._free_plan"),
+    ("backends/gpu/memory.py", "ConstantStore.close"),
+    ("backends/gpu/memory.py", "ScratchTextures.close"),
+    ("backends/gpu/memory.py", "UniformArena.close"),
+    ("backends/gpu/faults.py", "FaultBuffer.close"),
+    ("backends/gpu/timestamps.py", "QuerySets.close"),
 }
 
 

@@ -14,16 +14,12 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from helpers import make_model
+from helpers import BACKENDS, make_model
 from onnx import TensorProto, helper
 
 import wgsentis as ws
-from wgsentis.backends.device import gpu_available
 from wgsentis.errors import IndexOutOfRangeError, LayerError
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=[requires_gpu, pytest.mark.gpu])]
 F, I32, I64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
 _ONNX_OF = {np.dtype(np.float32): F, np.dtype(np.int32): I32, np.dtype(np.int64): I64}
 

@@ -14,16 +14,12 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from helpers import make_model, ort_outputs
+from helpers import BACKENDS, make_model, ort_outputs
 from onnx import TensorProto, helper
 
 import wgsentis as ws
-from wgsentis.backends.device import gpu_available
 from wgsentis.errors import IndexOutOfRangeError
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=[requires_gpu, pytest.mark.gpu])]
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 _ONNX_OF = {np.dtype(np.float32): F, np.dtype(np.int64): I64}
 ML = ("ai.onnx.ml", 3)

@@ -12,16 +12,18 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from helpers import F, make_model
+from helpers import F, gpu_adapter, make_model
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.backends.device import get_context, gpu_available
-from wgsentis.backends.gpu_compute import LOOP_ALLOWANCE, Dispatch, GPUProgram, loop_passes
+from wgsentis.backends.gpu.device import get_context
+from wgsentis.backends.gpu.steps import Dispatch
+from wgsentis.backends.gpu.tensors import LOOP_ALLOWANCE, loop_passes
+from wgsentis.backends.gpu_compute import ComputeProgram as GPUProgram
 
-GPU_OK, GPU_WHY = gpu_available()
-if not GPU_OK:
-    pytest.skip(f"no wgpu adapter: {GPU_WHY}", allow_module_level=True)
+GPU_OK, NO_GPU = gpu_adapter()
+if not GPU_OK:  # the module reads the device's limit as it loads: helpers.requires_gpu would come too late
+    pytest.skip(NO_GPU, allow_module_level=True)
 
 LIMIT = get_context().max_loop_iterations
 needs_limit = pytest.mark.skipif(LIMIT is None, reason="this adapter's driver sets no shader loop limit")

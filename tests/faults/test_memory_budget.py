@@ -26,21 +26,18 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from helpers import BACKENDS, child_results, requires_gpu
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
 import wgsentis as ws
 from wgsentis import budget
-from wgsentis.backends.device import gpu_available
 from wgsentis.dtypes import NUMPY_TO_ONNX
 from wgsentis.errors import LayerError, ResourceLimitError
 from wgsentis.model import Layer
 from wgsentis.run_control import RunControl, default_memory_limit
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu)]
 
 LIMIT = 128 << 20  # also bounds what a Loop holds before it is stopped: well under MAX_GROWTH
 MAX_GROWTH = 200 << 20  # what the process's peak memory may grow by while a bomb is refused
@@ -424,8 +421,8 @@ def child_main(backend: str, names: list[str], memory_limit: Any) -> None:
 
 
 CHILD = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
+    import json, os, sys
+    sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]  # this folder, and tests/ for helpers
     from test_memory_budget import child_main
     child_main(sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4]))
 """)
@@ -433,8 +430,6 @@ CHILD = textwrap.dedent("""
 
 def run_child(backend: str, names: list[str], memory_limit: Any = LIMIT, timeout: float = 600) -> dict[str, dict]:
     """Run bombs in a capped child process; their results by name (a missing name: the child died)."""
-    from helpers import child_results  # here, not at the top: the children import this module without tests/
-
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(Path(__file__).parent), backend, json.dumps(names), json.dumps(memory_limit)],
         capture_output=True, text=True, timeout=timeout, check=False)
@@ -498,7 +493,7 @@ def test_the_default_limit_refuses_a_petabyte_expand_and_none_lets_300_mb_throug
     code = textwrap.dedent(f"""
         import resource, sys
         resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE_CAP}, {ADDRESS_SPACE_CAP}))
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parent.parent)!r}]
         import numpy as np, wgsentis as ws
         from test_memory_budget import one_node
         shape = np.array([75_000_000], np.int64)
@@ -517,7 +512,7 @@ def test_loading_a_bomb_does_not_materialize_it():
     model = _folded("ConstantOfShape", {"shape": i64(2**40)}, ["shape"], follow="Add", value=value)
     code = textwrap.dedent(f"""
         import resource, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parent.parent)!r}]
         import onnx, wgsentis as ws
         from test_memory_budget import vm_hwm
         model = onnx.load_model_from_string(sys.stdin.buffer.read())

@@ -16,16 +16,13 @@ import time
 
 import numpy as np
 import pytest
+from helpers import BACKENDS, requires_gpu
 from onnx import TensorProto as T
 from onnx import helper as h
 
 import wgsentis as ws
-from wgsentis.backends.device import gpu_available
 from wgsentis.errors import InputError, RunCancelledError, RunInterruptedError, RunTimeoutError
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu)]
 # Generous: the machine's speed drifts 2-3x, and a slow CI box must not fail these.
 STOP_WITHIN_S = 30.0
 

@@ -10,13 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers import BACKENDS, requires_gpu
 import soak
 
-from wgsentis.backends.device import gpu_available
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -60,11 +57,11 @@ def test_plans_are_a_bounded_lru_so_ever_new_shapes_do_not_grow_device_memory():
     import numpy as np
 
     import wgsentis as ws
-    from wgsentis.backends.gpu_compute import MAX_PLANS
+    from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS as MAX_PLANS
 
     model = soak.convnet()
     with ws.Worker(model, "gpu-compute") as worker, ws.Worker(model, "cpu") as oracle:
-        program = worker._program
+        program = worker.program
         for batch in range(1, MAX_PLANS + 5):
             x = np.random.default_rng(batch).random((batch, 3, 8, 8), dtype=np.float32)
             ref = oracle.run({"x": x})["y"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zoo
+from helpers import requires_gpu
 
 import wgsentis as ws
 
@@ -73,14 +74,9 @@ def test_batch_of_two_matches_onnxruntime():
 GPU_CASES = [pytest.param(n, id=n) for n in zoo.ALL_MODELS]
 
 
-@pytest.mark.gpu
+@requires_gpu
 @pytest.mark.parametrize("name", GPU_CASES)
 def test_model_matches_onnxruntime_on_gpu_compute(name):
-    from wgsentis.backends.device import gpu_available
-
-    ok, why = gpu_available()
-    if not ok:
-        pytest.skip(f"no wgpu adapter: {why}")
     check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-compute")
 
 
@@ -89,13 +85,12 @@ def test_model_matches_onnxruntime_on_gpu_compute(name):
 FLOAT16_TOLERANCE = 2e-2
 
 
-@pytest.mark.gpu
+@requires_gpu
 @pytest.mark.parametrize("name", ["inception_v1", "ppocr_cls", "shufflenet"])
 def test_model_float16_weights_on_gpu_compute(name):
-    from wgsentis.backends.device import get_context, gpu_available
+    from wgsentis.backends.gpu.device import get_context
 
-    ok, why = gpu_available()
-    if not ok or not get_context().has_f16:
-        pytest.skip(f"no wgpu adapter with shader-f16: {why}")
+    if not get_context().has_f16:  # an adapter, but without the feature: not a missing adapter
+        pytest.skip("this wgpu adapter has no shader-f16")
     check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-compute", precision="float16",
                               tolerance=FLOAT16_TOLERANCE)

@@ -6,15 +6,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-import pytest
+from helpers import requires_gpu
 from onnx import helper, numpy_helper
 
 import wgsentis as ws
-from wgsentis.backends.device import gpu_available
 from wgsentis.dtypes import NUMPY_TO_ONNX
 
-GPU_OK, GPU_WHY = gpu_available()
-requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no wgpu adapter: {GPU_WHY}")
+__all__ = ["compare", "node_model", "requires_gpu"]  # requires_gpu: helpers', the one GPU skip policy
 
 
 def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,

@@ -72,7 +72,7 @@ def test_div_and_reciprocal_are_correctly_rounded(size, function, monkeypatch):
     # moves a value across a tie (DynamicQuantizeLinear's 5 / 255 on NVIDIA). "probed": the function
     # the device probe chose; div_rounded is also checked where the probe needs no correction.
     import wgsentis as ws
-    from wgsentis.backends.device import get_context
+    from wgsentis.backends.gpu.device import get_context
 
     if function != "probed":
         monkeypatch.setattr(get_context(), "division_function", function)
@@ -92,7 +92,7 @@ def test_div_and_reciprocal_are_correctly_rounded(size, function, monkeypatch):
 
 
 def test_the_division_probe_picks_a_function_math_wgsl_defines():
-    from wgsentis.backends.device import get_context, wgsl_source
+    from wgsentis.backends.gpu.device import get_context, wgsl_source
 
     chosen = get_context().division_function
     assert chosen in ("div_plain", "div_rounded")
@@ -101,7 +101,7 @@ def test_the_division_probe_picks_a_function_math_wgsl_defines():
 
 def test_only_a_dividing_expression_asks_for_the_division_probe(monkeypatch):
     import wgsentis as ws
-    from wgsentis.backends.device import GPUContext
+    from wgsentis.backends.gpu.device import GPUContext
 
     def probe(self):
         raise AssertionError("the division probe was consulted")

@@ -60,7 +60,7 @@ def test_float16_weights_match_float32(op, feeds, constants, attrs, textures, mo
 
 
 def test_float16_buffer_path_enables_shader_f16(monkeypatch):
-    from wgsentis.backends.device import wgsl_source
+    from wgsentis.backends.gpu.device import wgsl_source
     from wgsentis.ops import matmul_gpu
 
     seen = []
@@ -79,7 +79,7 @@ def test_float16_buffer_path_enables_shader_f16(monkeypatch):
 
 
 def test_float16_needs_shader_f16(monkeypatch):
-    from wgsentis.backends.device import get_context
+    from wgsentis.backends.gpu.device import get_context
 
     monkeypatch.setattr(get_context(), "has_f16", False)
     feeds = {"a": _rand(2, 4)}

@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 import gpu_check
-from wgsentis.backends.device import get_context
+from wgsentis.backends.gpu.device import get_context
 
 pytestmark = gpu_check.requires_gpu
 
@@ -225,14 +225,15 @@ def test_conv_1x1_input_by_transfer_copy(x_shape, w_shape, native, shaders, monk
     into a linear texture (no copy shader), read by the matmul with linear addressing; the copy is
     encoded by wgpu-native calls built once (``native``) or by wgpu-py's public method."""
     from wgsentis.backends import gpu_compute
+    from wgsentis.backends.gpu import steps
 
     copies = []
     original = gpu_compute.Recorder.copy_to_texture
     monkeypatch.setattr(gpu_compute.Recorder, "copy_to_texture",
                         lambda self, src, tex: copies.append(src.nbytes) or original(self, src, tex))
     built = []
-    native_copies = gpu_compute._native_copies
-    monkeypatch.setattr(gpu_compute, "_native_copies",
+    native_copies = steps._native_copies
+    monkeypatch.setattr(steps, "_native_copies",
                         lambda copy: built.append(native_copies(copy)) or built[-1] if native else None)
     feeds = {"x": _rand(*x_shape)}
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}

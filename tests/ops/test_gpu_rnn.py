@@ -141,7 +141,7 @@ def test_dispatch_count(op):
     model, feeds = _case(op, seq, 2, 3, 4, direction="bidirectional")
     with ws.Worker(ws.load_model(model), "gpu-compute") as worker:
         worker.run(feeds)
-        assert len(worker._program.last_plan.steps) == 1 + seq
+        assert len(worker.program.last_plan.steps) == 1 + seq
 
 
 def test_empty_sequence_falls_back():

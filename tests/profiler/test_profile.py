@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import BACKENDS, requires_gpu
 
 import wgsentis as ws
 from wgsentis.errors import BackendNotAvailableError, InputError
@@ -29,7 +30,36 @@ def _check(prof: ws.Profile, backend: str) -> dict:
     fp = data["flops_profile"]
     assert fp["total_flops"] == sum(e["flops"] for e in fp["layers"]) > 0
     assert data["ceilings"]["peak_gflops_per_s"] > 0 and data["ceilings"]["peak_gb_per_s"] > 0
+    if backend == "gpu-compute":
+        _check_gpu_rows(data)
     return data
+
+
+# The measured rows of a gpu-compute profile are parts of its instrumented runs: together they may not exceed
+# those runs' mean wall by more than this (rows are interquartile means, the wall a plain mean; the runs
+# interleave, so a machine that slows down 2-3x slows rows and wall alike). Seen on lavapipe: 0.4-0.8 with
+# timestamps, 0.77-0.95 with host timers.
+MEASURED_TO_WALL = 1.5
+
+
+def _check_gpu_rows(data: dict) -> None:
+    """What a gpu-compute profile's time sum rests on. ``RESIDUAL_ROW`` ('submit + readback wait') is the
+    rest of ms_per_batch once the other rows are counted, so the sum reaches ms_per_batch by definition and
+    a lower bound on the time-sum ratio cannot fail there: the rows measured on their own (layers,
+    transfers, the other host rows) are bounded instead, and the residual must be that rest, never negative."""
+    from wgsentis.profiler.collect import RESIDUAL_ROW
+
+    (residual,) = [r["time_ms"] for r in data["host"] if r["name"] == RESIDUAL_ROW]
+    layers = sum(e["time_ms"] for e in data["layers"])
+    rows = [*data["layers"], *data["transfers"], *(r for r in data["host"] if r["name"] != RESIDUAL_ROW)]
+    measured = sum(r["time_ms"] for r in rows)
+    assert layers > 0, "no GPU time measured for any layer"
+    assert measured <= MEASURED_TO_WALL * data["ms_per_batch_instrumented"], (
+        f"measured rows {measured:.4f} ms, instrumented runs {data['ms_per_batch_instrumented']} ms")
+    assert residual >= 0
+    # rows are rounded to 5 decimals, ms_per_batch to 4
+    assert abs(residual - max(0.0, data["ms_per_batch"] - measured)) <= 1e-4 + 5e-6 * len(rows), (
+        residual, data["ms_per_batch"], measured)
 
 
 def test_cpu_profile_sample(sample_path: str, tmp_path) -> None:
@@ -101,7 +131,8 @@ def test_gpu_pixel_not_available(sample_path: str) -> None:
         ws.profile(sample_path, backend="gpu-pixel")
 
 
-def test_gpu_profile_sample(sample_path: str, gpu: None) -> None:
+@requires_gpu
+def test_gpu_profile_sample(sample_path: str) -> None:
     prof = ws.profile(sample_path, backend="gpu-compute", threads=2, runs=3, warmup=1)
     data = _check(prof, "gpu-compute")
     assert data["timer"] in ("gpu-timestamps", "host (one fenced submission per layer)")
@@ -111,7 +142,8 @@ def test_gpu_profile_sample(sample_path: str, gpu: None) -> None:
     assert {r["name"] for r in data["host"]} == {"host: encode commands", "host: submit + readback wait"}
 
 
-def test_gpu_host_timers(sample_path: str, gpu: None) -> None:
+@requires_gpu
+def test_gpu_host_timers(sample_path: str) -> None:
     prof = ws.profile(sample_path, backend="gpu-compute", runs=2, warmup=0, use_timestamps=False, pruning_layers=0,
                       measure_ceilings=False)
     assert prof["timer"].startswith("host") and all(e["time_ms"] > 0 for e in prof["layers"])
@@ -142,7 +174,8 @@ def _time_sum_ratio(source, backend: str, feeds=None, runs: int = 7, min_share: 
     return data, ratios
 
 
-def test_gpu_time_sum_inception(gpu: None) -> None:
+@requires_gpu
+def test_gpu_time_sum_inception() -> None:
     """The time-sum rule on a model whose layers dominate its run (~250 ms, 84 layers)."""
     import zoo
 
@@ -153,8 +186,9 @@ def test_gpu_time_sum_inception(gpu: None) -> None:
     assert sum(1 for e in data["layers"] if "pruning" in e) == 1
 
 
+@requires_gpu
 @pytest.mark.parametrize("name", ["sample", "ppocr_cls"])
-def test_gpu_time_sum_small_models(name: str, sample_path: str, gpu: None) -> None:
+def test_gpu_time_sum_small_models(name: str, sample_path: str) -> None:
     """The rule on models where the timestamps' own cost is a large share of the run: the ~1 ms built-in
     sample and PP-OCR cls (~15 ms, 154 layers). On lavapipe one timestamp write costs ~60 us of GPU
     time; the profiler measures it on the model itself (a run stamped only at its ends beside each
@@ -168,7 +202,9 @@ def test_gpu_time_sum_small_models(name: str, sample_path: str, gpu: None) -> No
         feeds = zoo.input_feeds(name, source)
     # 20 runs: these models are fast, and a median of more runs resists a noisy neighbour better.
     data, ratios = _time_sum_ratio(source, "gpu-compute", feeds, runs=20, pruning_layers=0)
-    assert 0.9 <= ratios[-1] <= 1.1, ratios
+    # The residual row fills the sum up to ms_per_batch (a ratio under 1 cannot happen here): what is checked
+    # below is the upper side, and _check's _check_gpu_rows bounds the measured rows themselves.
+    assert ratios[-1] <= 1.1, ratios
     if data["timer"] == "gpu-timestamps":
         # what was taken out of the layer rows: at most one measured stamp cost per layer interval
         assert data["timestamp_cost_us"] >= 0
@@ -195,15 +231,10 @@ def test_stamp_cost_is_bounded_by_the_shortest_layer_interval() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["cpu", "gpu-compute"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_every_reference_model(backend: str) -> None:
     import zoo
 
-    if backend != "cpu":
-        from wgsentis.backends.device import gpu_available
-
-        if not gpu_available()[0]:
-            pytest.skip("no GPU adapter")
     outside = {}
     for name in zoo.ALL_MODELS:
         proto = zoo.load_proto(name)

@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from helpers import requires_gpu
 
 from wgsentis import renderdoc
 from wgsentis.errors import RenderDocError
@@ -46,13 +47,6 @@ def _py(code: str, **kw: object) -> subprocess.CompletedProcess[str]:
                           env=_env(), **kw)
 
 
-@pytest.fixture(scope="module")
-def adapter() -> None:
-    probe = _py("from wgsentis.backends.device import gpu_available; ok, why = gpu_available(); print(ok, why)")
-    if not probe.stdout.startswith("True"):
-        pytest.skip(f"no wgpu adapter: {probe.stdout.strip() or probe.stderr.strip()[-300:]}")
-
-
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wgsentis.debug_cli", *args], capture_output=True, text=True,
                           timeout=300, cwd=cwd, env=_env())
@@ -78,10 +72,11 @@ def _check_report(rep: dict) -> None:
     # Two measurements of the same work: within an order of magnitude of each other in total.
     assert 0.1 < rep["total_gpu_us"] / rep["total_timestamp_us"] < 10
     assert any(label.endswith("(Conv)") for label in rep["labels"])  # labelled pipelines / bind groups
-    assert any(label.startswith("wgsentis pool") for label in rep["labels"])  # labelled buffers
+    assert any(label.startswith("wgsentis arena") for label in rep["labels"])  # labelled buffers
 
 
-def test_capture_sample_model_and_report(adapter: None, tmp_path: Path) -> None:
+@requires_gpu
+def test_capture_sample_model_and_report(tmp_path: Path) -> None:
     target = tmp_path / "nested" / "sample.rdc"
     proc = _cli("capture", "-o", str(target), "--layers", "block_pwconv")
     assert proc.returncode == 0, proc.stderr
@@ -97,7 +92,8 @@ def test_capture_sample_model_and_report(adapter: None, tmp_path: Path) -> None:
     assert _cli("capture", "-o", str(target), "--overwrite").returncode == 0
 
 
-def test_launched_by_renderdoccmd(adapter: None, tmp_path: Path) -> None:
+@requires_gpu
+def test_launched_by_renderdoccmd(tmp_path: Path) -> None:
     rdcmd = shutil.which("renderdoccmd")
     if rdcmd is None:
         pytest.skip("renderdoccmd is not installed")
@@ -111,10 +107,11 @@ def test_launched_by_renderdoccmd(adapter: None, tmp_path: Path) -> None:
     _check_report(rep)
 
 
-def test_capture_errors_in_process_state(adapter: None) -> None:
+@requires_gpu
+def test_capture_errors_in_process_state() -> None:
     code = """
 import wgsentis as ws
-from wgsentis.backends.device import get_context
+from wgsentis.backends.gpu.device import get_context
 from wgsentis.errors import RenderDocError
 get_context()
 try:
@@ -202,7 +199,8 @@ def _png_pixels(path: Path) -> tuple[int, int, bytes]:
     return w, h, b"".join(rows)
 
 
-def test_view_under_xvfb_with_frame_capture(adapter: None, xvfb: str, tmp_path: Path) -> None:
+@requires_gpu
+def test_view_under_xvfb_with_frame_capture(xvfb: str, tmp_path: Path) -> None:
     shot, frame = tmp_path / "view.png", tmp_path / "view.rdc"
     proc = subprocess.run([sys.executable, "-m", "wgsentis.debug_cli", "view", "--layer", "block_pwconv",
                            "--frames", "4", "--screenshot", str(shot), "--rdc-frame", str(frame)],

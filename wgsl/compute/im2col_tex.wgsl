@@ -1,6 +1,7 @@
 // Columns of a 2-D convolution (one group) written to an rgba32float storage texture for the matmul's
 // B operand: row n * Kp + kk holds cols[kk, p] = x[n, c0 + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
-// for kk = (c, ky, kx), p = oy * ow + ox; texel (x, row) holds p = 4x..4x+3. Zero outside the input,
+// for kk = (c, ky, kx), p = oy * ow + ox; the texture is linear (common/linear_texture.wgsl) and texel
+// row * width + x holds p = 4x..4x+3. Zero outside the input,
 // for kk >= K and for p >= P. One invocation writes one texel.
 // The grid is (ceil(width / WG), Kp, N): the row and image come from the workgroup id, and the kernel
 // geometry is pipeline constants (KH, KW, SH, SW, DH, DW, OW), so no invocation divides by a runtime
@@ -8,6 +9,7 @@
 // Params: 0 texels per row (width), 1 width, 2 Kp, 3 K, 4 P, 5 C, 6 H, 7 W, 8 kh, 9 kw, 10 sh, 11 sw,
 // 12 ph, 13 pw, 14 dh, 15 dw, 16 ow, 17 c0.
 #include "common/params.wgsl"
+#include "common/linear_texture.wgsl"
 
 override KH: u32 = 1u;
 override KW: u32 = 1u;
@@ -64,5 +66,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let e = col(base, p + 3u, oy, ox, iy0, ix0, h, w);
         v = vec4<f32>(a, b, d, e);
     }
-    textureStore(T, vec2<i32>(i32(x), i32(row)), v);
+    textureStore(T, linear_texel(row * pu(0u) + x), v);
 }

@@ -1,0 +1,115 @@
+"""Device memory a GPU worker holds (issue 19): plans kept in a bounded LRU, intermediates laid out in arenas
+by the planner, and everything a worker holds given back by ``close()``."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soak
+import worker_churn
+from helpers import requires_gpu
+
+import wgsentis as ws
+from wgsentis.backends.gpu.planner import assign_offsets, live_peak, step_conflicts
+from wgsentis.backends.gpu.tensors import Allocation
+
+pytestmark = requires_gpu
+
+
+def _wgpu_bytes(worker: ws.Worker) -> int:
+    gc.collect()  # dropped plans are freed when their Python objects go
+    return soak.gpu_counts(worker).get("wgpu total bytes", 0)
+
+
+def test_fifty_shapes_keep_device_memory_bounded_by_the_plan_lru():
+    """50 distinct input shapes in random order: at most ``max_plans`` plans are kept, device memory stops
+    growing once the LRU is full, and it is a fraction of what keeping every plan holds."""
+    model = soak.convnet()
+    shapes = [(b, 3, h, w) for b, h, w in itertools.product((1, 2), range(8, 13), range(8, 13))]
+    np.random.default_rng(5).shuffle(shapes)
+    held: dict[int, list[int]] = {}
+    for max_plans in (4, 50):
+        with ws.Worker(model, "gpu-compute", max_plans=max_plans) as worker, ws.Worker(model, "cpu") as oracle:
+            held[max_plans] = []
+            for k, shape in enumerate(shapes):
+                x = np.random.default_rng(k).random(shape, dtype=np.float32)
+                np.testing.assert_allclose(worker.run({"x": x})["y"], oracle.run({"x": x})["y"], rtol=1e-4, atol=1e-5)
+                stats = worker.stats()
+                assert stats["cached_plans"] == min(k + 1, max_plans) and stats["max_plans"] == max_plans
+                held[max_plans].append(_wgpu_bytes(worker))
+    bounded, unbounded = held[4], held[50]
+    assert unbounded[-1] > 5 * bounded[-1]  # every plan kept: memory grows with the shapes seen
+    # Once the LRU is full the level is stationary: the second half holds no more than the first.
+    assert max(bounded[25:]) <= 1.25 * max(bounded[4:25]), bounded
+
+
+def test_the_planner_packs_lifetimes_and_keeps_conflicting_tensors_apart():
+    """Tensors whose lifetimes do not meet share bytes; tensors one step reads and writes get different arenas
+    (WebGPU: a buffer is read-only or writable within a dispatch); the result is within 1.5x of the live set."""
+
+    class FakeBuffer:
+        size = 1 << 20
+
+    def alloc(nbytes: int, born: int, dies: int) -> Allocation:
+        a = Allocation(FakeBuffer(), nbytes, reserved=nbytes, born=born)
+        a.dies = dies
+        return a
+
+    # A chain x -> a -> b -> c, each read by the next layer only, and c kept to the end.
+    x, a, b, c = alloc(4096, -1, 0), alloc(8192, 0, 1), alloc(4096, 1, 2), alloc(8192, 2, 3)
+    c.dies = None
+    allocs = [x, a, b, c]
+
+    class Step:
+        def __init__(self, reads: list[Allocation], writes: list[Allocation]) -> None:
+            self.storage = [(t, t.reserved) for t in [*reads, *writes]]
+            self.reads = len(reads)
+
+    steps = [Step([x], [a]), Step([a], [b]), Step([b], [c])]
+    conflicts = step_conflicts(steps, allocs)
+    assert conflicts[1] == {0, 2} and conflicts[3] == {2}
+    where = assign_offsets(allocs, 3, 1 << 30, conflicts)
+    for i, j in [(0, 1), (1, 2), (2, 3)]:
+        assert where[i][0] != where[j][0], where  # producer and consumer never share an arena
+    assert where[1] == where[3]  # a and c: same arena and offset, their lifetimes do not meet
+    extent: dict[int, int] = {}
+    for t, (arena, offset) in zip(allocs, where, strict=True):
+        extent[arena] = max(extent.get(arena, 0), offset + t.reserved)
+    assert sum(extent.values()) <= 1.5 * live_peak(allocs, 3, {})
+
+
+def test_intermediates_fit_within_one_and_a_half_live_sets():
+    """The planner's target on a real network: arenas and scratch textures at most 1.5x the largest live set
+    (live tensors plus the layer's own scratch), replayed results unchanged."""
+    import zoo
+
+    proto = zoo.load_proto("squeezenet", dense=True)  # real-valued weights: the shipped ones make a flat softmax
+    model = ws.load_model(proto)
+    feeds = zoo.input_feeds("squeezenet", proto)
+    with ws.Worker(model, "gpu-compute") as worker, ws.Worker(model, "cpu") as oracle:
+        first = worker.run(feeds)
+        again = worker.run(feeds)  # the replay, on the planned arenas
+        want = oracle.run(feeds)
+        stats = worker.stats()
+    for name, value in want.items():
+        np.testing.assert_allclose(first[name], value, rtol=1e-3, atol=1e-4)
+        np.testing.assert_array_equal(again[name], first[name])
+    assert 0 < stats["intermediate_lower_bound_bytes"] <= stats["intermediate_bytes"]
+    assert stats["intermediate_bytes"] <= 1.5 * stats["intermediate_lower_bound_bytes"], stats
+
+
+@pytest.mark.parametrize("model,workers,limit_mb", [
+    ("squeezenet", 4, 40),
+    pytest.param("vgg19", 6, 150, marks=pytest.mark.slow),
+])
+def test_closed_workers_give_their_memory_back(model, workers, limit_mb):
+    """Workers made, run and closed in turn: the process grows by at most ``limit_mb`` after the first (before
+    programs owned their caches, six VGG-19 workers grew it by 7.6 GB). In a child process: its RSS is its own."""
+    done = subprocess.run([sys.executable, worker_churn.__file__, "--model", model, "--workers", str(workers),
+                           "--limit-mb", str(limit_mb)], capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
