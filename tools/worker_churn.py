@@ -23,15 +23,17 @@ import wgsentis as ws
 
 
 def churn(name: str, backend: str, workers: int) -> list[int]:
-    """Resident bytes after each of ``workers`` workers of model ``name`` was made, run twice and closed."""
+    """Resident bytes after each of ``workers`` workers of model ``name`` was loaded, made, run twice and closed
+    (each worker loads the model anew, as separate users of a process would: its weights are new arrays)."""
     proto = zoo.load_proto(name)
-    model = ws.load_model(proto)
     feeds = zoo.input_feeds(name, proto)
     sizes = []
     for _ in range(workers):
+        model = ws.load_model(proto)
         with ws.Worker(model, backend) as worker:
             worker.run(feeds)
             worker.run(feeds)
+        del model
         gc.collect()
         sizes.append(rss_bytes())
     return sizes

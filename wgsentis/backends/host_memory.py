@@ -46,3 +46,17 @@ def keep_freed_memory() -> bool:
         _done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
             mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
         return _done
+
+
+def release_freed_memory() -> bool:
+    """Give the heap's free memory back to the kernel now (glibc's ``malloc_trim``): what ``keep_freed_memory``
+    keeps for the next run is no use once a program is closed. Returns whether anything was released."""
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim.restype = ctypes.c_int
+    return bool(malloc_trim(0))

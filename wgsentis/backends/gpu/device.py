@@ -7,6 +7,7 @@ import functools
 import hashlib
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -15,6 +16,8 @@ import numpy as np
 
 from wgsentis.errors import DeviceError, DeviceOutOfMemoryError
 
+MAX_PIPELINES = 2048  # compute pipelines the context keeps, least recently used dropped first
+MAX_SHADER_MODULES = 1024
 # Features requested when the adapter has them.
 WANTED_FEATURES = ("timestamp-query", "timestamp-query-inside-passes", "timestamp-query-inside-encoders",
                    "shader-f16")
@@ -97,8 +100,10 @@ class GPUContext:
         self.storage_align = int(self.limits.get("min-storage-buffer-offset-alignment", 256))
         self.has_timestamps = "timestamp-query" in features
         self.has_f16 = "shader-f16" in features
-        self._modules: dict[str, Any] = {}
-        self._pipelines: dict[tuple, tuple[Any, Any]] = {}
+        # Bounded: keys hold override constants, some of them shape-derived, so a process that runs models at
+        # ever new shapes would grow these without end. Plans keep the pipelines they use alive themselves.
+        self._modules: OrderedDict[str, Any] = OrderedDict()
+        self._pipelines: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- shaders and pipelines -------------------------------------------------------------------
@@ -107,15 +112,20 @@ class GPUContext:
         with self._lock:
             hit = self._pipelines.get(key)
             if hit is not None:
+                self._pipelines.move_to_end(key)
                 return hit
             digest = hashlib.sha1(source.encode()).hexdigest()
             module = self._modules.get(digest)
-            if module is None:
+            if module is not None:
+                self._modules.move_to_end(digest)
+            else:
                 try:
                     module = self.device.create_shader_module(code=source, label=label)
                 except Exception as exc:
                     raise DeviceError(f"shader '{label}' failed to compile: {exc}") from None
                 self._modules[digest] = module
+                if len(self._modules) > MAX_SHADER_MODULES:
+                    self._modules.popitem(last=False)
             try:
                 pipeline = self.device.create_compute_pipeline(
                     layout="auto", label=label,
@@ -125,6 +135,8 @@ class GPUContext:
                 raise DeviceError(f"pipeline '{label}' could not be created: {exc}") from None
             entry = (pipeline, pipeline.get_bind_group_layout(0))
             self._pipelines[key] = entry
+            if len(self._pipelines) > MAX_PIPELINES:
+                self._pipelines.popitem(last=False)
             return entry
 
     @functools.cached_property

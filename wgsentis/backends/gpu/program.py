@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext, get_context, map_for_reading
+from wgsentis.backends.host_memory import release_freed_memory
 from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, gpu_type_of, to_device_array
 from wgsentis.backends.gpu.faults import FaultBuffer, index_fault
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
@@ -139,6 +140,9 @@ class GPUProgram:
         self.faults.close()
         self.queries.close()
         self.placer.close()
+        # The weights' host copies and derived arrays were freed into the heap, which keeps them for reuse
+        # (backends/host_memory.py); a closed program will not reuse them: give them back.
+        release_freed_memory()
 
     @staticmethod
     def _free_plan(plan: Plan) -> None:
