@@ -57,6 +57,11 @@ def _check_gpu_rows(data: dict) -> None:
     assert measured <= MEASURED_TO_WALL * data["ms_per_batch_instrumented"], (
         f"measured rows {measured:.4f} ms, instrumented runs {data['ms_per_batch_instrumented']} ms")
     assert residual >= 0
+    # The run's fixed costs, phase by phase, each measured on its own: together within a plain run.
+    phases = data["run_phases_ms"]
+    assert {"upload_ms", "encode_ms", "submit_ms", "map_request_ms", "wait_ms", "copy_out_ms"} <= set(phases)
+    assert phases["encode_ms"] > 0 and phases["submit_ms"] > 0
+    assert sum(v for k, v in phases.items() if k != "gpu_ms") <= MEASURED_TO_WALL * data["ms_max"], phases
     # rows are rounded to 5 decimals, ms_per_batch to 4
     assert abs(residual - max(0.0, data["ms_per_batch"] - measured)) <= 1e-4 + 5e-6 * len(rows), (
         residual, data["ms_per_batch"], measured)

@@ -91,7 +91,7 @@ class Recorder:
         """Record a transfer copy of all of ``src`` (float32, a multiple of 4 elements) into the linear
         texture ``tex`` (``scratch_texture``)."""
         if src.alloc is None or src.nbytes % 16 or tex.shape[1] != 4 * LINEAR_TEXELS or \
-                src.nbytes > tex.shape[0] * LINEAR_TEXELS * 16:
+                src.nbytes > self.program.scratch.rows(tex) * LINEAR_TEXELS * 16:
             raise DeviceError(f"copy of {src.nbytes} bytes into texture '{tex.name}' {list(tex.shape)}: "
                               "not a linear texture that holds it")
         if src.nbytes:
@@ -116,6 +116,8 @@ class Recorder:
             self._scratch_layer, self._scratch_held = self.layer_index, []
         texels = -(-rows * cols // 4)
         tex = self.program.scratch.get(len(self._scratch_held), texels, name)
+        if tex is not None and not self.program.tracing:
+            self.program.scratch.realize()  # a recorded run writes it now
         if tex is not None:
             self._scratch_held.append(tex)
             self.program.note_scratch(-(-texels // LINEAR_TEXELS) * LINEAR_TEXELS * 16)
@@ -203,10 +205,11 @@ class Recorder:
         step = Dispatch(pipeline, None, groups, self.layer_index, bgl,
                         [(t.alloc, size) for t, size in zip([*inputs, *outputs], sizes, strict=True)], extra, label,
                         len(inputs))
-        try:
-            step.bind(self.ctx.device)
-        except Exception as exc:
-            raise DeviceError(f"{label}: bind group for '{shader}' rejected: {exc}") from None
+        if not self.program.tracing:  # a traced plan's steps are bound once the planner has laid it out
+            try:
+                step.bind(self.ctx.device)
+            except Exception as exc:
+                raise DeviceError(f"{label}: bind group for '{shader}' rejected: {exc}") from None
         self.steps.append(step)
 
 

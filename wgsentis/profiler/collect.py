@@ -85,6 +85,7 @@ class Timing:
     device: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, list[str]] = field(default_factory=dict)
     weight_upload_bytes: int = 0
+    run_phases: dict[str, list[float]] = field(default_factory=dict)  # GPU: each plain run's fixed costs, ms
 
 
 def median(values: list[float]) -> float:
@@ -228,6 +229,9 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
             program.execute(feeds).wait()
             run = {"plain_wall": time.perf_counter() - start, "plain_encode": program.last_run.encode,
                    "stamp_cost": None}
+            for phase, ms in program.stats()["run"].items():
+                if isinstance(ms, float):
+                    timing.run_phases.setdefault(phase, []).append(ms)
             timing.plain.append(run["plain_wall"])
             if calibrate:
                 program.set_timestamps("whole")

@@ -282,6 +282,9 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
         "ceilings": ceil, "layers": layers, "transfers": transfers, "host": host,
         "host_planned_layers": planned, "fallback_layers": [e["name"] for e in layers if e["fallback"]],
         "weight_upload_bytes": m.weight_upload_bytes,
+        # A GPU run's fixed costs (medians of the plain runs): upload, encode, submit, map request, map wait and
+        # copy out on the host (Worker.stats()["run"]); empty on the CPU.
+        "run_phases_ms": {phase: round(med(v), 4) for phase, v in m.run_phases.items()},
         "op_types": op_type_summary(layers, costs),
     }
 

@@ -219,39 +219,55 @@ class ScratchTextures:
     matmul operand (an operand produced on the GPU: im2col columns, Winograd's transformed input). A layer's
     k-th request uses slot k; every layer's slot k is the same texture, as tall as the largest request made of
     it: a layer consumes its operand before the next one writes it (dispatches are ordered), and a linear
-    texture holds any matrix that fits its texels. A request larger than the slot's texture gives the slot a
-    taller one (``grown``): steps recorded earlier then bind the new one (``GPUProgram`` rebinds them)."""
+    texture holds any matrix that fits its texels. ``get`` reserves, ``realize`` makes the textures; a slot
+    that must grow gets a taller texture (``grown``), and steps recorded earlier then bind the new one
+    (``GPUProgram`` rebinds them)."""
 
     def __init__(self, ctx: GPUContext) -> None:
         self.ctx = ctx
         self.slots: list[GTexture] = []
+        self.need: dict[int, int] = {}  # slot -> texture rows asked for
         self.grown = False  # a slot got a taller texture since the plans were last bound
 
     @property
     def nbytes(self) -> int:
-        return sum(t.shape[0] * LINEAR_TEXELS * 16 for t in self.slots)
+        return sum(t.shape[0] * LINEAR_TEXELS * 16 for t in self.slots if t.texture is not None)
 
     def get(self, slot: int, texels: int, name: str) -> GTexture | None:
-        """Slot ``slot``'s texture, at least ``texels`` texels; None past the device's texture height."""
+        """Slot ``slot``'s texture, reserved for at least ``texels`` texels (made by ``realize``); None past the
+        device's texture height."""
         rows = max(1, -(-texels // LINEAR_TEXELS))
         if rows > int(self.ctx.limits.get("max-texture-dimension-2d", 8192)):
             return None
-        if slot < len(self.slots) and self.slots[slot].shape[0] >= rows:
-            return self.slots[slot]
-        usage = self.ctx.wgpu.TextureUsage
-        texture = self.ctx.create_texture((LINEAR_TEXELS, rows, 1), "rgba32float",
-                                          usage.TEXTURE_BINDING | usage.STORAGE_BINDING | usage.COPY_DST,
-                                          f"wgsentis scratch {slot}", rows * LINEAR_TEXELS * 16,
-                                          f"a scratch operand texture for '{name}'")
-        if slot < len(self.slots):
-            # Not destroyed: bind groups recorded earlier (and work in flight) still hold the old texture.
-            self.slots[slot].replace(texture, (rows, 4 * LINEAR_TEXELS))
-            self.grown = True
-        else:
-            self.slots.append(GTexture(texture, (rows, 4 * LINEAR_TEXELS), f"wgsentis scratch {slot}"))
+        while len(self.slots) <= slot:
+            self.slots.append(GTexture(None, (0, 4 * LINEAR_TEXELS), f"wgsentis scratch {len(self.slots)}"))
+        self.need[slot] = max(self.need.get(slot, 0), rows)
         return self.slots[slot]
+
+    def rows(self, tex: GTexture) -> int:
+        """The rows ``tex`` has, or will have once realized when it is a reserved slot."""
+        for slot, held in enumerate(self.slots):
+            if held is tex:
+                return max(tex.shape[0], self.need.get(slot, 0))
+        return tex.shape[0]
+
+    def realize(self) -> None:
+        """Make every slot's texture as tall as asked for."""
+        for slot, rows in self.need.items():
+            tex = self.slots[slot]
+            if tex.shape[0] >= rows:
+                continue
+            usage = self.ctx.wgpu.TextureUsage
+            texture = self.ctx.create_texture((LINEAR_TEXELS, rows, 1), "rgba32float",
+                                              usage.TEXTURE_BINDING | usage.STORAGE_BINDING | usage.COPY_DST,
+                                              tex.name, rows * LINEAR_TEXELS * 16, f"scratch operand texture {slot}")
+            # The old one is not destroyed: bind groups made earlier (and work in flight) still hold it.
+            self.grown = self.grown or tex.texture is not None
+            tex.replace(texture, (rows, 4 * LINEAR_TEXELS))
 
     def close(self) -> None:
         for tex in self.slots:
-            tex.texture.destroy()
+            if tex.texture is not None:
+                tex.texture.destroy()
         self.slots = []
+        self.need = {}

@@ -10,7 +10,7 @@ rule of its own: within one dispatch a buffer is either read-only or writable, a
 destination are different buffers. Tensors one step reads and writes therefore *conflict*: they go to
 different arenas (a chain of layers alternates between two). Of the arenas a tensor may go to, it takes the
 one that grows least, and opens a new one only when each would grow by its whole size (or none has room within
-the device's buffer size). On the reference models the arenas come to 1.0-1.2x the largest live set.
+the device's buffer size). On the reference models the arenas come to 1.0-1.2x their largest set of live tensors.
 ``live_peak`` is the bound the result is measured against: the largest sum of live tensors plus the layer's
 own scratch at any step.
 """

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.device import GPUContext, get_context, map_for_reading
+from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.host_memory import release_freed_memory
-from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, gpu_type_of, to_device_array
-from wgsentis.backends.gpu.faults import FaultBuffer, index_fault
+from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, gpu_type_of, to_device_array
+from wgsentis.backends.gpu.fallback import HostSync
+from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
 from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
@@ -35,10 +36,8 @@ from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_pa
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 
-MAX_DOWNLOAD_POOLS = 16  # staging sizes kept for fallback downloads; the oldest size goes first
 
-
-class GPUProgram:
+class GPUProgram(HostSync):
     """A graph compiled for a GPU backend: plans per input signature (an LRU of ``max_plans``), shared weights.
 
     The program protocol (what ``Worker`` uses): ``output_names``, ``execute(feeds, control)`` -> a readback
@@ -80,6 +79,7 @@ class GPUProgram:
         self._layer_index = -1
         self.scratch_requests: dict[int, int] = {}
         self._download_pools: dict[int, StagingPool] = {}  # fallbacks' staging buffers by size
+        self.tracing = False  # a plan is being traced: allocations are virtual, nothing runs on the device
         self._closed = False
 
     # -- for subclasses --------------------------------------------------------------------------------
@@ -163,10 +163,18 @@ class GPUProgram:
             # The run's memory budget bounds the device too: the bytes the plan holds live, this buffer included.
             control.check_bytes(layer, None, self._live_bytes + nbytes,
                                 f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
-        if self._pool is None:  # a builder used outside a recording (tests of the builder API)
-            self._pool = BufferPool(self.ctx)
-        alloc = Allocation(self._pool.acquire(nbytes, what), nbytes, reserved=reserved_bytes(nbytes),
-                           born=self._layer_index)
+        if self.tracing:  # virtual until the planner lays the plan out: check now what the device can hold
+            reserved = reserved_bytes(nbytes)
+            limit = int(self.ctx.limits.get("max-buffer-size", 1 << 30))
+            if reserved > limit:
+                raise allocation_error(what or "a tensor", reserved, ValueError(
+                    f"Buffer size {reserved} is greater than the maximum buffer size ({limit})"))
+            alloc = Allocation(None, nbytes, reserved=reserved, born=self._layer_index)
+        else:
+            if self._pool is None:  # a builder used outside a recording (tests of the builder API)
+                self._pool = BufferPool(self.ctx)
+            alloc = Allocation(self._pool.acquire(nbytes, what), nbytes, reserved=reserved_bytes(nbytes),
+                               born=self._layer_index)
         self._allocations.append(alloc)
         self._live_bytes += alloc.reserved
         return alloc
@@ -175,7 +183,8 @@ class GPUProgram:
         """``alloc`` is dead after the current layer: its pool buffer serves later layers."""
         alloc.dies = self._layer_index
         self._live_bytes -= alloc.reserved
-        self._pool.release(alloc.buffer)
+        if self._pool is not None and alloc.buffer is not None:
+            self._pool.release(alloc.buffer)
 
     def uniforms(self) -> UniformArena:
         """The recording's uniform arena (kept with its plan)."""
@@ -237,6 +246,18 @@ class GPUProgram:
             except PlanInvalid:
                 self.plans.discard(signature)
                 self.last_run = RunReport()
+        started = time.perf_counter()
+        plan, _ = self._record(feeds, trace=True)
+        if plan is not None:
+            # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
+            self.plans.put(signature, plan)
+            traced = time.perf_counter() - started
+            readback = self._replay(plan, feeds)
+            self.last_run.recorded = True
+            self.last_run.encode += traced
+            return readback
+        # A fallback layer needs values computed on the device: the run is recorded while it runs.
+        self.last_run = RunReport()
         plan, readback = self._record(feeds)
         if plan is not None:
             self.plans.put(signature, plan)
@@ -249,9 +270,11 @@ class GPUProgram:
         if t is None:
             t = GTensor(self.new_allocation(max(4, data.nbytes), f"tensor '{name}' {list(value.shape)}"), value.shape,
                         value.dtype, name)
+        t.host = value  # known on the host: layers reading it there need no download
+        if self.tracing:
+            return t  # uploaded by the plan's first replay, once the planner has placed it
         if data.nbytes:
             self.ctx.queue.write_buffer(t.alloc.buffer, t.alloc.offset, data)
-        t.host = value  # known on the host: layers reading it there need no download
         self.last_run.transfers.append(Transfer("upload", name, data.nbytes, layer, time.perf_counter() - started))
         return t
 
@@ -263,11 +286,27 @@ class GPUProgram:
             kernel_s = self.last_run.host_kernel_s
             kernel_s[index] = kernel_s.get(index, 0.0) + time.perf_counter() - started
 
-    def _record(self, feeds: dict[str, Any]) -> tuple[Plan | None, PendingReadback]:
+    def _record(self, feeds: dict[str, Any], trace: bool = False) -> tuple[Plan | None, PendingReadback | None]:
+        """Record a plan for ``feeds``' signature. ``trace``: plan it without running anything on the device
+        (tensors are virtual allocations until the planner lays them out); returns (None, None) at the first
+        fallback layer, whose inputs only a run can give. Otherwise the run is recorded while it runs on a
+        transient pool, then laid out for its replays. Returns (the plan, or None when it cannot be replayed;
+        the recording run's readback, or None for a trace)."""
         started = time.perf_counter()
         self.last_run.recorded = True
-        # Each recording runs on its own pool: an earlier plan's tensors live in that plan's arenas.
-        self._pool = BufferPool(self.ctx)
+        self.tracing = trace
+        try:
+            return self._record_layers(feeds, trace, started)
+        finally:
+            self.tracing = False
+            self._pool = None
+            self._uniforms = None
+            self._allocations = []
+
+    def _record_layers(self, feeds: dict[str, Any], trace: bool,
+                       started: float) -> tuple[Plan | None, PendingReadback | None]:
+        # Each recording has its own pool: an earlier plan's tensors live in that plan's arenas.
+        self._pool = None if trace else BufferPool(self.ctx)
         self._uniforms = UniformArena(self.ctx)
         self._allocations = []
         self._live_bytes = 0
@@ -297,7 +336,7 @@ class GPUProgram:
         rec = self.make_recorder()
         plan.index_checks = rec.index_checks  # filled as checking layers are recorded
         self.faults.start(rec.index_checks)
-        stream = self.make_stream(True)
+        stream = None if trace else self.make_stream(True)
         encoded = 0  # steps of rec already encoded
         for i, layer in enumerate(self.graph.layers):
             self._layer_index = i
@@ -313,10 +352,13 @@ class GPUProgram:
             if kind == "gpu":
                 new = rec.steps[encoded:]
                 encoded = len(rec.steps)
-                self._emit_layer(stream, i, new)
+                if stream is not None:
+                    self._emit_layer(stream, i, new)
                 plan.steps.extend(new)
             elif kind == "host":
                 outputs = self._run_host(i, [host_of(a) for a in args])
+            elif trace:
+                return None, None
             else:
                 outputs, step = self._fallback_record(i, layer, args, stream.take(), env)
                 plan.steps.append(step)
@@ -339,15 +381,22 @@ class GPUProgram:
         end = len(self.graph.layers)
         plan.allocations = self._allocations
         plan.peak_live_bytes = live_peak(plan.allocations, end, self.scratch_requests)
-        self.last_run.encode = time.perf_counter() - started
-        readback = self._finish(stream.take(), plan.outputs)
+        readback = None
+        if stream is not None:
+            self.last_run.encode = time.perf_counter() - started
+            readback = self._finish(stream.take(), plan.outputs)
+        self.scratch.realize()
         if cacheable:
-            # The recording ran on the pool; replays run on arenas laid out from the lifetimes it showed.
+            # Replays run on arenas laid out from the lifetimes the recording showed (a recorded run ran on
+            # the transient pool), every step bound where its tensors now live.
             label = f"'{self.graph.name}'"
             plan.arenas, plan.arena_bytes = plan_arenas(self.ctx, plan.allocations, plan.steps, end, label)
             for step in plan.steps:
                 if isinstance(step, Dispatch):
-                    step.bind(self.ctx.device)
+                    try:
+                        step.bind(self.ctx.device)
+                    except Exception as exc:
+                        raise DeviceError(f"{step.label}: bind group rejected: {exc}") from None
                 elif isinstance(step, Copy):
                     step.moved()
         else:
@@ -358,9 +407,6 @@ class GPUProgram:
             for cached in self.plans.values():
                 self._rebind_textures(cached)
             self.scratch.grown = False
-        self._pool = None
-        self._uniforms = None
-        self._allocations = []
         self.last_plan = plan
         return (plan if cacheable else None), readback
 
@@ -457,12 +503,12 @@ class GPUProgram:
             start = stop
 
     def _replay(self, plan: Plan, feeds: dict[str, Any]) -> PendingReadback:
-        started = time.perf_counter()
         for name, t in plan.input_tensors.items():
             try:
                 self._upload_input(name, feeds[name], t)
             except TooLargeForDevice:
                 raise PlanInvalid(name) from None  # e.g. int64 values past int32: this run records anew
+        started = time.perf_counter()  # the uploads are their own phase (their transfers' seconds)
         self.faults.start(plan.index_checks)
         stamps = None
         if self._timestamps and self.ctx.has_timestamps:
@@ -531,115 +577,6 @@ class GPUProgram:
             times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
         encoder = self.ctx.device.create_command_encoder(label="layer by layer: outputs")
         return times, self._finish(encoder, plan.outputs, None, plan)
-
-    # -- fallbacks and downloads ----------------------------------------------------------------------------
-    def download(self, tensors: list[GTensor], encoder: Any, layer: str) -> list[np.ndarray]:
-        """Submit ``encoder`` with copies of ``tensors`` into a staging buffer; wait; return host arrays.
-        The run's index fault words ride along: a host layer must not compute on what a faulted index
-        produced (it could fail otherwise, or not at all), so a fault raises its IndexOutOfRangeError here."""
-        offsets, total = [], 0
-        for t in tensors:
-            offsets.append(total)
-            total += aligned(max(4, t.nbytes))
-        fault_at, checks = total, None
-        if tensors and self.faults.run_checks:
-            total += aligned(self.faults.nbytes())
-        staging, pool = None, None
-        if total:
-            # Kept between runs, one pool per size: a plan's fallback downloads the same bytes every replay.
-            pool = self._download_pools.get(total)
-            if pool is None:
-                if len(self._download_pools) >= MAX_DOWNLOAD_POOLS:
-                    self._download_pools.pop(next(iter(self._download_pools))).close()
-                pool = self._download_pools[total] = StagingPool(self.ctx, total, "wgsentis download")
-            staging = pool.acquire(f"the staging buffer for the inputs of layer '{layer}'")
-            for t, off in zip(tensors, offsets, strict=True):
-                if t.nbytes:
-                    encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, off, aligned(t.nbytes, 4))
-            if tensors:
-                checks = self.faults.copy_into(encoder, staging, fault_at)
-        start = time.perf_counter()
-        self.ctx.queue.submit([encoder.finish()])
-        out = []
-        if staging is not None:
-            map_for_reading(staging, f"the inputs of layer '{layer}'")
-            raw = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint8)
-            staging.unmap()
-            pool.release(staging)
-            if checks is not None:
-                error = index_fault(raw[fault_at:], checks[1])
-                if error is not None:
-                    raise error
-        for t, off in zip(tensors, offsets, strict=True):
-            words = raw[off: off + t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
-            out.append(from_device_array(words, t.shape, t.dtype))
-        seconds = time.perf_counter() - start
-        for t in tensors:
-            self.last_run.transfers.append(Transfer("download", t.name, t.nbytes, layer,
-                                                    seconds / max(1, len(tensors))))
-        return out
-
-    def _fallback_inputs(self, layer: Layer, args: list[Any], encoder: Any) -> list[Any]:
-        """Download the device-only arguments of a fallback layer (submitting ``encoder``)."""
-        on_device = [(k, a) for k, a in enumerate(args) if isinstance(a, GTensor) and a.host is None]
-        for k, a in on_device:
-            a.name = a.name or (layer.inputs[k] if k < len(layer.inputs) else "")
-        values = self.download([a for _, a in on_device], encoder, layer.name)
-        host = [host_of(a) for a in args]
-        for (k, _), v in zip(on_device, values, strict=True):
-            host[k] = v
-        return host
-
-    def _fallback_record(self, index: int, layer: Layer, args: list[Any], encoder: Any,
-                         env: dict[str, Any]) -> tuple[tuple[Any, ...], Fallback]:
-        captured = {n: self._value(n, env) for n in sorted(captured_names(layer))}
-        for n, v in captured.items():
-            if isinstance(v, GTensor):
-                v.name = v.name or n
-        host = self._with_outer_scope(index, layer, args, captured, encoder)
-        if self.control is not None:
-            self.control.before_layer(layer, host)  # the host values are known now: check the budget again
-        results = self._run_host(index, host)
-        outputs: list[Any] = []
-        targets: list[GTensor | None] = []
-        for name, value in zip(layer.outputs, results, strict=False):
-            target = None
-            if name and isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
-                try:
-                    target = self._upload_input(name, value, None, layer.name)
-                except TooLargeForDevice:
-                    target = None
-            outputs.append(target if target is not None else value)
-            targets.append(target)
-        step = Fallback(index, list(args), targets, captured)
-        for name, t in zip(layer.outputs, targets, strict=False):
-            if t is not None and name not in self.placer.host_needed:
-                t.host = None  # later layers must read the device copy: a replay brings new data
-        return tuple(outputs), step
-
-    def _with_outer_scope(self, index: int, layer: Layer, args: list[Any], captured: dict[str, Any],
-                          encoder: Any) -> list[Any]:
-        """Host values of a fallback layer's inputs and of the outer-scope tensors its subgraphs read,
-        downloaded together in one sync."""
-        names = list(captured)
-        host = self._fallback_inputs(layer, [*args, *captured.values()], encoder)
-        if names:
-            self.placer.set_outer_scope(index, names, host[len(args):])
-        return host[: len(args)]
-
-    def _replay_fallback(self, step: Fallback, encoder: Any) -> None:
-        layer = self.graph.layers[step.layer]
-        host = self._with_outer_scope(step.layer, layer, step.args, step.captured, encoder)
-        if self.control is not None:
-            self.control.before_layer(layer, host)
-        results = self._run_host(step.layer, host)
-        for name, value, target in zip(layer.outputs, results, step.targets, strict=False):
-            if target is None or not name:
-                continue
-            if not isinstance(value, np.ndarray) or tuple(value.shape) != target.shape or value.dtype != target.dtype:
-                raise PlanInvalid(name)
-            self._upload_input(name, value, target, layer.name)
-            target.host = None
 
     def _finish(self, encoder: Any, outputs: dict[str, Any], extra: tuple[Any, int, Any] | None = None,
                 plan: Plan | None = None) -> PendingReadback:

@@ -107,8 +107,8 @@ class GTexture:
     __slots__ = ("name", "shape", "texture", "view")
 
     def __init__(self, texture: Any, shape: tuple[int, int], name: str) -> None:
-        self.texture = texture
-        self.view = texture.create_view()
+        self.texture = texture  # None: a scratch slot reserved but not made yet (memory.ScratchTextures)
+        self.view = texture.create_view() if texture is not None else None
         self.shape = shape
         self.name = name
 
