@@ -1,11 +1,12 @@
-"""The GPU program every GPU backend shares: a graph run on the device through recorded plans.
+"""The GPU program every GPU backend shares: a graph run on the device through planned, replayed plans.
 
-The first run with an input signature (shapes, dtypes and the host-read values) is *recorded*: each layer
-is placed (``placement.Placer``: on the GPU, planned on the host, or a fallback with a sync) and the GPU
-layers' builders record their steps on a transient buffer pool, so that the recording run itself produces
-the outputs. The planner then lays the plan's tensors out in arenas by lifetime (``planner``) and rebinds
-the steps there; later runs with the signature replay the plan: upload inputs, encode its steps (running the
-fallback layers in between), one submission, and the outputs copied into a staging buffer kept with the plan.
+A new input signature (shapes, dtypes and the host-read values) is first *traced*, before any GPU work: each
+layer is placed (``placement.Placer``: on the GPU, planned on the host, or a fallback with a sync) and the GPU
+layers' builders record their steps on virtual allocations. The planner lays the tensors out in arenas by
+lifetime (``planner``), the steps are bound there, and the run replays the plan: upload inputs, encode its
+steps (running fallback layers in between), one submission, the outputs copied into a staging buffer kept
+with the plan. A plan whose fallback layer needs values computed on the device cannot be traced past it: it
+is recorded while it runs on a transient buffer pool, then laid out the same way for its replays.
 
 A backend subclasses ``GPUProgram`` with its recorder (``make_recorder``) and its command stream
 (``make_stream``); ``wgsentis.backends.gpu_compute`` is the compute one.
