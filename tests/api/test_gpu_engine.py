@@ -347,24 +347,25 @@ def test_wgsl_includes_expand_once_and_cycles_are_named(tmp_path, monkeypatch):
 
 @requires_gpu
 @pytest.mark.parametrize("native", [True, False])
-def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypatch):
+def test_replay_encodes_through_native_calls_or_public_methods(native):
     """Replays encode dispatches through wgpu-native's calls where this wgpu-py exposes them (it does:
-    the fast path must not silently fall away) and through wgpu-py's public methods otherwise; both
-    give the same answer."""
-    if native:  # checked calls while recording, direct ones in replays
-        assert streams._native_pass_calls() is not None and streams._native_pass_calls(checked=False) is not None
-    else:
-        monkeypatch.setattr(streams, "_native_pass_calls", lambda checked=True: None)
+    the fast path must not silently fall away) and through wgpu-py's public methods otherwise
+    (``native_calls=False``); both give the same answer."""
     from wgsentis.cli import sample_model_path
 
+    assert streams._native_pass_calls() is not None and streams._native_pass_calls(checked=False) is not None
     model = ws.load_model(str(sample_model_path()))
     feeds = {"image": np.random.default_rng(3).random((1, 3, 32, 32), dtype=np.float32)}
     expected = ws.Worker(model, "cpu").run(feeds)
-    with ws.Worker(model, "gpu-compute") as worker:
-        for _ in range(3):  # record, then replays
-            got = worker.run(feeds)
+    program = gc.ComputeProgram(model.graph, native_calls=native)
+    try:
+        assert (program.make_stream(False).native is not None) == native
+        for _ in range(3):  # the traced plan's first run, then replays
+            got = program.execute(feeds).wait()
             for name, value in expected.items():
                 np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5)
+    finally:
+        program.close()
 
 
 def test_a_readback_the_gpu_never_completes_raises_instead_of_hanging():

@@ -222,7 +222,7 @@ class ComputeProgram(GPUProgram):
         return Recorder(self)
 
     def make_stream(self, checked: bool) -> ComputeStream:
-        return ComputeStream(self.ctx.device, self.debug_groups, checked=checked)
+        return ComputeStream(self.ctx.device, self.debug_groups, checked=checked, native=self.native_calls)
 
 
 __all__ = ["BACKEND", "ComputeProgram", "Recorder"]

@@ -48,7 +48,8 @@ class GPUProgram(HostSync):
     backend = ""  # the registry's backend name of this program's builders
 
     def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
-                 precision: str = "float32", ctx: GPUContext | None = None, max_plans: int = DEFAULT_MAX_PLANS) -> None:
+                 precision: str = "float32", ctx: GPUContext | None = None, max_plans: int = DEFAULT_MAX_PLANS,
+                 native_calls: bool = True) -> None:
         self.ctx = ctx or get_context()  # another context: e.g. a device with other limits
         if precision not in PRECISIONS:
             raise DeviceError(f"precision '{precision}' is not one of {list(PRECISIONS)}")
@@ -56,6 +57,9 @@ class GPUProgram(HostSync):
             raise DeviceError(f"precision='float16' needs the adapter feature 'shader-f16', which "
                               f"'{self.ctx.info.name}' ({self.ctx.info.backend}) does not offer; use 'float32'")
         self.precision = precision
+        # Encode through wgpu-native's calls with arguments built once (wgpu-py's methods convert their
+        # arguments on every call); False: wgpu-py's public methods only (what other wgpu-py versions get).
+        self.native_calls = native_calls
         self.graph = graph
         self.threads = threads
         self.debug_groups = debug_groups

@@ -47,7 +47,7 @@ class Copy:
     nbytes: int
     layer: int
 
-    def encode(self, encoder: Any) -> None:
+    def encode(self, encoder: Any, native: bool = True) -> None:
         encoder.copy_buffer_to_buffer(self.src.buffer, self.src.offset + self.src_offset, self.dst.buffer,
                                       self.dst.offset + self.dst_offset, self.nbytes)
 
@@ -72,10 +72,12 @@ class TextureCopy(Copy):
             out.append((base + rows * row_bytes, rows, tail // 16, 1))
         return out
 
-    def encode(self, encoder: Any) -> None:
-        if self.native is None:
+    def encode(self, encoder: Any, native: bool = True) -> None:
+        """Record the copy: through wgpu-native's calls with their structs built once (``native`` and this
+        wgpu-py allows), else through wgpu-py's public method."""
+        if native and self.native is None:
             self.native = _native_copies(self) or False
-        if self.native:
+        if native and self.native:
             handle = encoder._internal
             for call, args in self.native:
                 call(handle, *args)

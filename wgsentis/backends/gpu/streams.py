@@ -15,8 +15,9 @@ class CommandStream:
     """An encoder with at most one open pass: a backend's steps open it, copies close it, ``take()`` hands the
     encoder over (to submit) and starts a fresh one when next needed."""
 
-    def __init__(self, device: Any, labels: bool = False) -> None:
+    def __init__(self, device: Any, labels: bool = False, native: bool = True) -> None:
         self.device = device
+        self.native_calls = native  # wgpu-native's calls with arguments built once, where this wgpu-py allows
         self._encoder: Any = device.create_command_encoder(label="wgsentis run")
         self.current_pass: Any = None
         self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
@@ -44,7 +45,7 @@ class CommandStream:
 
     def copy(self, c: Copy) -> None:
         self.end_pass()
-        c.encode(self.encoder)
+        c.encode(self.encoder, self.native_calls)
 
     def take(self) -> Any:
         """The encoder so far (to submit); later commands go to a fresh one, made when first needed."""
@@ -56,12 +57,13 @@ class CommandStream:
 
 class ComputeStream(CommandStream):
     """A command stream of compute passes. ``checked``: wgpu-native calls through wgpu-py's error-checking
-    wrappers (recording) or directly (replays of a plan whose every call was checked when recorded)."""
+    wrappers (recording) or directly (replays of a plan whose every call was checked when recorded);
+    ``native`` False: wgpu-py's public methods only."""
 
-    def __init__(self, device: Any, labels: bool = False, checked: bool = True) -> None:
-        super().__init__(device, labels)
+    def __init__(self, device: Any, labels: bool = False, checked: bool = True, native: bool = True) -> None:
+        super().__init__(device, labels, native)
         self.pipeline: Any = None  # set in the open pass
-        self.native = _native_pass_calls(checked)
+        self.native = _native_pass_calls(checked) if native else None
 
     def open_pass(self) -> Any:
         if self.current_pass is None:
