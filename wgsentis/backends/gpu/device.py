@@ -114,18 +114,7 @@ class GPUContext:
             if hit is not None:
                 self._pipelines.move_to_end(key)
                 return hit
-            digest = hashlib.sha1(source.encode()).hexdigest()
-            module = self._modules.get(digest)
-            if module is not None:
-                self._modules.move_to_end(digest)
-            else:
-                try:
-                    module = self.device.create_shader_module(code=source, label=label)
-                except Exception as exc:
-                    raise DeviceError(f"shader '{label}' failed to compile: {exc}") from None
-                self._modules[digest] = module
-                if len(self._modules) > MAX_SHADER_MODULES:
-                    self._modules.popitem(last=False)
+            module = self._module(source, label)
             try:
                 pipeline = self.device.create_compute_pipeline(
                     layout="auto", label=label,
@@ -138,6 +127,49 @@ class GPUContext:
             if len(self._pipelines) > MAX_PIPELINES:
                 self._pipelines.popitem(last=False)
             return entry
+
+    def render_pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str,
+                        formats: list[str]) -> tuple[Any, Any]:
+        """The render pipeline (vertex ``vs_main``, fragment ``fs_main`` writing ``formats`` targets) and its bind
+        group layout for ``key``, built once and cached with the compute pipelines (``key`` must tell them
+        apart: ``tensors.pipeline_key(stage="render", targets=...)``)."""
+        with self._lock:
+            hit = self._pipelines.get(key)
+            if hit is not None:
+                self._pipelines.move_to_end(key)
+                return hit
+            module = self._module(source, label)
+            try:
+                pipeline = self.device.create_render_pipeline(
+                    layout="auto", label=label,
+                    vertex={"module": module, "entry_point": "vs_main"},
+                    fragment={"module": module, "entry_point": "fs_main", "constants": dict(constants),
+                              "targets": [{"format": f} for f in formats]},
+                    primitive={"topology": "triangle-list"},
+                )
+            except Exception as exc:
+                raise DeviceError(f"render pipeline '{label}' could not be created: {exc}") from None
+            entry = (pipeline, pipeline.get_bind_group_layout(0))
+            self._pipelines[key] = entry
+            if len(self._pipelines) > MAX_PIPELINES:
+                self._pipelines.popitem(last=False)
+            return entry
+
+    def _module(self, source: str, label: str) -> Any:
+        """The shader module of ``source``, compiled once (the caller holds the lock)."""
+        digest = hashlib.sha1(source.encode()).hexdigest()
+        module = self._modules.get(digest)
+        if module is not None:
+            self._modules.move_to_end(digest)
+            return module
+        try:
+            module = self.device.create_shader_module(code=source, label=label)
+        except Exception as exc:
+            raise DeviceError(f"shader '{label}' failed to compile: {exc}") from None
+        self._modules[digest] = module
+        if len(self._modules) > MAX_SHADER_MODULES:
+            self._modules.popitem(last=False)
+        return module
 
     @functools.cached_property
     def division_function(self) -> str:

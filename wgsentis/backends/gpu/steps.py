@@ -36,6 +36,25 @@ class Dispatch:
 
 
 @dataclass
+class Draw:
+    """One draw of a pixel program (a full-screen triangle) into ``targets`` (GTextures, one per color
+    attachment), with the bindings to rebuild its bind group like a Dispatch's."""
+
+    pipeline: Any
+    bind_group: Any
+    targets: list[Any]
+    layer: int
+    layout: Any = field(default=None, repr=False)
+    extra: list[Any] = field(default_factory=list, repr=False)  # textures (GTexture), uniforms, ...
+    label: str = ""
+
+    def bind(self, device: Any) -> None:
+        entries = [{"binding": j, "resource": r.view if isinstance(r, GTexture) else r}
+                   for j, r in enumerate(self.extra)]
+        self.bind_group = device.create_bind_group(layout=self.layout, entries=entries, label=self.label)
+
+
+@dataclass
 class Copy:
     """A buffer-to-buffer copy of a layer (a contiguous slab: Concat, Split, Slice), outside any pass; a memcpy
     where a copy shader would cost a dispatch. Offsets are bytes from the start of each allocation."""

@@ -1,14 +1,14 @@
 """Command streams: a command encoder with at most one open pass, into which a plan's steps are encoded.
 ``CommandStream`` holds what every GPU backend shares (the encoder, copies, handing the encoder over to be
 submitted, the pass timestamps of a profiled run); ``ComputeStream`` opens compute passes and encodes
-dispatches. A render variant opens render passes the same way."""
+dispatches, ``RenderStream`` opens render passes over a draw's target textures and encodes draws."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
-from wgsentis.backends.gpu.steps import Copy, Dispatch
+from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw
 
 
 class CommandStream:
@@ -96,6 +96,50 @@ class ComputeStream(CommandStream):
         """Encode one recorded step (a dispatch or a copy)."""
         if isinstance(step, Dispatch):
             self.dispatch(step)
+        else:
+            self.copy(step)
+
+
+class RenderStream(CommandStream):
+    """A command stream of render passes: consecutive draws into the same targets share one pass (a pass with
+    one draw costs ~90 us on lavapipe, a draw inside a shared pass ~10 us); a draw into other targets, or one
+    that reads a texture the open pass renders into, ends it first."""
+
+    def __init__(self, device: Any, labels: bool = False, native: bool = True) -> None:
+        super().__init__(device, labels, native)
+        self.pipeline: Any = None
+        self.targets: list[Any] = []  # the open pass's color attachments (GTextures)
+
+    def open_pass(self, targets: list[Any] | None = None) -> Any:
+        targets = self.targets if targets is None else targets
+        if self.current_pass is None or [id(t) for t in targets] != [id(t) for t in self.targets]:
+            self.end_pass()
+            kwargs: dict[str, Any] = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
+            if self.pass_label:
+                kwargs["label"] = self.pass_label
+            attachments = [{"view": t.view, "load_op": "clear", "store_op": "store",
+                            "clear_value": (0, 0, 0, 0)} for t in targets]
+            self.current_pass = self.encoder.begin_render_pass(color_attachments=attachments, **kwargs)
+            self.pass_timestamps = None
+            self.pipeline = None
+            self.targets = list(targets)
+        return self.current_pass
+
+    def draw(self, d: Draw) -> None:
+        reads = {id(r) for r in d.extra}
+        if self.current_pass is not None and any(id(t) in reads for t in self.targets):
+            self.end_pass()  # a texture cannot be read and rendered in one pass
+        rpass = self.open_pass(d.targets)
+        if d.pipeline is not self.pipeline:
+            rpass.set_pipeline(d.pipeline)
+            self.pipeline = d.pipeline
+        rpass.set_bind_group(0, d.bind_group)
+        rpass.draw(3)
+
+    def step(self, step: Any) -> None:
+        """Encode one recorded step (a draw or a copy)."""
+        if isinstance(step, Draw):
+            self.draw(step)
         else:
             self.copy(step)
 

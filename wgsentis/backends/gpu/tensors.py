@@ -160,11 +160,14 @@ def loop_passes(*trips: int) -> int:
 
 
 def pipeline_key(shader: str, subs: dict[str, str], constants: dict[str, int | float],
-                 inputs: list[tuple[str, int]], *, faults: bool = False) -> tuple:
+                 inputs: list[tuple[str, int]], *, faults: bool = False, stage: str = "compute",
+                 targets: tuple[str, ...] = ()) -> tuple:
     """The one place a pipeline's cache key is built: program, substitutions, override constants
-    (the workgroup size among them), each input's storage type and rank, and whether the fault buffer
-    is bound (a binding more in the layout)."""
-    return (shader, tuple(sorted(subs.items())), tuple(sorted(constants.items())), tuple(inputs), bool(faults))
+    (the workgroup size among them), each input's storage type and rank, whether the fault buffer
+    is bound (a binding more in the layout), the stage ("compute", or "render" for a pixel program) and a
+    render pipeline's target formats."""
+    return (shader, tuple(sorted(subs.items())), tuple(sorted(constants.items())), tuple(inputs), bool(faults),
+            stage, tuple(targets))
 
 
 def pack_params(params: list[int | float], shader: str) -> np.ndarray:

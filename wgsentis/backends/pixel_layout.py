@@ -1,0 +1,168 @@
+"""How the gpu-pixel backend lays a tensor out in a texture (issue 20's layout; the backend itself comes next).
+
+A tensor is one 2-D texture of four-lane texels: ``rgba32float`` for float32, ``rgba32sint`` for int32, int64
+within the int32 range and bool. One axis is *blocked*: its elements go four to a texel (the last block padded
+with zeros), and the tensor's other axes, with the blocked axis replaced by its block count, are folded
+row-major into a linear texel index ``t``. The texture is ``width`` texels wide, a power of two, so a shader
+finds texel ``t`` at ``(t & (width - 1), t >> log2(width))`` with a mask and a shift (Sentis' TextureTensorData
+packs the same way; TF.js packs 2x2). Each op states which axis it wants blocked; where producer and consumer
+disagree a layout switch converts, and where the layouts coincide it is a view.
+
+``TextureLayout.pack`` gives the texels to upload and ``unpack`` reads them back from a buffer whose rows are
+padded to 256 bytes, as ``copy_texture_to_buffer`` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wgsentis.errors import DeviceError
+
+LANES = 4
+ROW_ALIGN = 256  # bytes per row of a texture-to-buffer copy must be a multiple of this
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+FORMATS = {"f32": "rgba32float", "i32": "rgba32sint"}
+
+
+def texel_kind(dtype: np.dtype) -> str | None:
+    """"f32" or "i32": how a dtype's elements sit in texel lanes; None when it cannot live in a texture."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return "f32"
+    if dtype in (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
+        return "i32"
+    return None
+
+
+@dataclass(frozen=True)
+class TextureLayout:
+    """A tensor's place in a texture: ``shape`` with ``axis`` blocked four to a texel, ``texels`` in all,
+    ``width`` x ``height`` texels (width a power of two)."""
+
+    shape: tuple[int, ...]
+    axis: int
+    dtype: np.dtype
+    width: int
+    height: int
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...] | list[int], dtype: np.dtype, axis: int = -1, *, max_dim: int = 8192,
+           name: str = "") -> TextureLayout:
+        """The layout of a tensor of ``shape`` and ``dtype`` with ``axis`` blocked (negative: from the end; a
+        scalar blocks nothing), in textures of at most ``max_dim`` texels a side. Raises DeviceError naming
+        ``name`` when no such texture holds it."""
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        what = f"tensor '{name}' {dtype.name}{list(shape)}" if name else f"a tensor {dtype.name}{list(shape)}"
+        if texel_kind(dtype) is None:
+            raise DeviceError(f"{what}: dtype {dtype.name} cannot live in a texture")
+        rank = len(shape)
+        if rank and not -rank <= axis < rank:
+            raise DeviceError(f"{what}: axis {axis} to block is out of range for rank {rank}")
+        axis = axis % rank if rank else 0
+        texels = _texels(shape, axis)
+        # As square as a power-of-two width allows: the fewest texels past the end, and both sides within limits.
+        width = 1 << max(0, math.ceil(math.log2(max(1, math.isqrt(texels - 1) + 1)))) if texels > 1 else 1
+        width = min(width, 1 << int(math.log2(max_dim)))
+        height = max(1, -(-texels // width))
+        if height > max_dim:
+            raise DeviceError(f"{what}: {texels:,} texels need a {width} x {height} texture, past the device's "
+                              f"{max_dim} texels a side (maxTextureDimension2D)")
+        return cls(shape, axis, dtype, width, height)
+
+    @property
+    def kind(self) -> str:
+        return texel_kind(self.dtype) or ""
+
+    @property
+    def format(self) -> str:
+        """The texture format: rgba32float or rgba32sint."""
+        return FORMATS[self.kind]
+
+    @property
+    def blocked_shape(self) -> tuple[int, ...]:
+        """The shape in texels: the blocked axis replaced by its number of blocks of four."""
+        if not self.shape:
+            return ()
+        return tuple(-(-d // LANES) if i == self.axis else d for i, d in enumerate(self.shape))
+
+    @property
+    def texels(self) -> int:
+        return _texels(self.shape, self.axis)
+
+    @property
+    def shift(self) -> int:
+        """log2(width): texel t lies at (t & (width - 1), t >> shift)."""
+        return self.width.bit_length() - 1
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes per texture row in a texture-to-buffer copy (padded to 256)."""
+        return -(-self.width * 16 // ROW_ALIGN) * ROW_ALIGN
+
+    @property
+    def readback_bytes(self) -> int:
+        return self.row_bytes * self.height
+
+    def pack(self, value: np.ndarray) -> np.ndarray:
+        """``value`` as (height, width, 4) texels (float32 or int32), the blocked axis four to a texel, zeros past
+        the tensor's end. int64 values outside the int32 range raise DeviceError."""
+        value = np.asarray(value)
+        if tuple(value.shape) != self.shape:
+            raise DeviceError(f"pack: value of shape {list(value.shape)} for a layout of {list(self.shape)}")
+        lanes = _as_lanes(value, self.kind)
+        out = np.zeros((self.height * self.width, LANES), lanes.dtype)
+        if self.shape:
+            d = self.shape[self.axis]
+            padded_shape = list(self.shape)
+            padded_shape[self.axis] = -(-d // LANES) * LANES
+            padded = np.zeros(padded_shape, lanes.dtype)
+            padded[tuple(slice(0, s) for s in self.shape)] = lanes
+            # (..., blocks, 4, ...) -> (..., blocks, ..., 4): the four lanes of a block last.
+            split = padded.reshape(*self.shape[: self.axis], padded_shape[self.axis] // LANES, LANES,
+                                   *self.shape[self.axis + 1:])
+            blocked = np.moveaxis(split, self.axis + 1, -1)
+            out[: self.texels] = blocked.reshape(-1, LANES)
+        else:
+            out[0, 0] = lanes
+        return out.reshape(self.height, self.width, LANES)
+
+    def unpack(self, raw: np.ndarray | bytes | memoryview) -> np.ndarray:
+        """The tensor from the bytes of a texture-to-buffer copy (``row_bytes`` per row)."""
+        data = np.frombuffer(raw, dtype=np.uint8)
+        if data.size < self.readback_bytes:
+            raise DeviceError(f"unpack: {data.size} bytes for a texture readback of {self.readback_bytes}")
+        rows = data[: self.readback_bytes].reshape(self.height, self.row_bytes)[:, : self.width * 16]
+        lanes = np.ascontiguousarray(rows).view(np.float32 if self.kind == "f32" else np.int32).reshape(-1, LANES)
+        lanes = lanes[: self.texels]
+        if not self.shape:
+            return _from_lanes(lanes[0, 0], self.dtype).reshape(())
+        blocked_shape = self.blocked_shape
+        moved = lanes.reshape(*blocked_shape, LANES)
+        split = np.moveaxis(moved, -1, self.axis + 1)
+        full = split.reshape(*self.shape[: self.axis], blocked_shape[self.axis] * LANES, *self.shape[self.axis + 1:])
+        value = full[tuple(slice(0, s) for s in self.shape)]
+        return _from_lanes(np.ascontiguousarray(value), self.dtype)
+
+
+def _texels(shape: tuple[int, ...], axis: int) -> int:
+    if not shape:
+        return 1
+    return math.prod(-(-d // LANES) if i == axis else d for i, d in enumerate(shape))
+
+
+def _as_lanes(value: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "f32":
+        return value.astype(np.float32, copy=False)
+    if value.dtype == np.int64 and value.size and (value.min() < _I32_MIN or value.max() > _I32_MAX):
+        raise DeviceError("int64 values outside the int32 range cannot live in an rgba32sint texture")
+    return value.astype(np.int32)
+
+
+def _from_lanes(lanes: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if dtype == np.bool_:
+        return lanes != 0
+    return lanes.astype(dtype, copy=True)
