@@ -121,6 +121,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"layers  cpu {len(stats['cpu_layers'])}, gpu {len(stats['gpu_layers'])}, "
           f"fallback {len(stats['fallback_layers'])}; transfers: {stats['uploads']} uploads "
           f"({stats['upload_bytes']} B), {stats['downloads']} downloads ({stats['download_bytes']} B)")
+    for placement in stats.get("placements", []):
+        if placement["device"] == "fallback":  # why a layer left the device
+            print(f"fallback {placement['layer']} ({placement['op']}): {placement['reason']}")
+    if "intermediate_bytes" in stats:
+        run = stats["run"]
+        print(f"device  weights {stats['weight_bytes'] / 1e6:.2f} MB, intermediates "
+              f"{stats['intermediate_bytes'] / 1e6:.2f} MB (largest live set "
+              f"{stats['intermediate_lower_bound_bytes'] / 1e6:.2f} MB), {stats['cached_plans']} plan(s) cached")
+        phases = ", ".join(f"{k.removesuffix('_ms').replace('_', ' ')} {v:.3f}" for k, v in run.items()
+                           if isinstance(v, float))
+        print(f"last run (ms) {phases}")
     if args.output_dir:
         out_dir = Path(args.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from helpers import requires_gpu
+
 from wgsentis.cli import main
 
 
@@ -16,6 +18,15 @@ def test_run_sample(capsys):
     assert main(["run"]) == 0
     out = capsys.readouterr().out
     assert "built-in sample" in out and "output  probabilities: float32[1, 10]" in out and "top-5" in out
+
+
+@requires_gpu
+def test_run_on_the_gpu_reports_placements_memory_and_the_runs_phases(capsys):
+    assert main(["run", "--backend", "gpu-compute", "--repeat", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "layers  cpu 0, gpu" in out and "fallback 0;" in out and "\nfallback " not in out
+    assert "device  weights 0.00 MB, intermediates" in out and "1 plan(s) cached" in out
+    assert "last run (ms) upload" in out and ", wait " in out and "copy out" in out
 
 
 @pytest.mark.parametrize(("flags", "mode"), [([], "(spin-wait)"), (["--no-spin-wait"], "(blocking)")])
