@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import map_for_reading
-from wgsentis.backends.gpu.dtypes import TooLargeForDevice, from_device_array, gpu_type_of
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice, gpu_type_of
 from wgsentis.backends.gpu.faults import index_fault
 from wgsentis.backends.gpu.placement import host_of
 from wgsentis.backends.gpu.readback import StagingPool
@@ -31,6 +31,9 @@ class HostSync:
     last_run: Any
     control: Any
     _download_pools: dict[int, StagingPool]
+    readback_bytes: Any  # the program's tensor storage (program.GPUProgram)
+    copy_out: Any
+    decode: Any
 
     def download(self, tensors: list[GTensor], encoder: Any, layer: str) -> list[np.ndarray]:
         """Submit ``encoder`` with copies of ``tensors`` into a staging buffer; wait; return host arrays.
@@ -39,7 +42,7 @@ class HostSync:
         offsets, total = [], 0
         for t in tensors:
             offsets.append(total)
-            total += aligned(max(4, t.nbytes))
+            total += self.readback_bytes(t)
         fault_at, checks = total, None
         if tensors and self.faults.run_checks:
             total += aligned(self.faults.nbytes())
@@ -53,8 +56,7 @@ class HostSync:
                 pool = self._download_pools[total] = StagingPool(self.ctx, total, "wgsentis download")
             staging = pool.acquire(f"the staging buffer for the inputs of layer '{layer}'")
             for t, off in zip(tensors, offsets, strict=True):
-                if t.nbytes:
-                    encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, off, aligned(t.nbytes, 4))
+                self.copy_out(encoder, t, staging, off)
             if tensors:
                 checks = self.faults.copy_into(encoder, staging, fault_at)
         start = time.perf_counter()
@@ -70,8 +72,7 @@ class HostSync:
                 if error is not None:
                     raise error
         for t, off in zip(tensors, offsets, strict=True):
-            words = raw[off: off + t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
-            out.append(from_device_array(words, t.shape, t.dtype))
+            out.append(self.decode(t, raw[off:]))
         seconds = time.perf_counter() - start
         for t in tensors:
             self.last_run.transfers.append(Transfer("download", t.name, t.nbytes, layer,

@@ -14,6 +14,7 @@ A backend subclasses ``GPUProgram`` with its recorder (``make_recorder``) and it
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.host_memory import release_freed_memory
-from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, gpu_type_of, to_device_array
+from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, gpu_type_of, to_device_array
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
@@ -30,7 +31,7 @@ from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, hos
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
 from wgsentis.backends.gpu.report import RunReport, program_stats
-from wgsentis.backends.gpu.steps import Copy, Dispatch, Fallback, Placement, Plan, PlanInvalid, Transfer
+from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Fallback, Placement, Plan, PlanInvalid, Transfer
 from wgsentis.backends.gpu.streams import CommandStream
 from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture, aligned, reserved_bytes
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
@@ -270,18 +271,50 @@ class GPUProgram(HostSync):
 
     def _upload_input(self, name: str, value: np.ndarray, target: GTensor | None, layer: str = "") -> GTensor:
         started = time.perf_counter()
-        data = to_device_array(value, f"input '{name}'")
-        t = target
-        if t is None:
-            t = GTensor(self.new_allocation(max(4, data.nbytes), f"tensor '{name}' {list(value.shape)}"), value.shape,
-                        value.dtype, name)
+        prepared = self.prepare_upload(value, f"input '{name}'")  # raises TooLargeForDevice before allocating
+        t = target if target is not None else self.input_tensor(name, value)
         t.host = value  # known on the host: layers reading it there need no download
         if self.tracing:
             return t  # uploaded by the plan's first replay, once the planner has placed it
-        if data.nbytes:
-            self.ctx.queue.write_buffer(t.alloc.buffer, t.alloc.offset, data)
-        self.last_run.transfers.append(Transfer("upload", name, data.nbytes, layer, time.perf_counter() - started))
+        nbytes = self.write(t, prepared)
+        self.last_run.transfers.append(Transfer("upload", name, nbytes, layer, time.perf_counter() - started))
         return t
+
+    # -- tensor storage: storage buffers here; a backend that keeps tensors elsewhere overrides these -----------
+    def prepare_upload(self, value: np.ndarray, what: str) -> Any:
+        """``value`` checked and converted for the device (raises TooLargeForDevice where it cannot live there)."""
+        return to_device_array(value, what)
+
+    def input_tensor(self, name: str, value: np.ndarray) -> GTensor:
+        """A device tensor to upload ``value`` into (an input, or a fallback layer's output)."""
+        return GTensor(self.new_allocation(max(4, 4 * value.size), f"tensor '{name}' {list(value.shape)}"),
+                       value.shape, value.dtype, name)
+
+    def write(self, t: GTensor, prepared: Any) -> int:
+        """Upload ``prepared`` (``prepare_upload``'s result) into ``t``; returns the bytes written."""
+        if prepared.nbytes:
+            self.ctx.queue.write_buffer(t.alloc.buffer, t.alloc.offset, prepared)
+        return int(prepared.nbytes)
+
+    def layout_memory(self, plan: Plan, end: int) -> None:
+        """Lay ``plan``'s intermediates out for its replays (``end``: one past the last layer): arenas of storage
+        buffers by lifetime (``planner.plan_arenas``); the caller then binds every step."""
+        plan.arenas, plan.arena_bytes = plan_arenas(self.ctx, plan.allocations, plan.steps, end,
+                                                    f"'{self.graph.name}'")
+
+    def readback_bytes(self, t: GTensor) -> int:
+        """Staging bytes ``copy_out`` writes for ``t`` (a multiple of 256, where the next copy may start)."""
+        return aligned(max(4, t.nbytes))
+
+    def copy_out(self, encoder: Any, t: GTensor, staging: Any, offset: int) -> None:
+        """Record the copy of ``t`` into ``staging`` at ``offset``."""
+        if t.nbytes:
+            encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, offset, aligned(t.nbytes, 4))
+
+    def decode(self, t: GTensor, raw: np.ndarray) -> np.ndarray:
+        """``t``'s value from the staging bytes ``copy_out`` wrote (``raw`` starts at its offset)."""
+        words = raw[: t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
+        return from_device_array(words, t.shape, t.dtype)
 
     def _run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
         started = time.perf_counter()
@@ -392,12 +425,11 @@ class GPUProgram(HostSync):
             readback = self._finish(stream.take(), plan.outputs)
         self.scratch.realize()
         if cacheable:
-            # Replays run on arenas laid out from the lifetimes the recording showed (a recorded run ran on
+            # Replays run on memory laid out from the lifetimes the recording showed (a recorded run ran on
             # the transient pool), every step bound where its tensors now live.
-            label = f"'{self.graph.name}'"
-            plan.arenas, plan.arena_bytes = plan_arenas(self.ctx, plan.allocations, plan.steps, end, label)
+            self.layout_memory(plan, end)
             for step in plan.steps:
-                if isinstance(step, Dispatch):
+                if isinstance(step, Dispatch | Draw):
                     try:
                         step.bind(self.ctx.device)
                     except Exception as exc:
@@ -591,8 +623,8 @@ class GPUProgram(HostSync):
         layout, host_values, total = {}, {}, 0
         for name, value in outputs.items():
             if isinstance(value, GTensor) and value.host is None:
-                layout[name] = (total, value.shape, value.dtype)
-                total += aligned(max(4, value.nbytes))
+                layout[name] = (total, functools.partial(self.decode, value))
+                total += self.readback_bytes(value)
             else:
                 host_values[name] = host_of(value)
         extra_slice = None
@@ -613,11 +645,9 @@ class GPUProgram(HostSync):
             else:
                 usage = self.ctx.wgpu.BufferUsage
                 staging = self.ctx.create_buffer(total, usage.MAP_READ | usage.COPY_DST, "wgsentis outputs", what)
-            for name, (offset, _shape, _dtype) in layout.items():
+            for name, (offset, _decode) in layout.items():
                 t = outputs[name]
-                if t.nbytes:
-                    encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, offset,
-                                                  aligned(t.nbytes, 4))
+                self.copy_out(encoder, t, staging, offset)
                 self.last_run.transfers.append(Transfer("download", name, t.nbytes, "output"))
             if extra is not None:
                 encoder.copy_buffer_to_buffer(extra[0], 0, staging, extra_slice[0], extra[1])

@@ -4,7 +4,6 @@ that took."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext, map_read_async, wait_mapped
-from wgsentis.backends.gpu.dtypes import from_device_array
 from wgsentis.backends.gpu.faults import IndexCheck, index_fault
 from wgsentis.errors import IndexOutOfRangeError
 
@@ -51,12 +49,13 @@ class StagingPool:
 
 
 class PendingReadback:
-    """Outputs copied into one staging buffer whose mapping was requested; resolves when mapped.
+    """Outputs copied into one staging buffer whose mapping was requested; resolves when mapped. ``layout``: per
+    output, its offset in the staging buffer and the function that decodes its bytes from there.
 
     ``phases`` collects the run's fixed costs in seconds as they happen: "wait" (for the map), "copy_out"
     (reading the mapped bytes into arrays); the program adds "encode" and "submit"."""
 
-    def __init__(self, ctx: GPUContext, staging: Any, layout: dict[str, tuple[int, tuple[int, ...], np.dtype]],
+    def __init__(self, ctx: GPUContext, staging: Any, layout: dict[str, tuple[int, Callable[[np.ndarray], Any]]],
                  host_values: dict[str, Any],
                  extra: tuple[int, int, Callable[[np.ndarray], None]] | None = None,
                  checks: tuple[int, list[IndexCheck]] | None = None,
@@ -107,9 +106,8 @@ class PendingReadback:
                     if self.error is not None:
                         self.promise = None
                         raise self.error
-                for name, (offset, shape, dtype) in self.layout.items():
-                    words = raw[offset: offset + 4 * math.prod(shape)].view(np.uint32)
-                    values[name] = from_device_array(words, shape, dtype)
+                for name, (offset, decode) in self.layout.items():
+                    values[name] = decode(raw[offset:])  # the storage's own decoding of its bytes
                 if self.extra is not None:
                     offset, nbytes, callback = self.extra
                     callback(raw[offset: offset + nbytes])

@@ -112,7 +112,7 @@ class RenderStream(CommandStream):
 
     def open_pass(self, targets: list[Any] | None = None) -> Any:
         targets = self.targets if targets is None else targets
-        if self.current_pass is None or [id(t) for t in targets] != [id(t) for t in self.targets]:
+        if self.current_pass is None or [id(t.texture) for t in targets] != [id(t.texture) for t in self.targets]:
             self.end_pass()
             kwargs: dict[str, Any] = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
             if self.pass_label:
@@ -126,9 +126,11 @@ class RenderStream(CommandStream):
         return self.current_pass
 
     def draw(self, d: Draw) -> None:
-        reads = {id(r) for r in d.extra}
-        if self.current_pass is not None and any(id(t) in reads for t in self.targets):
-            self.end_pass()  # a texture cannot be read and rendered in one pass
+        # A texture cannot be read and rendered in one pass: compared by the device texture, since several
+        # tensors' GTextures may share one (their lifetimes apart).
+        reads = {id(r.texture) for r in d.extra if hasattr(r, "texture")}
+        if self.current_pass is not None and any(id(t.texture) in reads for t in self.targets):
+            self.end_pass()
         rpass = self.open_pass(d.targets)
         if d.pipeline is not self.pipeline:
             rpass.set_pipeline(d.pipeline)
