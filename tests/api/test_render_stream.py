@@ -48,7 +48,8 @@ def _unary(ctx, expr: str, x: GTexture, y: GTexture, arena: UniformArena) -> Dra
     key = pipeline_key("pixel/unary.wgsl", subs, {}, [("texture", 2)], stage="render", targets=("rgba32float",))
     pipeline, layout = ctx.render_pipeline(key, wgsl_source("pixel/unary.wgsl", subs), {}, "test unary",
                                            ["rgba32float"])
-    ubuf, offset = arena.allocate(pack_params([0, 0.0, 0.0, 0.0], "pixel/unary.wgsl"))
+    ubuf, offset = arena.allocate(pack_params([x.shape[0] * x.shape[1] // 4, int(np.log2(x.shape[1] // 4)), 0.0,
+                                               0.0, 0.0], "pixel/unary.wgsl"))
     draw = Draw(pipeline, None, [y], 0, layout, [x, {"buffer": ubuf, "offset": offset, "size": UniformArena.SLOT}],
                 "test unary")
     draw.bind(ctx.device)

@@ -321,6 +321,7 @@ REVIEWED_DESTROYS = {
     ("backends/gpu/memory.py", "UniformArena.close"),
     ("backends/gpu/faults.py", "FaultBuffer.close"),
     ("backends/gpu/timestamps.py", "QuerySets.close"),
+    ("backends/gpu_pixel.py", "PixelProgram.close"),
 }
 
 

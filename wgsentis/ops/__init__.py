@@ -11,6 +11,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     dropout,
     dropout_gpu,
     elementwise_gpu,
+    elementwise_pixel,
     elementwise,
     image,
     image_gpu,

@@ -1,7 +1,8 @@
 // y = f(x) texel by texel for an elementwise function given as the expression {{EXPR}} of `v` (f32), applied to
 // each lane. Input and output share one texture layout (backends/pixel_layout.py), so the fragment at texel
-// (x, y) reads the input's texel (x, y); lanes past a tensor's end hold f(0), which no reader looks at.
-// Params: 0 texels, 1 alpha, 2 beta, 3 gamma, 4 width shift.
+// (x, y) reads the input's texel (x, y); texels past the tensor's end are zero, and lanes past its end in its
+// last block hold f(0), which no reader looks at.
+// Params: 0 texels, 1 log2 of the texture width, 2 alpha, 3 beta, 4 gamma.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
@@ -10,15 +11,16 @@
 @group(0) @binding(1) var<uniform> params: Params;
 
 fn f(v: f32) -> f32 {
-    let alpha = pf(1u);
-    let beta = pf(2u);
-    let gamma = pf(3u);
+    let alpha = pf(2u);
+    let beta = pf(3u);
+    let gamma = pf(4u);
     return {{EXPR}};
 }
 
 @fragment
 fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<f32> {
     let texel = vec2<i32>(position.xy);
+    if ((u32(texel.y) << pu(1u)) + u32(texel.x) >= pu(0u)) { return vec4<f32>(0.0); }
     let t = textureLoad(X, texel, 0);
     return vec4<f32>(f(t.x), f(t.y), f(t.z), f(t.w));
 }

@@ -504,13 +504,14 @@ class GPUProgram(HostSync):
             stamps.begin_layer(stream, layer_index)
         # A group that holds copies lives on the encoder (copies close the pass); else inside the pass.
         group_owner = None
+        on_encoder = has_copy or not stream.groups_in_pass
         if self.debug_groups:
-            group_owner = stream.encoder_for_copies() if has_copy else stream.open_pass()
+            group_owner = stream.encoder_for_copies() if on_encoder else stream.open_pass()
             group_owner.push_debug_group(f"{layer.name} ({layer.op_type})")
         for step in steps:
             stream.step(step)
         if group_owner is not None:
-            if has_copy:
+            if on_encoder:
                 stream.end_pass()
             group_owner.pop_debug_group()
         if stamps is not None:

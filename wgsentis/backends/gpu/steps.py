@@ -207,7 +207,7 @@ class Plan:
                                for p in plan.placements],
                 "gpu_layers": plan.gpu_layers, "cpu_layers": plan.cpu_layers,
                 "fallback_layers": plan.fallback_layers,
-                "dispatched_layers": sorted({s.layer for s in plan.steps if isinstance(s, Dispatch)}),
+                "dispatched_layers": sorted({s.layer for s in plan.steps if isinstance(s, Dispatch | Draw)}),
                 "segments": segments}
 
     @property

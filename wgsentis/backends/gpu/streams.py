@@ -21,6 +21,9 @@ class CommandStream:
         self._encoder: Any = device.create_command_encoder(label="wgsentis run")
         self.current_pass: Any = None
         self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
+        # Whether a layer's debug group may live inside the open pass (compute); a render pass is begun per set of
+        # targets, so render streams keep the groups on the encoder, around the passes.
+        self.groups_in_pass = True
         # Pass labels (for captures) cost wgpu-py ~8 us of string conversion a pass: only with debug groups.
         self.pass_label = "wgsentis layers" if labels else None
 
@@ -107,11 +110,16 @@ class RenderStream(CommandStream):
 
     def __init__(self, device: Any, labels: bool = False, native: bool = True) -> None:
         super().__init__(device, labels, native)
+        self.groups_in_pass = False
         self.pipeline: Any = None
         self.targets: list[Any] = []  # the open pass's color attachments (GTextures)
 
     def open_pass(self, targets: list[Any] | None = None) -> Any:
+        """The open render pass over ``targets`` (the open one's when None), begun when needed; None when no
+        target is known yet (a pass needs its attachments: one cannot be begun ahead of the first draw)."""
         targets = self.targets if targets is None else targets
+        if not targets:
+            return self.current_pass
         if self.current_pass is None or [id(t.texture) for t in targets] != [id(t.texture) for t in self.targets]:
             self.end_pass()
             kwargs: dict[str, Any] = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}

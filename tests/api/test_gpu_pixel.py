@@ -1,0 +1,95 @@
+"""The gpu-pixel program on the shared GPU runtime (issue 20, in progress): texture tensors, draws of fragment
+programs, fallbacks between them, textures laid out by lifetime; the numpy backend is the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import requires_gpu
+from onnx import TensorProto, helper
+
+import wgsentis as ws
+from wgsentis.backends.gpu_pixel import PixelProgram
+from wgsentis.errors import BackendNotAvailableError
+from wgsentis.ops.activations import ACTIVATIONS
+
+pytestmark = requires_gpu
+F = TensorProto.FLOAT
+PIXEL_ACTIVATIONS = sorted(a.name for a in ACTIVATIONS.values() if a.versions and a.wgsl is not None
+                           and not a.inputs_from)
+
+
+def _model(nodes, shape, inits=None, opset=17) -> ws.Model:
+    graph = helper.make_graph(nodes, "pixel", [helper.make_tensor_value_info("x", F, list(shape))],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [onnx.numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    return ws.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def _runs(model: ws.Model, x: np.ndarray, runs: int = 3, **options) -> tuple[list[np.ndarray], dict]:
+    program = PixelProgram(model.graph, **options)
+    try:
+        outs = [program.execute({"x": x}).wait()["y"] for _ in range(runs)]
+        return outs, program.stats()
+    finally:
+        program.close()
+
+
+@pytest.mark.parametrize("op", PIXEL_ACTIVATIONS)
+def test_every_activation_draws_the_numpy_answer(op):
+    act = ACTIVATIONS[op]
+    model = _model([helper.make_node(op, ["x"], ["y"])], (2, 3, 5), opset=max(act.versions))
+    x = (np.random.default_rng(0).standard_normal((2, 3, 5)) * 3).astype(np.float32)
+    want = ws.Worker(model, "cpu").run({"x": x})["y"]
+    outs, stats = _runs(model, x)
+    assert stats["fallback_layers"] == [] and stats["gpu_layers"] == [model.layers[0].name]
+    for out in outs:
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-6, err_msg=op)
+
+
+def test_a_chain_with_a_fallback_between_draws_gives_the_numpy_answer_on_every_run():
+    w = np.random.default_rng(1).random((3, 517)).astype(np.float32) + 0.5
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["b"]),
+             helper.make_node("Add", ["b", "x"], ["c"]), helper.make_node("Div", ["c", "w"], ["d"]),
+             helper.make_node("Transpose", ["d"], ["e"], perm=[1, 0]), helper.make_node("Tanh", ["e"], ["y"])]
+    model = _model(nodes, (3, 517), {"w": w})
+    x = np.random.default_rng(0).standard_normal((3, 517)).astype(np.float32)
+    want = ws.Worker(model, "cpu").run({"x": x})["y"]
+    outs, stats = _runs(model, x, debug_groups=True)
+    for out in outs:
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    (transpose,) = [p for p in stats["placements"] if p["op"] == "Transpose"]
+    assert transpose["device"] == "fallback" and "no gpu-pixel program" in transpose["reason"]
+    assert len(stats["gpu_layers"]) == 5
+
+
+def test_a_traced_plan_shares_textures_between_tensors_whose_lifetimes_are_apart():
+    """Eight layers in a chain, no fallback: the plan is traced before any GPU work, and its tensors share
+    textures by lifetime (a draw never reads the texture it renders: producer and consumer alternate)."""
+    nodes = [helper.make_node("Relu" if k % 2 else "Sigmoid", [f"t{k}" if k else "x"], [f"t{k + 1}" if k < 7 else "y"])
+             for k in range(8)]
+    model = _model(nodes, (64, 64))
+    x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    want = ws.Worker(model, "cpu").run({"x": x})["y"]
+    outs, stats = _runs(model, x)
+    for out in outs:
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert stats["fallback_layers"] == []
+    texture = 64 * 64 * 4  # bytes of one tensor's texture (32 x 32 texels of 16 bytes)
+    assert stats["intermediate_bytes"] <= 3 * texture < 9 * texture  # the input and two textures, not nine
+
+
+def test_broadcasting_is_not_drawn_yet_and_falls_back_with_the_reason():
+    model = _model([helper.make_node("Mul", ["x", "s"], ["y"])], (4, 6), {"s": np.full((1, 6), 2.0, np.float32)})
+    x = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+    outs, stats = _runs(model, x, runs=2)
+    np.testing.assert_array_equal(outs[-1], 2 * x)
+    assert stats["fallback_layers"] == ["Mul_0"]
+    assert "declined" in stats["placements"][0]["reason"]
+
+
+def test_the_backend_is_not_offered_to_workers_until_it_covers_the_models():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], (2, 2))
+    with pytest.raises(BackendNotAvailableError, match="gpu-pixel"):
+        ws.Worker(model, "gpu-pixel")

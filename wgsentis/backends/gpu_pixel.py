@@ -1,0 +1,257 @@
+"""gpu-pixel backend (issue 20, in progress): tensors in textures, layers as draws of fragment programs.
+
+Built on the shared GPU runtime (``backends/gpu``): what this module adds is the texture tensor storage (the
+layout of ``pixel_layout.TextureLayout``, textures laid out per plan by lifetime), the ``PixelRecorder`` that
+the ops' gpu-pixel builders (``ops/*_pixel.py``) draw with, and ``PixelProgram``. The backend is not yet in
+the Worker's factory table: it covers the elementwise family only, and a user-facing backend must first cover
+what issue 20 asks (every reference model without a fallback layer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.device import wgsl_source
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice
+from wgsentis.backends.gpu.faults import IndexCheck
+from wgsentis.backends.gpu.memory import UniformArena
+from wgsentis.backends.gpu.program import GPUProgram
+from wgsentis.backends.gpu.steps import Draw, Plan
+from wgsentis.backends.gpu.streams import RenderStream
+from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture, pack_params, pipeline_key
+from wgsentis.backends.pixel_layout import TextureLayout, texel_kind
+from wgsentis.errors import DeviceError
+from wgsentis.model import Layer
+
+BACKEND = "gpu-pixel"
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+class TextureAllocation(Allocation):
+    """A tensor's texture: its ``layout`` and a ``texture`` (a GTexture the planner points at the device texture
+    it shares with tensors whose lifetimes are apart from its own)."""
+
+    __slots__ = ("layout", "texture")
+
+    def __init__(self, layout: TextureLayout, born: int) -> None:
+        super().__init__(None, layout.texels * 16, reserved=layout.width * layout.height * 16, born=born)
+        self.layout = layout
+        self.texture = GTexture(None, (layout.height, 4 * layout.width), "")
+
+
+class TexturePool:
+    """Textures a recorded run reuses once the tensors in them are dead, by exact layout class."""
+
+    def __init__(self, program: PixelProgram) -> None:
+        self.program = program
+        self.free: dict[tuple[str, int, int], list[Any]] = {}
+
+    def acquire(self, layout: TextureLayout, what: str) -> Any:
+        free = self.free.get((layout.format, layout.width, layout.height))
+        if free:
+            return free.pop()
+        return self.program.make_texture(layout, what)
+
+    def release(self, layout: TextureLayout, texture: Any) -> None:
+        self.free.setdefault((layout.format, layout.width, layout.height), []).append(texture)
+
+
+class PixelRecorder:
+    """What a gpu-pixel program builder uses: allocate outputs (a layout per tensor), upload constants, draw."""
+
+    def __init__(self, program: PixelProgram) -> None:
+        self.program = program
+        self.ctx = program.ctx
+        self.layer: Layer | None = None
+        self.layer_index = -1
+        self.steps: list[Any] = []
+        self.layer_allocs: list[Allocation] = []
+        self.index_checks: list[IndexCheck] = []
+
+    def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32, axis: int = -1) -> GTensor:
+        """A new texture tensor for an output of the current layer, ``axis`` blocked four to a texel."""
+        layer = self.layer
+        what = f"an output {list(shape)} of layer '{layer.name}' ({layer.op_type})" if layer else "a tensor"
+        t = GTensor(None, tuple(shape), dtype)
+        t.alloc = self.program.new_texture(self.program.layout_of(t.shape, t.dtype, axis, what), what, layer)
+        self.layer_allocs.append(t.alloc)
+        return t
+
+    def upload(self, value: np.ndarray, name: str = "") -> GTensor:
+        """A host array as a texture tensor (constants are uploaded once per program and kept)."""
+        return self.program.constant_texture(value, name)
+
+    def draw(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float], *,
+             constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
+             label: str = "") -> None:
+        """Record one draw of ``wgsl/<shader>`` (its fragment stage ``fs_main``, the shared full-screen vertex
+        stage) into ``outputs``' textures, which share one size. Bindings: the inputs' textures, then the
+        uniform parameter block."""
+        sizes = {(o.alloc.layout.width, o.alloc.layout.height) for o in outputs}
+        if len(sizes) != 1:
+            raise DeviceError(f"draw '{shader}': its outputs must share one texture size, got {sorted(sizes)}")
+        formats = tuple(o.alloc.layout.format for o in outputs)
+        consts = dict(constants or {})
+        key = pipeline_key(shader, subs or {}, consts, [(i.alloc.layout.kind, i.ndim) for i in inputs],
+                           stage="render", targets=formats)
+        layer = self.layer
+        label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
+        pipeline, bgl = self.ctx.render_pipeline(key, wgsl_source(shader, subs), consts, label, list(formats))
+        ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
+        extra: list[Any] = [i.alloc.texture for i in inputs]
+        extra.append({"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT})
+        step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label)
+        if not self.program.tracing:
+            step.bind(self.ctx.device)
+        self.steps.append(step)
+
+
+class PixelProgram(GPUProgram):
+    """A graph compiled for the gpu-pixel backend: the shared GPU program over texture tensors."""
+
+    backend = BACKEND
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._textures = TexturePool(self)
+        self._constant_textures: dict[int, tuple[np.ndarray, GTensor]] = {}
+        self._owned_textures: list[Any] = []
+
+    def make_recorder(self) -> PixelRecorder:
+        self._textures = TexturePool(self)  # each recorded run draws on its own textures
+        return PixelRecorder(self)
+
+    def make_stream(self, checked: bool) -> RenderStream:
+        return RenderStream(self.ctx.device, self.debug_groups, native=self.native_calls)
+
+    # -- texture tensors ---------------------------------------------------------------------------------------
+    def layout_of(self, shape: tuple[int, ...], dtype: np.dtype, axis: int, what: str) -> TextureLayout:
+        limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
+        try:
+            return TextureLayout.of(shape, dtype, axis if shape else 0, max_dim=limit, name=what)
+        except DeviceError as exc:
+            raise TooLargeForDevice(str(exc)) from None  # the layer runs on the host instead
+
+    def make_texture(self, layout: TextureLayout, what: str) -> Any:
+        usage = self.ctx.wgpu.TextureUsage
+        texture = self.ctx.create_texture((layout.width, layout.height, 1), layout.format,
+                                          usage.TEXTURE_BINDING | usage.RENDER_ATTACHMENT | usage.COPY_SRC
+                                          | usage.COPY_DST, "wgsentis tensor", layout.width * layout.height * 16,
+                                          what)
+        self._owned_textures.append(texture)
+        return texture
+
+    def new_texture(self, layout: TextureLayout, what: str, layer: Layer | None = None) -> TextureAllocation:
+        """A texture tensor of the recording in progress (virtual while tracing)."""
+        control = self.control
+        alloc = TextureAllocation(layout, self._layer_index)
+        if layer is not None and control is not None and control.memory_limit is not None:
+            control.check_bytes(layer, None, self._live_bytes + alloc.reserved,
+                                f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
+        if not self.tracing:
+            alloc.texture.replace(self._textures.acquire(layout, what), alloc.texture.shape)
+        self._allocations.append(alloc)
+        self._live_bytes += alloc.reserved
+        return alloc
+
+    def free_allocation(self, alloc: Allocation) -> None:
+        super().free_allocation(alloc)
+        if isinstance(alloc, TextureAllocation) and alloc.texture.texture is not None and not self.tracing:
+            self._textures.release(alloc.layout, alloc.texture.texture)
+
+    def constant_texture(self, value: np.ndarray, name: str) -> GTensor:
+        hit = self._constant_textures.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        layout = self.layout_of(tuple(value.shape), value.dtype, -1, f"constant '{name}'")
+        alloc = TextureAllocation(layout, -1)
+        alloc.persistent = True
+        alloc.texture.replace(self.make_texture(layout, f"constant '{name}'"), alloc.texture.shape)
+        t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
+        self.write(t, self.prepare_upload(value, f"constant '{name}'"))
+        self._constant_textures[id(value)] = (value, t)
+        return t
+
+    # -- the storage hooks of GPUProgram ---------------------------------------------------------------------
+    def prepare_upload(self, value: np.ndarray, what: str) -> Any:
+        value = np.asarray(value)
+        if texel_kind(value.dtype) is None:
+            raise TooLargeForDevice(f"{what}: dtype {value.dtype.name} cannot live in a texture")
+        if value.dtype == np.int64 and value.size and (value.min() < _I32_MIN or value.max() > _I32_MAX):
+            raise TooLargeForDevice(f"{what}: int64 values outside the int32 range cannot live on the GPU")
+        return value
+
+    def input_tensor(self, name: str, value: np.ndarray) -> GTensor:
+        what = f"tensor '{name}' {list(value.shape)}"
+        t = GTensor(None, tuple(value.shape), value.dtype, name)
+        t.alloc = self.new_texture(self.layout_of(t.shape, t.dtype, -1, what), what)
+        return t
+
+    def write(self, t: GTensor, prepared: Any) -> int:
+        layout = t.alloc.layout
+        texels = layout.pack(prepared)
+        self.ctx.queue.write_texture({"texture": t.alloc.texture.texture}, texels,
+                                     {"bytes_per_row": layout.width * 16, "rows_per_image": layout.height},
+                                     (layout.width, layout.height, 1))
+        return int(texels.nbytes)
+
+    def readback_bytes(self, t: GTensor) -> int:
+        return t.alloc.layout.readback_bytes
+
+    def copy_out(self, encoder: Any, t: GTensor, staging: Any, offset: int) -> None:
+        layout = t.alloc.layout
+        encoder.copy_texture_to_buffer({"texture": t.alloc.texture.texture},
+                                       {"buffer": staging, "offset": offset, "bytes_per_row": layout.row_bytes,
+                                        "rows_per_image": layout.height}, (layout.width, layout.height, 1))
+
+    def decode(self, t: GTensor, raw: np.ndarray) -> np.ndarray:
+        return t.alloc.layout.unpack(raw[: t.alloc.layout.readback_bytes]).reshape(t.shape).astype(t.dtype,
+                                                                                                    copy=False)
+
+    def layout_memory(self, plan: Plan, end: int) -> None:
+        """Textures for the plan's tensors: one per layout class and set of tensors whose lifetimes are apart
+        and which no draw reads while rendering another of them (greedy, earliest first)."""
+        allocs = [a for a in plan.allocations if isinstance(a, TextureAllocation)]
+        index = {id(a.texture): i for i, a in enumerate(allocs)}
+        conflicts: dict[int, set[int]] = {}
+        for step in plan.steps:
+            if isinstance(step, Draw):
+                reads = [index[id(r)] for r in step.extra if id(r) in index]
+                for target in step.targets:
+                    w = index.get(id(target))
+                    for r in reads:
+                        if w is not None and r != w:
+                            conflicts.setdefault(r, set()).add(w)
+                            conflicts.setdefault(w, set()).add(r)
+        spans = [(a.born, end if a.dies is None else a.dies) for a in allocs]
+        objects: list[tuple[tuple[str, int, int], Any, list[int]]] = []
+        total = 0
+        for i in sorted(range(len(allocs)), key=lambda k: (spans[k][0], k)):
+            layout = allocs[i].layout
+            cls = (layout.format, layout.width, layout.height)
+            for obj_cls, _texture, members in objects:
+                if obj_cls == cls and not conflicts.get(i, set()) & set(members) and all(
+                        spans[j][1] < spans[i][0] or spans[i][1] < spans[j][0] for j in members):
+                    members.append(i)
+                    break
+            else:
+                texture = self.make_texture(layout, f"a tensor texture of '{self.graph.name}'")
+                objects.append((cls, texture, [i]))
+                total += layout.width * layout.height * 16
+        for _cls, texture, members in objects:
+            for i in members:
+                allocs[i].texture.replace(texture, allocs[i].texture.shape)
+        plan.arenas, plan.arena_bytes = [], total
+
+    def close(self) -> None:
+        if not self._closed:
+            super().close()
+            for texture in self._owned_textures:
+                texture.destroy()
+            self._owned_textures = []
+            self._constant_textures.clear()
+
+
+__all__ = ["BACKEND", "PixelProgram", "PixelRecorder", "TextureAllocation"]

@@ -1,0 +1,23 @@
+// y = f(a, b) texel by texel for two tensors of one shape and layout (backends/pixel_layout.py), f given as the
+// expression {{EXPR}} of `a` and `b` (f32), applied to each lane; texels past the tensor's end are zero.
+// Params: 0 texels, 1 log2 of the texture width.
+#include "common/params.wgsl"
+#include "common/math.wgsl"
+#include "pixel/fullscreen.wgsl"
+
+@group(0) @binding(0) var A: texture_2d<f32>;
+@group(0) @binding(1) var B: texture_2d<f32>;
+@group(0) @binding(2) var<uniform> params: Params;
+
+fn f(a: f32, b: f32) -> f32 {
+    return {{EXPR}};
+}
+
+@fragment
+fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<f32> {
+    let texel = vec2<i32>(position.xy);
+    if ((u32(texel.y) << pu(1u)) + u32(texel.x) >= pu(0u)) { return vec4<f32>(0.0); }
+    let x = textureLoad(A, texel, 0);
+    let y = textureLoad(B, texel, 0);
+    return vec4<f32>(f(x.x, y.x), f(x.y, y.y), f(x.z, y.z), f(x.w, y.w));
+}
