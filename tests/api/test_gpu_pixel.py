@@ -80,13 +80,37 @@ def test_a_traced_plan_shares_textures_between_tensors_whose_lifetimes_are_apart
     assert stats["intermediate_bytes"] <= 3 * texture < 9 * texture  # the input and two textures, not nine
 
 
-def test_broadcasting_is_not_drawn_yet_and_falls_back_with_the_reason():
-    model = _model([helper.make_node("Mul", ["x", "s"], ["y"])], (4, 6), {"s": np.full((1, 6), 2.0, np.float32)})
-    x = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("shape,other", [((4, 6), (1, 6)), ((2, 3, 5), (5,)), ((3, 1, 7), (1, 4, 1)),
+                                         ((1,), (9,)), ((2, 3, 4, 5), (3, 1, 1)), ((2, 1, 1, 1, 3, 5), (5,))])
+def test_broadcasting_binary_ops_are_drawn_with_element_addressing(op, shape, other):
+    """Each output lane finds its coordinates and each input's element at them (wgsl/pixel/addressing.wgsl):
+    numpy's broadcasting, on odd sizes, size-1 dims and ranks up to six, with no fallback."""
+    rng = np.random.default_rng(4)
+    s = (rng.standard_normal(other) + 3).astype(np.float32)  # away from zero: Div's quotients stay tame
+    model = _model([helper.make_node(op, ["x", "s"], ["y"])], shape, {"s": s})
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = ws.Worker(model, "cpu").run({"x": x})["y"]
     outs, stats = _runs(model, x, runs=2)
-    np.testing.assert_array_equal(outs[-1], 2 * x)
-    assert stats["fallback_layers"] == ["Mul_0"]
-    assert "declined" in stats["placements"][0]["reason"]
+    assert stats["fallback_layers"] == []
+    for out in outs:
+        assert out.shape == want.shape
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
+
+
+def test_what_has_no_pixel_program_yet_falls_back_with_the_reason():
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "int",
+                              [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+    model = ws.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    x = np.arange(4, dtype=np.int32)
+    program = PixelProgram(model.graph)
+    try:
+        np.testing.assert_array_equal(program.execute({"x": x}).wait()["y"], 2 * x)
+        stats = program.stats()
+    finally:
+        program.close()
+    assert stats["fallback_layers"] == ["Add_0"] and "declined" in stats["placements"][0]["reason"]
 
 
 def test_the_backend_is_not_offered_to_workers_until_it_covers_the_models():

@@ -34,13 +34,15 @@ def _imports(path: Path) -> set[str]:
 def test_ops_import_only_the_gpu_runtimes_leaves():
     for path in sorted((PACKAGE / "ops").glob("*.py")):
         backends = {m for m in _imports(path) if m.startswith("wgsentis.backends")}
-        allowed = {f"wgsentis.backends.gpu.{leaf}" for leaf in RUNTIME_LEAVES} | {"wgsentis.backends.gpu"}
+        allowed = {f"wgsentis.backends.gpu.{leaf}" for leaf in RUNTIME_LEAVES} | {"wgsentis.backends.gpu",
+                                                                                 "wgsentis.backends.pixel_layout"}
         assert {m.rsplit(".", 1)[0] if m.rsplit(".", 1)[0] in allowed else m for m in backends} <= allowed, path
 
 
 def test_the_gpu_runtimes_leaves_import_no_ops():
-    for leaf in RUNTIME_LEAVES:
-        assert not {m for m in _imports(PACKAGE / "backends" / "gpu" / f"{leaf}.py") if m.startswith("wgsentis.ops")}
+    paths = [PACKAGE / "backends" / "gpu" / f"{leaf}.py" for leaf in RUNTIME_LEAVES]
+    for path in [*paths, PACKAGE / "backends" / "pixel_layout.py"]:
+        assert not {m for m in _imports(path) if m.startswith(("wgsentis.ops", "wgsentis.backends.gpu_"))}, path
 
 
 @pytest.mark.parametrize("module", ["wgsentis.ops.conv_gpu", "wgsentis.backends.gpu_compute",

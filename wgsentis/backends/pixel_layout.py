@@ -148,6 +148,27 @@ class TextureLayout:
         return _from_lanes(np.ascontiguousarray(value), self.dtype)
 
 
+MAX_RANK = 6  # the rank wgsl/pixel/addressing.wgsl addresses
+
+
+def addressing_params(layout: TextureLayout, rank: int = MAX_RANK) -> list[int]:
+    """The 14 words wgsl/pixel/addressing.wgsl reads for ``layout``'s tensor in a frame of MAX_RANK dims (its
+    shape right-aligned, leading dims 1): dims, texel strides (the blocked axis counting blocks), the blocked
+    axis in that frame, log2 of the width. Raises DeviceError past MAX_RANK."""
+    if len(layout.shape) > MAX_RANK:
+        raise DeviceError(f"rank {len(layout.shape)} is past the {MAX_RANK} dims a pixel program addresses")
+    lead = MAX_RANK - len(layout.shape)
+    dims = [1] * lead + list(layout.shape)
+    blocked = [1] * lead + list(layout.blocked_shape)
+    strides = [0] * MAX_RANK
+    step = 1
+    for i in range(MAX_RANK - 1, -1, -1):
+        strides[i] = step
+        step *= blocked[i]
+    axis = lead + layout.axis if layout.shape else MAX_RANK - 1
+    return [*dims, *strides, axis, layout.shift]
+
+
 def _texels(shape: tuple[int, ...], axis: int) -> int:
     if not shape:
         return 1

@@ -1,6 +1,7 @@
 """gpu-pixel programs of the elementwise family (issue 20, in progress): every activation with a WGSL form
-(the activation records' expressions, lane by lane) and Add/Sub/Mul/Div of two float32 tensors of one shape.
-Broadcasting, integer types and the rest of the family fall back for now."""
+(the activation records' expressions, lane by lane) and Add/Sub/Mul/Div of two float32 tensors: texel by texel
+where their layouts agree, else with numpy broadcasting through element addressing (wgsl/pixel/addressing.wgsl),
+whatever axis each input has blocked. Integer types and the rest of the family fall back for now."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor
+from wgsentis.backends.pixel_layout import MAX_RANK, addressing_params
 from wgsentis.ops.activations import ACTIVATIONS, Activation
 from wgsentis.ops.registry import GPU_PIXEL, register
 
@@ -61,11 +63,24 @@ def _register_binary(op: str, expr: str) -> None:
     @register(op, 7, backend=GPU_PIXEL)
     def build(rec, layer, a, b):
         x, y = _float_tensor(rec, a), _float_tensor(rec, b)
-        if x is None or y is None or x.shape != y.shape or x.alloc.layout != y.alloc.layout:
-            return NotImplemented  # broadcasting and layout switches come with the rest of the backend
-        out = rec.alloc(x.shape, np.float32, x.alloc.layout.axis)
-        layout = x.alloc.layout
-        rec.draw("pixel/binary.wgsl", [x, y], [out], [layout.texels, layout.shift], subs={"EXPR": _divided(rec, expr)})
+        if x is None or y is None:
+            return NotImplemented
+        if x.shape == y.shape and x.alloc.layout == y.alloc.layout:  # texel by texel
+            out = rec.alloc(x.shape, np.float32, x.alloc.layout.axis)
+            layout = x.alloc.layout
+            rec.draw("pixel/binary.wgsl", [x, y], [out], [layout.texels, layout.shift],
+                     subs={"EXPR": _divided(rec, expr)})
+            return out
+        try:
+            shape = np.broadcast_shapes(x.shape, y.shape)
+        except ValueError:
+            return NotImplemented  # the CPU kernel names the shapes
+        if len(shape) > MAX_RANK:
+            return NotImplemented
+        out = rec.alloc(shape, np.float32, -1)
+        params = [*addressing_params(out.alloc.layout), *addressing_params(x.alloc.layout),
+                  *addressing_params(y.alloc.layout), out.alloc.layout.texels]
+        rec.draw("pixel/binary_broadcast.wgsl", [x, y], [out], params, subs={"EXPR": _divided(rec, expr)})
         return out
 
 
