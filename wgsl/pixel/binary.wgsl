@@ -4,14 +4,7 @@
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
-
-@group(0) @binding(0) var A: texture_2d<f32>;
-@group(0) @binding(1) var B: texture_2d<f32>;
-@group(0) @binding(2) var<uniform> params: Params;
-
-fn f(a: f32, b: f32) -> f32 {
-    return {{EXPR}};
-}
+#include "pixel/binary_inputs.wgsl"
 
 @fragment
 fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<f32> {
