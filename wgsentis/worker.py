@@ -142,9 +142,15 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+    def __del__(self) -> None:  # pragma: no cover - a worker dropped without close()
+        # The garbage collector may run this on any thread at any moment, a wgpu callback or a held lock
+        # included, so nothing here may block: no wait for the device (close() waits for its queue), no lock.
+        # The runner's threads finish what is queued and end; the program's device objects go with their last
+        # reference (wgpu keeps alive what submitted work still uses). close() is what frees them at once.
         try:
-            self.close()
+            if not self._closed:
+                self._closed = True
+                self._runner.shutdown(wait=False)
         except Exception:
             pass
 
