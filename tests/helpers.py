@@ -96,3 +96,35 @@ def gpu_adapter() -> tuple[bool, str]:
 
     ok, why = gpu_available()
     return ok, "" if ok else f"no wgpu adapter: {why}"
+
+
+def texture_of(ctx, layout, value: np.ndarray | None = None):
+    """A device texture in ``layout`` (pixel_layout.TextureLayout), usable as input, target and copy source and
+    destination, holding ``value``'s packed texels when given."""
+    usage = ctx.wgpu.TextureUsage
+    texture = ctx.device.create_texture(size=(layout.width, layout.height, 1), format=layout.format,
+                                        usage=usage.COPY_DST | usage.COPY_SRC | usage.TEXTURE_BINDING
+                                        | usage.RENDER_ATTACHMENT)
+    if value is not None:
+        ctx.queue.write_texture({"texture": texture}, layout.pack(value),
+                                {"bytes_per_row": layout.width * 16, "rows_per_image": layout.height},
+                                (layout.width, layout.height, 1))
+    return texture
+
+
+def read_texture(ctx, layout, texture, encoder=None) -> np.ndarray:
+    """``texture``'s tensor: copied to a buffer with 256-byte rows (after ``encoder``'s commands), mapped and
+    unpacked by ``layout``."""
+    from wgsentis.backends.gpu.device import map_for_reading
+
+    buffer = ctx.device.create_buffer(size=layout.readback_bytes,
+                                      usage=ctx.wgpu.BufferUsage.COPY_DST | ctx.wgpu.BufferUsage.MAP_READ)
+    encoder = encoder or ctx.device.create_command_encoder()
+    encoder.copy_texture_to_buffer({"texture": texture},
+                                   {"buffer": buffer, "bytes_per_row": layout.row_bytes,
+                                    "rows_per_image": layout.height}, (layout.width, layout.height, 1))
+    ctx.queue.submit([encoder.finish()])
+    map_for_reading(buffer, "a test's texture")
+    value = layout.unpack(buffer.read_mapped(copy=True))
+    buffer.unmap()
+    return value

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import requires_gpu
+from helpers import read_texture, requires_gpu, texture_of
 
 from wgsentis.backends.pixel_layout import LANES, TextureLayout
 from wgsentis.errors import DeviceError
@@ -78,27 +78,12 @@ def test_a_tensor_past_the_texture_limit_is_refused_by_name():
 def test_a_real_texture_round_trips_bit_exact(shape, dtype, axis):
     """Upload the packed texels into an rgba32float/rgba32sint texture, copy it to a buffer with 256-byte rows
     and unpack: the same bits come back (NaN, infinities, -0 and denormals among them)."""
-    from wgsentis.backends.gpu.device import get_context, map_for_reading
+    from wgsentis.backends.gpu.device import get_context
 
     ctx = get_context()
     layout = TextureLayout.of(shape, dtype, axis, max_dim=int(ctx.limits["max-texture-dimension-2d"]))
     value = _value(shape, np.dtype(dtype), seed=1)
-    usage = ctx.wgpu.TextureUsage
-    texture = ctx.device.create_texture(size=(layout.width, layout.height, 1), format=layout.format,
-                                        usage=usage.COPY_DST | usage.COPY_SRC | usage.TEXTURE_BINDING)
-    ctx.queue.write_texture({"texture": texture}, layout.pack(value),
-                            {"bytes_per_row": layout.width * 16, "rows_per_image": layout.height},
-                            (layout.width, layout.height, 1))
-    buffer = ctx.device.create_buffer(size=layout.readback_bytes,
-                                      usage=ctx.wgpu.BufferUsage.COPY_DST | ctx.wgpu.BufferUsage.MAP_READ)
-    encoder = ctx.device.create_command_encoder()
-    encoder.copy_texture_to_buffer({"texture": texture},
-                                   {"buffer": buffer, "bytes_per_row": layout.row_bytes,
-                                    "rows_per_image": layout.height}, (layout.width, layout.height, 1))
-    ctx.queue.submit([encoder.finish()])
-    map_for_reading(buffer, "the layout test's texture")
-    back = layout.unpack(buffer.read_mapped(copy=True))
-    buffer.unmap()
+    back = read_texture(ctx, layout, texture_of(ctx, layout, value))
     if dtype == np.float32:
         np.testing.assert_array_equal(back.view(np.uint32), value.view(np.uint32))
     else:

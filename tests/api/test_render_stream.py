@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import requires_gpu
+from helpers import read_texture, requires_gpu, texture_of
 
-from wgsentis.backends.gpu.device import get_context, map_for_reading, wgsl_source
+from wgsentis.backends.gpu.device import get_context, wgsl_source
 from wgsentis.backends.gpu.memory import UniformArena
 from wgsentis.backends.gpu.steps import Draw
 from wgsentis.backends.gpu.streams import RenderStream
@@ -19,28 +19,7 @@ pytestmark = requires_gpu
 
 
 def _texture(ctx, layout: TextureLayout, value: np.ndarray | None = None) -> GTexture:
-    usage = ctx.wgpu.TextureUsage
-    texture = ctx.device.create_texture(size=(layout.width, layout.height, 1), format=layout.format,
-                                        usage=usage.COPY_DST | usage.COPY_SRC | usage.TEXTURE_BINDING
-                                        | usage.RENDER_ATTACHMENT)
-    if value is not None:
-        ctx.queue.write_texture({"texture": texture}, layout.pack(value),
-                                {"bytes_per_row": layout.width * 16, "rows_per_image": layout.height},
-                                (layout.width, layout.height, 1))
-    return GTexture(texture, (layout.height, 4 * layout.width), "test")
-
-
-def _read(ctx, layout: TextureLayout, tex: GTexture, encoder) -> np.ndarray:
-    buffer = ctx.device.create_buffer(size=layout.readback_bytes,
-                                      usage=ctx.wgpu.BufferUsage.COPY_DST | ctx.wgpu.BufferUsage.MAP_READ)
-    encoder.copy_texture_to_buffer({"texture": tex.texture},
-                                   {"buffer": buffer, "bytes_per_row": layout.row_bytes,
-                                    "rows_per_image": layout.height}, (layout.width, layout.height, 1))
-    ctx.queue.submit([encoder.finish()])
-    map_for_reading(buffer, "the render test's output")
-    out = layout.unpack(buffer.read_mapped(copy=True))
-    buffer.unmap()
-    return out
+    return GTexture(texture_of(ctx, layout, value), (layout.height, 4 * layout.width), "test")
 
 
 def _unary(ctx, expr: str, x: GTexture, y: GTexture, arena: UniformArena) -> Draw:
@@ -70,7 +49,7 @@ def test_draws_over_the_pixel_layout_give_the_numpy_answer(shape, axis):
     assert stream.current_pass is first
     stream.draw(_unary(ctx, "v - 1.0", ty, tz, arena))  # reads the open pass's target: a new pass
     assert stream.current_pass is not first
-    np.testing.assert_array_equal(_read(ctx, layout, tz, stream.take()), x * 2.0 - 1.0)
+    np.testing.assert_array_equal(read_texture(ctx, layout, tz.texture, stream.take()), x * 2.0 - 1.0)
 
 
 def test_the_pipeline_key_tells_stages_and_targets_apart():

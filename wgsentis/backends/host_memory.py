@@ -16,8 +16,10 @@ process keeps its peak working memory between runs, as ONNX Runtime's arena does
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 import threading
+from typing import Any
 
 _M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
@@ -28,20 +30,29 @@ _lock = threading.Lock()
 _done = False
 
 
+@functools.cache  # platform.libc_ver reads the interpreter's binary: look each function up once
+def _glibc_function(name: str, *argtypes: Any) -> Any:
+    """glibc's ``name`` with its argument types (returning int), or None under another C library."""
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
+
+
 def keep_freed_memory() -> bool:
     """Raise glibc's mmap and trim thresholds for this process (once); returns whether they are raised."""
     global _done
     with _lock:
         if _done:
             return True
-        if platform.libc_ver()[0] != "glibc":
+        mallopt = _glibc_function("mallopt", ctypes.c_int, ctypes.c_int)
+        if mallopt is None:
             return False
-        try:
-            mallopt = ctypes.CDLL(None).mallopt
-        except (OSError, AttributeError):
-            return False
-        mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-        mallopt.restype = ctypes.c_int
         # mallopt returns 1 on success, 0 on a value out of range (then glibc's policy stays as it was).
         _done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
             mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
@@ -51,12 +62,5 @@ def keep_freed_memory() -> bool:
 def release_freed_memory() -> bool:
     """Give the heap's free memory back to the kernel now (glibc's ``malloc_trim``): what ``keep_freed_memory``
     keeps for the next run is no use once a program is closed. Returns whether anything was released."""
-    if platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        malloc_trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    malloc_trim.argtypes = [ctypes.c_size_t]
-    malloc_trim.restype = ctypes.c_int
-    return bool(malloc_trim(0))
+    malloc_trim = _glibc_function("malloc_trim", ctypes.c_size_t)
+    return malloc_trim is not None and bool(malloc_trim(0))

@@ -8,6 +8,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -109,30 +110,32 @@ class GPUContext:
     # -- shaders and pipelines -------------------------------------------------------------------
     def pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str) -> tuple[Any, Any]:
         """The compute pipeline and its bind group layout for ``key`` (built once, then cached)."""
-        with self._lock:
-            hit = self._pipelines.get(key)
-            if hit is not None:
-                self._pipelines.move_to_end(key)
-                return hit
-            module = self._module(source, label)
-            try:
-                pipeline = self.device.create_compute_pipeline(
-                    layout="auto", label=label,
-                    compute={"module": module, "entry_point": "main", "constants": dict(constants)},
-                )
-            except Exception as exc:
-                raise DeviceError(f"pipeline '{label}' could not be created: {exc}") from None
-            entry = (pipeline, pipeline.get_bind_group_layout(0))
-            self._pipelines[key] = entry
-            if len(self._pipelines) > MAX_PIPELINES:
-                self._pipelines.popitem(last=False)
-            return entry
+        def make(module: Any) -> Any:
+            return self.device.create_compute_pipeline(
+                layout="auto", label=label,
+                compute={"module": module, "entry_point": "main", "constants": dict(constants)})
+
+        return self._cached_pipeline(key, source, label, "pipeline", make)
 
     def render_pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str,
                         formats: list[str]) -> tuple[Any, Any]:
         """The render pipeline (vertex ``vs_main``, fragment ``fs_main`` writing ``formats`` targets) and its bind
         group layout for ``key``, built once and cached with the compute pipelines (``key`` must tell them
         apart: ``tensors.pipeline_key(stage="render", targets=...)``)."""
+        def make(module: Any) -> Any:
+            return self.device.create_render_pipeline(
+                layout="auto", label=label,
+                vertex={"module": module, "entry_point": "vs_main"},
+                fragment={"module": module, "entry_point": "fs_main", "constants": dict(constants),
+                          "targets": [{"format": f} for f in formats]},
+                primitive={"topology": "triangle-list"})
+
+        return self._cached_pipeline(key, source, label, "render pipeline", make)
+
+    def _cached_pipeline(self, key: tuple, source: str, label: str, kind: str,
+                         make: Callable[[Any], Any]) -> tuple[Any, Any]:
+        """The pipeline ``make(module)`` builds from ``source``'s module, and its bind group layout, cached
+        under ``key`` (least recently used dropped first); ``kind`` names it in a DeviceError."""
         with self._lock:
             hit = self._pipelines.get(key)
             if hit is not None:
@@ -140,15 +143,9 @@ class GPUContext:
                 return hit
             module = self._module(source, label)
             try:
-                pipeline = self.device.create_render_pipeline(
-                    layout="auto", label=label,
-                    vertex={"module": module, "entry_point": "vs_main"},
-                    fragment={"module": module, "entry_point": "fs_main", "constants": dict(constants),
-                              "targets": [{"format": f} for f in formats]},
-                    primitive={"topology": "triangle-list"},
-                )
+                pipeline = make(module)
             except Exception as exc:
-                raise DeviceError(f"render pipeline '{label}' could not be created: {exc}") from None
+                raise DeviceError(f"{kind} '{label}' could not be created: {exc}") from None
             entry = (pipeline, pipeline.get_bind_group_layout(0))
             self._pipelines[key] = entry
             if len(self._pipelines) > MAX_PIPELINES:
