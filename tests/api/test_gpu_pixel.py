@@ -11,7 +11,6 @@ from onnx import TensorProto, helper
 
 import wgsentis as ws
 from wgsentis.backends.gpu_pixel import PixelProgram
-from wgsentis.errors import BackendNotAvailableError
 from wgsentis.ops.activations import ACTIVATIONS
 
 pytestmark = requires_gpu
@@ -113,7 +112,9 @@ def test_what_has_no_pixel_program_yet_falls_back_with_the_reason():
     assert stats["fallback_layers"] == ["Add_0"] and "declined" in stats["placements"][0]["reason"]
 
 
-def test_the_backend_is_not_offered_to_workers_until_it_covers_the_models():
-    model = _model([helper.make_node("Relu", ["x"], ["y"])], (2, 2))
-    with pytest.raises(BackendNotAvailableError, match="gpu-pixel"):
-        ws.Worker(model, "gpu-pixel")
+def test_workers_offer_the_backend():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], (2, 3))
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    with ws.Worker(model, "gpu-pixel") as worker:
+        np.testing.assert_array_equal(worker.run({"x": x})["y"], np.maximum(x, 0))
+        assert worker.stats()["fallback_layers"] == []

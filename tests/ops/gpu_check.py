@@ -1,4 +1,4 @@
-"""Helpers for op tests on gpu-compute: build a one-node model, run it on cpu and gpu-compute, compare."""
+"""Helpers for op tests on the GPU backends: build a one-node model, run it on cpu and a GPU backend, compare."""
 
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
 
 
 def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-5,
-            allow_fallback: bool = False) -> dict[str, np.ndarray]:
-    """Run on cpu and gpu-compute; assert equal within tolerance and (by default) no fallback layer."""
+            allow_fallback: bool = False, backend: str = "gpu-compute") -> dict[str, np.ndarray]:
+    """Run on cpu and ``backend`` (gpu-compute or gpu-pixel); assert equal within tolerance and (by default) no
+    fallback layer."""
     wg = ws.load_model(model)
     ref = ws.Worker(wg, "cpu", threads=1).run(feeds)
-    with ws.Worker(wg, "gpu-compute") as worker:
+    with ws.Worker(wg, backend) as worker:
         got = worker.run(feeds)
         stats = worker.stats()
         again = worker.run(feeds)  # the replayed plan gives the same answer

@@ -99,5 +99,12 @@ def _gpu_compute(graph: Any, options: ProgramOptions) -> Program:
                           max_plans=options.max_plans)
 
 
+def _gpu_pixel(graph: Any, options: ProgramOptions) -> Program:
+    from wgsentis.backends.gpu_pixel import PixelProgram
+
+    return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, max_plans=options.max_plans)
+
+
 register_backend(BackendSpec("cpu", _cpu))
 register_backend(BackendSpec("gpu-compute", _gpu_compute, ("float32", "float16")))
+register_backend(BackendSpec("gpu-pixel", _gpu_pixel))

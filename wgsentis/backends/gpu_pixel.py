@@ -20,8 +20,8 @@ from wgsentis.backends.gpu.memory import UniformArena
 from wgsentis.backends.gpu.program import GPUProgram
 from wgsentis.backends.gpu.steps import Draw, Plan
 from wgsentis.backends.gpu.streams import RenderStream
-from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture, pack_params, pipeline_key
-from wgsentis.backends.pixel_layout import TextureLayout, texel_kind
+from wgsentis.backends.gpu.tensors import LOOP_ALLOWANCE, Allocation, GTensor, GTexture, pack_params, pipeline_key
+from wgsentis.backends.pixel_layout import MAX_RANK, TextureLayout, addressing_params, texel_kind
 from wgsentis.errors import DeviceError
 from wgsentis.model import Layer
 
@@ -76,12 +76,89 @@ class PixelRecorder:
         what = f"an output {list(shape)} of layer '{layer.name}' ({layer.op_type})" if layer else "a tensor"
         t = GTensor(None, tuple(shape), dtype)
         t.alloc = self.program.new_texture(self.program.layout_of(t.shape, t.dtype, axis, what), what, layer)
+        t.layout = t.alloc.layout
         self.layer_allocs.append(t.alloc)
         return t
 
-    def upload(self, value: np.ndarray, name: str = "") -> GTensor:
-        """A host array as a texture tensor (constants are uploaded once per program and kept)."""
-        return self.program.constant_texture(value, name)
+    def loops_fit(self, passes: int) -> bool:
+        """Whether a fragment program whose invocations each make at most ``passes`` loop passes (counted with
+        ``tensors.loop_passes``) runs them all on this device (see ``GPUContext.max_loop_iterations``)."""
+        limit = self.ctx.max_loop_iterations
+        return limit is None or passes + LOOP_ALLOWANCE <= limit
+
+    def upload(self, value: np.ndarray, name: str = "", axis: int = -1) -> GTensor:
+        """A host array as a texture tensor with ``axis`` blocked (constants are uploaded once per program and
+        layout, and kept)."""
+        return self.program.constant_texture(value, name, axis)
+
+    def tensor(self, x: Any, name: str = "", axis: int | None = None) -> GTensor | None:
+        """``x`` as a texture tensor: a host array is uploaded (``axis`` blocked, default the last), a texture
+        tensor is switched to ``axis`` when one is given; None for what cannot live in a texture."""
+        if isinstance(x, np.ndarray):
+            if texel_kind(x.dtype) is None:
+                return None
+            try:
+                return self.upload(x, name, -1 if axis is None else axis)
+            except TooLargeForDevice:
+                return None
+        if isinstance(x, GTensor) and x.layout is not None:
+            return x if axis is None else self.relayout(x, axis)
+        return None
+
+    def view(self, t: GTensor, shape: tuple[int, ...] | list[int]) -> GTensor | None:
+        """``t`` read as ``shape`` without moving a texel, or None where the reshape moves elements."""
+        layout = t.layout.view_as(tuple(int(d) for d in shape))
+        if layout is None:
+            return None
+        v = GTensor(t.alloc, layout.shape, t.dtype, t.name, host=None if t.host is None else t.host.reshape(shape))
+        v.layout = layout
+        return v
+
+    def reshape(self, t: GTensor, shape: tuple[int, ...] | list[int], axis: int = -1) -> GTensor:
+        """``t`` as ``shape``: a view where no element moves, else a copy (row-major order kept) with ``axis``
+        blocked."""
+        v = self.view(t, shape)
+        if v is not None:
+            return v
+        return self.map([t], shape, t.dtype, axis, "r = x0(unravel(14u, linear_of(0u, c)));")
+
+    def relayout(self, t: GTensor, axis: int) -> GTensor:
+        """``t`` with ``axis`` blocked: itself when it already is (or the two layouts coincide), else a layout
+        switch draw."""
+        rank = len(t.shape)
+        if rank == 0 or t.layout.axis == axis % rank:
+            return t
+        if t.shape[t.layout.axis] == 1 and t.shape[axis % rank] == 1:  # both one element wide: the same texels
+            v = GTensor(t.alloc, t.shape, t.dtype, t.name, host=t.host)
+            v.layout = TextureLayout(t.shape, axis % rank, t.dtype, t.layout.width, t.layout.height)
+            return v
+        return self.map([t], t.shape, t.dtype, axis, "r = x0(c);")
+
+    def map(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
+            extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:
+        """A new tensor of ``shape`` and ``dtype`` (``axis`` blocked) drawn by wgsl/pixel/map.wgsl: each element
+        at coordinates ``c`` (its 6-dim frame) runs ``body``, which sets ``r`` from the inputs' accessors
+        ``x0(c)``, ``x1(c)``, ... and the words ``extra`` (``pe(i)``, ``pef(i)``, ``pei(i)``)."""
+        if len(shape) > MAX_RANK or any(len(i.shape) > MAX_RANK for i in inputs):
+            raise TooLargeForDevice(f"rank past the {MAX_RANK} dims a pixel program addresses")
+        out = self.alloc(shape, dtype, axis)
+        if out.size == 0:
+            return out
+        decls = []
+        for k, x in enumerate(inputs):
+            kind = x.layout.kind
+            decls.append(f"@group(0) @binding({k}) var X{k}: texture_2d<{kind}>;\n"
+                         f"fn x{k}(c: Coords) -> {kind} {{ let at = locate({14 * (k + 1)}u, c); "
+                         f"return textureLoad(X{k}, at.xy, 0)[at.z]; }}")
+        decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
+        params: list[int | float] = [*addressing_params(out.layout)]
+        for x in inputs:
+            params += addressing_params(x.layout)
+        params += list(extra or [])
+        subs = {"DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "HELPERS": helpers,
+                "OUT": out.layout.kind, "BODY": body}
+        self.draw("pixel/map.wgsl", inputs, [out], params, subs=subs, label=label)
+        return out
 
     def draw(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float], *,
              constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
@@ -89,12 +166,14 @@ class PixelRecorder:
         """Record one draw of ``wgsl/<shader>`` (its fragment stage ``fs_main``, the shared full-screen vertex
         stage) into ``outputs``' textures, which share one size. Bindings: the inputs' textures, then the
         uniform parameter block."""
-        sizes = {(o.alloc.layout.width, o.alloc.layout.height) for o in outputs}
+        if all(o.size == 0 for o in outputs):
+            return  # nothing to draw
+        sizes = {(o.layout.width, o.layout.height) for o in outputs}
         if len(sizes) != 1:
             raise DeviceError(f"draw '{shader}': its outputs must share one texture size, got {sorted(sizes)}")
-        formats = tuple(o.alloc.layout.format for o in outputs)
+        formats = tuple(o.layout.format for o in outputs)
         consts = dict(constants or {})
-        key = pipeline_key(shader, subs or {}, consts, [(i.alloc.layout.kind, i.ndim) for i in inputs],
+        key = pipeline_key(shader, subs or {}, consts, [(i.layout.kind, i.ndim) for i in inputs],
                            stage="render", targets=formats)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
@@ -116,7 +195,7 @@ class PixelProgram(GPUProgram):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._textures = TexturePool(self)
-        self._constant_textures: dict[int, tuple[np.ndarray, GTensor]] = {}
+        self._constant_textures: dict[tuple[int, int], tuple[np.ndarray, GTensor]] = {}
         self._owned_textures: list[Any] = []
 
     def make_recorder(self) -> PixelRecorder:
@@ -161,17 +240,19 @@ class PixelProgram(GPUProgram):
         if isinstance(alloc, TextureAllocation) and alloc.texture.texture is not None and not self.tracing:
             self._textures.release(alloc.layout, alloc.texture.texture)
 
-    def constant_texture(self, value: np.ndarray, name: str) -> GTensor:
-        hit = self._constant_textures.get(id(value))
+    def constant_texture(self, value: np.ndarray, name: str, axis: int = -1) -> GTensor:
+        key = (id(value), axis % value.ndim if value.ndim else 0)
+        hit = self._constant_textures.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
-        layout = self.layout_of(tuple(value.shape), value.dtype, -1, f"constant '{name}'")
+        layout = self.layout_of(tuple(value.shape), value.dtype, axis, f"constant '{name}'")
         alloc = TextureAllocation(layout, -1)
         alloc.persistent = True
         alloc.texture.replace(self.make_texture(layout, f"constant '{name}'"), alloc.texture.shape)
         t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
+        t.layout = layout
         self.write(t, self.prepare_upload(value, f"constant '{name}'"))
-        self._constant_textures[id(value)] = (value, t)
+        self._constant_textures[key] = (value, t)
         return t
 
     # -- the storage hooks of GPUProgram ---------------------------------------------------------------------
@@ -187,10 +268,11 @@ class PixelProgram(GPUProgram):
         what = f"tensor '{name}' {list(value.shape)}"
         t = GTensor(None, tuple(value.shape), value.dtype, name)
         t.alloc = self.new_texture(self.layout_of(t.shape, t.dtype, -1, what), what)
+        t.layout = t.alloc.layout
         return t
 
     def write(self, t: GTensor, prepared: Any) -> int:
-        layout = t.alloc.layout
+        layout = t.layout
         texels = layout.pack(prepared)
         self.ctx.queue.write_texture({"texture": t.alloc.texture.texture}, texels,
                                      {"bytes_per_row": layout.width * 16, "rows_per_image": layout.height},
@@ -198,17 +280,16 @@ class PixelProgram(GPUProgram):
         return int(texels.nbytes)
 
     def readback_bytes(self, t: GTensor) -> int:
-        return t.alloc.layout.readback_bytes
+        return t.layout.readback_bytes
 
     def copy_out(self, encoder: Any, t: GTensor, staging: Any, offset: int) -> None:
-        layout = t.alloc.layout
+        layout = t.layout
         encoder.copy_texture_to_buffer({"texture": t.alloc.texture.texture},
                                        {"buffer": staging, "offset": offset, "bytes_per_row": layout.row_bytes,
                                         "rows_per_image": layout.height}, (layout.width, layout.height, 1))
 
     def decode(self, t: GTensor, raw: np.ndarray) -> np.ndarray:
-        return t.alloc.layout.unpack(raw[: t.alloc.layout.readback_bytes]).reshape(t.shape).astype(t.dtype,
-                                                                                                    copy=False)
+        return t.layout.unpack(raw[: t.layout.readback_bytes]).reshape(t.shape).astype(t.dtype, copy=False)
 
     def layout_memory(self, plan: Plan, end: int) -> None:
         """Textures for the plan's tensors: one per layout class and set of tensors whose lifetimes are apart

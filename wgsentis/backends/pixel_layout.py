@@ -107,6 +107,33 @@ class TextureLayout:
     def readback_bytes(self) -> int:
         return self.row_bytes * self.height
 
+    def lane_params(self) -> list[int]:
+        """The three words pixel/lanes.wgsl reads: texels after each block of the blocked axis, its number of
+        blocks, and the elements in its last block (0: four)."""
+        if not self.shape:
+            return [1, 1, 1]
+        blocked = self.blocked_shape
+        return [max(1, math.prod(blocked[self.axis + 1:])), max(1, blocked[self.axis]), self.shape[self.axis] % LANES]
+
+    def view_as(self, shape: tuple[int, ...]) -> TextureLayout | None:
+        """The layout of this tensor's texels read as ``shape`` (a reshape that moves no element), or None when
+        the reshape moves elements: some axis of ``shape`` must be the blocked axis with the same elements
+        before and after it."""
+        shape = tuple(int(d) for d in shape)
+        if shape == self.shape:
+            return self
+        if math.prod(shape) != math.prod(self.shape):
+            return None
+        if not self.shape or not shape:
+            return TextureLayout(shape, 0, self.dtype, self.width, self.height) if math.prod(shape) == 1 else None
+        before = math.prod(self.shape[: self.axis])
+        after = math.prod(self.shape[self.axis + 1:])
+        d = self.shape[self.axis]
+        for a, n in enumerate(shape):
+            if n == d and math.prod(shape[:a]) == before and math.prod(shape[a + 1:]) == after:
+                return TextureLayout(shape, a, self.dtype, self.width, self.height)
+        return None
+
     def pack(self, value: np.ndarray) -> np.ndarray:
         """``value`` as (height, width, 4) texels (float32 or int32), the blocked axis four to a texel, zeros past
         the tensor's end. int64 values outside the int32 range raise DeviceError."""

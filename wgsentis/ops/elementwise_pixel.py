@@ -21,7 +21,7 @@ def _float_tensor(rec, x: Any) -> GTensor | None:
     """``x`` as a float32 texture tensor (a host array is uploaded), or None."""
     if isinstance(x, np.ndarray) and x.dtype == np.float32:
         return rec.upload(x, "constant")
-    if isinstance(x, GTensor) and x.dtype == np.float32 and x.alloc is not None and hasattr(x.alloc, "layout"):
+    if isinstance(x, GTensor) and x.dtype == np.float32 and x.layout is not None:
         return x
     return None
 
@@ -35,9 +35,10 @@ def _divided(rec, expr: str) -> str:
 
 def unary(rec, x: GTensor, expr: str, params: list[float]) -> GTensor:
     """Record y = expr(x) lane by lane into a tensor of x's layout."""
-    y = rec.alloc(x.shape, np.float32, x.alloc.layout.axis)
-    layout = x.alloc.layout
-    rec.draw("pixel/unary.wgsl", [x], [y], [layout.texels, layout.shift, *params], subs={"EXPR": _divided(rec, expr)})
+    layout = x.layout
+    y = rec.alloc(x.shape, np.float32, layout.axis)
+    words = [layout.texels, layout.shift, *params, *[0.0] * (3 - len(params)), *layout.lane_params()]
+    rec.draw("pixel/unary.wgsl", [x], [y], words, subs={"EXPR": _divided(rec, expr)})
     return y
 
 
@@ -65,10 +66,10 @@ def _register_binary(op: str, expr: str) -> None:
         x, y = _float_tensor(rec, a), _float_tensor(rec, b)
         if x is None or y is None:
             return NotImplemented
-        if x.shape == y.shape and x.alloc.layout == y.alloc.layout:  # texel by texel
-            out = rec.alloc(x.shape, np.float32, x.alloc.layout.axis)
-            layout = x.alloc.layout
-            rec.draw("pixel/binary.wgsl", [x, y], [out], [layout.texels, layout.shift],
+        if x.shape == y.shape and x.layout == y.layout:  # texel by texel
+            layout = x.layout
+            out = rec.alloc(x.shape, np.float32, layout.axis)
+            rec.draw("pixel/binary.wgsl", [x, y], [out], [layout.texels, layout.shift, *layout.lane_params()],
                      subs={"EXPR": _divided(rec, expr)})
             return out
         try:
@@ -78,8 +79,8 @@ def _register_binary(op: str, expr: str) -> None:
         if len(shape) > MAX_RANK:
             return NotImplemented
         out = rec.alloc(shape, np.float32, -1)
-        params = [*addressing_params(out.alloc.layout), *addressing_params(x.alloc.layout),
-                  *addressing_params(y.alloc.layout), out.alloc.layout.texels]
+        params = [*addressing_params(out.layout), *addressing_params(x.layout),
+                  *addressing_params(y.layout), out.layout.texels]
         rec.draw("pixel/binary_broadcast.wgsl", [x, y], [out], params, subs={"EXPR": _divided(rec, expr)})
         return out
 

@@ -25,8 +25,9 @@ fn coords_of(base: u32, t: u32, lane: u32, ok: ptr<function, bool>) -> Coords {
     return out;
 }
 
-// The value of the tensor at `base` (texture X) at `coords` of the output frame, broadcasting its size-1 dims.
-fn load_broadcast(X: texture_2d<f32>, base: u32, coords: Coords) -> f32 {
+// Where the element at `coords` (of the output frame) of the tensor at `base` lies: texel (x, y) and lane z,
+// its size-1 dims broadcast.
+fn locate(base: u32, coords: Coords) -> vec3<i32> {
     let axis = pu(base + 12u);
     var t = 0u;
     var lane = 0u;
@@ -40,6 +41,30 @@ fn load_broadcast(X: texture_2d<f32>, base: u32, coords: Coords) -> f32 {
         t += c * pu(base + 6u + i);
     }
     let shift = pu(base + 13u);
-    let texel = textureLoad(X, vec2<i32>(i32(t & ((1u << shift) - 1u)), i32(t >> shift)), 0);
-    return texel[lane];
+    return vec3<i32>(i32(t & ((1u << shift) - 1u)), i32(t >> shift), i32(lane));
+}
+
+// The value of the float32 tensor at `base` (texture X) at `coords` of the output frame, its size-1 dims broadcast.
+fn load_broadcast(X: texture_2d<f32>, base: u32, coords: Coords) -> f32 {
+    let at = locate(base, coords);
+    return textureLoad(X, at.xy, 0)[at.z];
+}
+
+// The row-major element index of `coords` in the tensor at `base` (its dims, not its texels).
+fn linear_of(base: u32, coords: Coords) -> u32 {
+    var i = 0u;
+    for (var k = 0u; k < 6u; k++) { i = i * dim_of(base, k) + coords.c[k]; }
+    return i;
+}
+
+// The coordinates of row-major element index `i` of the tensor at `base`.
+fn unravel(base: u32, index: u32) -> Coords {
+    var out: Coords;
+    var rest = index;
+    for (var k = 0u; k < 6u; k++) {
+        let d = dim_of(base, 5u - k);
+        out.c[5u - k] = rest % d;
+        rest = rest / d;
+    }
+    return out;
 }

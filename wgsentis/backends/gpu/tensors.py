@@ -66,10 +66,11 @@ class GTensor:
 
     ``host`` holds the host value when one is known without a download (model inputs, uploaded
     constants), so layers that need it on the host never sync. ``chunks`` splits a tensor above
-    the binding limit into row blocks, each its own allocation.
+    the binding limit into row blocks, each its own allocation. ``layout`` is a texture tensor's
+    place in its texture (gpu-pixel's ``pixel_layout.TextureLayout``; a view has its own), None in a buffer.
     """
 
-    __slots__ = ("alloc", "chunks", "dtype", "host", "name", "shape")
+    __slots__ = ("alloc", "chunks", "dtype", "host", "layout", "name", "shape")
 
     def __init__(self, alloc: Allocation | None, shape: tuple[int, ...], dtype: np.dtype, name: str = "",
                  host: np.ndarray | None = None, chunks: list[tuple[int, int, Allocation]] | None = None) -> None:
@@ -79,6 +80,7 @@ class GTensor:
         self.name = name
         self.host = host
         self.chunks = chunks  # (row_start, row_count, allocation)
+        self.layout: Any = None
 
     @property
     def size(self) -> int:
