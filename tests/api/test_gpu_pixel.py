@@ -97,19 +97,19 @@ def test_broadcasting_binary_ops_are_drawn_with_element_addressing(op, shape, ot
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
 
 
-def test_what_has_no_pixel_program_yet_falls_back_with_the_reason():
-    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "int",
-                              [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+def test_a_program_that_declines_its_inputs_falls_back_with_the_reason():
+    graph = helper.make_graph([helper.make_node("Mod", ["x", "x"], ["y"], fmod=1)], "fmod",
+                              [helper.make_tensor_value_info("x", F, [4])],
+                              [helper.make_tensor_value_info("y", F, None)])
     model = ws.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    x = np.arange(4, dtype=np.int32)
+    x = np.arange(1, 5, dtype=np.float32)
     program = PixelProgram(model.graph)
     try:
-        np.testing.assert_array_equal(program.execute({"x": x}).wait()["y"], 2 * x)
+        np.testing.assert_array_equal(program.execute({"x": x}).wait()["y"], np.fmod(x, x))
         stats = program.stats()
     finally:
         program.close()
-    assert stats["fallback_layers"] == ["Add_0"] and "declined" in stats["placements"][0]["reason"]
+    assert stats["fallback_layers"] == ["Mod_0"] and "declined" in stats["placements"][0]["reason"]
 
 
 def test_workers_offer_the_backend():

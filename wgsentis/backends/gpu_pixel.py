@@ -134,6 +134,66 @@ class PixelRecorder:
             return v
         return self.map([t], t.shape, t.dtype, axis, "r = x0(c);")
 
+    def texel_aligned(self, x: GTensor, out: TextureLayout) -> bool:
+        """Whether a fragment of ``out`` finds all its lanes' elements of ``x`` (broadcast to ``out``'s shape) in
+        one texel of ``x``: ``x`` blocks the same axis (counted from the end) with the same extent, or extent 1."""
+        if not out.shape:
+            return not x.shape or x.size == 1
+        rank, xrank = len(out.shape), len(x.shape)
+        from_end = rank - out.axis
+        if x.size == 1:
+            return True
+        if not x.shape or xrank < from_end or xrank - x.layout.axis != from_end:
+            return False
+        extent = x.shape[x.layout.axis]
+        return extent == out.shape[out.axis] or extent == 1
+
+    def lanes(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, lane: str,
+              extra: list[int | float] | None = None, label: str = "") -> GTensor:
+        """A new tensor of ``shape`` drawn lane by lane from the inputs' lanes: ``lane`` sets ``r`` from the
+        scalars ``a``, ``b``, ``c``, ... (input 0, 1, 2, ... broadcast to ``shape``) and words ``pe(i)``. Texel-wise
+        loads (wgsl/pixel/map4.wgsl) where every input is texel-aligned with the output, else element addressing
+        (map.wgsl)."""
+        names = "abcdefgh"
+        out_layout = self.program.layout_of(tuple(shape), np.dtype(dtype), axis, "an elementwise output")
+        same = all(x.layout.shape == out_layout.shape and x.layout.axis == out_layout.axis for x in inputs)
+        if same or (all(self.texel_aligned(x, out_layout) for x in inputs) and len(shape) <= MAX_RANK):
+            out = self.alloc(shape, dtype, axis)
+            if out.size == 0:
+                return out
+            decls, loads, binds = [], [], []
+            for k, x in enumerate(inputs):
+                kind = x.layout.kind
+                if same:
+                    load = "let v = textureLoad(X{k}, vec2<i32>(c), 0); return v;"
+                    signature = "c: vec2<i32>"
+                else:
+                    splat = x.size == 1 or (x.shape and x.shape[x.layout.axis] == 1)
+                    load = (f"let at = locate({14 * (k + 1)}u, c); let v = textureLoad(X{k}, at.xy, 0); "
+                            f"return {f'vec4<{kind}>(v[at.z])' if splat else 'v'};")
+                    signature = "c: Coords"
+                decls.append(f"@group(0) @binding({k}) var X{k}: texture_2d<{kind}>;\n"
+                             f"fn x{k}({signature}) -> vec4<{kind}> {{ {load.format(k=k)} }}")
+                loads.append(f"let v{names[k]} = x{k}({'texel' if same else 'c'});")
+                binds.append(f"let {names[k]} = v{names[k]}[lane];")
+            decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
+            if same:
+                params: list[int | float] = [out.layout.texels, out.layout.shift, *out.layout.lane_params()]
+            else:
+                params = [*addressing_params(out.layout)]
+                for x in inputs:
+                    params += addressing_params(x.layout)
+            params += list(extra or [])
+            subs = {"DECLS": "\n".join(decls), "OUT": out.layout.kind, "LOADS": "\n    ".join(loads),
+                    "LANE": " ".join(binds) + " " + lane}
+            if not same:
+                subs["EXTRA"] = str(14 * (len(inputs) + 1))
+            self.draw("pixel/same4.wgsl" if same else "pixel/map4.wgsl", inputs, [out], params, subs=subs,
+                      label=label)
+            return out
+        body = " ".join(f"let {names[k]} = x{k}(c);" for k in range(len(inputs))) + " " + lane
+        return self.map(inputs, shape, dtype, axis, body, extra, label=label)
+
     def map(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
             extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:
         """A new tensor of ``shape`` and ``dtype`` (``axis`` blocked) drawn by wgsl/pixel/map.wgsl: each element

@@ -1,7 +1,12 @@
-"""gpu-pixel programs of the elementwise family (issue 20, in progress): every activation with a WGSL form
-(the activation records' expressions, lane by lane) and Add/Sub/Mul/Div of two float32 tensors: texel by texel
-where their layouts agree, else with numpy broadcasting through element addressing (wgsl/pixel/addressing.wgsl),
-whatever axis each input has blocked. Integer types and the rest of the family fall back for now."""
+"""gpu-pixel programs of the elementwise family: every activation with a WGSL form (the activation records'
+expressions), the float unary functions, arithmetic, comparisons, logic, bitwise and variadic ops, Where, Mod,
+BitShift, IsNaN/IsInf, with numpy broadcasting and the activation the passes fused into a layer.
+
+Each is one draw of ``PixelRecorder.lanes``: texel by texel where every input is blocked on the output's blocked
+axis (a residual Add, a per-channel bias, a squeeze-excite scale on channels-blocked tensors), element by element
+through texture addressing otherwise. The output blocks the axis of its largest input, so a chain of elementwise
+layers keeps its producer's layout; host constants are uploaded blocked on that axis. Integer tensors hold int32
+values (int64 within that range), bools 0/1, as on gpu-compute, whose expressions these mirror."""
 
 from __future__ import annotations
 
@@ -10,20 +15,19 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor
-from wgsentis.backends.pixel_layout import MAX_RANK, addressing_params
+from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.ops.activations import ACTIVATIONS, Activation
+from wgsentis.ops.elementwise_gpu import _ARITH, _COMPARE, _INT_MOD, _INT_UNARY, FLOAT_UNARY, refusing
+from wgsentis.ops.matmul_gpu import fused
 from wgsentis.ops.registry import GPU_PIXEL, register
 
-_BINARY = {"Add": "a + b", "Sub": "a - b", "Mul": "a * b", "Div": "div_f32(a, b)"}
-
-
-def _float_tensor(rec, x: Any) -> GTensor | None:
-    """``x`` as a float32 texture tensor (a host array is uploaded), or None."""
-    if isinstance(x, np.ndarray) and x.dtype == np.float32:
-        return rec.upload(x, "constant")
-    if isinstance(x, GTensor) and x.dtype == np.float32 and x.layout is not None:
-        return x
-    return None
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
+# Float mod as numpy gives it: fmod=1 keeps the dividend's sign (C fmod), fmod=0 the divisor's.
+_FLOAT_MOD = {1: "a - b * trunc(a / b)",
+              0: "select(a - b * trunc(a / b) + b, a - b * trunc(a / b), "
+                 "a - b * trunc(a / b) == 0.0 || (a - b * trunc(a / b) < 0.0) == (b < 0.0))"}
 
 
 def _divided(rec, expr: str) -> str:
@@ -33,57 +37,275 @@ def _divided(rec, expr: str) -> str:
     return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
 
 
-def unary(rec, x: GTensor, expr: str, params: list[float]) -> GTensor:
-    """Record y = expr(x) lane by lane into a tensor of x's layout."""
-    layout = x.layout
-    y = rec.alloc(x.shape, np.float32, layout.axis)
-    words = [layout.texels, layout.shift, *params, *[0.0] * (3 - len(params)), *layout.lane_params()]
-    rec.draw("pixel/unary.wgsl", [x], [y], words, subs={"EXPR": _divided(rec, expr)})
-    return y
+def _out_axis(tensors: list[Any], shape: tuple[int, ...]) -> int:
+    """The axis (of ``shape``) an elementwise output blocks: that of its first device input of the output's rank
+    and shape (so a chain keeps its layout), else of any device input, else the last."""
+    rank = len(shape)
+    device = [t for t in tensors if isinstance(t, GTensor) and t.layout is not None and t.shape]
+    for t in sorted(device, key=lambda t: (tuple(t.shape) != shape, -t.size)):
+        axis = rank - len(t.shape) + t.layout.axis
+        if t.shape[t.layout.axis] == shape[axis] or t.size == 1:
+            return axis
+    return rank - 1 if rank else 0
+
+
+def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, act: bool = True) -> Any:
+    """Draw ``r`` = ``lane`` (WGSL statements of the lane's input scalars a, b, c, ...) with numpy broadcasting,
+    then the layer's fused activation (float outputs); NotImplemented where the inputs cannot be drawn."""
+    shapes = [tuple(getattr(x, "shape", ())) for x in inputs]
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return NotImplemented  # the CPU kernel names the shapes
+    if len(shape) > MAX_RANK or any(len(s) > MAX_RANK for s in shapes):
+        return NotImplemented
+    axis = _out_axis(inputs, shape)
+    tensors = []
+    for k, x in enumerate(inputs):
+        if isinstance(x, np.ndarray) and x.ndim and texel_kind(x.dtype) is not None:
+            # A host constant blocks the output's axis where it has it, so the draw loads it texel by texel.
+            lead = len(shape) - x.ndim
+            t = rec.tensor(x, f"{getattr(layer, 'name', '')}:{k}", axis - lead if axis >= lead else -1)
+        else:
+            t = rec.tensor(x, f"{getattr(layer, 'name', '')}:{k}")
+        if t is None:
+            return NotImplemented
+        tensors.append(t)
+    extra: list[int | float] = []
+    fused_act = getattr(layer, "fused_activation", None) if act else None
+    if fused_act is not None:
+        if np.dtype(out_dtype) != np.float32:
+            return NotImplemented
+        expr, params = fused(layer)
+        extra = [float(p) for p in params] + [0.0] * (3 - len(params))
+        lane = (f"{lane} {{ let v = r; let alpha = pef(0u); let beta = pef(1u); let gamma = pef(2u); "
+                f"r = {_divided(rec, expr)}; }}")
+    return rec.lanes(tensors, shape, out_dtype, axis, _divided(rec, lane), extra)
+
+
+def _kind(x: Any) -> str | None:
+    dtype = getattr(x, "dtype", None)
+    return None if dtype is None else texel_kind(dtype)
+
+
+def _float_in(x: Any) -> bool:
+    return getattr(x, "dtype", None) == np.float32
+
+
+# -- unary --------------------------------------------------------------------------------------------------------
+def unary(rec, x: Any, expr: str, params: list[float], out_dtype: Any = np.float32, layer=None) -> Any:
+    """y = expr(v) lane by lane (the activation records' form: ``v`` and alpha, beta, gamma)."""
+    words = [float(p) for p in params] + [0.0] * (3 - len(params))
+    lane = f"let v = a; let alpha = pef(0u); let beta = pef(1u); let gamma = pef(2u); r = {expr};"
+    t = rec.tensor(x)
+    if t is None:
+        return NotImplemented
+    return rec.lanes([t], t.shape, out_dtype, t.layout.axis if t.shape else 0, _divided(rec, lane), words)
+
+
+def _activation(rec, act: Activation, x: Any, attrs: dict[str, Any]) -> Any:
+    if not _float_in(x):
+        return NotImplemented
+    try:
+        expr, params = act.expression(attrs)
+    except ValueError:
+        return NotImplemented  # the CPU kernel reports its own error
+    return unary(rec, x, expr, params)
 
 
 def _register_activation(act: Activation) -> None:
     @register(act.name, act.versions[0], backend=GPU_PIXEL)
     def build(rec, layer, x, **attrs):
-        t = _float_tensor(rec, x)
-        if t is None:
-            return NotImplemented
-        try:
-            expr, params = act.expression(attrs)
-        except ValueError:
-            return NotImplemented  # the CPU kernel reports its own error
-        return unary(rec, t, expr, params)
+        return _activation(rec, act, x, attrs)
 
 
 for _act in ACTIVATIONS.values():
-    if _act.versions and _act.wgsl is not None and not _act.inputs_from:
+    if _act.versions and _act.wgsl is not None:
         _register_activation(_act)
 
 
-def _register_binary(op: str, expr: str) -> None:
-    @register(op, 7, backend=GPU_PIXEL)
+@register("Clip", 11, backend=GPU_PIXEL, host_inputs=(1, 2))
+@refusing
+def clip(rec, layer, x, lo=None, hi=None, **attrs):
+    """Clip with its bounds as inputs (host values): float32 through the activation record, integers max then
+    min as the CPU kernel (lo > hi gives hi)."""
+    if getattr(x, "dtype", None) not in _INTS:
+        bounds = {key: value for key, value in (("min", lo), ("max", hi)) if value is not None}
+        return _activation(rec, ACTIVATIONS["Clip"], x, {**attrs, **bounds})
+
+    def bound(value, default: int) -> int:
+        if value is None or np.asarray(value).size == 0:
+            return default
+        return min(max(int(np.asarray(value).reshape(-1)[0]), _I32_MIN), _I32_MAX)
+
+    t = rec.tensor(x)
+    if t is None:
+        return NotImplemented
+    return rec.lanes([t], t.shape, x.dtype, t.layout.axis if t.shape else 0, "r = min(max(a, pei(0u)), pei(1u));",
+                     [bound(lo, _I32_MIN), bound(hi, _I32_MAX)])
+
+
+def _register_float_unary(op: str, expr: str) -> None:
+    @register(op, backend=GPU_PIXEL)
+    def build(rec, layer, x, **attrs):
+        if not _float_in(x):
+            if op in _INT_UNARY and getattr(x, "dtype", None) in _INTS:
+                return unary(rec, x, _INT_UNARY[op], [], x.dtype)
+            return NotImplemented
+        return unary(rec, x, expr, [])
+
+
+for _op, _expr in FLOAT_UNARY.items():
+    _register_float_unary(_op, _expr)
+
+
+@register("Not", backend=GPU_PIXEL)
+def not_(rec, layer, x):
+    if getattr(x, "dtype", None) != np.bool_:
+        return NotImplemented
+    return unary(rec, x, "1 - v", [], np.bool_)
+
+
+@register("IsNaN", backend=GPU_PIXEL)
+def isnan(rec, layer, x):
+    if not _float_in(x):
+        return NotImplemented
+    return unary(rec, x, "select(0, 1, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)", [], np.bool_)
+
+
+@register("IsInf", backend=GPU_PIXEL)
+def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
+    if not _float_in(x):
+        return NotImplemented
+    expr = (f"select(0, 1, (bitcast<u32>(v) == 0x7f800000u && {int(detect_positive)}u == 1u) || "
+            f"(bitcast<u32>(v) == 0xff800000u && {int(detect_negative)}u == 1u))")
+    return unary(rec, x, expr, [], np.bool_)
+
+
+@register("BitwiseNot", 18, backend=GPU_PIXEL)
+@refusing
+def bitwise_not(rec, layer, x, **attrs):
+    if getattr(x, "dtype", None) not in _INTS:
+        return NotImplemented
+    return unary(rec, x, "~v", [], x.dtype)
+
+
+# -- binary -------------------------------------------------------------------------------------------------------
+def _register_arith(op: str, exprs: dict[str, str]) -> None:
+    @register(op, backend=GPU_PIXEL)
+    def build(rec, layer, a, b, **attrs):
+        if attrs.get("broadcast") or attrs.get("axis") is not None:
+            return NotImplemented  # opset < 7 broadcasting rules: the CPU kernel
+        da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+        if da is None or db is None or (da != db and op != "Pow") or da not in (np.float32, *_INTS):
+            return NotImplemented
+        kind = "f32" if da == np.float32 else "i32"
+        if kind not in exprs or (op == "Pow" and db != np.float32):
+            return NotImplemented
+        return elementwise(rec, [a, b], f"r = {exprs[kind]};", da, layer)
+
+
+for _op, _exprs in _ARITH.items():
+    if _op not in ("Max", "Min"):  # variadic below
+        _register_arith(_op, _exprs)
+
+
+def _register_compare(op: str, expr: str) -> None:
+    @register(op, backend=GPU_PIXEL)
     def build(rec, layer, a, b):
-        x, y = _float_tensor(rec, a), _float_tensor(rec, b)
-        if x is None or y is None:
+        da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+        if da is None or da != db or da not in (np.float32, *_INTS, np.bool_):
             return NotImplemented
-        if x.shape == y.shape and x.layout == y.layout:  # texel by texel
-            layout = x.layout
-            out = rec.alloc(x.shape, np.float32, layout.axis)
-            rec.draw("pixel/binary.wgsl", [x, y], [out], [layout.texels, layout.shift, *layout.lane_params()],
-                     subs={"EXPR": _divided(rec, expr)})
-            return out
-        try:
-            shape = np.broadcast_shapes(x.shape, y.shape)
-        except ValueError:
-            return NotImplemented  # the CPU kernel names the shapes
-        if len(shape) > MAX_RANK:
+        if da == np.bool_ and op != "Equal":
             return NotImplemented
-        out = rec.alloc(shape, np.float32, -1)
-        params = [*addressing_params(out.layout), *addressing_params(x.layout),
-                  *addressing_params(y.layout), out.layout.texels]
-        rec.draw("pixel/binary_broadcast.wgsl", [x, y], [out], params, subs={"EXPR": _divided(rec, expr)})
-        return out
+        return elementwise(rec, [a, b], f"r = select(0, 1, {expr});", np.bool_, layer)
 
 
-for _op, _expr in _BINARY.items():
-    _register_binary(_op, _expr)
+for _op, _expr in _COMPARE.items():
+    _register_compare(_op, _expr)
+
+
+def _register_logic(op: str, expr: str) -> None:
+    @register(op, backend=GPU_PIXEL)
+    def build(rec, layer, a, b):
+        if getattr(a, "dtype", None) != np.bool_ or getattr(b, "dtype", None) != np.bool_:
+            return NotImplemented
+        return elementwise(rec, [a, b], f"r = {expr};", np.bool_, layer)
+
+
+for _op, _expr in _LOGIC.items():
+    _register_logic(_op, _expr)
+
+
+def _register_variadic(op: str) -> None:
+    @register(op, backend=GPU_PIXEL)
+    def build(rec, layer, *inputs, **attrs):
+        if not inputs or any(x is None for x in inputs) or len({getattr(x, "dtype", None) for x in inputs}) != 1:
+            return NotImplemented
+        dtype = inputs[0].dtype
+        if dtype not in (np.float32, *_INTS) or (op == "Mean" and dtype != np.float32) or len(inputs) > 6:
+            return NotImplemented
+        kind = "f32" if dtype == np.float32 else "i32"
+        names = "abcdef"[: len(inputs)]
+        if op in ("Sum", "Mean"):
+            lane = "r = " + " + ".join(names) + ";"
+            if op == "Mean":
+                lane += f" r = r / {float(len(inputs))!r};"
+        else:
+            pair = _ARITH[op][kind]
+            lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; r = {pair}; }}" for n in names[1:])
+        return elementwise(rec, list(inputs), lane, dtype, layer)
+
+
+for _op in ("Sum", "Mean", "Max", "Min"):
+    _register_variadic(_op)
+
+
+@register("Where", 9, backend=GPU_PIXEL)
+def where(rec, layer, cond, x, y):
+    dx = getattr(x, "dtype", None)
+    if getattr(cond, "dtype", None) != np.bool_ or dx != getattr(y, "dtype", None) or dx not in (np.float32, *_INTS):
+        return NotImplemented
+    return elementwise(rec, [cond, x, y], "r = select(c, b, a != 0);", dx, layer)
+
+
+@register("Mod", 10, backend=GPU_PIXEL)
+@refusing
+def mod(rec, layer, a, b, *, fmod=0, **attrs):
+    """Mod: the divisor's sign (fmod=0, numpy's mod) or the dividend's (fmod=1); x % 0 is 0 for integers."""
+    da = getattr(a, "dtype", None)
+    if da != getattr(b, "dtype", None) or da not in (np.float32, *_INTS):
+        return NotImplemented
+    if da == np.float32:
+        return NotImplemented  # float fmod needs mod_float.wgsl's exact long division: the CPU kernel
+    return elementwise(rec, [a, b], f"r = {_INT_MOD[int(bool(fmod))]};", da, layer)
+
+
+@register("BitShift", 11, backend=GPU_PIXEL)
+@refusing
+def bit_shift(rec, layer, x, y, *, direction="", **attrs):
+    if getattr(x, "dtype", None) not in _INTS or getattr(y, "dtype", None) not in _INTS:
+        return NotImplemented
+    if direction == "RIGHT":
+        expr = "a >> u32(select(min(b, 31), 31, b < 0))"
+    elif direction == "LEFT" and x.dtype == np.int32:
+        expr = "select(a << u32(b & 31), 0, b < 0 || b >= 32)"
+    else:
+        return NotImplemented
+    return elementwise(rec, [x, y], f"r = {expr};", x.dtype, layer)
+
+
+def _register_bitwise(op: str, expr: str) -> None:
+    @register(op, 18, backend=GPU_PIXEL)
+    @refusing
+    def build(rec, layer, a, b, **attrs):
+        if getattr(a, "dtype", None) not in _INTS or getattr(a, "dtype", None) != getattr(b, "dtype", None):
+            return NotImplemented
+        return elementwise(rec, [a, b], f"r = {expr};", a.dtype, layer)
+
+
+for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
+    _register_bitwise(_op, _expr)
+
+
+__all__ = ["elementwise", "unary"]
