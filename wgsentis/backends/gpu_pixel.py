@@ -194,6 +194,32 @@ class PixelRecorder:
         body = " ".join(f"let {names[k]} = x{k}(c);" for k in range(len(inputs))) + " " + lane
         return self.map(inputs, shape, dtype, axis, body, extra, label=label)
 
+    def texels(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
+               extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:
+        """A new tensor of ``shape`` (``axis`` blocked) drawn texel by texel by wgsl/pixel/texels.wgsl: ``body``
+        sets the vec4 ``out`` of the texel whose first lane is at ``c`` from the inputs' texels ``x0(d)``, ...
+        (the caller guarantees the four lanes of an output texel are those of one input texel)."""
+        if len(shape) > MAX_RANK or any(len(i.shape) > MAX_RANK for i in inputs):
+            raise TooLargeForDevice(f"rank past the {MAX_RANK} dims a pixel program addresses")
+        out = self.alloc(shape, dtype, axis)
+        if out.size == 0:
+            return out
+        decls = []
+        for k, x in enumerate(inputs):
+            kind = x.layout.kind
+            decls.append(f"@group(0) @binding({k}) var X{k}: texture_2d<{kind}>;\n"
+                         f"fn x{k}(c: Coords) -> vec4<{kind}> {{ let at = locate({14 * (k + 1)}u, c); "
+                         f"return textureLoad(X{k}, at.xy, 0); }}")
+        decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
+        params: list[int | float] = [*addressing_params(out.layout)]
+        for x in inputs:
+            params += addressing_params(x.layout)
+        params += list(extra or [])
+        subs = {"DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "OUT": out.layout.kind,
+                "BODY": body, "HELPERS": helpers}
+        self.draw("pixel/texels.wgsl", inputs, [out], params, subs=subs, label=label)
+        return out
+
     def map(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
             extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:
         """A new tensor of ``shape`` and ``dtype`` (``axis`` blocked) drawn by wgsl/pixel/map.wgsl: each element

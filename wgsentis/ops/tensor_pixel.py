@@ -1,3 +1,634 @@
-"""gpu-pixel programs (issue 20, in progress)."""
+"""gpu-pixel programs of the tensor family: views (Identity, Reshape, Flatten, Squeeze, Unsqueeze, Dropout at
+inference), one affine copy for Transpose, Slice, Split, Expand and Tile, Concat, Pad, Gather, DepthToSpace,
+SpaceToDepth, Cast/CastLike, and Resize/Upsample.
+
+A copy reads input coordinate ``d[j] = (start[j] + c[src[j]] * step[j]) mod dim[j]`` for output coordinates ``c``
+(the modulo is what Tile and Expand need and a no-op for the others). Where the output's blocked axis is fed by the
+input's blocked axis with step 1 and a four-aligned start, the copy moves whole texels (wgsl/pixel/texels.wgsl):
+a transpose carries the blocked axis along, a slice or a concatenation on another axis moves texels. Otherwise
+each lane is addressed (wgsl/pixel/map.wgsl). Semantics mirror the numpy kernels (tensor.py, image.py); what they
+would reject, the builders decline (NotImplemented) so the CPU kernel raises its own error."""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import GTensor, loop_passes
+from wgsentis.backends.pixel_layout import LANES, MAX_RANK, texel_kind
+from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops import tensor as _tensor
+from wgsentis.ops.cast_gpu import _onnx_type
+from wgsentis.ops.elementwise_gpu import refusing
+from wgsentis.ops.elementwise_pixel import unary
+from wgsentis.ops.image_gpu import _resize_plan
+from wgsentis.ops.registry import GPU_PIXEL, register
+from wgsentis.ops.tensor_gpu import _squeezed, _unsqueezed, storage_bits
+
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def pixel(op: str, since: int = 1, host_inputs: tuple[int, ...] = ()):
+    """``register(op, since, backend="gpu-pixel")`` of a builder made ``refusing`` (NotImplemented where the CPU
+    kernel would raise)."""
+
+    def wrap(fn):
+        build = refusing(fn)
+        register(op, since, backend=GPU_PIXEL, host_inputs=host_inputs)(build)
+        return build
+
+    return wrap
+
+
+def _ints(value) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _tensor_of(rec, x: Any, name: str = "") -> GTensor | None:
+    t = rec.tensor(x, name)
+    if t is None or len(t.shape) > MAX_RANK:
+        return None
+    return t
+
+
+# -- views --------------------------------------------------------------------------------------------------------
+def _reshaped(rec, data, shape):
+    x = _tensor_of(rec, data)
+    if x is None or len(shape) > MAX_RANK:
+        return NotImplemented
+    return rec.reshape(x, [int(d) for d in shape])
+
+
+@pixel("Identity", 1)
+def identity(rec, layer, x, **attrs):
+    t = _tensor_of(rec, x)
+    return NotImplemented if t is None else t
+
+
+@pixel("Reshape", 1)
+def reshape_v1(rec, layer, data, *, shape=None, **attrs):
+    if shape is None:
+        return NotImplemented
+    return _reshaped(rec, data, _tensor._reshape_target(data.shape, list(shape), 0))
+
+
+@pixel("Reshape", 5, host_inputs=(1,))
+def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
+    return _reshaped(rec, data, _tensor._reshape_target(data.shape, _ints(shape), allowzero))
+
+
+@pixel("Flatten", 1)
+def flatten(rec, layer, x, *, axis=1, **attrs):
+    rank = len(x.shape)
+    if not -rank <= axis <= rank:
+        return NotImplemented
+    axis = axis + rank if axis < 0 else axis
+    return _reshaped(rec, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+
+
+@pixel("Squeeze", 1)
+def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
+    shape = _squeezed(tuple(data.shape), axes)
+    return NotImplemented if shape is None else _reshaped(rec, data, shape)
+
+
+@pixel("Squeeze", 13, host_inputs=(1,))
+def squeeze(rec, layer, data, axes=None, **attrs):
+    shape = _squeezed(tuple(data.shape), None if axes is None else _ints(axes))
+    return NotImplemented if shape is None else _reshaped(rec, data, shape)
+
+
+@pixel("Unsqueeze", 1)
+def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
+    if axes is None:
+        return NotImplemented
+    return _reshaped(rec, data, _unsqueezed(tuple(data.shape), list(axes)))
+
+
+@pixel("Unsqueeze", 13, host_inputs=(1,))
+def unsqueeze(rec, layer, data, axes, **attrs):
+    return _reshaped(rec, data, _unsqueezed(tuple(data.shape), _ints(axes)))
+
+
+def _filled(rec, shape, dtype, value) -> GTensor:
+    bits = storage_bits(value, dtype)
+    return rec.map([], shape, dtype, -1, f"r = bitcast<{texel_kind(dtype)}>(pe(0u));", [bits])
+
+
+def _dropout_identity(rec, layer, data):
+    y = _tensor_of(rec, data)
+    if y is None:
+        return NotImplemented
+    if len(layer.outputs) > 1 and layer.outputs[1]:
+        return y, _filled(rec, data.shape, np.bool_, True)
+    return y
+
+
+@pixel("Dropout", 1)
+def dropout_v1(rec, layer, data, **attrs):
+    return _dropout_identity(rec, layer, data)
+
+
+@pixel("Dropout", 12, host_inputs=(1, 2))
+def dropout_v12(rec, layer, data, ratio=None, training_mode=None, **attrs):
+    training = training_mode is not None and bool(np.asarray(training_mode))
+    if training and (ratio is None or float(np.asarray(ratio)) != 0.0):
+        return NotImplemented  # random masks stay on the CPU
+    return _dropout_identity(rec, layer, data)
+
+
+# -- the affine copy ------------------------------------------------------------------------------------------
+_AFFINE = ("var d: Coords; for (var j = 0u; j < 6u; j++) { "
+           "d.c[j] = u32(pei(j) + i32(c.c[pe(6u + j)]) * pei(12u + j)) % max(dim_of(14u, j), 1u); }")
+
+
+def affine_copy(rec, x: GTensor, out_shape: list[int], src: list[int | None], start: list[int],
+                step: list[int]) -> GTensor:
+    """y[c] = x[d] with d[j] = (start[j] + c[src[j]] * step[j]) mod x.shape[j] for each input axis j (src None:
+    start alone), in texels where the blocked axis allows it."""
+    rank_in, rank_out = len(x.shape), len(out_shape)
+    lead_in, lead_out = MAX_RANK - rank_in, MAX_RANK - rank_out
+    starts, srcs, steps = [0] * MAX_RANK, [0] * MAX_RANK, [0] * MAX_RANK
+    for j in range(rank_in):
+        starts[lead_in + j] = int(start[j])
+        if src[j] is not None:
+            srcs[lead_in + j] = lead_out + int(src[j])
+            steps[lead_in + j] = int(step[j])
+    extra = [*starts, *srcs, *steps]
+    if not x.shape:
+        return rec.map([x], out_shape, x.dtype, -1, "r = x0(c);")
+    axis = x.layout.axis
+    feeder = src[axis]
+    dim = x.shape[axis]
+    if feeder is not None and step[axis] == 1 and start[axis] % LANES == 0 and (
+            start[axis] + out_shape[feeder] <= dim or dim % LANES == 0) and dim > 1:
+        return rec.texels([x], out_shape, x.dtype, feeder, _AFFINE + " out = x0(d);", extra)
+    out_axis = feeder if feeder is not None else -1
+    return rec.map([x], out_shape, x.dtype, out_axis if rank_out else 0, _AFFINE + " r = x0(d);", extra)
+
+
+@pixel("Transpose", 1)
+def transpose(rec, layer, data, *, perm=None, **attrs):
+    x = _tensor_of(rec, data)
+    if x is None:
+        return NotImplemented
+    rank = len(x.shape)
+    perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(rank)):
+        return NotImplemented
+    src = [perm.index(j) for j in range(rank)]
+    return affine_copy(rec, x, [x.shape[p] for p in perm], src, [0] * rank, [1] * rank)
+
+
+def _slice(rec, data, starts, ends, axes, steps):
+    x = _tensor_of(rec, data)
+    if x is None:
+        return NotImplemented
+    rank = len(x.shape)
+    axes = list(range(len(starts))) if axes is None else _tensor._axes(axes, rank)
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+        return NotImplemented
+    out_shape, first, stride = list(x.shape), [0] * rank, [1] * rank
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        dim = x.shape[axis]
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            sl = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+        else:
+            end = min(max(end, -1), dim - 1)
+            sl = slice(min(max(start, 0), dim - 1), None if end < 0 else end, step)
+        r = range(*sl.indices(dim))
+        out_shape[axis] = len(r)
+        first[axis], stride[axis] = (r.start, r.step) if len(r) else (0, 1)
+    return affine_copy(rec, x, out_shape, list(range(rank)), first, stride)
+
+
+@pixel("Slice", 1)
+def slice_v1(rec, layer, data, *, starts=None, ends=None, axes=None, **attrs):
+    if starts is None or ends is None:
+        return NotImplemented
+    return _slice(rec, data, [int(v) for v in starts], [int(v) for v in ends], axes, None)
+
+
+@pixel("Slice", 10, host_inputs=(1, 2, 3, 4))
+def slice_(rec, layer, data, starts, ends, axes=None, steps=None, **attrs):
+    return _slice(rec, data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
+                  None if steps is None else _ints(steps))
+
+
+def _split(rec, layer, data, axis, sizes, count):
+    x = _tensor_of(rec, data)
+    if x is None:
+        return NotImplemented
+    rank = len(x.shape)
+    axis = _tensor._axis(axis, rank)
+    dim = x.shape[axis]
+    if sizes is None:
+        if count <= 0:
+            return NotImplemented
+        chunk = -(-dim // count)
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        return NotImplemented
+    outs, begin = [], 0
+    for k, size in enumerate(sizes):
+        if k < len(layer.outputs) and not layer.outputs[k]:
+            outs.append(None)  # an unused output: nothing to draw
+        else:
+            shape = list(x.shape)
+            shape[axis] = size
+            first = [0] * rank
+            first[axis] = begin
+            outs.append(affine_copy(rec, x, shape, list(range(rank)), first, [1] * rank))
+        begin += size
+    return tuple(outs)
+
+
+@pixel("Split", 1, host_inputs=(1,))
+def split_v1(rec, layer, x, split_sizes=None, *, axis=0, split=None, **attrs):
+    sizes = _ints(split_sizes) if split_sizes is not None else split
+    return _split(rec, layer, x, axis, None if sizes is None else list(sizes), len(layer.outputs))
+
+
+@pixel("Split", 2)
+def split_v2(rec, layer, x, *, axis=0, split=None, **attrs):
+    return _split(rec, layer, x, axis, None if split is None else list(split), len(layer.outputs))
+
+
+@pixel("Split", 13, host_inputs=(1,))
+def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
+    if split is not None and num_outputs is not None:
+        return NotImplemented
+    count = len(layer.outputs) if num_outputs is None else int(num_outputs)
+    return _split(rec, layer, x, axis, None if split is None else _ints(split), count)
+
+
+@pixel("Expand", 8, host_inputs=(1,))
+def expand(rec, layer, data, shape, **attrs):
+    x = _tensor_of(rec, data)
+    if x is None:
+        return NotImplemented
+    target = list(np.broadcast_shapes(tuple(x.shape), tuple(_ints(shape))))
+    if len(target) > MAX_RANK:
+        return NotImplemented
+    lead = len(target) - len(x.shape)
+    return affine_copy(rec, x, target, [lead + j for j in range(len(x.shape))], [0] * len(x.shape),
+                       [1] * len(x.shape))
+
+
+def _tile(rec, data, reps):
+    x = _tensor_of(rec, data)
+    if x is None or len(reps) != len(x.shape) or any(r < 0 for r in reps):
+        return NotImplemented
+    rank = len(x.shape)
+    return affine_copy(rec, x, [d * r for d, r in zip(x.shape, reps, strict=True)], list(range(rank)), [0] * rank,
+                       [1] * rank)
+
+
+@pixel("Tile", 1, host_inputs=(1, 2))
+def tile_v1(rec, layer, x, tiles, axis, **attrs):
+    reps = [1] * len(x.shape)
+    reps[_tensor._axis(_tensor._scalar(axis), len(x.shape))] = _tensor._scalar(tiles)
+    return _tile(rec, x, reps)
+
+
+@pixel("Tile", 6, host_inputs=(1,))
+def tile(rec, layer, x, repeats, **attrs):
+    return _tile(rec, x, _ints(repeats))
+
+
+def _permute(rec, x: GTensor, shape: list[int], perm: list[int], out_shape: list[int]):
+    """x.reshape(shape).transpose(perm).reshape(out_shape)."""
+    if len(shape) > MAX_RANK:
+        return NotImplemented
+    v = rec.reshape(x, shape)
+    rank = len(shape)
+    y = affine_copy(rec, v, [shape[p] for p in perm], [perm.index(j) for j in range(rank)], [0] * rank, [1] * rank)
+    return rec.reshape(y, out_shape, 1)
+
+
+@pixel("DepthToSpace", 1)
+def depth_to_space(rec, layer, data, *, blocksize=None, mode="DCR", **attrs):
+    x = _tensor_of(rec, data)
+    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
+        return NotImplemented
+    b, c, h, w = x.shape  # (N, C, H, W)
+    bs = int(blocksize)
+    if bs <= 0 or c % (bs * bs):
+        return NotImplemented
+    if mode == "DCR":
+        shape, perm = [b, bs, bs, c // (bs * bs), h, w], [0, 3, 4, 1, 5, 2]
+    else:
+        shape, perm = [b, c // (bs * bs), bs, bs, h, w], [0, 1, 4, 2, 5, 3]
+    return _permute(rec, x, shape, perm, [b, c // (bs * bs), h * bs, w * bs])
+
+
+@pixel("SpaceToDepth", 1)
+def space_to_depth(rec, layer, data, *, blocksize=None, mode="DCR", **attrs):
+    x = _tensor_of(rec, data)
+    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
+        return NotImplemented
+    b, c, h, w = x.shape  # (N, C, H, W)
+    bs = int(blocksize)
+    if bs <= 0 or h % bs or w % bs:
+        return NotImplemented
+    perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+    return _permute(rec, x, [b, c, h // bs, bs, w // bs, bs], perm, [b, c * bs * bs, h // bs, w // bs])
+
+
+# -- concat -------------------------------------------------------------------------------------------------------
+_CONCAT_PER_DRAW = 6  # inputs one draw binds: 14 addressing words each, within the 128 parameter words
+
+
+@pixel("Concat", 4)
+def concat(rec, layer, *inputs, axis=None, **attrs):
+    if axis is None or not inputs or any(t is None for t in inputs):
+        return NotImplemented
+    xs = [_tensor_of(rec, t, f"{layer.name}:{k}") for k, t in enumerate(inputs)]
+    if any(x is None for x in xs) or len({x.dtype for x in xs}) != 1:
+        return NotImplemented
+    rank = len(xs[0].shape)
+    if rank == 0:
+        return NotImplemented
+    axis = _tensor._axis(axis, rank)
+    for x in xs:
+        if len(x.shape) != rank or any(x.shape[a] != xs[0].shape[a] for a in range(rank) if a != axis):
+            return NotImplemented
+    parts = [x for x in xs if x.shape[axis]]
+    if not parts:
+        parts = xs[:1]
+    while len(parts) > _CONCAT_PER_DRAW:  # the first ones joined into one, then the rest
+        parts = [_concat_draw(rec, parts[:_CONCAT_PER_DRAW], axis), *parts[_CONCAT_PER_DRAW:]]
+    return _concat_draw(rec, parts, axis)
+
+
+def _concat_draw(rec, xs: list[GTensor], axis: int) -> GTensor:
+    """One draw joining ``xs`` along ``axis``: by texels where every part blocks ``axis``, or another axis,
+    and each part's offset along ``axis`` is four-aligned; by lanes otherwise."""
+    if len(xs) == 1:
+        return xs[0]
+    rank = len(xs[0].shape)
+    frame = MAX_RANK - rank + axis
+    out_shape = list(xs[0].shape)
+    out_shape[axis] = sum(x.shape[axis] for x in xs)
+    ends = list(np.cumsum([x.shape[axis] for x in xs]))
+    axes = {x.layout.axis for x in xs}
+    texel = len(axes) == 1 and (axes != {axis} or all(e % LANES == 0 for e in ends[:-1]))
+    if texel and axes == {axis} and any(x.shape[axis] == 1 for x in xs) and out_shape[axis] > 1:
+        texel = False
+    branches = []
+    for k in range(len(xs)):
+        take = "out = x{k}(d);" if texel else "r = x{k}(d);"
+        offset = "0u" if k == 0 else f"pe({k - 1}u)"
+        branches.append(f"if (p < pe({k}u)) {{ var d = c; d.c[{frame}] = p - {offset}; {take.format(k=k)} }}")
+    body = f"let p = c.c[{frame}]; " + " else ".join(branches)
+    if texel:
+        return rec.texels(xs, out_shape, xs[0].dtype, xs[0].layout.axis, body, [int(e) for e in ends])
+    return rec.map(xs, out_shape, xs[0].dtype, axis, body, [int(e) for e in ends])
+
+
+# -- pad ----------------------------------------------------------------------------------------------------------
+_PAD_MODE = {"constant": 0, "edge": 1, "reflect": 2, "wrap": 3}
+_PAD_BODY = """var d: Coords;
+var inside = true;
+for (var j = 0u; j < 6u; j++) {
+    let n = i32(pe(12u + j));
+    var q = i32(c.c[j]) - pei(j);
+    if (MODE == 0u) {
+        if (q < 0 || q >= n) { inside = false; q = 0; }
+    } else if (MODE == 1u) {
+        q = clamp(q, 0, n - 1);
+    } else if (MODE == 2u) {
+        if (n == 1) { q = 0; } else {
+            let period = 2 * (n - 1);
+            q = ((q % period) + period) % period;
+            if (q >= n) { q = period - q; }
+        }
+    } else {
+        q = ((q % n) + n) % n;
+    }
+    d.c[j] = u32(q + pei(6u + j));
+}
+r = select(bitcast<T>(pe(18u)), x0(d), inside);"""
+
+
+def _pad(rec, data, pads, mode, value, axes):
+    x = _tensor_of(rec, data)
+    if x is None or mode not in _PAD_MODE:
+        return NotImplemented
+    rank = len(x.shape)
+    axes = list(range(rank)) if axes is None else _tensor._axes(axes, rank)
+    if len(pads) != 2 * len(axes):
+        return NotImplemented
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a] = pads[i]
+        end[a] = pads[i + len(axes)]
+    # Negative pads crop first (the CPU kernel slices them off, then pads what remains).
+    crop_lo = [max(-b, 0) for b in begin]
+    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end, strict=True)]
+    if any(n < 0 for n in length):
+        return NotImplemented
+    out_shape = [n + max(b, 0) + max(e, 0) for n, b, e in zip(length, begin, end, strict=True)]
+    if mode != "constant" and any(n == 0 and (b > 0 or e > 0) for n, b, e in zip(length, begin, end, strict=True)):
+        return NotImplemented  # the CPU kernel raises: cannot pad an empty axis
+    fill = np.asarray(0 if value is None else value).reshape(-1)
+    fill_bits = storage_bits(np.asarray(fill[0] if fill.size else 0).astype(x.dtype), x.dtype)
+    if 0 in length:  # nothing to read: every element is the fill value
+        return _filled(rec, out_shape, x.dtype, np.asarray(fill[0] if fill.size else 0).astype(x.dtype))
+    lead = MAX_RANK - rank
+    shift = [0] * lead + [max(b, 0) for b in begin]
+    crop = [0] * lead + crop_lo
+    lengths = [1] * lead + length
+    body = _PAD_BODY.replace("MODE", f"{_PAD_MODE[mode]}u").replace("bitcast<T>", f"bitcast<{x.layout.kind}>")
+    return rec.map([x], out_shape, x.dtype, x.layout.axis, body, [*shift, *crop, *lengths, fill_bits])
+
+
+@pixel("Pad", 1)
+def pad_v1(rec, layer, data, *, mode="constant", paddings=None, value=0.0, **attrs):
+    if paddings is None:
+        return NotImplemented
+    return _pad(rec, data, [int(p) for p in paddings], mode, value, None)
+
+
+@pixel("Pad", 2)
+def pad_v2(rec, layer, data, *, mode="constant", pads=None, value=0.0, **attrs):
+    if pads is None:
+        return NotImplemented
+    return _pad(rec, data, [int(p) for p in pads], mode, value, None)
+
+
+@pixel("Pad", 11, host_inputs=(1, 2, 3))
+def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constant", **attrs):
+    return _pad(rec, data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
+
+
+# -- gather -------------------------------------------------------------------------------------------------------
+@pixel("Gather", 1)
+def gather(rec, layer, data, indices, *, axis=0, **attrs):
+    """Gather with indices known on the host (constants, shape arithmetic), checked there: out-of-range indices
+    are the CPU kernel's error. Indices computed on the device fall back, where the CPU kernel checks them."""
+    host = indices.host if isinstance(indices, GTensor) else indices
+    if host is None or getattr(indices, "dtype", None) not in _INTS:
+        return NotImplemented
+    x = _tensor_of(rec, data, f"{layer.name}:data")
+    if x is None:
+        return NotImplemented
+    rank = len(x.shape)
+    axis = _tensor._axis(axis, rank)
+    host = np.asarray(host)
+    dim = x.shape[axis]
+    if host.size and (host.min() < -dim or host.max() >= dim):
+        return NotImplemented
+    wrapped = np.where(host < 0, host + dim, host).astype(np.int32)
+    out_shape = [*x.shape[:axis], *host.shape, *x.shape[axis + 1:]]
+    if len(out_shape) > MAX_RANK:
+        return NotImplemented
+    q = host.ndim
+    idx = rec.upload(wrapped, f"{layer.name}:indices")
+    lo, ld, li = MAX_RANK - len(out_shape), MAX_RANK - rank, MAX_RANK - q
+    lines = ["var d: Coords; var e: Coords;"]
+    lines += [f"d.c[{ld + j}] = c.c[{lo + j}];" for j in range(axis)]
+    lines += [f"e.c[{li + j}] = c.c[{lo + axis + j}];" for j in range(q)]
+    lines += [f"d.c[{ld + axis}] = u32(x1(e));"]
+    lines += [f"d.c[{ld + j}] = c.c[{lo + q + j - 1}];" for j in range(axis + 1, rank)]
+    lines.append("r = x0(d);")
+    out_axis = (x.layout.axis if x.layout.axis < axis else x.layout.axis + q - 1) if x.layout.axis != axis else -1
+    return rec.map([x, idx], out_shape, x.dtype, out_axis if out_shape else 0, " ".join(lines))
+
+
+# -- cast ---------------------------------------------------------------------------------------------------------
+# (source kind, target dtype) -> WGSL expression of `v` (bool lives as i32 0/1).
+_CASTS = {
+    ("f32", np.dtype(np.int32)): "i32(v)", ("f32", np.dtype(np.int64)): "i32(v)",
+    ("f32", np.dtype(np.bool_)): "select(0, 1, v != 0.0)",
+    ("i32", np.dtype(np.float32)): "f32(v)", ("i32", np.dtype(np.bool_)): "select(0, 1, v != 0)",
+}
+
+
+def _cast(rec, x, dtype):
+    dtype = np.dtype(dtype) if dtype is not None else None
+    src = getattr(x, "dtype", None)
+    if src is None or dtype is None or texel_kind(src) is None or texel_kind(dtype) is None:
+        return NotImplemented
+    t = _tensor_of(rec, x)
+    if t is None:
+        return NotImplemented
+    if src == dtype or (src in _INTS and dtype in _INTS) or (src == np.bool_ and dtype in _INTS):
+        v = GTensor(t.alloc, t.shape, dtype, t.name, host=None if t.host is None else t.host.astype(dtype))
+        v.layout = t.layout  # the same words: int32 <-> int64, bool (0/1) -> int
+        return v
+    if src == np.bool_ and dtype == np.float32:
+        return unary(rec, t, "f32(v)", [], dtype)
+    return unary(rec, t, _CASTS[(t.layout.kind, dtype)], [], dtype)
+
+
+@pixel("Cast", 1)
+def cast(rec, layer, x, *, to=None, **attrs):
+    if to is None:
+        return NotImplemented
+    try:
+        dtype = ONNX_TO_NUMPY[_onnx_type(to)]
+    except (KeyError, ValueError):
+        return NotImplemented
+    return _cast(rec, x, dtype)
+
+
+@pixel("CastLike", 15)
+def cast_like(rec, layer, x, target_type, **attrs):
+    return _cast(rec, x, getattr(target_type, "dtype", None))
+
+
+# -- resize -------------------------------------------------------------------------------------------------------
+def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
+            extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
+    """Resize from the CPU kernel's own tap tables (image_gpu._resize_plan): each output element sums its taps
+    on every resized axis; texel by texel where the blocked axis is not resized."""
+    x = _tensor_of(rec, X)
+    if x is None or antialias or mode not in ("nearest", "linear", "cubic") or not x.shape:
+        return NotImplemented
+    if mode != "nearest" and x.dtype != np.float32:
+        return NotImplemented  # integer interpolation rounds per axis on the CPU
+    out_shape, tables, _crop = _resize_plan(
+        tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
+        exclude_outside=exclude_outside, axes=axes, policy=policy)
+    extrap = storage_bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)
+    resized = [a for a, t in enumerate(tables) if t is not None]
+    if not resized:
+        return affine_copy(rec, x, out_shape, list(range(len(out_shape))), [0] * len(out_shape),
+                           [1] * len(out_shape))
+    words, offsets = [], []
+    for a in resized:
+        taps, weights, outside = tables[a]
+        offsets.append(sum(w.size for w in words))
+        # Per output index o: its taps, then their weights, then the outside flag, as float32 (indices < 2^24).
+        n = taps.shape[1]
+        rows = np.concatenate([taps.astype(np.float32), weights, outside.astype(np.float32)[:, None]], axis=1)
+        words.append(rows.reshape(-1))
+        if n > 64 or taps.max(initial=0) >= 1 << 24:
+            return NotImplemented
+    table = np.concatenate(words).astype(np.float32)
+    tb = rec.upload(table, f"{layer.name}:taps", 0)
+    rank = len(x.shape)
+    lead = MAX_RANK - rank
+    texel = x.layout.axis not in resized and x.layout.kind == "f32"
+    acc_type = "vec4<f32>" if texel else x.layout.kind
+    lines = ["var d = c; var acc = " + ("vec4<f32>(0.0)" if texel else f"{acc_type}(0)") + "; var outside = false;"]
+    loops_open = []
+    for k, a in enumerate(resized):
+        n = tables[a][0].shape[1]
+        frame = lead + a
+        lines.append(f"let row{k} = {offsets[k]}u + c.c[{frame}] * {2 * n + 1}u;")
+        lines.append(f"if (tab(row{k} + {2 * n}u) != 0.0) {{ outside = true; }}")
+        lines.append(f"for (var i{k} = 0u; i{k} < {n}u; i{k}++) {{")
+        lines.append(f"d.c[{frame}] = u32(tab(row{k} + i{k})); let w{k} = tab(row{k} + {n}u + i{k});")
+        loops_open.append(k)
+    weight = " * ".join(f"w{k}" for k in range(len(resized)))
+    lines.append("acc = x0(d);" if mode == "nearest" else f"acc += ({weight}) * x0(d);")
+    lines.append("}" * len(resized))
+    if not rec.loops_fit(loop_passes(*[tables[a][0].shape[1] for a in resized]) * 8):
+        return NotImplemented  # each tap's addressing loops count too
+    if texel:
+        lines.append("out = select(acc, vec4<f32>(bitcast<f32>(pe(0u))), outside);")
+    else:
+        lines.append(f"r = select(acc, bitcast<{acc_type}>(pe(0u)), outside);")
+    # The table is read lane by lane through its own accessor, whatever the draw's form (input 1: words 28-41).
+    helpers = ("fn tab(i: u32) -> f32 { var e: Coords; e.c[5] = i; let at = locate(28u, e); "
+               "return textureLoad(X1, at.xy, 0)[at.z]; }")
+    draw = rec.texels if texel else rec.map
+    return draw([x, tb], out_shape, x.dtype, x.layout.axis, "\n".join(lines), [extrap], helpers=helpers)
+
+
+@pixel("Resize", 10, host_inputs=(1,))
+def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
+
+
+@pixel("Resize", 11, host_inputs=(1, 2, 3))
+def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+           nearest_mode="round_prefer_floor", **attrs):
+    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
+                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                   policy=keep_aspect_ratio_policy)
+
+
+@pixel("Upsample", 7)
+def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
+    if scales is None:
+        return NotImplemented
+    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
+
+
+@pixel("Upsample", 9, host_inputs=(1,))
+def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return resize_10(rec, layer, X, scales, mode=mode)
+
+
+__all__ = ["affine_copy", "pixel"]
