@@ -4,7 +4,11 @@ Runs alternate between the two engines so that machine noise hits both alike; pr
 the median latency of each, their ratio (wgsentis / ORT), and the geometric mean of the ratios.
 
     python tools/bench.py [--backend cpu] [--threads 2] [--runs 10] [--models a,b] [--shipped]
-                          [--no-spin-wait] [--markdown BENCHMARKS.md]
+                          [--no-spin-wait] [--versus BACKEND] [--markdown BENCHMARKS.md]
+
+``--backend gpu-pixel`` also runs gpu-compute (``--versus``), alternating with it and ORT in the same process,
+and prints the latency ratio pixel / compute per model, their geometric mean, and MatMul 1024^3 GFLOP/s of both
+(alternating too) with their ratio.
 """
 
 from __future__ import annotations
@@ -36,21 +40,25 @@ SETTLE_S = 0.02  # after a run of ours that leaves no thread spinning (blocking 
 
 
 def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, dense: bool,
-                precision: str = "float32", spin_wait: bool = True) -> dict:
+                precision: str = "float32", spin_wait: bool = True, versus: str | None = None) -> dict:
     proto = zoo.load_proto(name, dense=dense)
     feeds = zoo.input_feeds(name, proto)
     sess = zoo.ort_session(proto, threads)
     out_names = [o.name for o in sess.get_outputs()]
     model = ws.load_model(proto, name=name)
     worker = ws.Worker(model, backend, threads=threads, precision=precision, spin_wait=spin_wait)
+    other = ws.Worker(model, versus, threads=threads) if versus else None
     settle_after_ours = SETTLE_AFTER_BLAS_S if backend == "cpu" and spin_wait and threads > 1 else SETTLE_S
+    gpu = backend.startswith("gpu-")
     try:
         ours_out = None
         for _ in range(warmup):
             sess.run(out_names, feeds)
             ours_out = worker.run(feeds)
-        ort_ms, ours_ms, encode_s = [], [], []
-        for _ in range(runs):
+            if other is not None:
+                other.run(feeds)
+        ort_ms, ours_ms, versus_ms, encode_s = [], [], [], []
+        for _ in range(runs):  # ORT, ours and the other backend alternate: machine noise hits all alike
             t0 = time.perf_counter()
             ref = sess.run(out_names, feeds)
             ort_ms.append((time.perf_counter() - t0) * 1e3)
@@ -58,19 +66,28 @@ def bench_model(name: str, backend: str, threads: int, runs: int, warmup: int, d
             t1 = time.perf_counter()
             ours_out = worker.run(feeds)
             ours_ms.append((time.perf_counter() - t1) * 1e3)
-            if backend == "gpu-compute":
+            if gpu:
                 encode_s.append(worker.program.last_run.encode)
             time.sleep(settle_after_ours)
+            if other is not None:
+                t2 = time.perf_counter()
+                other.run(feeds)
+                versus_ms.append((time.perf_counter() - t2) * 1e3)
+                time.sleep(SETTLE_S)
         err = max(zoo.rel_l2(ours_out[n], r) for n, r in zip(out_names, ref, strict=True))
         stats = worker.stats()
         encode_us = None
-        if backend == "gpu-compute":  # the median run's host recording time, per GPU layer
+        if gpu:  # the median run's host recording time, per GPU layer
             layers = len(stats["gpu_layers"]) or 1
             encode_us = statistics.median(encode_s) * 1e6 / layers
     finally:
         worker.close()
+        if other is not None:
+            other.close()
     ort_med, ours_med = statistics.median(ort_ms), statistics.median(ours_ms)
+    versus_med = statistics.median(versus_ms) if versus_ms else None
     return {"model": name, "ort_ms": ort_med, "ours_ms": ours_med, "ratio": ours_med / ort_med,
+            "versus_ms": versus_med, "versus_ratio": ours_med / versus_med if versus_med else None,
             "rel_l2": err, "layers": len(model.layers), "peak_device_bytes": stats.get("peak_device_bytes", 0),
             "intermediate_bytes": stats.get("intermediate_bytes", 0),
             "lower_bound_bytes": stats.get("intermediate_lower_bound_bytes", 0),
@@ -95,6 +112,11 @@ def blas_description() -> str:
 def matmul_gflops(backend: str, size: int = 1024, chain: int = 8, runs: int = 5) -> float:
     """GFLOP/s of the MatMul kernel: a chain of ``chain`` (size x size) products per run, so the one
     upload and download per run are small next to the arithmetic."""
+    return matmul_gflops_alternating([backend], size, chain, runs)[backend]
+
+
+def matmul_gflops_alternating(backends: list[str], size: int = 1024, chain: int = 8, runs: int = 5) -> dict:
+    """``matmul_gflops`` of several backends, their runs alternating in this process."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -109,14 +131,20 @@ def matmul_gflops(backend: str, size: int = 1024, chain: int = 8, runs: int = 5)
     proto.ir_version = 8
     onnx.checker.check_model(proto)
     x = rng.standard_normal((size, size)).astype(np.float32)
-    with ws.Worker(ws.load_model(proto), backend, threads=2) as worker:
-        worker.run({"t0": x})
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
+    workers = {b: ws.Worker(ws.load_model(proto), b, threads=2) for b in backends}
+    times: dict[str, list[float]] = {b: [] for b in backends}
+    try:
+        for worker in workers.values():
             worker.run({"t0": x})
-            times.append(time.perf_counter() - t0)
-    return 2 * size**3 * chain / statistics.median(times) / 1e9
+        for _ in range(runs):
+            for b, worker in workers.items():
+                t0 = time.perf_counter()
+                worker.run({"t0": x})
+                times[b].append(time.perf_counter() - t0)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return {b: 2 * size**3 * chain / statistics.median(t) / 1e9 for b, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,14 +160,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu: wgsentis's own blocking threads instead of BLAS's spin-waiting ones")
     parser.add_argument("--markdown", help="append the table to this Markdown file")
     parser.add_argument("--matmul", action="store_true", help="also measure MatMul 1024^3 GFLOP/s (always on GPU)")
+    parser.add_argument("--versus", help="another backend run alternately, with ratios against it (default: "
+                        "gpu-compute for --backend gpu-pixel)")
     args = parser.parse_args(argv)
+    versus = args.versus or ("gpu-compute" if args.backend == "gpu-pixel" else None)
     names = args.models.split(",") if args.models else zoo.ALL_MODELS
     unknown = [n for n in names if n not in zoo.ALL_MODELS]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {zoo.ALL_MODELS}")
     rows = []
-    gpu = args.backend == "gpu-compute"
+    gpu = args.backend.startswith("gpu-")
     header = f"{'model':<14} {'ORT ms':>9} {'wgsentis ms':>12} {'ratio':>7} {'rel L2':>9}"
+    if versus:
+        header += f" {versus + ' ms':>16} {'vs ' + versus:>15}"
     if gpu:
         header += f" {'fallbk':>6} {'us/layer':>8} {'interm. MB':>10} {'bound MB':>9} {'weights MB':>10}"
     mode = "blocking threads" if args.no_spin_wait else "spin-wait"
@@ -148,10 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     for name in names:
         row = bench_model(name, args.backend, args.threads, args.runs, args.warmup, dense=not args.shipped,
-                          precision=args.precision, spin_wait=not args.no_spin_wait)
+                          precision=args.precision, spin_wait=not args.no_spin_wait, versus=versus)
         rows.append(row)
         line = (f"{name:<14} {row['ort_ms']:>9.2f} {row['ours_ms']:>12.2f} {row['ratio']:>7.2f} "
                 f"{row['rel_l2']:>9.1e}")
+        if versus:
+            line += f" {row['versus_ms']:>16.2f} {row['versus_ratio']:>15.2f}"
         if gpu:
             line += (f" {row['fallback']:>6} {row['encode_us_per_layer']:>8.1f}"
                      f" {row['intermediate_bytes'] / 2**20:>10.1f} {row['lower_bound_bytes'] / 2**20:>9.1f}"
@@ -159,10 +194,19 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     geomean = float(np.exp(np.mean(np.log([r["ratio"] for r in rows]))))
     print(f"geometric mean ratio (wgsentis / ORT): {geomean:.2f}")
-    gflops = None
+    versus_geomean = None
+    if versus:
+        versus_geomean = float(np.exp(np.mean(np.log([r["versus_ratio"] for r in rows]))))
+        print(f"geometric mean latency ratio ({args.backend} / {versus}): {versus_geomean:.2f}")
+    gflops = versus_gflops = None
     if gpu or args.matmul:
-        gflops = matmul_gflops(args.backend)
+        measured = matmul_gflops_alternating([args.backend, versus] if versus else [args.backend])
+        gflops = measured[args.backend]
         print(f"MatMul 1024^3 on {args.backend}: {gflops:.1f} GFLOP/s")
+        if versus:
+            versus_gflops = measured[versus]
+            print(f"MatMul 1024^3 on {versus}: {versus_gflops:.1f} GFLOP/s; {args.backend} / {versus}: "
+                  f"{gflops / versus_gflops:.2f}x")
     if args.markdown:
         import onnxruntime
 
@@ -188,8 +232,15 @@ def main(argv: list[str] | None = None) -> int:
             lines += [f"| {r['model']} | {r['ort_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} "
                       f"| {r['rel_l2']:.1e} |" for r in rows]
             lines.append(f"| **geometric mean** | | | **{geomean:.2f}** | |\n")
+        if versus_geomean is not None:
+            lines.append(f"Per model {args.backend} / {versus} latency (alternating runs): "
+                         + ", ".join(f"{r['model']} {r['versus_ratio']:.2f}" for r in rows)
+                         + f"; geometric mean **{versus_geomean:.2f}**.\n")
         if gflops is not None:
             lines.append(f"MatMul 1024^3 on {args.backend}: **{gflops:.1f} GFLOP/s**.\n")
+        if versus_gflops is not None:
+            lines.append(f"MatMul 1024^3 on {versus}: **{versus_gflops:.1f} GFLOP/s** (alternating); "
+                         f"{args.backend} / {versus}: **{gflops / versus_gflops:.2f}x**.\n")
         with open(args.markdown, "a") as fh:
             fh.write("\n".join(lines) + "\n")
     return 0

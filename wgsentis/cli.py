@@ -143,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from wgsentis.ops.registry import GPU_COMPUTE, flops_of, lookup
+    from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, flops_of, lookup
     from wgsentis.shapes import layer_shapes
 
     model = _load(args.model)
@@ -164,15 +164,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         total_params += params
         op = layer.op_type + (f"+{layer.fused_activation[0]}" if layer.fused_activation else "")
         out_shape = shapes.get(layer.outputs[0]) if layer.outputs else None
-        gpu = "yes" if lookup(layer.op_type, layer.domain, layer.opset, backend=GPU_COMPUTE) is not None else "-"
+        gpu = "/".join("yes" if lookup(layer.op_type, layer.domain, layer.opset, backend=b) is not None else "-"
+                       for b in (GPU_COMPUTE, GPU_PIXEL))
         rows.append((layer.name, op, str(list(out_shape)) if out_shape is not None else "?", params, flops, gpu))
     w = max([len(r[0]) for r in rows] + [5])
-    print(f"\n{'layer':<{w}}  {'op':<22} {'output shape':<22} {'params':>10} {'FLOPs':>14}  gpu program")
+    print(f"\n{'layer':<{w}}  {'op':<22} {'output shape':<22} {'params':>10} {'FLOPs':>14}  compute/pixel program")
     for name, op, shape, params, flops, gpu in rows:
         print(f"{name:<{w}}  {op:<22} {shape:<22} {params:>10,} {flops:>14,}  {gpu}")
     print(f"\n{len(rows)} layers, {total_params:,} parameters, {total_flops:,} FLOPs "
-          "(a multiply-add counts 2; shapes from one CPU run on sample inputs). 'gpu program': whether "
-          "gpu-compute has a program for the op (it may still fall back for a dtype or attribute it lacks)")
+          "(a multiply-add counts 2; shapes from one CPU run on sample inputs). 'compute/pixel program': whether "
+          "gpu-compute / gpu-pixel has a program for the op (it may still fall back for a dtype or attribute it "
+          "lacks)")
     return 0
 
 

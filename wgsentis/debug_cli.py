@@ -121,7 +121,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise InputError(f"--layer is required; layers of '{model.name}': {[la.name for la in model.layers]}")
     feeds = _inputs(model, args)
     summary = run_view(model, args.layer, feeds, frames=args.frames, screenshot=args.screenshot, scale=args.scale,
-                       rdc_frame=args.rdc_frame, overwrite=args.overwrite)
+                       rdc_frame=args.rdc_frame, overwrite=args.overwrite, backend=args.backend)
     print(f"view    {summary['layer']} (tensor {summary['tensor']}): {summary['frames']} frame(s), "
           f"{summary['inferences']} inference(s), grid {summary['grid'][1]}x{summary['grid'][0]} px")
     if "screenshot" in summary:
@@ -151,6 +151,7 @@ def add_parsers(subparsers: Any) -> None:
     view = subparsers.add_parser("view", help="show a layer's activation channels live in a window")
     _common(view)
     view.add_argument("--layer", help="layer (or tensor) to show")
+    view.add_argument("--backend", default="gpu-compute", choices=["gpu-compute", "gpu-pixel"], help="GPU backend")
     view.add_argument("--frames", type=int, help="stop after N frames (default: until the window closes)")
     view.add_argument("--screenshot", metavar="FILE.png", help="write the last presented frame as a PNG")
     view.add_argument("--scale", type=int, default=0, help="window pixels per activation pixel (default: fit)")

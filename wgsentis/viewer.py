@@ -1,6 +1,6 @@
 """A live window that shows one layer's activation channels as an image grid (``wgsentis view``).
 
-Each presented frame runs exactly one inference on the gpu-compute backend (with debug groups),
+Each presented frame runs exactly one inference on a GPU backend (gpu-compute or gpu-pixel, with debug groups),
 reads the chosen layer's output (exposed with ``model.add_output``), lays its channels out as a
 grid, normalises each channel to [0, 1], colours it, uploads it as a texture and draws it with a
 full-screen render pass into the window (glfw through ``rendercanvas``). Because every frame ends
@@ -99,13 +99,13 @@ def write_png(path: str | Path, rgba: np.ndarray) -> None:
 class LayerView:
     """Runs ``model`` and turns ``layer``'s output into a colour grid each frame."""
 
-    def __init__(self, model: Any, layer: str, inputs: dict[str, np.ndarray]) -> None:
+    def __init__(self, model: Any, layer: str, inputs: dict[str, np.ndarray], backend: str = "gpu-compute") -> None:
         from wgsentis.worker import Worker
 
         self.tensor = model.add_output(layer)
         self.layer = layer
         self.inputs = inputs
-        self.worker = Worker(model, "gpu-compute", debug_groups=True)
+        self.worker = Worker(model, backend, debug_groups=True)
         self.frames = 0
 
     def image(self) -> np.ndarray:
@@ -213,7 +213,7 @@ class Window:
 
 def run_view(model: Any, layer: str, inputs: dict[str, np.ndarray], *, frames: int | None = None,
              screenshot: str | Path | None = None, scale: int = 0, rdc_frame: str | Path | None = None,
-             overwrite: bool = False) -> dict[str, Any]:
+             overwrite: bool = False, backend: str = "gpu-compute") -> dict[str, Any]:
     """Show ``layer`` live until the window closes (or for ``frames`` frames). With ``screenshot``,
     the last presented frame is read back and written as a PNG; with ``rdc_frame``, RenderDoc's
     frame capture of the second frame (one inference and its display) is written there. Returns a
@@ -221,23 +221,23 @@ def run_view(model: Any, layer: str, inputs: dict[str, np.ndarray], *, frames: i
     if frames is not None and frames < 1:
         raise InputError(f"frames={frames}: must be at least 1")
     if rdc_frame is None:
-        return _run_view(model, layer, inputs, frames, screenshot, scale, None)
+        return _run_view(model, layer, inputs, frames, screenshot, scale, None, backend)
     from wgsentis import renderdoc
 
     if frames is not None and frames < 3:
         raise InputError(f"frames={frames}: a frame capture needs at least 3 frames")
     renderdoc.enable()  # before the GPU context: RenderDoc must hook Vulkan and the swapchain
     with renderdoc.frame_capture(rdc_frame, overwrite=overwrite) as cap:
-        summary = _run_view(model, layer, inputs, frames, screenshot, scale, renderdoc.api())
+        summary = _run_view(model, layer, inputs, frames, screenshot, scale, renderdoc.api(), backend)
     summary["rdc_frame"] = str(cap.path)
     return summary
 
 
 def _run_view(model: Any, layer: str, inputs: dict[str, np.ndarray], frames: int | None,
-              screenshot: str | Path | None, scale: int, rd: Any) -> dict[str, Any]:
+              screenshot: str | Path | None, scale: int, rd: Any, backend: str = "gpu-compute") -> dict[str, Any]:
     from rendercanvas.glfw import poll_glfw_briefly
 
-    view = LayerView(model, layer, inputs)
+    view = LayerView(model, layer, inputs, backend)
     first = view.image()
     window = Window(f"wgsentis view: {layer}", first.shape[:2], scale)
     shown = 0

@@ -59,7 +59,7 @@ def test_inspect_sample(capsys):
     out = capsys.readouterr().out
     assert "stem_conv" in out and "Conv+Relu" in out and "parameters" in out and "FLOPs" in out
     assert "FusedConv+Relu" in out  # the residual Add (and its Relu) rides in block_pwconv
-    assert "gpu program" in out and out.count(" yes\n") == 8  # every sample layer has a GPU program
+    assert "compute/pixel program" in out and out.count(" yes/yes\n") == 8  # every sample layer: both GPU backends
 
 
 def test_errors_exit_nonzero_with_message(tmp_path, capsys):

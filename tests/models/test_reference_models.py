@@ -80,6 +80,12 @@ def test_model_matches_onnxruntime_on_gpu_compute(name):
     check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-compute")
 
 
+@requires_gpu
+@pytest.mark.parametrize("name", GPU_CASES)
+def test_model_matches_onnxruntime_on_gpu_pixel(name):
+    check_against_onnxruntime(name, name in zoo.LIGHT_MODELS, "gpu-pixel")
+
+
 # precision="float16" rounds every Conv/MatMul/Gemm weight to half precision (relative error 2^-11
 # each), which compounds over a deep network to ~1e-3..1e-2 relative at the outputs.
 FLOAT16_TOLERANCE = 2e-2
