@@ -632,3 +632,114 @@ def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
 
 
 __all__ = ["affine_copy", "pixel"]
+
+
+# -- generators ---------------------------------------------------------------------------------------------------
+@pixel("ConstantOfShape", 9, host_inputs=(0,))
+def constant_of_shape(rec, layer, shape, *, value=None, **attrs):
+    dims = _ints(shape)
+    if any(d < 0 for d in dims) or len(dims) > MAX_RANK:
+        return NotImplemented
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if fill.size != 1 or texel_kind(fill.dtype) is None:
+        return NotImplemented
+    return _filled(rec, dims, fill.dtype, fill[0])
+
+
+@pixel("EyeLike", 9)
+def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
+    if len(x.shape) != 2:
+        return NotImplemented
+    out_dtype = np.dtype(x.dtype if dtype is None else ONNX_TO_NUMPY[dtype])
+    kind = texel_kind(out_dtype)
+    if kind is None:
+        return NotImplemented
+    body = f"r = select(bitcast<{kind}>(pe(2u)), bitcast<{kind}>(pe(1u)), i32(c.c[5]) - i32(c.c[4]) == pei(0u));"
+    return rec.map([], x.shape, out_dtype, -1, body,
+                   [int(k), storage_bits(1, out_dtype), storage_bits(0, out_dtype)])
+
+
+@pixel("Range", 11, host_inputs=(0, 1, 2))
+def range_(rec, layer, start, limit, delta, **attrs):
+    dtype = np.asarray(start).dtype
+    if texel_kind(dtype) is None or dtype == np.bool_:
+        return NotImplemented
+    s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if d == 0:
+        return NotImplemented
+    if dtype.kind == "i":
+        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        last = int(s) + (count - 1) * int(d)
+        if not all(-(2**31) <= v < 2**31 for v in (int(s), last, int(d))):
+            return NotImplemented
+        words, expr = [int(s), int(d)], "pei(0u) + i32(c.c[5]) * pei(1u)"
+    else:
+        count = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+        if count >= 2**24:
+            return NotImplemented  # the index would not be exact in f32
+        # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.
+        words, expr = [float(s), float(d)], "fma(f32(c.c[5]), pef(1u), pef(0u))"
+    return rec.map([], [count], dtype, 0, f"r = {expr};", words)
+
+
+@pixel("OneHot", 9, host_inputs=(1, 2))
+def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
+    idx = _tensor_of(rec, indices, f"{layer.name}:indices")
+    values = np.asarray(values).reshape(-1)
+    if idx is None or values.size != 2 or texel_kind(values.dtype) is None or idx.dtype == np.bool_:
+        return NotImplemented
+    if idx.layout.kind != "i32" and idx.dtype != np.float32:
+        return NotImplemented
+    depth = int(np.asarray(depth).reshape(-1)[0])
+    if depth < 0:
+        return NotImplemented
+    rank = len(idx.shape) + 1
+    if rank > MAX_RANK:
+        return NotImplemented
+    axis = _tensor._axis(axis, rank)
+    out_shape = [*idx.shape[:axis], depth, *idx.shape[axis:]]
+    kind = texel_kind(values.dtype)
+    lo, li = MAX_RANK - rank, MAX_RANK - len(idx.shape)
+    lines = ["var e: Coords;"]
+    lines += [f"e.c[{li + j}] = c.c[{lo + j}];" for j in range(axis)]
+    lines += [f"e.c[{li + j}] = c.c[{lo + j + 1}];" for j in range(axis, len(idx.shape))]
+    # Negative indices count from the end; a float index is truncated, as the CPU kernel's astype.
+    lines.append(f"var k = i32(x0(e)); if (k < 0) {{ k += {depth}; }}")
+    lines.append(f"r = select(bitcast<{kind}>(pe(0u)), bitcast<{kind}>(pe(1u)), k == i32(c.c[{lo + axis}]));")
+    return rec.map([idx], out_shape, values.dtype, -1, " ".join(lines),
+                   [storage_bits(values[0], values.dtype), storage_bits(values[1], values.dtype)])
+
+
+@pixel("Trilu", 14, host_inputs=(1,))
+def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
+    x = _tensor_of(rec, data)
+    if x is None or len(x.shape) < 2:
+        return NotImplemented
+    shift = 0 if k is None else _tensor._scalar(k)
+    shift = min(max(shift, -(2**31) + 1), 2**31 - 1)  # beyond any matrix either way
+    keep = "j - i >= pei(0u)" if upper else "j - i <= pei(0u)"
+    body = f"let i = i32(c.c[4]); let j = i32(c.c[5]); r = select({x.layout.kind}(0), x0(c), {keep});"
+    return rec.map([x], x.shape, x.dtype, x.layout.axis, body, [shift])
+
+
+@register("CumSum", 11, backend=GPU_PIXEL, host_inputs=(1,))
+@refusing
+def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
+    """Each element sums its predecessors along the axis (int64 sums may leave the int32 range: CPU)."""
+    if not isinstance(x, GTensor) or x.dtype not in (np.float32, np.int32) or not x.shape or len(x.shape) > MAX_RANK:
+        return NotImplemented
+    axis = np.asarray(axis).reshape(-1)
+    if axis.size != 1 or not -x.ndim <= int(axis[0]) < x.ndim:
+        return NotImplemented
+    a = int(axis[0]) % x.ndim
+    n = x.shape[a]
+    if not rec.loops_fit(loop_passes(n) * 8):
+        return NotImplemented
+    frame = MAX_RANK - x.ndim + a
+    kind = x.layout.kind
+    lo, hi = ("p + 1u", f"{n}u") if reverse else ("0u", "p")
+    if not exclusive:
+        lo, hi = ("p", f"{n}u") if reverse else ("0u", "p + 1u")
+    body = (f"let p = c.c[{frame}]; var acc = {kind}(0); var d = c; "
+            f"for (var q = {lo}; q < {hi}; q++) {{ d.c[{frame}] = q; acc += x0(d); }} r = acc;")
+    return rec.map([x], x.shape, x.dtype, x.layout.axis, body)
