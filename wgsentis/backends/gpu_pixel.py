@@ -132,7 +132,17 @@ class PixelRecorder:
             v = GTensor(t.alloc, t.shape, t.dtype, t.name, host=t.host)
             v.layout = TextureLayout(t.shape, axis % rank, t.dtype, t.layout.width, t.layout.height)
             return v
-        return self.map([t], t.shape, t.dtype, axis, "r = x0(c);")
+        if len(t.shape) > MAX_RANK:
+            raise TooLargeForDevice(f"rank past the {MAX_RANK} dims a pixel program addresses")
+        out = self.alloc(t.shape, t.dtype, axis)
+        if out.size:
+            params = [*addressing_params(out.layout), *addressing_params(t.layout)]
+            self.draw("pixel/relayout.wgsl", [t], [out], params, subs={"T": t.layout.kind})
+        return out
+
+    def derived(self, key: tuple, sources: tuple[np.ndarray, ...], make: Any) -> np.ndarray:
+        """A host array computed from constants (packed weights), once per program: ``ConstantStore.derived``."""
+        return self.program.constants.derived(key, sources, make)
 
     def texel_aligned(self, x: GTensor, out: TextureLayout) -> bool:
         """Whether a fragment of ``out`` finds all its lanes' elements of ``x`` (broadcast to ``out``'s shape) in

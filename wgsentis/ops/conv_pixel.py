@@ -1,3 +1,302 @@
-"""gpu-pixel programs (issue 20, in progress)."""
+"""gpu-pixel programs of the conv family: Conv (1-D/2-D/3-D, pads, strides, dilations, auto_pad, groups, bias,
+fused activation), FusedConv (Conv + a residual Z in the same draw) and ConvTranspose (gather form, every
+attribute), all drawn by wgsl/pixel/conv.wgsl.
+
+The input is switched to channels blocked (axis 1) and so is the output: a fragment draws four output channels at
+up to 8 output columns, one render target each (as many as the device's color attachments allow), which a second
+draw (wgsl/pixel/matmul_assemble.wgsl) interleaves into the output. The weights are read on the host
+(``host_inputs``; initializers in practice) and packed once per weight array (``ConstantStore.derived``) into one
+texture whose texels each hold four consecutive output channels for one (input channel, tap), followed by the
+bias: per tap and input block, four weight texels, one input texel per column and a 4x4 matrix-vector product per
+column. Groups need no path of their own: an output block reads the input blocks its channels' groups span, with
+zero weights for channels of another group; depthwise convolutions (one channel per group) multiply texel by
+texel. Weights that live only on the device, other dtypes and ranks above 3-D fall back.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import GTensor, loop_passes
+from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+from wgsentis.ops.matmul_gpu import fused, host_value
+from wgsentis.ops.registry import GPU_PIXEL, register
+
+_SHADER = "pixel/conv.wgsl"
+_INTERLEAVE = "pixel/matmul_assemble.wgsl"
+MAX_ROWS = 8  # outputs a fragment draws into as many render targets; fewer where the device's limits are lower
+
+
+def divided(rec, expr: str) -> str:
+    """``expr`` with its div_f32 calls bound to the device's division (math.wgsl), as elementwise_pixel does."""
+    if "div_f32(" not in expr:
+        return expr
+    return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
+
+
+def rows_per_fragment(rec, m: int) -> int:
+    """How many outputs (rows of a product, columns of a convolution) a fragment draws: a power of two within
+    MAX_ROWS, the device's color attachments (and their bytes per sample, 16 a rgba32float target) and ``m``."""
+    limits = rec.ctx.limits
+    targets = min(MAX_ROWS, int(limits.get("max-color-attachments", 8)),
+                  int(limits.get("max-color-attachment-bytes-per-sample", 32)) // 16)
+    rows = 1
+    while rows * 2 <= targets and rows * 2 <= m:
+        rows *= 2
+    return rows
+
+
+def interleave(rec, targets: list[GTensor], y: GTensor, nblocks: int, m: int, mr: int) -> None:
+    """Draw Y from the render targets of a many-output draw (matmul_assemble.wgsl): row ``r`` of every ``rows``
+    (of ``m``, each ``nblocks`` texels) from target ``r``, whose texels hold ``mr`` rows per batch."""
+    rows = len(targets)
+    decls = [f"@group(0) @binding({r}) var T{r}: texture_2d<f32>;" for r in range(rows)]
+    decls.append(f"@group(0) @binding({rows}) var<uniform> params: Params;")
+    cases = " ".join(f"case {r}u: {{ v = textureLoad(T{r}, at, 0); }}" for r in range(rows - 1))
+    cases += f" default: {{ v = textureLoad(T{rows - 1}, at, 0); }}"
+    rec.draw(_INTERLEAVE, targets, [y], [y.layout.texels, y.layout.shift, targets[0].layout.shift, nblocks, m, mr],
+             subs={"DECLS": "\n".join(decls), "ROWS": str(rows), "CASES": cases})
+
+
+def _shader_subs(rows: int, residual: bool, act: str) -> dict[str, str]:
+    """conv.wgsl's substitutions for ``rows`` output columns per fragment, with or without a residual Z."""
+    decls = "@group(0) @binding(2) var<uniform> params: Params;"
+    if residual:
+        decls = "@group(0) @binding(2) var Z: texture_2d<f32>;\n@group(0) @binding(3) var<uniform> params: Params;"
+    fields = " ".join(f"@location({p}) r{p}: vec4<f32>," for p in range(rows))
+    init = "\n    ".join(f"let ow{p} = owi * {rows}u + {p}u; var acc{p} = zero;" for p in range(rows))
+    tap = "\n                ".join(f"var ok{p} = false; var x{p} = xrow + source(ow{p}, kw, SW, DW, pi(19u), w_in, "
+                                    f"&ok{p});" for p in range(rows))
+    # Where no column can read padding (no W padding, not transposed) the loads need no check (CHECK_W false).
+    load = "select(zero, textureLoad(X, at(x{p}, xs), 0), ok{p} || !CHECK_W)"
+    depthwise = "\n                    ".join(f"acc{p} += w * {load.format(p=p)};" for p in range(rows))
+    step = "\n                        ".join(f"acc{p} += w * {load.format(p=p)}; x{p} += plane;" for p in range(rows))
+    outs = []
+    for p in range(rows):
+        z = (f" v{p} += textureLoad(Z, at(prefix * pu(23u) + min(ow{p}, pu(23u) - 1u), pu(24u)), 0);"
+             if residual else "")
+        outs.append(f"var v{p} = acc{p} + bias;{z} out.r{p} = finish(v{p}, lanes);")
+    return {"DECLS": decls, "OUT_STRUCT": f"struct Out {{ {fields} }}", "POS_INIT": init, "POS_TAP": tap,
+            "POS_DEPTHWISE": depthwise, "POS_STEP": step, "POS_OUT": "\n    ".join(outs), "ACT": act}
+
+
+def _first_blocks(m: int, cg: int, mg: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per output block: the first input block its channels' groups read (cb0, as conv.wgsl computes it) and
+    one past the last."""
+    mb = np.arange(-(-m // 4))
+    first = (4 * mb // mg) * cg // 4
+    last = -(-(np.minimum(4 * mb + 3, m - 1) // mg + 1) * cg // 4)
+    return first, last
+
+
+def _span(m: int, cg: int, mg: int) -> int:
+    """NB: the most input blocks one output block reads."""
+    first, last = _first_blocks(m, cg, mg)
+    return int((last - first).max())
+
+
+def _pack(w_oc: np.ndarray, b: np.ndarray | None, mg: int, depthwise: bool, nb: int) -> np.ndarray:
+    """The weight texture of conv.wgsl from ``w_oc`` (M, C/group, K) (output channel, its group's input channel,
+    tap) and the bias: (texels, 4) float32, NB (``nb``) the input blocks an output block reads.
+
+    General form: (MB, K, NB, 4 input lanes, 4 output lanes), W[4mb + o, c, k] at [mb, k, c // 4 - cb0(mb),
+    c % 4, o] for each input channel c of o's group, zero elsewhere; depthwise: (MB, K, 4 output lanes). The bias
+    (MB texels, zero without one) follows."""
+    m, cg, taps = w_oc.shape
+    mb_all = -(-m // 4)
+    bias = np.zeros((mb_all * 4,), np.float32)
+    if b is not None:
+        bias[:m] = b
+    if depthwise:
+        packed = np.zeros((mb_all * 4, taps), np.float32)
+        packed[:m] = w_oc[:, 0, :]
+        body = packed.reshape(mb_all, 4, taps).transpose(0, 2, 1).reshape(-1, 4)  # (MB * K, 4)
+        return np.concatenate([body, bias.reshape(-1, 4)])
+    o = np.arange(m)
+    first, _last = _first_blocks(m, cg, mg)
+    packed = np.zeros((mb_all, taps, nb, 4, 4), np.float32)
+    c = (o // mg)[:, None] * cg + np.arange(cg)[None, :]  # (M, cg): input channel of each weight
+    mb = (o // 4)[:, None].repeat(cg, 1)
+    packed[mb, :, c // 4 - first[mb], c % 4, (o % 4)[:, None].repeat(cg, 1)] = w_oc  # (M, cg, K) lands per tap
+    return np.concatenate([packed.reshape(-1, 4), bias.reshape(-1, 4)])
+
+
+def _frame3(values: list[int], fill: int) -> list[int]:
+    """Per-axis values of a 1-D/2-D/3-D convolution in the 3-D frame (leading axes ``fill``)."""
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def _float_input(x: Any) -> bool:
+    return getattr(x, "dtype", None) == np.float32 and isinstance(x, np.ndarray | GTensor)
+
+
+def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple, *, group: int,
+          out_shape: tuple[int, ...], kernel: list[int], strides: list[int], dilations: list[int],
+          begins: list[int], transposed: bool, residual: Any = None) -> GTensor | None:
+    """Record the draw of conv.wgsl for Y (``out_shape``) from X with the weights ``w_oc`` (M, C/group, K);
+    None where it cannot (the caller falls back)."""
+    c = X.shape[1]
+    m, cg = w_oc.shape[:2]
+    mg = m // group
+    depthwise = cg == 1 and mg == 1
+    kd, kh, kw = _frame3(kernel, 1)
+    nb = 1 if depthwise else _span(m, cg, mg)
+    if not rec.loops_fit(loop_passes(kd, kh, kw, 1 if depthwise else nb)):
+        return None  # lavapipe would end the loops early
+    x = rec.tensor(X, f"{layer.name}:X", axis=1)
+    if x is None:
+        return None
+    y = rec.alloc(out_shape, np.float32, 1)
+    if y.size == 0:
+        return y
+    z = None
+    if residual is not None:
+        z = _residual(rec, residual, y)
+        if z is None:
+            return None
+    packed = rec.program.constants.derived(("pixelConv", transposed, group), sources,
+                                           lambda: _pack(w_oc, b, mg, depthwise, nb))
+    wt = rec.upload(packed, f"{layer.name}:W")
+    act = fused(layer)
+    od, oh, ow = _frame3(list(out_shape[2:]), 1)
+    d, h, wd = _frame3(list(X.shape[2:]), 1)
+    mb_all = -(-m // 4)
+    taps = kd * kh * kw
+    bias_at = mb_all * taps * (1 if depthwise else 4 * nb)
+    # Several output columns per fragment (render targets) share each weight load; interleaved into Y after.
+    rows = rows_per_fragment(rec, ow)
+    owr = -(-ow // rows)
+    prefix = out_shape[0] * mb_all * od * oh  # Y's texels per output column
+    # (prefix, OW / rows, 4) with its last axis blocked: texel prefix * OWr + owi, four channels.
+    targets = [y] if rows == 1 else [rec.alloc((prefix, owr, 4), np.float32, -1) for _ in range(rows)]
+    pd = _frame3(begins, 0)
+    params: list[int | float] = [targets[0].layout.texels, targets[0].layout.shift, x.layout.shift,
+                                 wt.layout.shift, owr, oh, od, mb_all, wd, h, d, -(-c // 4), nb, mg, cg, m, bias_at,
+                                 *[int(p) & 0xFFFFFFFF for p in pd], *[float(v) for v in act[1]], ow,
+                                 z.layout.shift if z is not None else 0]
+    sd, sh, sw = _frame3(strides, 1)
+    dd, dh, dw = _frame3(dilations, 1)
+    constants = {"KD": kd, "KH": kh, "KW": kw, "SD": sd, "SH": sh, "SW": sw, "DD": dd, "DH": dh, "DW": dw,
+                 "TRANSPOSED": int(transposed), "DEPTHWISE": int(depthwise),
+                 "CHECK_W": int(transposed or pd[2] != 0 or (ow - 1) * sw + (kw - 1) * dw >= wd)}
+    inputs = [x, wt] if z is None else [x, wt, z]
+    rec.draw(_SHADER, inputs, targets, params, constants=constants,
+             subs=_shader_subs(rows, z is not None, divided(rec, act[0])))
+    if rows > 1:
+        interleave(rec, targets, y, 1, ow, owr)
+    return y
+
+
+def _residual(rec, residual: Any, y: GTensor) -> GTensor | None:
+    """FusedConv's Z in Y's layout (channels blocked): itself switched to axis 1 where it has Y's shape, else
+    broadcast to it by a copy; None where it does not broadcast to Y."""
+    if not _float_input(residual):
+        return None
+    shape = tuple(residual.shape)
+    try:
+        if np.broadcast_shapes(shape, y.shape) != tuple(y.shape):
+            return None
+    except ValueError:
+        return None
+    z = rec.tensor(residual, "residual", axis=1 if len(shape) > 1 else None)
+    if z is None:
+        return None
+    if shape != tuple(y.shape) or z.layout.axis != 1:  # conv.wgsl reads Z at Y's texel indices
+        z = rec.map([z], y.shape, np.float32, 1, "r = x0(c);")
+    return z
+
+
+def _conv_weights(X, W, B) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The host float32 weight and bias of a 1-D/2-D/3-D convolution of float32 X, or None (fall back)."""
+    w = host_value(W)
+    b = None if B is None else host_value(B)
+    if not _float_input(X) or w is None or w.dtype != np.float32 or X.ndim not in (3, 4, 5) or w.ndim != X.ndim:
+        return None
+    if B is not None and (b is None or b.dtype != np.float32 or b.ndim != 1):
+        return None
+    return w, b
+
+
+@register("Conv", 1, backend=GPU_PIXEL, host_inputs=(1, 2))
+def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+         strides=None, residual=None, **attrs):
+    """Conv drawn by conv.wgsl; ``residual`` (FusedConv): Z added before the fused activation."""
+    weights = _conv_weights(X, W, B)
+    if weights is None:
+        return NotImplemented
+    w, b = weights
+    nd = X.ndim - 2
+    group = int(group)
+    n, c = X.shape[:2]
+    m = w.shape[0]
+    if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
+        return NotImplemented
+    if group <= 0 or c == 0 or c != w.shape[1] * group or m % group or (b is not None and b.shape[0] != m):
+        return NotImplemented  # the CPU kernel names the mismatch
+    try:
+        strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+        begins, _ends, outs = conv_geometry(X.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    except ValueError:
+        return NotImplemented
+    w_oc = rec.program.constants.derived(("pixelConvOC",), (w,), lambda: w.reshape(m, w.shape[1], -1))
+    sources = (w,) if b is None else (w, b)
+    y = _draw(rec, layer, X, w_oc, b, sources, group=group, out_shape=(n, m, *outs),
+              kernel=list(w.shape[2:]), strides=strides, dilations=dilations, begins=begins, transposed=False,
+              residual=residual)
+    return NotImplemented if y is None else y
+
+
+@register("FusedConv", 1, backend=GPU_PIXEL, host_inputs=(1, 2))
+def fused_conv(rec, layer, X, W, B=None, Z=None, **attrs):
+    """FusedConv (passes.fuse.FuseResidualAdd): act(Conv(X, W, B) + Z), Z broadcast to the output."""
+    if Z is None:
+        return NotImplemented
+    return conv(rec, layer, X, W, B, residual=Z, **attrs)
+
+
+@register("ConvTranspose", 1, backend=GPU_PIXEL, host_inputs=(1, 2))
+def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
+    """ConvTranspose drawn by conv.wgsl in gather form: each output position sums the input positions that
+    reach it."""
+    weights = _conv_weights(X, W, B)
+    if weights is None:
+        return NotImplemented
+    w, b = weights
+    nd = X.ndim - 2
+    group = int(group)
+    n, c = X.shape[:2]
+    if group <= 0 or c == 0 or w.shape[0] != c or c % group:
+        return NotImplemented
+    mg = w.shape[1]
+    m = mg * group
+    if (b is not None and b.shape[0] != m) or (kernel_shape is not None
+                                               and list(kernel_shape) != list(w.shape[2:])):
+        return NotImplemented
+    try:
+        strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
+        output_padding = [int(v) for v in output_padding] if output_padding else [0] * nd
+        output_padding = output_padding[-nd:] if len(output_padding) >= nd else output_padding + [0] * nd
+        begins, outs = conv_transpose_geometry(X.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad,
+                                               output_padding, output_shape)
+    except (ValueError, TypeError, IndexError):
+        return NotImplemented
+    if len(outs) != nd or any(o <= 0 for o in outs) or any(s <= 0 for s in strides):
+        return NotImplemented
+    cg = c // group
+    taps = math.prod(w.shape[2:])
+
+    def regroup() -> np.ndarray:
+        # (C, M/group, K) -> (M, C/group, K): W[g * cg + ci, o] is output channel g * mg + o's input ci.
+        return w.reshape(group, cg, mg, taps).transpose(0, 2, 1, 3).reshape(m, cg, taps)
+
+    w_oc = rec.program.constants.derived(("pixelConvTOC", group), (w,), regroup)
+    sources = (w,) if b is None else (w, b)
+    y = _draw(rec, layer, X, w_oc, b, sources, group=group, out_shape=(n, m, *outs),
+              kernel=list(w.shape[2:]), strides=strides, dilations=dilations, begins=list(begins), transposed=True)
+    return NotImplemented if y is None else y
+
+__all__ = ["conv", "conv_transpose", "divided", "fused_conv"]
