@@ -1,3 +1,159 @@
-"""gpu-pixel programs (issue 20, in progress)."""
+"""gpu-pixel programs of the pool family: MaxPool (with its Indices output), AveragePool, LpPool and the Global
+pools.
+
+Windowed pools draw channels-blocked: the input is switched to channels blocked (a view when it already is, as
+a convolution leaves it), and each fragment of the channels-blocked output reduces its window four channels at
+a time with vec4 loads (wgsl/pixel/pool.wgsl; 1-D and 2-D pools are 3-D pools with leading spatial dims of 1).
+The geometry (pads, ceil mode, auto_pad) is resolved on the host by the CPU module's own helper, so both
+backends agree on every output shape. Global pools are reductions over the spatial dims
+(``reduce_pixel.reduce_keep``): texel by texel on channels-blocked input, else along the blocked axis.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.ops.conv import spatial_attrs
+from wgsentis.ops.pool import pool_geometry
+from wgsentis.ops.reduce_pixel import OVERHEAD, reduce_keep, reduction, texture
+from wgsentis.ops.registry import GPU_PIXEL, register
+
+_LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)"}
+_NANCHK = {"f32": "(bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u)",
+           "i32": "vec4<bool>(false)"}
+MAX, AVERAGE, LP2, LP1, LP = range(5)  # pool.wgsl's MODE
+
+
+def _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
+    """(kernel, strides, dilations, begins, ends, outs) as the CPU kernel resolves them, or None."""
+    if kernel_shape is None or x.ndim < 3 or x.ndim > 5:
+        return None
+    nd = x.ndim - 2
+    kernel = [int(k) for k in kernel_shape]
+    if len(kernel) != nd:
+        return None
+    try:
+        strides, dilations, pads = spatial_attrs(nd, kernel, strides, dilations, pads)
+        begins, ends, outs = pool_geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    except ValueError:
+        return None
+    return kernel, strides, dilations, begins, ends, outs
+
+
+def _pad3(values: list[int], fill: int) -> list[int]:
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float = 2.0, indices: bool = False,
+                 storage_order: int = 0):
+    """Record a windowed pool of ``x`` (N, C, *spatial): its output (N, C, *outs), channels blocked, and with
+    ``indices`` the int64 Indices of MaxPool too; NotImplemented when the window is too long to loop over."""
+    kernel, strides, dilations, begins, ends, outs = geo
+    k3 = _pad3(kernel, 1)
+    if not rec.loops_fit(loop_passes(*k3) + OVERHEAD):
+        return NotImplemented
+    x = rec.relayout(x, 1)  # (N, C, *spatial), channels blocked
+    n, c = x.shape[:2]
+    spatial = list(x.shape[2:])
+    out_shape = (n, c, *outs)
+    y = rec.alloc(out_shape, x.dtype, 1)
+    idx = rec.alloc(out_shape, np.int64, 1) if indices else None
+    if y.size == 0:
+        return (y, idx) if indices else y
+    if include_pad:
+        lo = [-b for b in begins]
+        hi = [d + e for d, e in zip(spatial, ends, strict=True)]
+    else:
+        lo, hi = [0] * len(spatial), spatial
+    params: list[int | float] = [
+        y.layout.texels, y.layout.shift, *_pad3(spatial, 1), *_pad3(outs, 1), *_pad3(strides, 1),
+        *_pad3(dilations, 1), *_pad3(begins, 0), *_pad3(lo, 0), *_pad3(hi, 1), float(p), 1.0 / float(p),
+        -(-c // 4), x.layout.shift, c, int(bool(storage_order)), len(spatial)]
+    kind = x.layout.kind
+    consts = {"KD0": k3[0], "KD1": k3[1], "KD2": k3[2]}
+    subs = {"T": kind, "LOWEST": _LOWEST[kind]}
+    if indices:
+        rec.draw("pixel/pool_indices.wgsl", [x], [y, idx], params, constants=consts, subs=subs)
+        return y, idx
+    powers = {LP2: "v * v", LP1: "abs(v)", LP: "pow(abs(v), vec4<f32>(pf(23u)))"}
+    roots = {LP2: "sqrt(acc)", LP: "pow(acc, vec4<f32>(pf(24u)))"}
+    subs.update(NANCHK=_NANCHK[kind], POW=powers.get(mode, "v"), ROOT=roots.get(mode, "acc"),
+                AVERAGE="acc * (1.0 / f32(max(count, 1)))" if kind == "f32" else "acc")
+    rec.draw("pixel/pool.wgsl", [x], [y], params, constants={**consts, "MODE": mode}, subs=subs)
+    return y
+
+
+@register("MaxPool", 1, backend=GPU_PIXEL)
+def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None,
+             storage_order=0, strides=None, **attrs):
+    x = texture(X)
+    if x is None or x.dtype not in (np.float32, np.int32):
+        return NotImplemented
+    geo = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if geo is None:
+        return NotImplemented
+    want_indices = len(layer.outputs) > 1 and bool(layer.outputs[1])
+    if want_indices and x.size >= 2**31:
+        return NotImplemented  # flat indices must fit in int32
+    out = _window_pool(rec, x, geo, MAX, indices=want_indices, storage_order=storage_order)
+    if out is NotImplemented or want_indices or len(layer.outputs) == 1:
+        return out
+    return out, None
+
+
+@register("AveragePool", 1, backend=GPU_PIXEL)
+def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                 kernel_shape=None, pads=None, strides=None, **attrs):
+    x = texture(X)
+    if x is None or x.dtype != np.float32:
+        return NotImplemented
+    geo = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if geo is None:
+        return NotImplemented
+    return _window_pool(rec, x, geo, AVERAGE, include_pad=bool(count_include_pad))
+
+
+@register("LpPool", 1, backend=GPU_PIXEL)
+def lp_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, p=2, pads=None,
+            strides=None, **attrs):
+    x = texture(X)
+    if x is None or x.dtype != np.float32:
+        return NotImplemented
+    geo = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if geo is None:
+        return NotImplemented
+    p = float(p)
+    return _window_pool(rec, x, geo, LP2 if p == 2.0 else LP1 if p == 1.0 else LP, p=p)
+
+
+def _global(rec, X: Any, kind: str, dtypes: tuple[type, ...], p: float = 2.0):
+    """A global pool: ``kind`` over the spatial dims, kept as size 1."""
+    x = texture(X)
+    if x is None or x.dtype not in dtypes or x.ndim < 2:
+        return NotImplemented
+    axes = set(range(2, x.ndim))
+    length = 1
+    for d in axes:
+        length *= x.shape[d]
+    if kind == "max" and length == 0:
+        return NotImplemented  # numpy's max of nothing raises: the CPU kernel reports it
+    return reduce_keep(rec, x, axes, reduction(kind, length, p))
+
+
+@register("GlobalAveragePool", 1, backend=GPU_PIXEL)
+def global_average_pool(rec, layer, X, **attrs):
+    return _global(rec, X, "mean", (np.float32,))
+
+
+@register("GlobalMaxPool", 1, backend=GPU_PIXEL)
+def global_max_pool(rec, layer, X, **attrs):
+    return _global(rec, X, "max", (np.float32, np.int32))
+
+
+@register("GlobalLpPool", 1, backend=GPU_PIXEL)
+def global_lp_pool(rec, layer, X, *, p=2, **attrs):
+    p = float(p)
+    return _global(rec, X, "l2" if p == 2.0 else "l1" if p == 1.0 else "lp", (np.float32,), p)
