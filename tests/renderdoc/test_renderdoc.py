@@ -60,19 +60,22 @@ def _report(capture: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[
     return proc, json.loads(out.read_text())
 
 
-def _check_report(rep: dict) -> None:
+def _check_report(rep: dict, work: str = "dispatches") -> None:
     assert rep["expected_layers"], "the capture's notes list the run's GPU layers"
     assert rep["missing_layers"] == []
     names = {f"{e['layer']} ({e['op']})" for e in rep["layers"]}
     assert set(rep["expected_layers"]) <= names
     for e in rep["layers"]:
-        assert e["dispatches"] >= 1, e
+        assert e[work] >= 1, e
         assert e["gpu_us"] > 0, e  # RenderDoc's EventGPUDuration, per layer
         assert e["timestamp_us"] and e["timestamp_us"] > 0, e  # the profiler's timestamps, same layer
     # Two measurements of the same work: within an order of magnitude of each other in total.
     assert 0.1 < rep["total_gpu_us"] / rep["total_timestamp_us"] < 10
     assert any(label.endswith("(Conv)") for label in rep["labels"])  # labelled pipelines / bind groups
-    assert any(label.startswith("wgsentis arena") for label in rep["labels"])  # labelled buffers
+    if work == "dispatches":
+        assert any(label.startswith("wgsentis arena") for label in rep["labels"])  # labelled buffers
+    else:
+        assert any(label.startswith("wgsentis tensor") for label in rep["labels"])  # labelled textures
 
 
 @requires_gpu
@@ -90,6 +93,19 @@ def test_capture_sample_model_and_report(tmp_path: Path) -> None:
     again = _cli("capture", "-o", str(target))
     assert again.returncode == 1 and "exists" in again.stderr and "--overwrite" in again.stderr
     assert _cli("capture", "-o", str(target), "--overwrite").returncode == 0
+
+
+@requires_gpu
+def test_capture_on_gpu_pixel_has_a_group_of_draws_per_layer(tmp_path: Path) -> None:
+    """gpu-pixel: each layer's draws sit in its debug group (pushed inside each render pass the layer uses),
+    and the report finds every GPU layer with RenderDoc's durations beside the timestamps."""
+    target = tmp_path / "pixel.rdc"
+    proc = _cli("capture", "-o", str(target), "--backend", "gpu-pixel")
+    assert proc.returncode == 0, proc.stderr
+    report, rep = _report(target, tmp_path)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert rep["backend"] == "gpu-pixel"
+    _check_report(rep, work="draws")
 
 
 @requires_gpu

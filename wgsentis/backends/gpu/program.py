@@ -503,14 +503,20 @@ class GPUProgram(HostSync):
         if stamps is not None:
             stamps.begin_layer(stream, layer_index)
         # A group that holds copies lives on the encoder (copies close the pass); else inside the pass.
+        # Render streams push the group inside each pass the layer's draws use (streams.RenderStream).
         group_owner = None
+        per_pass = self.debug_groups and stream.groups_per_pass and not has_copy
         on_encoder = has_copy or not stream.groups_in_pass
-        if self.debug_groups:
+        if per_pass:
+            stream.begin_group(f"{layer.name} ({layer.op_type})")
+        elif self.debug_groups:
             group_owner = stream.encoder_for_copies() if on_encoder else stream.open_pass()
             group_owner.push_debug_group(f"{layer.name} ({layer.op_type})")
         for step in steps:
             stream.step(step)
-        if group_owner is not None:
+        if per_pass:
+            stream.end_group()
+        elif group_owner is not None:
             if on_encoder:
                 stream.end_pass()
             group_owner.pop_debug_group()

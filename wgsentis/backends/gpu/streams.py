@@ -21,9 +21,11 @@ class CommandStream:
         self._encoder: Any = device.create_command_encoder(label="wgsentis run")
         self.current_pass: Any = None
         self.pass_timestamps: dict[str, Any] | None = None  # for the next pass opened
-        # Whether a layer's debug group may live inside the open pass (compute); a render pass is begun per set of
-        # targets, so render streams keep the groups on the encoder, around the passes.
+        # Where a layer's debug group lives: inside the open pass (compute), or, for a render stream, inside
+        # each pass the layer's draws use ("per_pass": a render pass is begun per set of targets, so one layer may
+        # span several).
         self.groups_in_pass = True
+        self.groups_per_pass = False
         # Pass labels (for captures) cost wgpu-py ~8 us of string conversion a pass: only with debug groups.
         self.pass_label = "wgsentis layers" if labels else None
 
@@ -111,8 +113,29 @@ class RenderStream(CommandStream):
     def __init__(self, device: Any, labels: bool = False, native: bool = True) -> None:
         super().__init__(device, labels, native)
         self.groups_in_pass = False
+        # A layer's debug group is pushed inside every pass its draws use, popped before the pass ends: groups
+        # on the encoder around passes crash RenderDoc's Vulkan layer in wgpu's encoder finish on lavapipe (two
+        # such groups are enough), and RenderDoc's report merges the groups of one name into one layer.
+        self.groups_per_pass = True
+        self.group: str | None = None  # the label of the layer whose draws are being encoded
+        self.group_open = False
         self.pipeline: Any = None
         self.targets: list[Any] = []  # the open pass's color attachments (GTextures)
+
+    def begin_group(self, label: str) -> None:
+        """Draws from now on belong to the debug group ``label``, pushed in each pass they use."""
+        self.group = label
+
+    def end_group(self) -> None:
+        if self.group_open and self.current_pass is not None:
+            self.current_pass.pop_debug_group()
+        self.group, self.group_open = None, False
+
+    def end_pass(self) -> None:
+        if self.group_open and self.current_pass is not None:
+            self.current_pass.pop_debug_group()
+        self.group_open = False
+        super().end_pass()
 
     def open_pass(self, targets: list[Any] | None = None) -> Any:
         """The open render pass over ``targets`` (the open one's when None), begun when needed; None when no
@@ -140,6 +163,9 @@ class RenderStream(CommandStream):
         if self.current_pass is not None and any(id(t.texture) in reads for t in self.targets):
             self.end_pass()
         rpass = self.open_pass(d.targets)
+        if self.group is not None and not self.group_open:
+            rpass.push_debug_group(self.group)
+            self.group_open = True
         if d.pipeline is not self.pipeline:
             rpass.set_pipeline(d.pipeline)
             self.pipeline = d.pipeline
