@@ -31,6 +31,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     reduce_pixel,
     rnn,
     rnn_gpu,
+    rnn_pixel,
     signal,
     tensor,
     tensor_gpu,
