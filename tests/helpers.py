@@ -78,14 +78,14 @@ def child_results(stdout: str) -> dict[str, dict]:
 
 # -- the one skip policy of GPU tests ----------------------------------------------------------------------------
 # A test that needs a wgpu adapter carries the ``gpu`` marker: ``pytestmark = requires_gpu`` for a module of GPU
-# tests, ``@requires_gpu`` on one test, or ``BACKENDS`` (its ``pytest.param("gpu-compute", marks=requires_gpu)``)
-# for the gpu-compute half of a test run on both backends, so that half is an item of its own, never silently
+# tests, ``@requires_gpu`` on one test, or ``BACKENDS`` (its ``pytest.param("gpu-compute", marks=requires_gpu)``
+# and gpu-pixel's) for the GPU parts of a test run on every backend, so each is an item of its own, never silently
 # dropped. tests/conftest.py skips every such item, with ``gpu_adapter()``'s reason, only when no adapter
 # opens; a module that needs the device as it loads skips itself with that same reason
 # (``pytest.skip(gpu_adapter()[1], allow_module_level=True)``).
 
 requires_gpu = pytest.mark.gpu
-BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu)]
+BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu), pytest.param("gpu-pixel", marks=requires_gpu)]
 
 
 @functools.cache

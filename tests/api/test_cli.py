@@ -67,8 +67,8 @@ def test_errors_exit_nonzero_with_message(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["run", "--input", "nope=x.npy"]) == 1
     assert "has no input 'nope'" in capsys.readouterr().err
-    assert main(["run", "--backend", "gpu-pixel"]) == 1
-    assert "not available yet" in capsys.readouterr().err
+    assert main(["run", "--backend", "gpu-vertex"]) == 1
+    assert "unknown backend 'gpu-vertex'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["run", "inspect", "profile"])

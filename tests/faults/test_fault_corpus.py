@@ -23,7 +23,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import wgsentis as ws
 from wgsentis.errors import (
-    BackendNotAvailableError,
     ExternalDataError,
     InputError,
     LayerError,
@@ -379,7 +378,7 @@ BAD_WORKER_ARGS: dict[str, tuple[dict[str, Any], type[WgSentisError], tuple[str,
     "empty-backend": ({"backend": ""}, InputError, ("''",)),
     "backend-int": ({"backend": 3}, InputError, ("'3'",)),
     "backend-none": ({"backend": None}, InputError, ("'None'",)),
-    "gpu-pixel-not-built": ({"backend": "gpu-pixel"}, BackendNotAvailableError, ("gpu-pixel",)),
+    "backend-unknown": ({"backend": "gpu-vertex"}, InputError, ("'gpu-vertex'",)),
     "threads-zero": ({"threads": 0}, InputError, ("threads=0",)),
     "threads-negative": ({"threads": -2}, InputError, ("threads=-2",)),
     "threads-float": ({"threads": 1.5}, InputError, ("threads=1.5",)),

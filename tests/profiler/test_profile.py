@@ -10,7 +10,7 @@ import pytest
 from helpers import BACKENDS, requires_gpu
 
 import wgsentis as ws
-from wgsentis.errors import BackendNotAvailableError, InputError
+from wgsentis.errors import InputError
 
 TOP_KEYS = {"model", "name", "backend", "batch_size", "threads", "device", "runs", "ms_per_batch", "ms_min",
             "ms_max", "items_per_second", "layers", "transfers", "op_types", "flops_profile", "ceilings", "timer"}
@@ -30,7 +30,7 @@ def _check(prof: ws.Profile, backend: str) -> dict:
     fp = data["flops_profile"]
     assert fp["total_flops"] == sum(e["flops"] for e in fp["layers"]) > 0
     assert data["ceilings"]["peak_gflops_per_s"] > 0 and data["ceilings"]["peak_gb_per_s"] > 0
-    if backend == "gpu-compute":
+    if backend.startswith("gpu-"):
         _check_gpu_rows(data)
     return data
 
@@ -131,9 +131,19 @@ def test_fixed_batch_error(tmp_path) -> None:
                       runs=1, warmup=0)["batch_size"] == 2
 
 
-def test_gpu_pixel_not_available(sample_path: str) -> None:
-    with pytest.raises(BackendNotAvailableError):
-        ws.profile(sample_path, backend="gpu-pixel")
+@requires_gpu
+def test_gpu_pixel_profile_sample(sample_path: str) -> None:
+    """gpu-pixel: per-layer GPU time from timestamps on each render pass, the transfers, and ceilings measured
+    with the pixel kernels themselves (cached per backend)."""
+    prof = ws.profile(sample_path, backend="gpu-pixel", threads=2, runs=3, warmup=1)
+    data = _check(prof, "gpu-pixel")
+    assert data["timer"] in ("gpu-timestamps", "host (one fenced submission per layer)")
+    assert all(e["device"] == "gpu" and e["time_ms"] > 0 for e in data["layers"] if e["op_type"] != "Flatten")
+    assert {t["kind"] for t in data["transfers"]} == {"upload", "download"}
+    from wgsentis.profiler.ceilings import cache_key
+
+    assert data["ceilings"]["peak_gflops_per_s"] > 0  # kept apart from gpu-compute's, measured with pixel kernels
+    assert cache_key("gpu-pixel", data["device"], 2) != cache_key("gpu-compute", data["device"], 2)
 
 
 @requires_gpu

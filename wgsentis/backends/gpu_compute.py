@@ -14,7 +14,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.dtypes import GPU_TYPES, TooLargeForDevice, gpu_type_of
-from wgsentis.backends.gpu.faults import FAULT_SLOTS, IndexCheck
+from wgsentis.backends.gpu.faults import IndexCheck, reserve_checks
 from wgsentis.backends.gpu.memory import UniformArena
 from wgsentis.backends.gpu.program import GPUProgram
 from wgsentis.backends.gpu.steps import Copy, Dispatch, TextureCopy
@@ -138,18 +138,9 @@ class Recorder:
         return self.program.constants.texture(value, name, half=half)
 
     def check_indices(self, bounds: list[int], what: str = "indices") -> int:
-        """Reserve one fault slot per bound for the current layer's data-driven indices, which must lie in
-        [-bound, bound) (wgsl/common/faults.wgsl); returns the first slot's word, a parameter of the checking
-        dispatch (slot j at that word + 2j), which binds the fault buffer (``dispatch(..., faults=True)``).
-        A violation raises IndexOutOfRangeError when the run's outputs (or a fallback's inputs) are read."""
-        first = len(self.index_checks)
-        if first + len(bounds) > FAULT_SLOTS:
-            raise TooLargeForDevice(f"more than {FAULT_SLOTS} bounds-checked index slots in one plan")
-        layer = self.layer
-        name, op_type = (layer.name, layer.op_type) if layer is not None else ("", "")
-        self.index_checks.extend(IndexCheck(name, op_type, int(b), what) for b in bounds)
-        self.program.faults.clear(first, len(bounds))  # before this run's first submit that can write them
-        return 2 * first
+        """A fault slot per bound for this layer's data-driven indices (``faults.reserve_checks``); the checking
+        dispatch binds the fault buffer (``dispatch(..., faults=True)``)."""
+        return reserve_checks(self, bounds, what)
 
     def loops_fit(self, passes: int) -> bool:
         """Whether a kernel whose invocations each make at most ``passes`` loop passes (``loop_passes``; the

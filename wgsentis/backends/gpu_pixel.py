@@ -15,7 +15,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice
-from wgsentis.backends.gpu.faults import IndexCheck
+from wgsentis.backends.gpu.faults import IndexCheck, reserve_checks
 from wgsentis.backends.gpu.memory import UniformArena
 from wgsentis.backends.gpu.program import GPUProgram
 from wgsentis.backends.gpu.steps import Draw, Plan
@@ -79,6 +79,11 @@ class PixelRecorder:
         t.layout = t.alloc.layout
         self.layer_allocs.append(t.alloc)
         return t
+
+    def check_indices(self, bounds: list[int], what: str = "indices") -> int:
+        """A fault slot per bound for this layer's data-driven indices (``faults.reserve_checks``): the checking
+        draw (``map(..., faults=True)``) calls ``checked_index(v, len, word)`` (wgsl/common/faults.wgsl)."""
+        return reserve_checks(self, bounds, what)
 
     def loops_fit(self, passes: int) -> bool:
         """Whether a fragment program whose invocations each make at most ``passes`` loop passes (counted with
@@ -231,7 +236,8 @@ class PixelRecorder:
         return out
 
     def map(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
-            extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:
+            extra: list[int | float] | None = None, helpers: str = "", label: str = "",
+            faults: bool = False) -> GTensor:
         """A new tensor of ``shape`` and ``dtype`` (``axis`` blocked) drawn by wgsl/pixel/map.wgsl: each element
         at coordinates ``c`` (its 6-dim frame) runs ``body``, which sets ``r`` from the inputs' accessors
         ``x0(c)``, ``x1(c)``, ... and the words ``extra`` (``pe(i)``, ``pef(i)``, ``pei(i)``)."""
@@ -247,21 +253,24 @@ class PixelRecorder:
                          f"fn x{k}(c: Coords) -> {kind} {{ let at = locate({14 * (k + 1)}u, c); "
                          f"return textureLoad(X{k}, at.xy, 0)[at.z]; }}")
         decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
+        if faults:  # the index fault buffer and checked_index (wgsl/common/faults.wgsl)
+            decls.append(f"@group(0) @binding({len(inputs) + 1}) var<storage, read_write> FAULTS: "
+                         "array<atomic<u32>>;\n" + wgsl_source("common/faults.wgsl"))
         params: list[int | float] = [*addressing_params(out.layout)]
         for x in inputs:
             params += addressing_params(x.layout)
         params += list(extra or [])
         subs = {"DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "HELPERS": helpers,
                 "OUT": out.layout.kind, "BODY": body}
-        self.draw("pixel/map.wgsl", inputs, [out], params, subs=subs, label=label)
+        self.draw("pixel/map.wgsl", inputs, [out], params, subs=subs, label=label, faults=faults)
         return out
 
     def draw(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float], *,
              constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
-             label: str = "") -> None:
+             label: str = "", faults: bool = False) -> None:
         """Record one draw of ``wgsl/<shader>`` (its fragment stage ``fs_main``, the shared full-screen vertex
         stage) into ``outputs``' textures, which share one size. Bindings: the inputs' textures, then the
-        uniform parameter block."""
+        uniform parameter block, then (``faults``) the index fault buffer."""
         if all(o.size == 0 for o in outputs):
             return  # nothing to draw
         sizes = {(o.layout.width, o.layout.height) for o in outputs}
@@ -270,13 +279,16 @@ class PixelRecorder:
         formats = tuple(o.layout.format for o in outputs)
         consts = dict(constants or {})
         key = pipeline_key(shader, subs or {}, consts, [(i.layout.kind, i.ndim) for i in inputs],
-                           stage="render", targets=formats)
+                           faults=faults, stage="render", targets=formats)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
         pipeline, bgl = self.ctx.render_pipeline(key, wgsl_source(shader, subs), consts, label, list(formats))
         ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
         extra: list[Any] = [i.alloc.texture for i in inputs]
         extra.append({"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT})
+        if faults:
+            buf = self.program.faults.buffer
+            extra.append({"buffer": buf, "offset": 0, "size": buf.size})
         step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label)
         if not self.program.tracing:
             step.bind(self.ctx.device)

@@ -467,38 +467,179 @@ def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constan
     return _pad(rec, data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
 
 
-# -- gather -------------------------------------------------------------------------------------------------------
+# -- gathers and scatters ------------------------------------------------------------------------------------------
+# Indices computed on the device are bounds-checked where they are read (wgsl/common/faults.wgsl): an index
+# outside [-len, len) is never used, and the run raises IndexOutOfRangeError naming the layer, as the CPU does.
+# Host-known indices are checked on the host and the layer declines (the CPU kernel raises) when one is bad.
+def _index_input(rec, indices, name: str) -> GTensor | None:
+    if getattr(indices, "dtype", None) not in _INTS:
+        return None
+    return _tensor_of(rec, indices, name)
+
+
+def _host_indices_ok(indices, length: int) -> bool:
+    host = indices.host if isinstance(indices, GTensor) else indices
+    if host is None:
+        return True
+    host = np.asarray(host)
+    return not host.size or (host.min() >= -length and host.max() < length)
+
+
+def _zero(kind: str) -> str:
+    return f"{kind}(0)"
+
+
 @pixel("Gather", 1)
 def gather(rec, layer, data, indices, *, axis=0, **attrs):
-    """Gather with indices known on the host (constants, shape arithmetic), checked there: out-of-range indices
-    are the CPU kernel's error. Indices computed on the device fall back, where the CPU kernel checks them."""
-    host = indices.host if isinstance(indices, GTensor) else indices
-    if host is None or getattr(indices, "dtype", None) not in _INTS:
-        return NotImplemented
     x = _tensor_of(rec, data, f"{layer.name}:data")
-    if x is None:
+    idx = _index_input(rec, indices, f"{layer.name}:indices")
+    if x is None or idx is None:
         return NotImplemented
     rank = len(x.shape)
     axis = _tensor._axis(axis, rank)
-    host = np.asarray(host)
     dim = x.shape[axis]
-    if host.size and (host.min() < -dim or host.max() >= dim):
+    if not _host_indices_ok(indices, dim):
         return NotImplemented
-    wrapped = np.where(host < 0, host + dim, host).astype(np.int32)
-    out_shape = [*x.shape[:axis], *host.shape, *x.shape[axis + 1:]]
-    if len(out_shape) > MAX_RANK:
-        return NotImplemented
-    q = host.ndim
-    idx = rec.upload(wrapped, f"{layer.name}:indices")
+    q = len(idx.shape)
+    out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
+    if len(out_shape) > MAX_RANK or (idx.size and not math.prod(out_shape)):
+        return NotImplemented  # no fragment would read (and check) the indices: the CPU kernel does
     lo, ld, li = MAX_RANK - len(out_shape), MAX_RANK - rank, MAX_RANK - q
+    slot = rec.check_indices([dim]) if math.prod(out_shape) else 0
     lines = ["var d: Coords; var e: Coords;"]
     lines += [f"d.c[{ld + j}] = c.c[{lo + j}];" for j in range(axis)]
     lines += [f"e.c[{li + j}] = c.c[{lo + axis + j}];" for j in range(q)]
-    lines += [f"d.c[{ld + axis}] = u32(x1(e));"]
     lines += [f"d.c[{ld + j}] = c.c[{lo + q + j - 1}];" for j in range(axis + 1, rank)]
-    lines.append("r = x0(d);")
+    lines.append(f"let k = checked_index(i32(x1(e)), {dim}, pe(0u));")
+    lines.append(f"if (k < 0) {{ r = {_zero(x.layout.kind)}; }} else {{ d.c[{ld + axis}] = u32(k); r = x0(d); }}")
     out_axis = (x.layout.axis if x.layout.axis < axis else x.layout.axis + q - 1) if x.layout.axis != axis else -1
-    return rec.map([x, idx], out_shape, x.dtype, out_axis if out_shape else 0, " ".join(lines))
+    return rec.map([x, idx], out_shape, x.dtype, out_axis if out_shape else 0, " ".join(lines), [slot],
+                    faults=True)
+
+
+def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none"):
+    """GatherElements (updates None) or ScatterElements, in gather form: an output element of a scatter looks
+    along the axis for the last index that names it (and folds every such update for a reduction)."""
+    x = _tensor_of(rec, data, f"{layer.name}:data")
+    idx = _index_input(rec, indices, f"{layer.name}:indices")
+    if x is None or idx is None or len(idx.shape) != len(x.shape) or not 0 < len(x.shape) <= MAX_RANK:
+        return NotImplemented
+    rank = len(x.shape)
+    axis = _tensor._axis(axis, rank)
+    dim = x.shape[axis]
+    if not _host_indices_ok(indices, dim):
+        return NotImplemented
+    frame = MAX_RANK - rank + axis
+    kind = x.layout.kind
+    if updates is None:
+        slot = rec.check_indices([dim]) if idx.size else 0
+        body = (f"var d = c; let k = checked_index(i32(x1(c)), {dim}, pe(0u)); "
+                f"if (k < 0) {{ r = {_zero(kind)}; }} else {{ d.c[{frame}] = u32(k); r = x0(d); }}")
+        return rec.map([x, idx], idx.shape, x.dtype, idx.layout.axis, body, [slot], faults=True)
+    u = _tensor_of(rec, updates, f"{layer.name}:updates")
+    if u is None or u.shape != idx.shape or u.dtype != x.dtype:
+        return NotImplemented
+    if any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis) or (idx.size and not x.size):
+        return NotImplemented  # an index no output element would scan (and check)
+    fold = {"none": "acc = v;", "add": "acc = acc + v;", "mul": "acc = acc * v;", "max": "acc = max(acc, v);",
+            "min": "acc = min(acc, v);"}.get(reduction)
+    if fold is None or (reduction in ("max", "min") and kind == "f32"):
+        return NotImplemented  # numpy's maximum/minimum propagate NaN where WGSL's do not: the CPU kernel
+    n = idx.shape[axis]
+    if not rec.loops_fit(loop_passes(n) * 16):
+        return NotImplemented
+    slot = rec.check_indices([dim]) if idx.size else 0
+    inside = " && ".join(f"c.c[{MAX_RANK - rank + j}] < {idx.shape[j]}u" for j in range(rank) if j != axis) or "true"
+    body = (f"var acc = x0(c); if ({inside}) {{ var e = c; for (var p = 0u; p < {n}u; p++) {{ e.c[{frame}] = p; "
+            f"let k = checked_index(i32(x1(e)), {dim}, pe(0u)); "
+            f"if (k == i32(c.c[{frame}])) {{ let v = x2(e); {fold} }} }} }} r = acc;")
+    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, body, [slot], faults=True)
+
+
+@pixel("GatherElements", 11)
+def gather_elements(rec, layer, data, indices, *, axis=0, **attrs):
+    return _elements(rec, layer, data, indices, None, axis)
+
+
+@pixel("Scatter", 9)
+def scatter(rec, layer, data, indices, updates, *, axis=0, **attrs):
+    return _elements(rec, layer, data, indices, updates, axis)
+
+
+@pixel("ScatterElements", 11)
+def scatter_elements(rec, layer, data, indices, updates, *, axis=0, reduction="none", **attrs):
+    return _elements(rec, layer, data, indices, updates, axis, reduction)
+
+
+def _nd(rec, layer, data, indices, updates, batch_dims, reduction: str = "none"):
+    """GatherND (updates None) or ScatterND in gather form: an output element of a scatter walks the update
+    rows for the last whose index tuple names it (folding every such row for a reduction)."""
+    x = _tensor_of(rec, data, f"{layer.name}:data")
+    idx = _index_input(rec, indices, f"{layer.name}:indices")
+    if x is None or idx is None or not idx.shape:
+        return NotImplemented
+    k = idx.shape[-1]
+    b = int(batch_dims)
+    rank, q = len(x.shape), len(idx.shape)
+    if b + k > rank or tuple(x.shape[:b]) != tuple(idx.shape[:b]) or rank > MAX_RANK:
+        return NotImplemented
+    for j in range(k):
+        host = indices.host if isinstance(indices, GTensor) else indices
+        if host is not None and not _host_indices_ok(np.asarray(host)[..., j], x.shape[b + j]):
+            return NotImplemented
+    dims = list(x.shape[b:b + k])
+    kind = x.layout.kind
+    ld, li = MAX_RANK - rank, MAX_RANK - q
+    if updates is None:
+        out_shape = [*idx.shape[:-1], *x.shape[b + k:]]
+        if len(out_shape) > MAX_RANK or (idx.size and not math.prod(out_shape)):
+            return NotImplemented  # empty slices: no fragment would read (and check) the indices
+        lo = MAX_RANK - len(out_shape)
+        slot = rec.check_indices(dims) if math.prod(out_shape) else 0
+        lines = ["var d: Coords; var e: Coords; var bad = false;"]
+        lines += [f"e.c[{li + j}] = c.c[{lo + j}];" for j in range(q - 1)]
+        lines += [f"d.c[{ld + j}] = c.c[{lo + j}];" for j in range(b)]
+        for j in range(k):
+            lines.append(f"e.c[5] = {j}u; {{ let v = checked_index(i32(x1(e)), {dims[j]}, pe(0u) + {2 * j}u); "
+                         f"if (v < 0) {{ bad = true; }} else {{ d.c[{ld + b + j}] = u32(v); }} }}")
+        lines += [f"d.c[{ld + b + k + j}] = c.c[{lo + q - 1 + j}];" for j in range(rank - b - k)]
+        lines.append(f"r = select(x0(d), {_zero(kind)}, bad);")
+        return rec.map([x, idx], out_shape, x.dtype, -1 if out_shape else 0, " ".join(lines), [slot], faults=True)
+    u = _tensor_of(rec, updates, f"{layer.name}:updates")
+    if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
+        return NotImplemented
+    fold = {"none": "acc = v;", "add": "acc = acc + v;", "mul": "acc = acc * v;", "max": "acc = max(acc, v);",
+            "min": "acc = min(acc, v);"}.get(reduction)
+    rows = math.prod(idx.shape[:-1])
+    if fold is None or len(u.shape) > MAX_RANK or (idx.size and not x.size) or (
+            reduction in ("max", "min") and kind == "f32"):
+        return NotImplemented
+    if not rec.loops_fit(loop_passes(rows, k) * 16):
+        return NotImplemented
+    slot = rec.check_indices(dims) if idx.size else 0
+    # Update row `row` of the (rows, k) index matrix: its coordinates in the indices' and updates' frames.
+    lu = MAX_RANK - len(u.shape)
+    lines = [f"var acc = x0(c); var e: Coords; var f: Coords; for (var row = 0u; row < {rows}u; row++) {{",
+             "var rest = row; var hit = true;"]
+    for j in range(q - 2, -1, -1):
+        lines.append(f"e.c[{li + j}] = rest % {idx.shape[j]}u; f.c[{lu + j}] = rest % {idx.shape[j]}u; "
+                     f"rest = rest / {idx.shape[j]}u;")
+    for j in range(k):
+        lines.append(f"e.c[5] = {j}u; {{ let v = checked_index(i32(x1(e)), {dims[j]}, pe(0u) + {2 * j}u); "
+                     f"if (v != i32(c.c[{ld + j}])) {{ hit = false; }} }}")
+    lines += [f"f.c[{lu + q - 1 + j}] = c.c[{ld + k + j}];" for j in range(rank - k)]
+    lines.append(f"if (hit) {{ let v = x2(f); {fold} }} }} r = acc;")
+    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, " ".join(lines), [slot], faults=True)
+
+
+@pixel("GatherND", 11)
+def gather_nd(rec, layer, data, indices, *, batch_dims=0, **attrs):
+    return _nd(rec, layer, data, indices, None, batch_dims)
+
+
+@pixel("ScatterND", 11)
+def scatter_nd(rec, layer, data, indices, updates, *, reduction="none", **attrs):
+    return _nd(rec, layer, data, indices, updates, 0, reduction)
 
 
 # -- cast ---------------------------------------------------------------------------------------------------------

@@ -105,7 +105,8 @@ def measure(backend: str, threads: int, repeats: int = 5, spin_wait: bool = Fals
     cp_s, _ = _best_layer_seconds(backend, _model("copy"), threads, repeats, spin_wait)
     flops = 2 * n ** 3
     moved = 2 * 4 * COPY_ELEMENTS
-    return {"peak_gflops_per_s": round(flops / mm_s / 1e9, 3), "peak_gb_per_s": round(moved / cp_s / 1e9, 3),
+    return {"backend": backend, "peak_gflops_per_s": round(flops / mm_s / 1e9, 3),
+            "peak_gb_per_s": round(moved / cp_s / 1e9, 3),
             "matmul": f"{n}x{n}x{n} float32 MatMul, best of {repeats}",
             "copy": f"{COPY_ELEMENTS} float32 elements read and written (Relu), best of {repeats}",
             "timer": timer, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice
 from wgsentis.errors import IndexOutOfRangeError
 
 FAULT_SLOTS = 1024  # bounds-checked index slots a plan may hold (two words each); beyond, layers fall back
@@ -45,6 +46,21 @@ def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeErr
     pairs = raw.view(np.uint32).reshape(-1, 2)
     slot = int(np.flatnonzero(pairs.any(axis=1))[0])
     return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
+
+
+def reserve_checks(recorder: Any, bounds: list[int], what: str = "indices") -> int:
+    """Reserve one fault slot per bound for ``recorder``'s current layer's data-driven indices, which must lie
+    in [-bound, bound) (wgsl/common/faults.wgsl); returns the first slot's word, a parameter of the checking
+    program (slot j at that word + 2j), which binds the fault buffer. A violation raises IndexOutOfRangeError
+    when the run's outputs (or a fallback's inputs) are read. Every GPU backend's recorder checks this way."""
+    first = len(recorder.index_checks)
+    if first + len(bounds) > FAULT_SLOTS:
+        raise TooLargeForDevice(f"more than {FAULT_SLOTS} bounds-checked index slots in one plan")
+    layer = recorder.layer
+    name, op_type = (layer.name, layer.op_type) if layer is not None else ("", "")
+    recorder.index_checks.extend(IndexCheck(name, op_type, int(b), what) for b in bounds)
+    recorder.program.faults.clear(first, len(bounds))  # before this run's first submit that can write them
+    return 2 * first
 
 
 class FaultBuffer:
