@@ -51,15 +51,15 @@ def test_a_chain_with_a_fallback_between_draws_gives_the_numpy_answer_on_every_r
     w = np.random.default_rng(1).random((3, 517)).astype(np.float32) + 0.5
     nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["b"]),
              helper.make_node("Add", ["b", "x"], ["c"]), helper.make_node("Div", ["c", "w"], ["d"]),
-             helper.make_node("Mod", ["d", "w"], ["e"], fmod=1), helper.make_node("Tanh", ["e"], ["y"])]
+             helper.make_node("Shrink", ["d"], ["e"], lambd=0.5), helper.make_node("Tanh", ["e"], ["y"])]
     model = _model(nodes, (3, 517), {"w": w})
     x = np.random.default_rng(0).standard_normal((3, 517)).astype(np.float32)
     want = ws.Worker(model, "cpu").run({"x": x})["y"]
     outs, stats = _runs(model, x, debug_groups=True)
     for out in outs:
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
-    (mod,) = [p for p in stats["placements"] if p["op"] == "Mod"]
-    assert mod["device"] == "fallback" and "declined" in mod["reason"]  # float fmod: no pixel program
+    (shrink,) = [p for p in stats["placements"] if p["op"] == "Shrink"]
+    assert shrink["device"] == "fallback" and "no gpu-pixel program" in shrink["reason"]
     assert len(stats["gpu_layers"]) == 5
 
 
@@ -98,18 +98,19 @@ def test_broadcasting_binary_ops_are_drawn_with_element_addressing(op, shape, ot
 
 
 def test_a_program_that_declines_its_inputs_falls_back_with_the_reason():
-    graph = helper.make_graph([helper.make_node("Mod", ["x", "x"], ["y"], fmod=1)], "fmod",
-                              [helper.make_tensor_value_info("x", F, [4])],
-                              [helper.make_tensor_value_info("y", F, None)])
+    """An int64 sum may leave the int32 range texels hold: ReduceSum declines it, and the CPU kernel runs."""
+    graph = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=1)], "int64 sum",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
     model = ws.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    x = np.arange(1, 5, dtype=np.float32)
+    x = np.array([2**30, 2**30, 2**30, 7], dtype=np.int64)
     program = PixelProgram(model.graph)
     try:
-        np.testing.assert_array_equal(program.execute({"x": x}).wait()["y"], np.fmod(x, x))
+        np.testing.assert_array_equal(program.execute({"x": x}).wait()["y"], [3 * 2**30 + 7])
         stats = program.stats()
     finally:
         program.close()
-    assert stats["fallback_layers"] == ["Mod_0"] and "declined" in stats["placements"][0]["reason"]
+    assert stats["fallback_layers"] == ["ReduceSum_0"] and "declined" in stats["placements"][0]["reason"]
 
 
 def test_workers_offer_the_backend():

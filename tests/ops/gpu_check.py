@@ -12,7 +12,8 @@ from onnx import helper, numpy_helper
 import wgsentis as ws
 from wgsentis.dtypes import NUMPY_TO_ONNX
 
-__all__ = ["compare", "node_model", "requires_gpu"]  # requires_gpu: helpers', the one GPU skip policy
+GPU_BACKENDS = ("gpu-compute", "gpu-pixel")
+__all__ = ["GPU_BACKENDS", "compare", "node_model", "requires_gpu"]  # requires_gpu: helpers', the one GPU skip policy
 
 
 def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
@@ -36,20 +37,23 @@ def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
 
 
 def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-5,
-            allow_fallback: bool = False, backend: str = "gpu-compute") -> dict[str, np.ndarray]:
-    """Run on cpu and ``backend`` (gpu-compute or gpu-pixel); assert equal within tolerance and (by default) no
-    fallback layer."""
+            allow_fallback: bool = False, backend: str | None = None) -> dict[str, np.ndarray]:
+    """Run on cpu and ``backend`` (default: every GPU backend, gpu-compute and gpu-pixel: the same model gives
+    the same answer on each); assert equal within tolerance, the same on a replay, and (by default) no fallback
+    layer. Returns the last GPU backend's outputs."""
     wg = ws.load_model(model)
     ref = ws.Worker(wg, "cpu", threads=1).run(feeds)
-    with ws.Worker(wg, backend) as worker:
-        got = worker.run(feeds)
-        stats = worker.stats()
-        again = worker.run(feeds)  # the replayed plan gives the same answer
-    if not allow_fallback:
-        assert stats["fallback_layers"] == [], f"fell back: {stats['fallback_layers']}"
-    for name, value in ref.items():
-        assert got[name].shape == value.shape, f"{name}: {got[name].shape} vs {value.shape}"
-        assert got[name].dtype == value.dtype, f"{name}: {got[name].dtype} vs {value.dtype}"
-        np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
-        np.testing.assert_array_equal(again[name], got[name])
+    got: dict[str, np.ndarray] = {}
+    for name in (backend,) if backend else GPU_BACKENDS:
+        with ws.Worker(wg, name) as worker:
+            got = worker.run(feeds)
+            stats = worker.stats()
+            again = worker.run(feeds)  # the replayed plan gives the same answer
+        if not allow_fallback:
+            assert stats["fallback_layers"] == [], f"{name} fell back: {stats['fallback_layers']}"
+        for out, value in ref.items():
+            assert got[out].shape == value.shape, f"{name} {out}: {got[out].shape} vs {value.shape}"
+            assert got[out].dtype == value.dtype, f"{name} {out}: {got[out].dtype} vs {value.dtype}"
+            np.testing.assert_allclose(got[out], value, rtol=rtol, atol=atol, err_msg=f"{name} {out}")
+            np.testing.assert_array_equal(again[out], got[out])
     return got

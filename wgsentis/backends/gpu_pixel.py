@@ -164,7 +164,7 @@ class PixelRecorder:
         return extent == out.shape[out.axis] or extent == 1
 
     def lanes(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, lane: str,
-              extra: list[int | float] | None = None, label: str = "") -> GTensor:
+              extra: list[int | float] | None = None, label: str = "", helpers: str = "") -> GTensor:
         """A new tensor of ``shape`` drawn lane by lane from the inputs' lanes: ``lane`` sets ``r`` from the
         scalars ``a``, ``b``, ``c``, ... (input 0, 1, 2, ... broadcast to ``shape``) and words ``pe(i)``. Texel-wise
         loads (wgsl/pixel/map4.wgsl) where every input is texel-aligned with the output, else element addressing
@@ -200,14 +200,14 @@ class PixelRecorder:
                     params += addressing_params(x.layout)
             params += list(extra or [])
             subs = {"DECLS": "\n".join(decls), "OUT": out.layout.kind, "LOADS": "\n    ".join(loads),
-                    "LANE": " ".join(binds) + " " + lane}
+                    "LANE": " ".join(binds) + " " + lane, "HELPERS": helpers}
             if not same:
                 subs["EXTRA"] = str(14 * (len(inputs) + 1))
             self.draw("pixel/same4.wgsl" if same else "pixel/map4.wgsl", inputs, [out], params, subs=subs,
                       label=label)
             return out
         body = " ".join(f"let {names[k]} = x{k}(c);" for k in range(len(inputs))) + " " + lane
-        return self.map(inputs, shape, dtype, axis, body, extra, label=label)
+        return self.map(inputs, shape, dtype, axis, body, extra, helpers=helpers, label=label)
 
     def texels(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
                extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.ops.activations import ACTIVATIONS, Activation
@@ -24,10 +25,6 @@ from wgsentis.ops.registry import GPU_PIXEL, register
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
-# Float mod as numpy gives it: fmod=1 keeps the dividend's sign (C fmod), fmod=0 the divisor's.
-_FLOAT_MOD = {1: "a - b * trunc(a / b)",
-              0: "select(a - b * trunc(a / b) + b, a - b * trunc(a / b), "
-                 "a - b * trunc(a / b) == 0.0 || (a - b * trunc(a / b) < 0.0) == (b < 0.0))"}
 
 
 def _divided(rec, expr: str) -> str:
@@ -49,7 +46,8 @@ def _out_axis(tensors: list[Any], shape: tuple[int, ...]) -> int:
     return rank - 1 if rank else 0
 
 
-def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, act: bool = True) -> Any:
+def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, act: bool = True,
+                helpers: str = "") -> Any:
     """Draw ``r`` = ``lane`` (WGSL statements of the lane's input scalars a, b, c, ...) with numpy broadcasting,
     then the layer's fused activation (float outputs); NotImplemented where the inputs cannot be drawn."""
     shapes = [tuple(getattr(x, "shape", ())) for x in inputs]
@@ -80,7 +78,7 @@ def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, a
         extra = [float(p) for p in params] + [0.0] * (3 - len(params))
         lane = (f"{lane} {{ let v = r; let alpha = pef(0u); let beta = pef(1u); let gamma = pef(2u); "
                 f"r = {_divided(rec, expr)}; }}")
-    return rec.lanes(tensors, shape, out_dtype, axis, _divided(rec, lane), extra)
+    return rec.lanes(tensors, shape, out_dtype, axis, _divided(rec, lane), extra, helpers=helpers)
 
 
 def _kind(x: Any) -> str | None:
@@ -277,7 +275,12 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
     if da != getattr(b, "dtype", None) or da not in (np.float32, *_INTS):
         return NotImplemented
     if da == np.float32:
-        return NotImplemented  # float fmod needs mod_float.wgsl's exact long division: the CPU kernel
+        # Exact long division (wgsl/common/fmod.wgsl); numpy's mod gives a remainder the divisor's sign.
+        lane = "r = fmod_exact(a, b);"
+        if not fmod:
+            lane += (" if (!is_nan(r)) { if (r == 0.0) { r = with_sign_of(0.0, b); } "
+                     "else if ((r < 0.0) != (b < 0.0)) { r = r + b; } }")
+        return elementwise(rec, [a, b], lane, da, layer, helpers=wgsl_source("common/fmod.wgsl"))
     return elementwise(rec, [a, b], f"r = {_INT_MOD[int(bool(fmod))]};", da, layer)
 
 

@@ -171,15 +171,25 @@ def affine_copy(rec, x: GTensor, out_shape: list[int], src: list[int | None], st
 
 @pixel("Transpose", 1)
 def transpose(rec, layer, data, *, perm=None, **attrs):
-    x = _tensor_of(rec, data)
+    x = rec.tensor(data)
     if x is None:
         return NotImplemented
     rank = len(x.shape)
     perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
     if sorted(perm) != list(range(rank)):
         return NotImplemented
+    out_shape = [x.shape[p] for p in perm]
+    if rank > MAX_RANK:  # size-1 axes carry nothing: transpose the rest, as views where the layouts allow
+        kept = [a for a in range(rank) if x.shape[a] != 1]
+        squeezed = rec.view(x, [x.shape[a] for a in kept])
+        if squeezed is None or len(kept) > MAX_RANK:
+            return NotImplemented
+        order = [kept.index(p) for p in perm if p in kept]
+        y = transpose(rec, layer, squeezed, perm=order)
+        out = rec.view(y, out_shape)
+        return NotImplemented if out is None else out
     src = [perm.index(j) for j in range(rank)]
-    return affine_copy(rec, x, [x.shape[p] for p in perm], src, [0] * rank, [1] * rank)
+    return affine_copy(rec, x, out_shape, src, [0] * rank, [1] * rank)
 
 
 def _slice(rec, data, starts, ends, axes, steps):

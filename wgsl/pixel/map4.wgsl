@@ -14,6 +14,8 @@ fn pe(i: u32) -> u32 { return pu({{EXTRA}}u + i); }
 fn pef(i: u32) -> f32 { return bitcast<f32>(pe(i)); }
 fn pei(i: u32) -> i32 { return bitcast<i32>(pe(i)); }
 
+{{HELPERS}}
+
 @fragment
 fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<{{OUT}}> {
     let texel = vec2<u32>(position.xy);
