@@ -6,7 +6,7 @@ import unittest
 
 import numpy as np
 import onnx.backend.test
-from helpers import F, make_model
+from helpers import F, make_model, requires_gpu
 from onnx import helper
 
 import wgsentis.onnx_backend as backend
@@ -31,3 +31,16 @@ def test_onnx_backend_test_runner_subset():
     ran = result.testsRun - len(result.skipped)
     assert ran >= 6, f"only {ran} cases ran"
     assert result.wasSuccessful(), [str(f[1])[-500:] for f in result.failures + result.errors]
+
+
+@requires_gpu
+def test_gpu_pixel_through_the_backend_interface():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [3])], [("y", F, [3])])
+    x = np.array([-1, 0, 2], np.float32)
+    assert backend.supports_device("GPU-PIXEL")
+    (by_device,) = backend.run_model(model, [x], device="GPU-PIXEL")
+    rep = backend.prepare(model, backend="gpu-pixel")
+    (by_name,) = rep.run([x])
+    assert rep.worker.backend.value == "gpu-pixel"
+    np.testing.assert_array_equal(by_device, [0, 0, 2])
+    np.testing.assert_array_equal(by_name, [0, 0, 2])

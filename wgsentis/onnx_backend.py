@@ -12,7 +12,9 @@ from wgsentis.errors import WgSentisError
 from wgsentis.onnx_import import import_model
 from wgsentis.worker import BackendType, Worker
 
-_DEVICES = {"CPU": BackendType.CPU, "GPU": BackendType.GPU_COMPUTE}
+# Device strings: "GPU" is gpu-compute; "GPU-COMPUTE" and "GPU-PIXEL" name a GPU backend (or pass backend=...).
+_DEVICES = {"CPU": BackendType.CPU, "GPU": BackendType.GPU_COMPUTE, "GPU-COMPUTE": BackendType.GPU_COMPUTE,
+            "GPU-PIXEL": BackendType.GPU_PIXEL}
 
 
 class WgSentisRep(BackendRep):
@@ -34,7 +36,8 @@ class WgSentisRep(BackendRep):
 
 
 class WgSentisBackend(Backend):
-    """ONNX backend over wgsentis workers; device "CPU" is the numpy backend, "GPU" gpu-compute."""
+    """ONNX backend over wgsentis workers; device "CPU" is the numpy backend, "GPU" (or "GPU-COMPUTE")
+    gpu-compute, "GPU-PIXEL" gpu-pixel."""
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> WgSentisRep:

@@ -135,13 +135,14 @@ def _matmul_chain(n: int, layers: int = 8) -> ws.Model:
 
 
 @requires_gpu
-def test_schedule_returns_before_the_gpu_is_done_and_readback_is_polled():
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_schedule_returns_before_the_gpu_is_done_and_readback_is_polled(backend):
     # Enough GPU work that the run is not dominated by encoding: the matrices grow until one blocking
     # run takes 20 ms (512 on lavapipe, 2048 on a large discrete GPU).
     for n in (128, 256, 512, 1024, 2048, 4096):
         model = _matmul_chain(n)
         x = np.random.default_rng(0).random((n, n), dtype=np.float32)
-        worker = ws.Worker(model, "gpu-compute")
+        worker = ws.Worker(model, backend)
         worker.run({"t0": x})  # record once
         start = time.perf_counter()
         worker.run({"t0": x})
@@ -165,18 +166,20 @@ def test_schedule_returns_before_the_gpu_is_done_and_readback_is_polled():
 
 
 @requires_gpu
-def test_int64_values_outside_int32_fall_back_not_wrong():
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_int64_values_outside_int32_fall_back_not_wrong(backend):
     model = make_model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
                        [("a", I64, [2]), ("b", I64, [2])], [("y", I64, [2])])
-    with ws.Worker(ws.load_model(model), "gpu-compute") as worker:
+    with ws.Worker(ws.load_model(model), backend) as worker:
         out = worker.run({"a": np.array([2**40, 1], np.int64), "b": np.array([1, 2], np.int64)})["y"]
     np.testing.assert_array_equal(out, [2**40 + 1, 3])
 
 
 @requires_gpu
-def test_device_info_in_stats():
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_device_info_in_stats(backend):
     model = ws.load_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [4])], [("y", F, [4])]))
-    with ws.Worker(model, "gpu-compute") as worker:
+    with ws.Worker(model, backend) as worker:
         worker.run({"x": np.ones(4, np.float32)})
         info = worker.stats()["device"]
     assert info["name"] and info["backend"] and "max-storage-buffer-binding-size" in info["limits"]
@@ -185,11 +188,12 @@ def test_device_info_in_stats():
 
 
 @requires_gpu
-def test_random_ops_are_not_baked_into_the_replayed_plan():
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_random_ops_are_not_baked_into_the_replayed_plan(backend):
     model = make_model([helper.make_node("RandomUniform", [], ["r"], name="rand", shape=[64]),
                         helper.make_node("Add", ["x", "r"], ["y"], name="add")],
                        [("x", F, [64])], [("y", F, [64])])
-    with ws.Worker(ws.load_model(model), "gpu-compute") as worker:
+    with ws.Worker(ws.load_model(model), backend) as worker:
         x = np.zeros(64, np.float32)
         first, second = worker.run({"x": x})["y"], worker.run({"x": x})["y"]
         assert worker.stats()["fallback_layers"] == ["rand"]
