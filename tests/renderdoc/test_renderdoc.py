@@ -216,10 +216,12 @@ def _png_pixels(path: Path) -> tuple[int, int, bytes]:
 
 
 @requires_gpu
-def test_view_under_xvfb_with_frame_capture(xvfb: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_view_under_xvfb_with_frame_capture(xvfb: str, tmp_path: Path, backend: str) -> None:
     shot, frame = tmp_path / "view.png", tmp_path / "view.rdc"
     proc = subprocess.run([sys.executable, "-m", "wgsentis.debug_cli", "view", "--layer", "block_pwconv",
-                           "--frames", "4", "--screenshot", str(shot), "--rdc-frame", str(frame)],
+                           "--frames", "4", "--screenshot", str(shot), "--rdc-frame", str(frame),
+                           "--backend", backend],
                           capture_output=True, text=True, timeout=300, cwd=ROOT, env=_env(DISPLAY=xvfb))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 frame(s), 4 inference(s)" in proc.stdout
@@ -229,4 +231,5 @@ def test_view_under_xvfb_with_frame_capture(xvfb: str, tmp_path: Path) -> None:
     assert stat.S_IMODE(frame.stat().st_mode) == 0o600
     _, rep = _report(frame, tmp_path)
     ops = {e["op"] for e in rep["layers"]}
-    assert "Conv" in ops and all(e["dispatches"] >= 1 for e in rep["layers"])
+    work = "dispatches" if backend == "gpu-compute" else "draws"
+    assert "Conv" in ops and all(e[work] >= 1 for e in rep["layers"])
