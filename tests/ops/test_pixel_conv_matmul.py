@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import wgsentis as ws
 from wgsentis.backends.gpu.device import get_context
+from wgsentis.ops import conv_pixel
 from wgsentis.ops.matmul_pixel import rows_per_fragment
 
 pytestmark = requires_gpu
@@ -109,6 +110,60 @@ def test_conv_output_feeds_consumers_blocking_other_axes():
     # The Gemm's result as an output too.
     model.graph.output.append(helper.make_tensor_value_info("q", F, None))
     _pixel(model, feeds)
+
+
+# -- Winograd (3x3, stride 1, one group; its channel thresholds lowered so that small layers take it) -------------
+
+@pytest.fixture
+def low_winograd_thresholds(monkeypatch):
+    monkeypatch.setattr(conv_pixel, "WINOGRAD_MIN_CHANNELS", 8)
+    monkeypatch.setattr(conv_pixel, "WINOGRAD_MIN_OUTPUT_CHANNELS", 1)
+
+
+@pytest.mark.parametrize("x_shape,m,bias,pads", [
+    ((1, 8, 6, 6), 5, True, [1, 1, 1, 1]),  # F(2x2): the output under WINOGRAD4_MIN_SIDE
+    ((2, 13, 11, 9), 6, False, [1, 0, 2, 1]),  # F(4x4), odd sizes, sides not multiples of the tile, uneven pads
+    ((1, 9, 7, 8), 7, True, [0, 0, 0, 0]),  # F(2x2) without padding, a partial last tile
+    ((1, 8, 1, 1), 4, True, [1, 1, 1, 1]),  # 1x1 spatial
+    ((1, 12, 2, 2), 3, False, [1, 1, 1, 1]),  # 2x2 spatial
+    ((1, 40, 10, 12), 36, True, [1, 1, 1, 1]),  # many channel blocks each way, F(4x4)
+])
+def test_conv_winograd(x_shape, m, bias, pads, monkeypatch, low_winograd_thresholds):
+    taken = []
+    winograd = conv_pixel._winograd
+    monkeypatch.setattr(conv_pixel, "_winograd", lambda *a, **k: taken.append(1) or winograd(*a, **k))
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(m, x_shape[1], 3, 3)}
+    if bias:
+        constants["b"] = _rand(m)
+    # F(4x4)'s transforms amplify float32 rounding (sums of ~9C terms of unit variance here).
+    _pixel(node_model("Conv", feeds, constants=constants, pads=pads), feeds, rtol=1e-3, atol=1e-3)
+    assert taken  # the Winograd path, not the direct program
+
+
+@pytest.mark.parametrize("x_shape,z_shape", [((1, 16, 9, 10), (1, 6, 9, 10)), ((1, 8, 5, 7), (1, 6, 1, 1))])
+def test_fused_conv_winograd_adds_its_residual_then_the_activation(x_shape, z_shape,
+                                                                  low_winograd_thresholds):
+    feeds = {"x": _rand(*x_shape), "z": _rand(*z_shape)}
+    constants = {"w": _rand(6, x_shape[1], 3, 3), "b": _rand(6)}
+    model = _chain([helper.make_node("Conv", ["x", "w", "b"], ["t"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Add", ["t", "z"], ["s"]),
+                    helper.make_node("LeakyRelu", ["s"], ["y"], alpha=0.1)], feeds, constants)
+    graph = ws.load_model(model).graph
+    assert [layer.op_type for layer in graph.layers] == ["FusedConv"] and graph.layers[0].fused_activation
+    _pixel(model, feeds, rtol=1e-3, atol=1e-3)
+
+
+def test_winograd_transforms_match_the_direct_convolution():
+    # The host-side algebra: A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of d, for both tile sizes.
+    g, d = _rand(3, 3).astype(np.float64), _rand(6, 6).astype(np.float64)
+    for bt, gm, a_t in (conv_pixel._F2, conv_pixel._F4):
+        a = bt.shape[0]
+        side = a - 2
+        tile = d[:a, :a]
+        y = a_t @ ((gm @ g @ gm.T) * (bt @ tile @ bt.T)) @ a_t.T
+        direct = np.array([[np.sum(tile[r:r + 3, c:c + 3] * g) for c in range(side)] for r in range(side)])
+        np.testing.assert_allclose(y, direct, rtol=1e-9, atol=1e-9)
 
 
 # -- ConvTranspose ------------------------------------------------------------------------------------------------

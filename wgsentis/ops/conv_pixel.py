@@ -16,6 +16,7 @@ texel. Weights that live only on the device, other dtypes and ranks above 3-D fa
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from wgsentis.ops.registry import GPU_PIXEL, register
 
 _SHADER = "pixel/conv.wgsl"
 _INTERLEAVE = "pixel/matmul_assemble.wgsl"
+_WINOGRAD_IN = "pixel/winograd_in.wgsl"
+_WINOGRAD_OUT = "pixel/winograd_out.wgsl"
 MAX_ROWS = 8  # outputs a fragment draws into as many render targets; fewer where the device's limits are lower
 
 
@@ -190,6 +193,176 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
     return y
 
 
+# -- Winograd -----------------------------------------------------------------------------------------------------
+# F(S x S, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks"), the matrices gpu-compute uses
+# (ops/conv_gpu.py): B^T (A x A), G (A x 3), A^T (S x A), A = S + 2 the input tile side.
+_F2 = (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+       np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]),
+       np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64))
+_F4 = (np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                 [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+       np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+       np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64))
+# Below these input and output channel counts the transforms (three draws and per-fragment costs on lavapipe)
+# cost more than the products save: measured on DenseNet-121 (128 -> 32) and SqueezeNet (16-64 -> 64-256), where
+# Winograd was slower than the direct program, against ResNet-50 and Inception v1 (64-512 each way), faster.
+WINOGRAD_MIN_CHANNELS = 64
+WINOGRAD_MIN_OUTPUT_CHANNELS = 64
+WINOGRAD4_MIN_SIDE = 8  # F(4x4) where the output is at least this on both sides (smaller ones waste their tiles)
+USE_WINOGRAD4 = True
+
+
+def _winograd_applies(X, w: np.ndarray, group: int, strides: list[int], dilations: list[int]) -> bool:
+    """Whether Conv takes Winograd: 2-D, 3x3, stride 1, dilation 1, one group, enough input channels."""
+    return (X.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and group == 1 and list(strides) == [1, 1]
+            and list(dilations) == [1, 1] and X.shape[1] >= WINOGRAD_MIN_CHANNELS
+            and w.shape[0] >= WINOGRAD_MIN_OUTPUT_CHANNELS)
+
+
+def _wgsl_floats(m: np.ndarray) -> str:
+    return ", ".join(f"{float(v)!r}" for v in m.reshape(-1))
+
+
+def _winograd_weights(w: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """(M, C, 3, 3) -> U = G w G^T as (A, A, C, M) float32: U[i, j] the B operand of product (i, j)."""
+    return np.einsum("ai,mcij,bj->abcm", g, w.astype(np.float64), g).astype(np.float32)
+
+
+def _term(coef: float, value: str) -> str:
+    """``coef * value`` as WGSL, without the multiply for +-1."""
+    if coef == 1:
+        return f" + {value}"
+    if coef == -1:
+        return f" - {value}"
+    return f" + {float(coef)!r} * {value}"
+
+
+def _combination(coefs: np.ndarray, names: list[str]) -> str:
+    """The WGSL sum of ``names`` weighed by ``coefs`` (zeros skipped; the zero vector where all are)."""
+    text = "".join(_term(c, name) for c, name in zip(coefs, names, strict=True) if c != 0)
+    if not text:
+        return "zero"
+    return text[3:] if text.startswith(" + ") else "-" + text[3:]
+
+
+def _winograd_in_subs(bt: np.ndarray, side: int) -> dict[str, str]:
+    """winograd_in.wgsl's substitutions for B^T (A x A): per row i of B^T the input rows it weighs, loaded once
+    each, and per target j the column combination."""
+    a = bt.shape[0]
+    cols = " ".join(f"let x{v} = xb + {v}; let ok{v} = x{v} >= 0 && x{v} < w;" for v in range(a))
+    cases = []
+    for i in range(a):
+        body = []
+        for u in np.nonzero(bt[i])[0]:
+            loads = " ".join(f"let d{v} = select(zero, textureLoad(X, at(row + u32(max(x{v}, 0)), xs), 0), ok{v});"
+                             for v in range(a))
+            adds = " ".join(f"e{v} = e{v}{_term(bt[i, u], f'd{v}')};" for v in range(a))
+            body.append(f"if (y0 + {u} >= 0 && y0 + {u} < h) {{ let row = (plane + u32(y0 + {u})) * u32(w); "
+                        f"{loads} {adds} }}")
+        label = "default" if i == a - 1 else f"case {i}u"
+        cases.append(f"{label}: {{ " + " ".join(body) + " }")
+    columns = " ".join(f"out.r{j} = {_combination(bt[j], [f'e{v}' for v in range(a)])};" for j in range(a))
+    fields = " ".join(f"@location({j}) r{j}: vec4<f32>," for j in range(a))
+    return {"OUT_STRUCT": f"struct Out {{ {fields} }}", "COLS": cols,
+            "E_INIT": " ".join(f"var e{v} = zero;" for v in range(a)), "ROWS": "\n        ".join(cases),
+            "COLUMNS": columns, "S": str(side)}
+
+
+def _winograd_out_subs(a_t: np.ndarray, residual: bool, act: str) -> dict[str, str]:
+    """winograd_out.wgsl's substitutions for A^T (S x A): per output row ry the products it weighs, per column
+    rx (render target) their combination."""
+    side, a = a_t.shape
+    decls = [f"@group(0) @binding({j}) var P{j}: texture_2d<f32>;" for j in range(a)]
+    decls.append(f"@group(0) @binding({a}) var Bias: texture_2d<f32>;")
+    if residual:
+        decls.append(f"@group(0) @binding({a + 1}) var Z: texture_2d<f32>;")
+    decls.append(f"@group(0) @binding({a + 1 + int(residual)}) var<uniform> params: Params;")
+    cases = []
+    for ry in range(side):
+        body = []
+        for i in np.nonzero(a_t[ry])[0]:
+            loads = " ".join(f"q{j} = q{j}{_term(a_t[ry, i], f'textureLoad(P{j}, at(p, ps), 0)')};"
+                             for j in range(a))
+            body.append(f"{{ let p = p0 + {i}u * step; {loads} }}")
+        label = "default" if ry == side - 1 else f"case {ry}u"
+        cases.append(f"{label}: {{ " + " ".join(body) + " }")
+    columns = []
+    for rx in range(side):
+        # Columns past OW read Z's last column (a valid texel); they are never assembled into Y.
+        z = (f" v{rx} += textureLoad(Z, at(prefix * ow + min(tx * {side}u + {rx}u, ow - 1u), pu(4u)), 0);"
+             if residual else "")
+        q = _combination(a_t[rx], [f"q{j}" for j in range(a)])
+        columns.append(f"var v{rx} = {q} + bias;{z} out.r{rx} = finish(v{rx}, lanes);")
+    fields = " ".join(f"@location({rx}) r{rx}: vec4<f32>," for rx in range(side))
+    return {"DECLS": "\n".join(decls), "Q_INIT": " ".join(f"var q{j} = zero;" for j in range(a)),
+            "ROWS": "\n        ".join(cases), "S": str(side), "OUT_STRUCT": f"struct Out {{ {fields} }}",
+            "COLUMNS": "\n    ".join(columns), "ACT": act}
+
+
+def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: tuple[int, ...],
+              begins: list[int], residual: Any = None) -> GTensor | None:
+    """Conv (3x3, stride 1) as Winograd F(4x4, 3x3) where the output is at least WINOGRAD4_MIN_SIDE on both
+    sides, else F(2x2, 3x3): the input tiles transformed into V (winograd_in.wgsl, one render target per column
+    j of the transformed tile), per j a batch of A pixel matmuls V[i, j] (T, C) @ U[i, j] (C, M) with the
+    weights transformed on the host, and the products folded into the channels-blocked output with bias,
+    residual and activation (winograd_out.wgsl). None where it does not fit (the direct program is tried next)."""
+    from wgsentis.ops.matmul_pixel import _product  # matmul_pixel imports this module
+
+    n, c, h, wd = X.shape
+    m = w.shape[0]
+    oh, ow = out_shape[2:]
+    four = USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE
+    bt, g, a_t = _F4 if four else _F2
+    side, a = a_t.shape
+    th, tw = -(-oh // side), -(-ow // side)
+    tiles = n * th * tw
+    cb, mb = -(-c // 4), -(-m // 4)
+    limit = int(rec.ctx.limits.get("max-texture-dimension-2d", 8192))
+    if a * tiles * max(cb, mb) > limit * limit or not rec.loops_fit(loop_passes(c // 4)):
+        return None
+    x = rec.tensor(X, f"{layer.name}:X", axis=1)
+    if x is None:
+        return None
+    y = rec.alloc(out_shape, np.float32, 1)
+    if y.size == 0:
+        return y
+    z = None
+    if residual is not None:
+        z = _residual(rec, residual, y)
+        if z is None:
+            return None
+    u = rec.derived(("pixelWinograd", side), (w,), lambda: _winograd_weights(w, g))  # (A, A, C, M)
+    bias = rec.upload(rec.derived(("pixelWinogradBias",), (w,) if b is None else (w, b),
+                                  lambda: np.zeros(m, np.float32) if b is None else b), f"{layer.name}:B")
+    # Target j: (A, T, C), C blocked, the elements (i, j) of the transformed input tiles.
+    vs = [rec.alloc((a, tiles, c), np.float32, -1) for _ in range(a)]
+    rec.draw(_WINOGRAD_IN, [x], vs, [vs[0].layout.texels, vs[0].layout.shift, x.layout.shift, cb, tiles, tw, th,
+                                     wd, h, int(begins[0]) & 0xFFFFFFFF, int(begins[1]) & 0xFFFFFFFF],
+             subs=_winograd_in_subs(bt, side))
+    plain = SimpleNamespace(fused_activation=None)  # the activation comes after the output transform
+    prods = []
+    for j in range(a):
+        u_j = rec.upload(rec.derived(("pixelWinogradU", side, j), (u,), lambda j=j: np.ascontiguousarray(u[:, j])),
+                         f"{layer.name}:U{j}")
+        # (A, T, M), M blocked: products (i, j) of the tiles' transformed inputs and the transformed weights.
+        prod = rec.alloc((a, tiles, m), np.float32, -1)
+        if not _product(rec, plain, vs[j], u_j, prod, m=tiles, n=m, k=c, batch=(a,),
+                        a_strides=(cb, 1, [tiles * cb]), b_strides=(mb, 1, [c * mb])):
+            return None
+        prods.append(prod)
+    act = fused(layer)
+    # Target rx: (N * MB * OH, TW, 4), the output columns tx * S + rx, interleaved into Y after.
+    targets = [rec.alloc((n * mb * oh, tw, 4), np.float32, -1) for _ in range(side)]
+    params: list[int | float] = [targets[0].layout.texels, targets[0].layout.shift, prods[0].layout.shift,
+                                 bias.layout.shift, z.layout.shift if z is not None else 0, tw, oh, mb, ow, th,
+                                 tiles, m, *[float(v) for v in act[1]]]
+    rec.draw(_WINOGRAD_OUT, [*prods, bias] if z is None else [*prods, bias, z], targets, params,
+             subs=_winograd_out_subs(a_t, z is not None, divided(rec, act[0])))
+    interleave(rec, targets, y, 1, ow, tw)
+    return y
+
+
 def _residual(rec, residual: Any, y: GTensor) -> GTensor | None:
     """FusedConv's Z in Y's layout (channels blocked): itself switched to axis 1 where it has Y's shape, else
     broadcast to it by a copy; None where it does not broadcast to Y."""
@@ -241,6 +414,10 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         begins, _ends, outs = conv_geometry(X.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     except ValueError:
         return NotImplemented
+    if _winograd_applies(X, w, group, strides, dilations):
+        y = _winograd(rec, layer, X, w, b, out_shape=(n, m, *outs), begins=begins, residual=residual)
+        if y is not None:
+            return y
     w_oc = rec.program.constants.derived(("pixelConvOC",), (w,), lambda: w.reshape(m, w.shape[1], -1))
     sources = (w,) if b is None else (w, b)
     y = _draw(rec, layer, X, w_oc, b, sources, group=group, out_shape=(n, m, *outs),
