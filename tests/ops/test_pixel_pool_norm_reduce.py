@@ -281,6 +281,28 @@ def test_layer_norm(shape, axis):
     check("LayerNormalization", {"x": x}, constants={"s": rand(*norm)}, axis=axis)
 
 
+@pytest.mark.parametrize("shape,axis,scale", [((4, 10), -1, (10,)), ((2, 3, 33), 1, (3, 33)), ((2, 3, 5, 6), 2, (5, 6)),
+                                              ((3, 7), 0, (3, 7)), ((2, 5, 7), -1, (1, 7)), ((2, 4, 6), 1, (1,)),
+                                              ((1, 3, 70, 70), 1, (3, 1, 70))])
+def test_rms_norm(shape, axis, scale):
+    """The last (blocked) axis, from an outer axis on, scales broadcast onto the normalized dims."""
+    x = rand(*shape)
+    check("RMSNormalization", {"x": x}, constants={"s": rand(*scale)}, axis=axis, opset=23, rtol=1e-4, atol=1e-5)
+
+
+def test_rms_norm_scale_as_input_after_a_channels_blocked_producer():
+    """x arrives channels blocked (MaxPool's output), scale is a graph input: normalized over the last two axes."""
+    x, s = rand(2, 6, 9, 8), rand(8, 7)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[1, 1]),
+             helper.make_node("RMSNormalization", ["p", "s"], ["y"], axis=-2, epsilon=1e-3)]
+    graph = helper.make_graph(nodes, "pixel", [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape))
+                                               for k, v in (("x", x), ("s", s))],
+                              [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 8
+    compare(model, {"x": x, "s": s}, rtol=1e-4, atol=1e-5, backend=PIXEL)
+
+
 @pytest.mark.parametrize("shape,groups,opset", [((2, 6, 5, 4), 3, 18), ((2, 6, 5, 4), 2, 21), ((1, 8, 7), 4, 21),
                                                 ((3, 4), 2, 18)])
 def test_group_norm(shape, groups, opset):

@@ -1,8 +1,9 @@
 """gpu-pixel programs of the norm family: BatchNormalization (inference), InstanceNormalization,
-LayerNormalization, GroupNormalization, MeanVarianceNormalization, LpNormalization and LRN.
+LayerNormalization, GroupNormalization, RMSNormalization, MeanVarianceNormalization, LpNormalization and LRN.
 
 The statistic-based norms are reductions (``reduce_pixel.reduce_keep``: the mean, then the inverse standard
-deviation as a reduction of squares centred on that mean, as numpy computes the moments) followed by one
+deviation as a reduction of squares centred on that mean, as numpy computes the moments; RMSNormalization's
+inverse root mean square is one uncentred reduction of squares) followed by one
 texel-wise draw (``reduce_pixel.apply``) that broadcasts statistics, scale and bias onto x in whatever layout x
 has. BatchNormalization folds its constant parameters on the host into y = x * a + b per channel (float64,
 then float32) and draws that with its fused activation; LRN draws on channels-blocked x, loading the
@@ -203,6 +204,25 @@ def layer_normalization(rec, layer, X, Scale, B=None, *, axis=-1, epsilon=1e-5, 
     if out is NotImplemented or n_out == 1:
         return out
     return out[:n_out]
+
+
+@register("RMSNormalization", 23, backend=GPU_PIXEL)
+def rms_normalization(rec, layer, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1, **attrs):
+    """x / sqrt(mean(x^2 over [axis, rank)) + epsilon) * scale: the inverse root as one reduction of squares, then
+    one apply draw (stash_type 11 would compute in float64 on the CPU: float32 here, as on gpu-compute)."""
+    x = texture(X)
+    if x is None or x.dtype != np.float32 or x.ndim > MAX_RANK:
+        return NotImplemented
+    a = norm_axis(axis, x.ndim) if x.ndim else None
+    if a is None or getattr(scale, "dtype", None) != np.float32 or not _broadcasts(scale, x.shape):
+        return NotImplemented
+    axes = set(range(a, x.ndim))
+    length = math.prod(x.shape[d] for d in axes)
+    inv = reduce_keep(rec, x, axes, Reduction("sum", "sq", "invstd", scale=1.0 / length if length else float("nan"),
+                                              eps=float(epsilon)))
+    if inv is NotImplemented:
+        return inv
+    return apply(rec, x, [inv, scale], "x * o0 * o1")
 
 
 def _group_norm(rec, layer, X, scale, bias, num_groups, epsilon, per_channel: bool | None):
