@@ -1,5 +1,5 @@
 """ONNX node conformance never drops below the recorded floors (docs/conformance_floor.json): on the
-CPU, and on gpu-compute both with fallback allowed and with no fallback layer at all."""
+CPU, and on each GPU backend (gpu-compute, gpu-pixel) both with fallback allowed and with no fallback layer."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import conformance
+import pytest
 from helpers import requires_gpu
 
 FLOOR = json.loads((Path(__file__).resolve().parent.parent / "docs" / "conformance_floor.json").read_text())
@@ -25,12 +26,13 @@ def test_cpu_conformance_floor():
 
 
 @requires_gpu
-def test_gpu_compute_conformance_floor():
-    summary = conformance.run_all("gpu-compute")
-    floor = FLOOR["gpu-compute"]
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_gpu_conformance_floor(backend):
+    summary = conformance.run_all(backend)
+    floor = FLOOR[backend]
     assert summary["passed"] >= floor["passed"], (
         f"{summary['passed']} passed, floor {floor['passed']}; not passing:\n" + _not_passing(summary))
     assert summary["passed_no_fallback"] >= floor["passed_no_fallback"], (
         f"{summary['passed_no_fallback']} passed without fallback, floor {floor['passed_no_fallback']}")
-    # The GPU backend passes at least every case the CPU backend passes (fallback allowed).
+    # A GPU backend passes at least every case the CPU backend passes (fallback allowed).
     assert summary["passed"] >= FLOOR["cpu"]["passed"]

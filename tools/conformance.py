@@ -112,7 +112,8 @@ def write_markdown(summaries: list[dict[str, Any]], path: Path) -> None:
              f"In-process cases of `onnx.backend.test.case.node.collect_testcases()` (onnx "
              f"{summaries[0]['onnx']}), each with its own tolerances, run through `Worker(..., backend).run`. "
              "A GPU case passes *without fallback* when no layer ran on the CPU through a sync. "
-             "Regenerate with `python tools/conformance.py --backend cpu --backend gpu-compute --write`.", "",
+             "Regenerate with `python tools/conformance.py --backend cpu --backend gpu-compute "
+             "--backend gpu-pixel --write`.", "",
              "| backend | cases | passed | passed without fallback |", "|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s['backend']} | {s['total']} | {s['passed']} | {s['passed_no_fallback']} |")
