@@ -1,10 +1,10 @@
-"""gpu-pixel backend (issue 20, in progress): tensors in textures, layers as draws of fragment programs.
+"""gpu-pixel backend: tensors in textures, layers as draws of fragment programs in render passes.
 
-Built on the shared GPU runtime (``backends/gpu``): what this module adds is the texture tensor storage (the
-layout of ``pixel_layout.TextureLayout``, textures laid out per plan by lifetime), the ``PixelRecorder`` that
-the ops' gpu-pixel builders (``ops/*_pixel.py``) draw with, and ``PixelProgram``. The backend is not yet in
-the Worker's factory table: it covers the elementwise family only, and a user-facing backend must first cover
-what issue 20 asks (every reference model without a fallback layer).
+Built on the shared GPU runtime (``backends/gpu``: planning, placement and fallbacks, staging readback, the
+render command stream, timestamps, debug groups): what this module adds is the texture tensor storage (the
+layout of ``pixel_layout.TextureLayout``, textures shared per plan by lifetime), the ``PixelRecorder`` that the
+ops' gpu-pixel builders (``ops/*_pixel.py``) draw with (its generic programs: ``map``, ``lanes``, ``texels``,
+``relayout``), and ``PixelProgram``.
 """
 
 from __future__ import annotations
@@ -348,6 +348,12 @@ class PixelProgram(GPUProgram):
         if isinstance(alloc, TextureAllocation) and alloc.texture.texture is not None and not self.tracing:
             self._textures.release(alloc.layout, alloc.texture.texture)
 
+    @property
+    def weight_bytes(self) -> int:
+        """Device bytes of the constant textures (weights, packed or not) and of any constant buffers."""
+        return self.constants.nbytes + sum(t.layout.width * t.layout.height * 16
+                                           for _value, t in self._constant_textures.values())
+
     def constant_texture(self, value: np.ndarray, name: str, axis: int = -1) -> GTensor:
         key = (id(value), axis % value.ndim if value.ndim else 0)
         hit = self._constant_textures.get(key)
@@ -359,7 +365,8 @@ class PixelProgram(GPUProgram):
         alloc.texture.replace(self.make_texture(layout, f"constant '{name}'"), alloc.texture.shape)
         t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
         t.layout = layout
-        self.write(t, self.prepare_upload(value, f"constant '{name}'"))
+        nbytes = self.write(t, self.prepare_upload(value, f"constant '{name}'"))
+        self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
         self._constant_textures[key] = (value, t)
         return t
 

@@ -1,4 +1,4 @@
-"""How the gpu-pixel backend lays a tensor out in a texture (issue 20's layout; the backend itself comes next).
+"""How the gpu-pixel backend lays a tensor out in a texture.
 
 A tensor is one 2-D texture of four-lane texels: ``rgba32float`` for float32, ``rgba32sint`` for int32, int64
 within the int32 range and bool. One axis is *blocked*: its elements go four to a texel (the last block padded

@@ -114,6 +114,15 @@ class GPUProgram(HostSync):
         (``Plan.summary``)."""
         return Plan.summary(self.last_plan)
 
+    @property
+    def weight_bytes(self) -> int:
+        """Device bytes of the constants (weights and what is derived from them) the program holds."""
+        return self.constants.nbytes
+
+    @property
+    def weight_uploads(self) -> int:
+        return len(self.constants.uploads)
+
     def stats(self) -> dict[str, Any]:
         """Where the last run's layers ran, what crossed between host and device, device memory, fixed costs
         (``report.program_stats``)."""
