@@ -311,7 +311,7 @@ class PixelProgram(GPUProgram):
         return PixelRecorder(self)
 
     def make_stream(self, checked: bool) -> RenderStream:
-        return RenderStream(self.ctx.device, self.debug_groups, native=self.native_calls)
+        return RenderStream(self.ctx.device, self.debug_groups, native=self.native_calls, checked=checked)
 
     # -- texture tensors ---------------------------------------------------------------------------------------
     def layout_of(self, shape: tuple[int, ...], dtype: np.dtype, axis: int, what: str) -> TextureLayout:

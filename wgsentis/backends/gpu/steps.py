@@ -47,6 +47,9 @@ class Draw:
     layout: Any = field(default=None, repr=False)
     extra: list[Any] = field(default_factory=list, repr=False)  # textures (GTexture), uniforms, ...
     label: str = ""
+    # The render pass descriptor a replay begins its pass with, built once (streams.RenderStream): (the target
+    # views it was built for, the descriptor).
+    pass_descriptor: Any = field(default=None, repr=False)
 
     def bind(self, device: Any) -> None:
         entries = [{"binding": j, "resource": r.view if isinstance(r, GTexture) else r}

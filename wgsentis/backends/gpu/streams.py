@@ -110,8 +110,9 @@ class RenderStream(CommandStream):
     one draw costs ~90 us on lavapipe, a draw inside a shared pass ~10 us); a draw into other targets, or one
     that reads a texture the open pass renders into, ends it first."""
 
-    def __init__(self, device: Any, labels: bool = False, native: bool = True) -> None:
+    def __init__(self, device: Any, labels: bool = False, native: bool = True, checked: bool = True) -> None:
         super().__init__(device, labels, native)
+        self.native = _native_render_calls(checked) if native else None
         self.groups_in_pass = False
         # A layer's debug group is pushed inside every pass its draws use, popped before the pass ends: groups
         # on the encoder around passes crash RenderDoc's Vulkan layer in wgpu's encoder finish on lavapipe (two
@@ -137,24 +138,49 @@ class RenderStream(CommandStream):
         self.group_open = False
         super().end_pass()
 
-    def open_pass(self, targets: list[Any] | None = None) -> Any:
+    def open_pass(self, targets: list[Any] | None = None, draw: Draw | None = None) -> Any:
         """The open render pass over ``targets`` (the open one's when None), begun when needed; None when no
-        target is known yet (a pass needs its attachments: one cannot be begun ahead of the first draw)."""
+        target is known yet (a pass needs its attachments: one cannot be begun ahead of the first draw).
+        ``draw``: the draw that needs it, which keeps the pass descriptor built for its targets."""
         targets = self.targets if targets is None else targets
         if not targets:
             return self.current_pass
         if self.current_pass is None or [id(t.texture) for t in targets] != [id(t.texture) for t in self.targets]:
             self.end_pass()
-            kwargs: dict[str, Any] = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
-            if self.pass_label:
-                kwargs["label"] = self.pass_label
-            attachments = [{"view": t.view, "load_op": "clear", "store_op": "store",
-                            "clear_value": (0, 0, 0, 0)} for t in targets]
-            self.current_pass = self.encoder.begin_render_pass(color_attachments=attachments, **kwargs)
+            if self.native is not None and draw is not None and not self.pass_timestamps:
+                self.current_pass = self._begin_native(targets, draw)
+            else:
+                kwargs: dict[str, Any] = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
+                if self.pass_label:
+                    kwargs["label"] = self.pass_label
+                attachments = [{"view": t.view, "load_op": "clear", "store_op": "store",
+                                "clear_value": (0, 0, 0, 0)} for t in targets]
+                self.current_pass = self.encoder.begin_render_pass(color_attachments=attachments, **kwargs)
             self.pass_timestamps = None
             self.pipeline = None
             self.targets = list(targets)
         return self.current_pass
+
+    def _begin_native(self, targets: list[Any], draw: Draw) -> Any:
+        """Begin a render pass from the descriptor ``draw`` keeps for these targets: wgpu-py builds a pass
+        descriptor and its colour attachments in Python on every begin (~100 us a pass with eight targets, most
+        of a replay's encoding), so a replay builds each once, through wgpu-py's own struct helpers."""
+        api = self.native[4]
+        views = tuple(id(t.view) for t in targets)
+        cached = draw.pass_descriptor
+        if cached is None or cached[0] != views:
+            encoder = self.encoder
+            attachments = [encoder._create_render_pass_color_attachment(
+                {"view": t.view, "load_op": "clear", "store_op": "store", "clear_value": (0, 0, 0, 0)})
+                for t in targets]
+            array = api.new_array("WGPURenderPassColorAttachment[]", attachments)
+            descriptor = api.new_struct_p(
+                "WGPURenderPassDescriptor *", label=api.to_c_string_view(self.pass_label or ""),
+                colorAttachments=array, colorAttachmentCount=len(attachments),
+                depthStencilAttachment=api.ffi.NULL, timestampWrites=api.ffi.NULL, occlusionQuerySet=api.ffi.NULL)
+            cached = draw.pass_descriptor = (views, descriptor, [t.view for t in targets])
+        raw = api.libf.wgpuCommandEncoderBeginRenderPass(self.encoder._internal, cached[1])
+        return api.GPURenderPassEncoder(self.pass_label or "", raw, self.encoder._device)
 
     def draw(self, d: Draw) -> None:
         # A texture cannot be read and rendered in one pass: compared by the device texture, since several
@@ -162,10 +188,19 @@ class RenderStream(CommandStream):
         reads = {id(r.texture) for r in d.extra if hasattr(r, "texture")}
         if self.current_pass is not None and any(id(t.texture) in reads for t in self.targets):
             self.end_pass()
-        rpass = self.open_pass(d.targets)
+        rpass = self.open_pass(d.targets, d)
         if self.group is not None and not self.group_open:
             rpass.push_debug_group(self.group)
             self.group_open = True
+        native = self.native
+        if native is not None:
+            handle = rpass._internal
+            if d.pipeline is not self.pipeline:
+                native[0](handle, d.pipeline._internal)
+                self.pipeline = d.pipeline
+            native[1](handle, 0, d.bind_group._internal, 0, native[3])
+            native[2](handle, 3, 1, 0, 0)
+            return
         if d.pipeline is not self.pipeline:
             rpass.set_pipeline(d.pipeline)
             self.pipeline = d.pipeline
@@ -178,6 +213,22 @@ class RenderStream(CommandStream):
             self.draw(step)
         else:
             self.copy(step)
+
+
+@functools.cache
+def _native_render_calls(checked: bool = True) -> tuple[Any, Any, Any, Any, Any] | None:
+    """wgpu-native's render-pass set-pipeline, set-bind-group and draw calls, its NULL and wgpu-py's native
+    backend module (for pass descriptors), or None where this wgpu-py differs (see ``_native_pass_calls``)."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        lib = _api.libf if checked else _api.lib
+        needed = [getattr(_api, n) for n in ("new_array", "new_struct_p", "to_c_string_view", "GPURenderPassEncoder")]
+        needed.append(_api.GPUCommandEncoder._create_render_pass_color_attachment)
+        return (lib.wgpuRenderPassEncoderSetPipeline, lib.wgpuRenderPassEncoderSetBindGroup,
+                lib.wgpuRenderPassEncoderDraw, _api.ffi.NULL, _api)
+    except Exception:  # any mismatch with this wgpu-py: its public methods instead
+        return None
 
 
 @functools.cache  # every replay makes a stream: resolve the functions once
