@@ -3,10 +3,10 @@
 from wgsentis import errors, ops, renderdoc  # noqa: F401  (ops registers every kernel)
 from wgsentis.model import Layer, Model, TensorInfo
 from wgsentis.onnx_import import load_model
-from wgsentis.profiler import Profile, profile
+from wgsentis.profiler import LossProfile, Profile, loss_profile, profile
 from wgsentis.tensor import Tensor
 from wgsentis.worker import BackendType, Worker
 
 __version__ = "0.1.0"
-__all__ = ["BackendType", "Layer", "Model", "Profile", "Tensor", "TensorInfo", "Worker", "errors", "load_model",
-           "profile", "renderdoc"]
+__all__ = ["BackendType", "Layer", "LossProfile", "Model", "Profile", "Tensor", "TensorInfo", "Worker", "errors",
+           "load_model", "loss_profile", "profile", "renderdoc"]

@@ -202,6 +202,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise InputError(f"profile: one MODEL expected, got {targets} (did you mean 'profile compare A.json B.json'?)")
     path = targets[0] if targets else None
     model = _load(path)
+    if args.loss:
+        return _loss_profile(model, args)
     # Inputs from files or from --dim values; with neither, the profiler makes them at its batch size.
     feeds = _inputs_for(model, args) if args.input or args.dim else None
     prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
@@ -214,6 +216,53 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for flag, method in ((args.json, prof.to_json), (args.trace, prof.to_chrome_trace), (args.html, prof.to_html)):
         if flag:
             print(f"wrote   {method(flag)}")
+    return 0
+
+
+def _inputs_from_dir(model: Any, folder: str) -> dict[str, np.ndarray]:
+    """The model's inputs from ``folder``/NAME.npy, one file per input (InputError naming what is missing)."""
+    base = Path(folder)
+    if not base.is_dir():
+        raise InputError(f"--inputs {folder}: not a folder of NAME.npy files")
+    feeds, missing = {}, []
+    for info in model.inputs:
+        f = base / f"{info.name}.npy"
+        if not f.is_file():
+            missing.append(f.name)
+            continue
+        try:
+            feeds[info.name] = np.load(f, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--inputs {folder}: cannot read '{f.name}' for input '{info.name}': {exc}") from None
+    if missing:
+        raise InputError(f"--inputs {folder}: missing {missing} for the inputs of '{model.name}'")
+    return feeds
+
+
+def _loss_profile(model: Any, args: argparse.Namespace) -> int:
+    """``wgsentis profile MODEL --loss``: Sparsify's loss profile (``ws.loss_profile``)."""
+    import wgsentis as ws
+    from wgsentis.profiler.pruning import DEFAULT_LEVELS
+
+    if args.inputs:
+        feeds = _inputs_from_dir(model, args.inputs)
+    elif args.input or args.dim:
+        feeds = _inputs_for(model, args)
+    else:
+        feeds = None  # seeded random inputs: the profile says so
+    try:
+        levels = [float(v) for v in args.levels.split(",")] if args.levels else list(DEFAULT_LEVELS)
+    except ValueError:
+        raise InputError(f"--levels {args.levels!r}: give sparsities like 0.5,0.9") from None
+    layers = [n for n in args.layers.split(",") if n] if args.layers else None
+    lp = ws.loss_profile(model, inputs=feeds, levels=levels, backend=args.backend, threads=args.threads,
+                         layers=layers, time_budget=args.time_budget, name=args.name or model.name,
+                         timing=not args.no_timing, progress=None if args.quiet else _progress)
+    if not args.quiet:
+        sys.stderr.write("\r" + " " * 40 + "\r")
+    print(lp.table(top=args.top))
+    if args.json:
+        print(f"wrote   {lp.to_json(args.json)}")
     return 0
 
 
@@ -269,6 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--html", metavar="F", help="write a self-contained HTML report")
     prof.add_argument("--name", metavar="S", help="name of this profile (default: the model's)")
     prof.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    prof.add_argument("--loss", action="store_true",
+                      help="the loss profile instead: each prunable layer pruned alone at each level, and how the "
+                           "outputs move (rel L2, KL and top-1 agreement for classifiers)")
+    prof.add_argument("--inputs", metavar="DIR", help="--loss: the model's inputs as DIR/NAME.npy (default: seeded "
+                      "random inputs, which the profile says)")
+    prof.add_argument("--levels", metavar="S,S", help="--loss: sparsity levels (default 0.4,0.6,0.8,0.9,0.95)")
+    prof.add_argument("--layers", metavar="A,B", help="--loss: only these layers")
+    prof.add_argument("--time-budget", type=float, metavar="S", help="--loss: stop profiling layers after S seconds")
     prof.set_defaults(func=cmd_profile)
 
     from wgsentis import debug_cli  # capture and view: RenderDoc and the live window

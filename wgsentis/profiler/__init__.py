@@ -2,6 +2,7 @@
 would make it faster (bound, pruning sensitivity); JSON, Chrome trace, HTML and terminal views."""
 
 from wgsentis.profiler.profile import Profile, profile
+from wgsentis.profiler.pruning import LossProfile, loss_profile
 from wgsentis.profiler.summary import compare
 
-__all__ = ["Profile", "compare", "profile"]
+__all__ = ["LossProfile", "Profile", "compare", "loss_profile", "profile"]
