@@ -4,6 +4,7 @@ from wgsentis import errors, ops, renderdoc  # noqa: F401  (ops registers every 
 from wgsentis.model import Layer, Model, TensorInfo
 from wgsentis.onnx_import import load_model
 from wgsentis.profiler import LossProfile, Profile, loss_profile, profile
+from wgsentis.profiler.prune_model import prune as prune  # re-exported: ws.prune
 from wgsentis.tensor import Tensor
 from wgsentis.worker import BackendType, Worker
 

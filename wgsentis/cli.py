@@ -209,7 +209,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
                       warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
                       pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress,
-                      spin_wait=not args.no_spin_wait)
+                      spin_wait=not args.no_spin_wait, pruning_levels=_levels(args.pruning_levels, "--pruning-levels"))
     if not args.quiet:
         sys.stderr.write("\r" + " " * 40 + "\r")
     print(prof.table(top=args.top))
@@ -239,10 +239,21 @@ def _inputs_from_dir(model: Any, folder: str) -> dict[str, np.ndarray]:
     return feeds
 
 
+def _levels(text: str | None, flag: str) -> tuple[float, ...]:
+    """Sparsity levels from ``S,S,...`` (the default levels when None; an empty string: none)."""
+    from wgsentis.profiler.pruning import DEFAULT_LEVELS
+
+    if text is None:
+        return DEFAULT_LEVELS
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: give sparsities like 0.5,0.9") from None
+
+
 def _loss_profile(model: Any, args: argparse.Namespace) -> int:
     """``wgsentis profile MODEL --loss``: Sparsify's loss profile (``ws.loss_profile``)."""
     import wgsentis as ws
-    from wgsentis.profiler.pruning import DEFAULT_LEVELS
 
     if args.inputs:
         feeds = _inputs_from_dir(model, args.inputs)
@@ -250,10 +261,7 @@ def _loss_profile(model: Any, args: argparse.Namespace) -> int:
         feeds = _inputs_for(model, args)
     else:
         feeds = None  # seeded random inputs: the profile says so
-    try:
-        levels = [float(v) for v in args.levels.split(",")] if args.levels else list(DEFAULT_LEVELS)
-    except ValueError:
-        raise InputError(f"--levels {args.levels!r}: give sparsities like 0.5,0.9") from None
+    levels = _levels(args.levels, "--levels")
     layers = [n for n in args.layers.split(",") if n] if args.layers else None
     lp = ws.loss_profile(model, inputs=feeds, levels=levels, backend=args.backend, threads=args.threads,
                          layers=layers, time_budget=args.time_budget, name=args.name or model.name,
@@ -324,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--inputs", metavar="DIR", help="--loss: the model's inputs as DIR/NAME.npy (default: seeded "
                       "random inputs, which the profile says)")
     prof.add_argument("--levels", metavar="S,S", help="--loss: sparsity levels (default 0.4,0.6,0.8,0.9,0.95)")
+    prof.add_argument("--pruning-levels", metavar="S,S", help="levels of the pruned views' estimates (default "
+                      "0.4,0.6,0.8,0.9,0.95; '' for none)")
     prof.add_argument("--layers", metavar="A,B", help="--loss: only these layers")
     prof.add_argument("--time-budget", type=float, metavar="S", help="--loss: stop profiling layers after S seconds")
     prof.set_defaults(func=cmd_profile)

@@ -1,4 +1,5 @@
-"""ws.profile on the cpu and gpu-compute backends: JSON keys, the time-sum rule, batch, errors, exports."""
+"""ws.profile on the cpu and gpu-compute backends: JSON keys, the time-sum rule, the pruned views, batch, errors,
+exports."""
 
 from __future__ import annotations
 
@@ -84,6 +85,13 @@ def test_cpu_profile_sample(sample_path: str, tmp_path) -> None:
     again = ws.Profile.from_json(prof.to_json(tmp_path / "p.json"))
     assert again.data == data
     assert "<svg" in prof.to_html(tmp_path / "p.html").read_text()
+    # the pruned views at the default levels, on every layer and op type
+    assert data["pruning_levels"] == [0.4, 0.6, 0.8, 0.9, 0.95]
+    keys = ["0.4", "0.6", "0.8", "0.9", "0.95"]
+    assert all(list(e["estimated_ms"]) == keys for e in [*data["layers"], *data["op_types"]])
+    assert [r["level"] for r in data["pruned_estimates"]] == data["pruning_levels"]
+    assert all(r["speedup"] >= 1.0 for r in data["pruned_estimates"])
+    assert "speedup" in prof.table()
 
 
 def test_cpu_time_sum_squeezenet() -> None:
@@ -101,12 +109,95 @@ def test_cpu_time_sum_squeezenet() -> None:
     assert 0.9 <= ratios[-1] <= 1.1, ratios
 
 
+def test_pruned_estimate_rule_by_hand() -> None:
+    """The pruned views' rule on a hand-made profile: a compute-bound layer with a prunable weight takes
+    time * (1 - level); compute-bound without one, and memory-bound with one, keep their time; ms_per_batch
+    falls by the share of the rows saved; level 0 is the baseline."""
+    from wgsentis.profiler.profile import add_pruned_estimates
+    from wgsentis.profiler.summary import op_type_summary
+
+    layers = [{"name": "fc", "op_type": "Gemm", "bound": "compute", "prunable_weight": "w", "time_ms": 2.0},
+              {"name": "mm", "op_type": "MatMul", "bound": "compute", "prunable_weight": None, "time_ms": 1.0},
+              {"name": "conv", "op_type": "Conv", "bound": "memory", "prunable_weight": "k", "time_ms": 0.5},
+              {"name": "fc2", "op_type": "Gemm", "bound": "memory", "prunable_weight": "w2", "time_ms": 0.5}]
+    for e in layers:
+        e.update(flops=1, params=1)
+    data = {"layers": layers, "op_types": op_type_summary(layers, []), "ms_per_batch": 8.0, "time_sum_ms": 4.0}
+    add_pruned_estimates(data, (0.0, 0.5, 0.9))
+    assert data["pruning_levels"] == [0.0, 0.5, 0.9]
+    assert layers[0]["estimated_ms"] == {"0": 2.0, "0.5": 1.0, "0.9": pytest.approx(0.2)}
+    assert all(e["estimated_ms"] == {"0": e["time_ms"], "0.5": e["time_ms"], "0.9": e["time_ms"]} for e in layers[1:])
+    gemm = next(r for r in data["op_types"] if r["op_type"] == "Gemm")
+    assert gemm["estimated_ms"] == {"0": 2.5, "0.5": 1.5, "0.9": pytest.approx(0.7)}
+    # 1.0 ms of 4.0 ms of rows saved at 0.5: a quarter off ms_per_batch; 1.8 ms at 0.9
+    assert [r["ms_per_batch"] for r in data["pruned_estimates"]] == [8.0, 6.0, pytest.approx(4.4)]
+    assert [r["speedup"] for r in data["pruned_estimates"]] == [1.0, pytest.approx(1.3333, abs=1e-4),
+                                                                pytest.approx(1.8182, abs=1e-4)]
+    untimed = add_pruned_estimates({"layers": [{**layers[0], "time_ms": None}], "op_types": [], "ms_per_batch": None})
+    assert untimed["layers"][0]["estimated_ms"]["0.9"] is None
+    assert untimed["pruned_estimates"][0]["ms_per_batch"] is None
+
+
+def _matmul_relu_model():
+    """x (1 x 256 x 1024) @ W (1024 x 1024), then Relu: a MatMul far above any CPU's ridge point (about 85
+    FLOPs per byte; ~12 measured on the shared test machine) beside a memory-bound activation."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Relu", ["m"], ["y"], name="relu")],
+        "mmr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256, 1024])], [onnx.numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_pruned_views_of_a_measured_profile(tmp_path) -> None:
+    """Measured on the cpu: level 0 is the baseline (layers, op types, ms per batch); the compute-bound
+    prunable MatMul's estimate falls with the level, the memory-bound Relu's stays; the speedup is >= 1 and
+    grows with the level; the views survive a JSON round trip and show in the text summary."""
+    prof = ws.profile(_matmul_relu_model(), backend="cpu", threads=2, runs=3, warmup=1, pruning_layers=0,
+                      pruning_levels=(0, 0.4, 0.9))
+    data = prof.to_dict()
+    keys = ["0", "0.4", "0.9"]
+    for e in [*data["layers"], *data["op_types"]]:
+        assert list(e["estimated_ms"]) == keys and e["estimated_ms"]["0"] == e["time_ms"]
+    assert data["pruned_estimates"][0]["ms_per_batch"] == data["ms_per_batch"]
+    assert data["pruned_estimates"][0]["speedup"] == 1.0
+    layers = {e["name"]: e for e in data["layers"]}
+    mm = layers["mm"]
+    assert mm["prunable_weight"] == "w" and mm["bound"] == "compute", (mm["arithmetic_intensity"], data["ceilings"])
+    for e in data["layers"]:
+        est = [e["estimated_ms"][k] for k in keys]
+        if e["bound"] == "compute" and e["prunable_weight"] and e["time_ms"] > 0:
+            assert est[0] > est[1] > est[2] and est[2] == pytest.approx(0.1 * e["time_ms"], abs=1e-5)
+        else:
+            assert est == [e["time_ms"]] * 3, e
+    speedups = [r["speedup"] for r in data["pruned_estimates"]]
+    assert speedups[0] == 1.0 < speedups[1] < speedups[2]
+    again = ws.Profile.from_json(prof.to_json(tmp_path / "p.json"))
+    assert again.data == json.loads(json.dumps(data))
+    assert again["layers"][0]["estimated_ms"]["0.9"] == mm["estimated_ms"]["0.9"]
+    table = prof.table()
+    assert "speedup" in table and f"{speedups[2]:.2f}x" in table
+
+
+@pytest.mark.parametrize("levels", [(0.4, 1.0), (-0.1,), 0.5, ("a",), (True,)])
+def test_pruning_levels_errors(sample_path: str, levels) -> None:
+    with pytest.raises(InputError, match="pruning_levels"):
+        ws.profile(sample_path, backend="cpu", timing=False, pruning_levels=levels)
+
+
 def test_no_timing_and_batch(sample_path: str) -> None:
     prof = ws.profile(sample_path, backend="cpu", batch_size=3, timing=False)
     assert prof["ms_per_batch"] is None and prof["inputs"]["image"][0] == 3
     one = ws.profile(sample_path, backend="cpu", batch_size=1, timing=False)
     assert prof["flops_profile"]["total_flops"] == 3 * one["flops_profile"]["total_flops"]
     assert prof["flops_profile"]["total_params"] == one["flops_profile"]["total_params"] > 0
+    # the model as imported: counted for the profile's batch too (BN and activations still their own layers)
+    assert prof["flops_profile"]["model_total_flops"] == 3 * one["flops_profile"]["model_total_flops"]
+    assert one["flops_profile"]["model_total_flops"] >= one["flops_profile"]["total_flops"]
+    assert prof["pruned_estimates"] and all(r["ms_per_batch"] is None for r in prof["pruned_estimates"])
 
 
 @pytest.mark.parametrize(("kwargs", "arg"), [({"batch_size": 0}, "batch_size"), ({"runs": 0}, "runs"),

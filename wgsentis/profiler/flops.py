@@ -1,4 +1,6 @@
-"""The theoretical profile: per-layer FLOPs, parameters and bytes moved, from one CPU run's shapes.
+"""The theoretical profile: per-layer FLOPs, parameters and bytes moved, from one CPU run's shapes;
+of the executed graph (after the graph passes) and, for totals comparable with other tools, of the
+model as imported (before them).
 
 Convention (``docs/flops.md``): a multiply-add counts 2 FLOPs; a bias add, an activation, a
 comparison or one elementwise operation counts 1 per output element; a fused activation adds 1
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.cpu import GraphProgram
-from wgsentis.model import Layer, Model
+from wgsentis.model import Graph, Layer, Model, subgraphs
 from wgsentis.ops.registry import flops_of
 
 WEIGHT_INPUT = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}  # ops whose weight can be pruned
@@ -35,6 +37,7 @@ class LayerCost:
     params: int
     bytes: int
     out_shapes: list[tuple[int, ...] | None] = field(default_factory=list)
+    prunable_weight: str | None = None  # the weight magnitude pruning would thin (``prunable_weight``)
 
 
 def _nbytes(value: Any) -> int:
@@ -45,11 +48,17 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
-def tensor_facts(model: Model, feeds: dict[str, Any], threads: int = 1) -> tuple[dict[str, Any], dict[str, int]]:
-    """Run the model once on the CPU and record each tensor's shape and byte size; returns
-    (name -> shape or None, name -> bytes)."""
-    shapes: dict[str, Any] = {n: tuple(v.shape) for n, v in model.graph.constants.items()}
-    sizes: dict[str, int] = {n: int(v.nbytes) for n, v in model.graph.constants.items()}
+def _graph_of(model: Model | Graph) -> Graph:
+    return model.graph if isinstance(model, Model) else model
+
+
+def tensor_facts(model: Model | Graph, feeds: dict[str, Any],
+                 threads: int = 1) -> tuple[dict[str, Any], dict[str, int]]:
+    """Run the model (or a graph: ``model.imported``) once on the CPU and record each tensor's shape and
+    byte size; returns (name -> shape or None, name -> bytes)."""
+    graph = _graph_of(model)
+    shapes: dict[str, Any] = {n: tuple(v.shape) for n, v in graph.constants.items()}
+    sizes: dict[str, int] = {n: int(v.nbytes) for n, v in graph.constants.items()}
     for n, v in feeds.items():
         shapes[n] = tuple(np.asarray(v).shape) if not isinstance(v, list) else None
         sizes[n] = _nbytes(v if isinstance(v, list) else np.asarray(v))
@@ -60,7 +69,7 @@ def tensor_facts(model: Model, feeds: dict[str, Any], threads: int = 1) -> tuple
                 shapes[name] = tuple(value.shape) if isinstance(value, np.ndarray) else None
                 sizes[name] = _nbytes(value)
 
-    program = GraphProgram(model.graph, threads, branch_parallel=False)
+    program = GraphProgram(graph, threads, branch_parallel=False)
     try:
         program.run(feeds, on_layer=record)
     finally:
@@ -87,11 +96,13 @@ def prunable_weight(layer: Layer, constants: dict[str, np.ndarray]) -> str | Non
     return None
 
 
-def layer_costs(model: Model, shapes: dict[str, Any], sizes: dict[str, int]) -> list[LayerCost]:
-    """FLOPs, params and bytes of every layer of ``model`` (shapes and sizes from ``tensor_facts``)."""
-    consts = model.constants
+def layer_costs(model: Model | Graph, shapes: dict[str, Any], sizes: dict[str, int]) -> list[LayerCost]:
+    """FLOPs, params and bytes of every layer of ``model`` (or of a graph), shapes and sizes from
+    ``tensor_facts``."""
+    graph = _graph_of(model)
+    consts = graph.constants
     out: list[LayerCost] = []
-    for i, layer in enumerate(model.layers):
+    for i, layer in enumerate(graph.layers):
         ins = [shapes.get(n) if n else None for n in layer.inputs]
         outs = [shapes.get(n) if n else None for n in layer.outputs]
         try:
@@ -104,15 +115,66 @@ def layer_costs(model: Model, shapes: dict[str, Any], sizes: dict[str, int]) -> 
         params = sum(int(consts[n].size) for n in names)
         moved = sum(sizes.get(n, 0) for n in set(layer.inputs) if n) + sum(sizes.get(n, 0) for n in layer.outputs if n)
         fused = layer.fused_activation[0] if layer.fused_activation else None
-        out.append(LayerCost(i, layer.name, layer.op_type, fused, names, int(flops), params, int(moved), outs))
+        out.append(LayerCost(i, layer.name, layer.op_type, fused, names, int(flops), params, int(moved), outs,
+                             prunable_weight(layer, consts)))
     return out
 
 
-def flops_profile(costs: list[LayerCost], constants: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The ``flops_profile`` section: per-layer FLOPs and params and the model totals (a weight shared
-    by several layers counts once in ``total_params``)."""
+def _total_params(costs: list[LayerCost], constants: dict[str, np.ndarray]) -> int:
     used = {n for c in costs for n in c.weight_names}
-    return {
+    return sum(int(constants[n].size) for n in used if n in constants)
+
+
+def _constant_layers(graph: Graph) -> tuple[set[int], set[str]]:
+    """The layers of ``graph`` that compute constants (ONNX Constant nodes, and any layer whose inputs are
+    all constant: the weights of an export that builds them with ConstantOfShape, Reshape or Cast), and
+    every constant tensor's name. Tools fold these once at load, so they count no FLOPs, and what they
+    produce counts as parameters where a layer reads it."""
+    const = set(graph.constants)
+    folded: set[int] = set()
+    for i, layer in enumerate(graph.layers):
+        ins = [n for n in layer.inputs if n]
+        if subgraphs(layer) or layer.op_type.startswith("Random"):
+            continue  # control flow, or a fresh value each run: not a constant
+        if (ins and all(n in const for n in ins)) or (not ins and layer.op_type == "Constant"):
+            folded.add(i)
+            const.update(o for o in layer.outputs if o)
+    return folded, const
+
+
+def model_totals(model: Model, feeds: dict[str, Any], threads: int = 1) -> dict[str, Any]:
+    """FLOPs, params and layers of the model as imported, before the graph passes (``model.imported``):
+    what other tools count, BatchNormalization and activations still layers of their own, the layers that
+    only compute constants folded (no FLOPs; their outputs are parameters). Runs the imported graph once on
+    the CPU for its shapes; where it cannot run as imported, the totals are None and ``error`` says why."""
+    graph = model.imported
+    names = {t.name for t in graph.inputs}
+    try:
+        # counted for the profile's inputs (its batch size included): the imported graph's own input shapes
+        # may still say batch 1 where the profile set a symbolic batch on the optimized graph
+        shapes, sizes = tensor_facts(graph, {n: v for n, v in feeds.items() if n in names}, threads)
+    except Exception as exc:  # the totals are an extra: a graph that runs only once optimized still profiles
+        return {"flops": None, "params": None, "layers": None, "error": f"{type(exc).__name__}: {exc}"}
+    folded, const = _constant_layers(graph)
+    costs = [c for c in layer_costs(graph, shapes, sizes) if c.index not in folded]
+    params: dict[str, int] = {}
+    for i in (c.index for c in costs):
+        for n in graph.layers[i].inputs:
+            shape = shapes.get(n) if n in const else None
+            if shape is not None:  # each constant tensor once, however many layers read it
+                params[n] = math.prod(shape)
+    return {"flops": sum(c.flops for c in costs), "params": sum(params.values()), "layers": len(costs), "error": None}
+
+
+def flops_profile(costs: list[LayerCost], constants: dict[str, np.ndarray],
+                  imported: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``flops_profile`` section: per-layer FLOPs and params of the executed layers and their totals (a
+    weight shared by several layers counts once in ``total_params``), and ``model_total_flops`` /
+    ``model_total_params`` / ``model_layers`` of the model as imported (``model_totals``; None where they
+    could not be counted, ``model_totals_error`` says why)."""
+    used = {n for c in costs for n in c.weight_names}
+    imported = imported or {}
+    out = {
         "convention": "a multiply-add counts 2 FLOPs; bias adds, activations and elementwise ops 1 per output "
                       "element; params are the elements of a layer's constant inputs",
         "layers": [{"name": c.name, "op_type": c.op_type, "flops": c.flops, "params": c.params, "bytes": c.bytes}
@@ -120,4 +182,23 @@ def flops_profile(costs: list[LayerCost], constants: dict[str, np.ndarray]) -> d
         "total_flops": sum(c.flops for c in costs),
         "total_params": sum(int(constants[n].size) for n in used if n in constants),
         "total_bytes": sum(c.bytes for c in costs),
+        "model_total_flops": imported.get("flops"),
+        "model_total_params": imported.get("params"),
+        "model_layers": imported.get("layers"),
+        "model_totals": "counted on the model as imported, before wgsentis's graph passes (BatchNormalization "
+                        "folding, activation fusion), layers that only compute constants folded: comparable with "
+                        "other tools; total_flops and total_params count the layers that execute",
     }
+    if imported.get("error"):
+        out["model_totals_error"] = imported["error"]
+    return out
+
+
+def flops_text(flops: float | None) -> str:
+    """FLOPs with the unit that fits: '290.2 kFLOPs', '8.207 GFLOPs' (four significant digits)."""
+    if flops is None:
+        return "-"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(flops) >= scale:
+            return f"{flops / scale:.4g} {unit}FLOPs"
+    return f"{flops:.0f} FLOPs"

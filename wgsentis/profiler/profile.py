@@ -1,8 +1,10 @@
 """``profile()``: measure a model on a backend and build a ``Profile`` (what the JSON holds).
 
-A profile joins four things: the theoretical profile (FLOPs, params, bytes per layer, always
-present), the timed runs (``collect``), the device's measured ceilings (``ceilings``), which say
-whether each layer is compute- or memory-bound, and the pruning sensitivity of the slowest
+A profile joins five things: the theoretical profile (FLOPs, params, bytes per layer, always
+present, with the totals of the model as imported beside the executed layers'), the timed runs
+(``collect``), the device's measured ceilings (``ceilings``), which say whether each layer is
+compute- or memory-bound, the pruned views (``add_pruned_estimates``: each layer's, op type's and
+the model's estimated time at each pruning level), and the pruning sensitivity of the slowest
 weighted layers (``pruning``).
 """
 
@@ -21,11 +23,24 @@ from wgsentis.errors import InputError
 from wgsentis.model import Model, TensorInfo
 from wgsentis.profiler import ceilings as ceilings_mod
 from wgsentis.profiler import collect, pruning
-from wgsentis.profiler.flops import LayerCost, flops_profile, layer_costs, prunable_weight, tensor_facts
+from wgsentis.profiler.flops import (
+    LayerCost,
+    flops_profile,
+    model_totals,
+    layer_costs,
+    prunable_weight,
+    tensor_facts,
+)
 from wgsentis.profiler.summary import op_type_summary
 from wgsentis.worker import BackendType, Worker, _backend_of
 
 FORMAT = "wgsentis-profile/1"
+# The pruning levels (fractions of a prunable layer's weights set to zero) of the pruned views, as Sparsify's.
+PRUNING_LEVELS = (0.4, 0.6, 0.8, 0.9, 0.95)
+PRUNED_RULE = ("estimate, not measured: a compute-bound layer with a prunable weight (Conv, ConvTranspose, Gemm, "
+               "MatMul with a constant weight) takes time_ms * (1 - level), the FLOPs pruning removes skipped "
+               "perfectly; every other layer (memory-bound, no prunable weight, or no measured ceilings to say "
+               "which) keeps its time; ms_per_batch scales by the share of the rows' time saved")
 
 
 class Profile:
@@ -135,6 +150,14 @@ def _with_batch(model: Model, batch_size: int) -> tuple[Model, dict[str, int]]:
     return clone, dims
 
 
+def _check_levels(levels: Any) -> tuple[float, ...]:
+    items = list(levels) if isinstance(levels, list | tuple | np.ndarray) else None
+    if items is None or any(isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating)
+                            or not 0.0 <= v < 1.0 for v in items):
+        raise InputError(f"profile(pruning_levels={levels!r}): pruning levels must be a tuple of numbers in [0, 1)")
+    return tuple(sorted({float(v) for v in items}))
+
+
 def _check_args(backend: Any, batch_size: Any, threads: Any, runs: Any, warmup: Any,
                 pruning_layers: Any) -> BackendType:
     kind = _backend_of(backend)
@@ -152,7 +175,8 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
             threads: int | None = None, runs: int = 10, warmup: int = 2, inputs: dict[str, Any] | None = None,
             name: str | None = None, *, timing: bool = True, pruning_layers: int = 5,
             progress: collect.Progress | None = None, measure_ceilings: bool = True,
-            use_timestamps: bool = True, spin_wait: bool = True) -> Profile:
+            use_timestamps: bool = True, spin_wait: bool = True,
+            pruning_levels: tuple[float, ...] = PRUNING_LEVELS) -> Profile:
     """Profile a model (a Model, path, bytes or ModelProto) on ``backend``; returns a ``Profile``.
 
     ``runs`` plain runs give ``ms_per_batch`` (median); as many instrumented runs give the layer
@@ -160,8 +184,11 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
     the slowest weighted layers get a pruning-sensitivity estimate (0: none). ``progress(phase,
     done, total)`` is called as runs complete. ``use_timestamps=False`` forces host timers on GPUs.
     ``spin_wait`` (cpu): the Worker setting of that name, so the profile times the mode that will run.
+    ``pruning_levels``: the levels of the pruned views (estimated time per layer, op type and batch;
+    ``add_pruned_estimates``); () for none.
     """
     kind = _check_args(backend, batch_size, threads, runs, warmup, pruning_layers)
+    levels = _check_levels(pruning_levels)
     model = _model_of(model_or_path, name)
     model, dims = _with_batch(model, int(batch_size))
     if inputs is None:
@@ -183,13 +210,14 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
         _tick_phase(progress, "shapes")
         shapes, sizes = tensor_facts(model, feeds, used_threads)
         costs = layer_costs(model, shapes, sizes)
+        before = model_totals(model, feeds, used_threads)
         data: dict[str, Any] = {
             "format": FORMAT, "model": model.source or model.name, "name": name or model.name,
             "backend": kind.value, "batch_size": int(batch_size), "threads": used_threads,
             "spin_wait": spin_wait if kind is BackendType.CPU else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "inputs": {n: list(np.asarray(v).shape) for n, v in feeds.items() if not isinstance(v, list)},
-            "flops_profile": flops_profile(costs, model.constants),
+            "flops_profile": flops_profile(costs, model.constants, before),
         }
         if not timing:
             data.update(device=collect.cpu_info(used_threads) if kind is BackendType.CPU else
@@ -198,6 +226,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
                         layers=[_layer_entry(c, None, "cpu" if kind is BackendType.CPU else "gpu", False, None)
                                 for c in costs], transfers=[], host=[], op_types=op_type_summary([], costs),
                         ceilings=None)
+            add_pruned_estimates(data, levels)
             return Profile(data)
         if kind is BackendType.CPU:
             measured = collect.time_cpu(model, feeds, used_threads, runs, warmup, progress, spin_wait=spin_wait)
@@ -210,6 +239,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
         _tick_phase(progress, "ceilings")
         ceil = ceilings_mod.ceilings(kind.value, measured.device, used_threads, spin_wait=spin_wait)
     data.update(_timed_sections(measured, costs, ceil, runs, warmup, int(batch_size)))
+    add_pruned_estimates(data, levels)
     if pruning_layers:
         _tick_phase(progress, "pruning")
         _add_pruning(data, model, feeds, costs, pruning_layers, used_threads)
@@ -226,7 +256,8 @@ def _layer_entry(cost: LayerCost, seconds: float | None, device: str, fallback: 
     ms = None if seconds is None else seconds * 1e3
     entry: dict[str, Any] = {
         "index": cost.index, "name": cost.name, "op_type": cost.op_type, "fused_activation": cost.fused,
-        "weight_names": cost.weight_names, "device": device, "fallback": fallback,
+        "weight_names": cost.weight_names, "prunable_weight": cost.prunable_weight, "device": device,
+        "fallback": fallback,
         "time_ms": None if ms is None else round(ms, 5),
         "flops": cost.flops, "bytes": cost.bytes, "params": cost.params,
         "gflops_per_s": round(cost.flops / seconds / 1e9, 4) if seconds else None,
@@ -287,6 +318,61 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
         "run_phases_ms": {phase: round(med(v), 4) for phase, v in m.run_phases.items()},
         "op_types": op_type_summary(layers, costs),
     }
+
+
+def level_key(level: float) -> str:
+    """The JSON key of a pruning level in ``estimated_ms``: '0.4', '0.95', '0'."""
+    return f"{level:g}"
+
+
+def estimated_layer_ms(entry: dict[str, Any], level: float) -> float | None:
+    """A layer's estimated time at ``level`` (``PRUNED_RULE``): compute-bound layers with a prunable weight
+    shrink with the FLOPs pruning removes; the others keep their time (None where not timed)."""
+    ms = entry.get("time_ms")
+    if ms is None:
+        return None
+    # A memory-bound layer's time goes to moving activations, which pruning the weight does not reduce;
+    # a compute-bound one without a prunable weight (Softmax, a MatMul of two activations) has nothing to prune.
+    if entry.get("bound") == "compute" and entry.get("prunable_weight"):
+        return round(ms * (1.0 - level), 5)
+    return ms
+
+
+def add_pruned_estimates(data: dict[str, Any], levels: tuple[float, ...] = PRUNING_LEVELS) -> dict[str, Any]:
+    """The pruned views of a profile (Sparsify's pruned performance profile), in place: ``pruning_levels``,
+    each layer's and op type's ``estimated_ms`` (level key -> ms) and ``pruned_estimates`` (per level: the
+    estimated ms per batch and the speedup over the measured one). Returns ``data``."""
+    levels = tuple(levels)
+    layers = data.get("layers") or []
+    data["pruning_levels"] = list(levels)
+    data["pruned_estimate_rule"] = PRUNED_RULE
+    for e in layers:
+        e["estimated_ms"] = {level_key(v): estimated_layer_ms(e, v) for v in levels}
+    by_op: dict[str, dict[str, float | None]] = {}
+    for e in layers:
+        row = by_op.setdefault(e["op_type"], {level_key(v): 0.0 for v in levels})
+        for k, ms in e["estimated_ms"].items():
+            row[k] = None if ms is None or row[k] is None else row[k] + ms
+    for r in data.get("op_types") or []:
+        est = by_op.get(r["op_type"], {})
+        r["estimated_ms"] = {level_key(v): None if est.get(level_key(v)) is None or r.get("time_ms") is None
+                             else round(est[level_key(v)], 5) for v in levels}
+    ms = data.get("ms_per_batch")
+    rows = data.get("time_sum_ms") or sum(e["time_ms"] or 0.0 for e in layers)
+    estimates = []
+    for v in levels:
+        if ms is None:
+            estimates.append({"level": v, "ms_per_batch": None, "speedup": None, "saved_ms": None})
+            continue
+        saved = sum((e["time_ms"] or 0.0) - (e["estimated_ms"][level_key(v)] or 0.0) for e in layers)
+        # The rows (layers, host, transfers) make up a typical run but need not add up to the median plain
+        # run exactly: the saved share of the rows is taken off ms_per_batch, never more than all of it.
+        share = min(1.0, saved / rows) if rows else 0.0
+        est = ms * (1.0 - share)
+        estimates.append({"level": v, "ms_per_batch": round(est, 4), "saved_ms": round(ms * share, 4),
+                          "speedup": round(ms / est, 4) if est > 0 else None})
+    data["pruned_estimates"] = estimates
+    return data
 
 
 def _add_pruning(data: dict[str, Any], model: Model, feeds: dict[str, Any], costs: list[LayerCost],

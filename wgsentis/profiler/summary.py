@@ -1,5 +1,6 @@
-"""Summaries: time, FLOPs and share per op type (Sparsify's layer summaries), the terminal table,
-and side-by-side comparison of several profiles."""
+"""Summaries: time, FLOPs and share per op type (Sparsify's layer summaries), the terminal table
+(with the pruned views' estimated ms per batch and speedup per level), and side-by-side comparison
+of several profiles."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ def _si(value: float) -> str:
     return f"{value:.0f}"
 
 
+def _pruned_lines(data: dict[str, Any]) -> list[str]:
+    """The pruned views' summary: estimated ms per batch and speedup at each pruning level."""
+    estimates = [r for r in data.get("pruned_estimates") or [] if r.get("ms_per_batch") is not None]
+    if not estimates:
+        return []
+    head = "pruned   level    " + "".join(f"{100 * r['level']:>9.0f}%" for r in estimates)
+    ms = "  (est.) ms/batch " + "".join(f"{r['ms_per_batch']:>10.3f}" for r in estimates)
+    speed = "         speedup  " + "".join(f"{_num(r['speedup'], '.2f') + 'x':>10}" for r in estimates)
+    return [head, ms, speed, "         (compute-bound prunable layers: time x (1 - level); others keep theirs)"]
+
+
 def render_table(data: dict[str, Any], top: int = 15) -> str:
     """The terminal view of a profile: summary lines, then the top layers, op types and transfers."""
     fp = data["flops_profile"]
@@ -54,7 +66,10 @@ def render_table(data: dict[str, Any], top: int = 15) -> str:
              f"backend  {data['backend']}  batch {data['batch_size']}  threads {data['threads']}  "
              f"device {dev.get('name') or dev.get('cpu', '?')}",
              f"totals   {_si(fp['total_flops'])}FLOPs  {_si(fp['total_params'])} params  "
-             f"{len(data['layers'])} layers"]
+             f"{len(data['layers'])} layers (executed, after the graph passes)"]
+    if fp.get("model_total_flops") is not None:
+        lines.append(f"model    {_si(fp['model_total_flops'])}FLOPs  {_si(fp['model_total_params'])} params  "
+                     f"{fp['model_layers']} layers (as imported, before the graph passes)")
     if data.get("ms_per_batch") is None:
         lines.append("timing   skipped (theoretical profile only)")
         rows = sorted(fp["layers"], key=lambda r: -r["flops"])[:top]
@@ -72,6 +87,7 @@ def render_table(data: dict[str, Any], top: int = 15) -> str:
     if data.get("fallback_layers"):
         lines.append(f"fallback {len(data['fallback_layers'])} layer(s) ran on the CPU: "
                      + ", ".join(data["fallback_layers"][:8]))
+    lines += _pruned_lines(data)
     layers = sorted(data["layers"], key=lambda e: -(e["time_ms"] or 0))[:top]
     lines.append(f"\n{'top layers':<32} {'op':<18} {'dev':<4} {'ms':>9} {'%':>6} {'GFLOP/s':>9} {'GB/s':>8} "
                  f"{'bound':<7} {'prune 90%: dL2':>14}")
@@ -126,4 +142,8 @@ def compare(profiles: list[dict[str, Any]]) -> str:
     by_name = [{e["name"]: e for e in p["layers"]} for p in profiles]
     for n in names:
         lines.append(row(n, [m[n]["time_ms"] if n in m else None for m in by_name]))
+    from wgsentis.profiler.prune_model import speedup_lines  # the first profile as the dense one: ws.prune's view
+
+    for p in profiles[1:]:
+        lines += speedup_lines(profiles[0], p)
     return "\n".join(lines)
