@@ -21,7 +21,8 @@ from wgsentis.backends.cpu import GraphProgram
 from wgsentis.model import Graph, Layer, Model, subgraphs
 from wgsentis.ops.registry import flops_of
 
-WEIGHT_INPUT = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}  # ops whose weight can be pruned
+# Ops whose weight can be pruned (a FusedConv is a Conv with the residual Add after it folded in).
+WEIGHT_INPUT = {"Conv": 1, "FusedConv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}
 
 
 @dataclass

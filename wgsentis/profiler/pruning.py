@@ -97,7 +97,6 @@ METRICS = {
     "kl": "KL(p_dense || p_pruned) in nats, mean over items of classifier-like outputs (softmax of logits)",
     "top1_agreement": "fraction of items whose arg-max class is unchanged, classifier-like outputs",
 }
-_PRUNABLE = {"Conv": 1, "FusedConv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}
 
 
 class LossProfile:
@@ -162,17 +161,6 @@ class LossProfile:
             lines.append(f"\ntop-1 agreement at {d['levels'][-1]:g}: lowest {worst['levels'][-1]['top1_agreement']:.3f}"
                          f" ({worst['name']})")
         return "\n".join(lines)
-
-
-def _prunable(layer: Any, constants: dict[str, np.ndarray]) -> str | None:
-    """The constant weight pruning zeroes in ``layer`` (a FusedConv is a Conv with its residual)."""
-    if layer.op_type not in _PRUNABLE:
-        return None
-    if layer.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
-        return prunable_weight(layer, constants)
-    name = layer.inputs[1] if len(layer.inputs) > 1 else ""
-    value = constants.get(name)
-    return name if value is not None and value.dtype.kind == "f" and value.ndim >= 2 else None
 
 
 def _classifier_probs(value: Any) -> np.ndarray | None:
@@ -243,7 +231,7 @@ def loss_profile(model_or_path: Any, inputs: dict[str, Any] | None = None, level
     graph = copy.copy(model.graph)
     graph.constants = dict(model.graph.constants)
     consts = graph.constants
-    candidates = [(i, layer, w) for i, layer in enumerate(graph.layers) if (w := _prunable(layer, consts))]
+    candidates = [(i, layer, w) for i, layer in enumerate(graph.layers) if (w := prunable_weight(layer, consts))]
     if layers is not None:
         wanted = list(layers)
         known = {layer.name for _i, layer, _w in candidates}
