@@ -116,6 +116,10 @@ class DeviceOutOfMemoryError(DeviceError):
                          + (f" ({reason})" if reason else ""))
 
 
+class PruneError(WgSentisError):
+    """``ws.prune`` produced a model that fails the ONNX checker (a bug in the pruner: nothing was written)."""
+
+
 # Errors a layer's wrapper passes on unchanged rather than wrapping in a LayerError: they already name
 # the layer (or the run) they concern, and their type is what a caller catches.
 PASS_THROUGH_ERRORS = (LayerError, ResourceLimitError, RunInterruptedError, DeviceOutOfMemoryError)

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from wgsentis.errors import InputError, ModelLoadError, WgSentisError
+from wgsentis.errors import InputError, ModelLoadError, PruneError
 from wgsentis.model import Graph, Layer, Model
 from wgsentis.profiler.flops import prunable_weight
 from wgsentis.profiler.pruning import prune as magnitude_prune
@@ -46,10 +46,6 @@ POOLS = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool
 RELAYOUT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 REDUCE = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceProd",
           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
-
-
-class PruneError(WgSentisError):
-    """Pruning produced a model that does not pass the ONNX checker (a bug: nothing was written)."""
 
 
 @dataclass
