@@ -75,7 +75,7 @@ def test_cpu_profile_sample(sample_path: str, tmp_path) -> None:
     assert data["device"]["logical_cores"] >= 1 and "instruction_sets" in data["device"]
     # pruning sensitivity for weighted layers: three sparsities, output change grows with sparsity
     pruned = [e for e in data["layers"] if "pruning" in e]
-    assert pruned and all(e["op_type"] in ("Conv", "Gemm", "MatMul", "ConvTranspose") for e in pruned)
+    assert pruned and all(e["op_type"] in ("Conv", "FusedConv", "Gemm", "MatMul", "ConvTranspose") for e in pruned)
     for e in pruned:
         assert e["pruning"]["sparsities"] == [0.5, 0.7, 0.9] and len(e["pruning"]["estimated_saved_ms"]) == 3
     assert "top layers" in prof.table()
