@@ -116,4 +116,6 @@ class Tensor:
 def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
+    if isinstance(value, dict):  # a map (ZipMap's items): keys are scalars, values copied
+        return {k: _copy(v) if isinstance(v, list | dict | np.ndarray) else v for k, v in value.items()}
     return None if value is None else np.array(value, copy=True)

@@ -20,6 +20,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     matmul_gpu,
     matmul_pixel,
     misc,
+    ml,
     norm,
     norm_gpu,
     norm_pixel,
