@@ -167,45 +167,31 @@ class PixelRecorder:
               extra: list[int | float] | None = None, label: str = "", helpers: str = "") -> GTensor:
         """A new tensor of ``shape`` drawn lane by lane from the inputs' lanes: ``lane`` sets ``r`` from the
         scalars ``a``, ``b``, ``c``, ... (input 0, 1, 2, ... broadcast to ``shape``) and words ``pe(i)``. Texel-wise
-        loads (wgsl/pixel/map4.wgsl) where every input is texel-aligned with the output, else element addressing
-        (map.wgsl)."""
+        loads (wgsl/pixel/same4.wgsl where every input has the output's layout, map4.wgsl where every input is
+        texel-aligned with it), else element addressing (map.wgsl)."""
         names = "abcdefgh"
         out_layout = self.program.layout_of(tuple(shape), np.dtype(dtype), axis, "an elementwise output")
-        same = all(x.layout.shape == out_layout.shape and x.layout.axis == out_layout.axis for x in inputs)
-        if same or (all(self.texel_aligned(x, out_layout) for x in inputs) and len(shape) <= MAX_RANK):
+        loads = "\n    ".join(f"let v{names[k]} = x{k}(c);" for k in range(len(inputs)))
+        subs = {"LOADS": loads, "HELPERS": helpers,
+                "LANE": " ".join(f"let {names[k]} = v{names[k]}[lane];" for k in range(len(inputs))) + " " + lane}
+        if all(x.layout.shape == out_layout.shape and x.layout.axis == out_layout.axis for x in inputs):
+            # No addressing at all: the fragment at texel (x, y) reads texel (x, y) of each input.
             out = self.alloc(shape, dtype, axis)
-            if out.size == 0:
-                return out
-            decls, loads, binds = [], [], []
-            for k, x in enumerate(inputs):
-                kind = x.layout.kind
-                if same:
-                    load = "let v = textureLoad(X{k}, vec2<i32>(c), 0); return v;"
-                    signature = "c: vec2<i32>"
-                else:
-                    splat = x.size == 1 or (x.shape and x.shape[x.layout.axis] == 1)
-                    load = (f"let at = locate({14 * (k + 1)}u, c); let v = textureLoad(X{k}, at.xy, 0); "
-                            f"return {f'vec4<{kind}>(v[at.z])' if splat else 'v'};")
-                    signature = "c: Coords"
-                decls.append(f"@group(0) @binding({k}) var X{k}: texture_2d<{kind}>;\n"
-                             f"fn x{k}({signature}) -> vec4<{kind}> {{ {load.format(k=k)} }}")
-                loads.append(f"let v{names[k]} = x{k}({'texel' if same else 'c'});")
-                binds.append(f"let {names[k]} = v{names[k]}[lane];")
+            decls = [self._texture_decl(k, x, f"fn x{k}(c: vec2<i32>) -> vec4<{x.layout.kind}> {{ "
+                                              f"return textureLoad(X{k}, c, 0); }}") for k, x in enumerate(inputs)]
             decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
-            if same:
-                params: list[int | float] = [out.layout.texels, out.layout.shift, *out.layout.lane_params()]
-            else:
-                params = [*addressing_params(out.layout)]
-                for x in inputs:
-                    params += addressing_params(x.layout)
-            params += list(extra or [])
-            subs = {"DECLS": "\n".join(decls), "OUT": out.layout.kind, "LOADS": "\n    ".join(loads),
-                    "LANE": " ".join(binds) + " " + lane, "HELPERS": helpers}
-            if not same:
-                subs["EXTRA"] = str(14 * (len(inputs) + 1))
-            self.draw("pixel/same4.wgsl" if same else "pixel/map4.wgsl", inputs, [out], params, subs=subs,
-                      label=label)
+            params = [out.layout.texels, out.layout.shift, *out.layout.lane_params(), *(extra or [])]
+            self.draw("pixel/same4.wgsl", inputs, [out], params, label=label,
+                      subs={**subs, "LOADS": loads.replace("(c);", "(texel);"), "DECLS": "\n".join(decls),
+                            "OUT": out.layout.kind})
             return out
+        if all(self.texel_aligned(x, out_layout) for x in inputs):
+            def whole(k: int, x: GTensor) -> str:
+                splat = x.size == 1 or (x.shape and x.shape[x.layout.axis] == 1)  # one lane, spread over four
+                return f"vec4<{x.layout.kind}>(v[at.z])" if splat else "v"
+
+            return self._addressed("pixel/map4.wgsl", inputs, shape, dtype, axis, subs, extra, label, vec4=True,
+                                   result=whole)
         body = " ".join(f"let {names[k]} = x{k}(c);" for k in range(len(inputs))) + " " + lane
         return self.map(inputs, shape, dtype, axis, body, extra, helpers=helpers, label=label)
 
@@ -214,26 +200,8 @@ class PixelRecorder:
         """A new tensor of ``shape`` (``axis`` blocked) drawn texel by texel by wgsl/pixel/texels.wgsl: ``body``
         sets the vec4 ``out`` of the texel whose first lane is at ``c`` from the inputs' texels ``x0(d)``, ...
         (the caller guarantees the four lanes of an output texel are those of one input texel)."""
-        if len(shape) > MAX_RANK or any(len(i.shape) > MAX_RANK for i in inputs):
-            raise TooLargeForDevice(f"rank past the {MAX_RANK} dims a pixel program addresses")
-        out = self.alloc(shape, dtype, axis)
-        if out.size == 0:
-            return out
-        decls = []
-        for k, x in enumerate(inputs):
-            kind = x.layout.kind
-            decls.append(f"@group(0) @binding({k}) var X{k}: texture_2d<{kind}>;\n"
-                         f"fn x{k}(c: Coords) -> vec4<{kind}> {{ let at = locate({14 * (k + 1)}u, c); "
-                         f"return textureLoad(X{k}, at.xy, 0); }}")
-        decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
-        params: list[int | float] = [*addressing_params(out.layout)]
-        for x in inputs:
-            params += addressing_params(x.layout)
-        params += list(extra or [])
-        subs = {"DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "OUT": out.layout.kind,
-                "BODY": body, "HELPERS": helpers}
-        self.draw("pixel/texels.wgsl", inputs, [out], params, subs=subs, label=label)
-        return out
+        return self._addressed("pixel/texels.wgsl", inputs, shape, dtype, axis, {"BODY": body, "HELPERS": helpers},
+                               extra, label, vec4=True)
 
     def map(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
             extra: list[int | float] | None = None, helpers: str = "", label: str = "",
@@ -241,6 +209,20 @@ class PixelRecorder:
         """A new tensor of ``shape`` and ``dtype`` (``axis`` blocked) drawn by wgsl/pixel/map.wgsl: each element
         at coordinates ``c`` (its 6-dim frame) runs ``body``, which sets ``r`` from the inputs' accessors
         ``x0(c)``, ``x1(c)``, ... and the words ``extra`` (``pe(i)``, ``pef(i)``, ``pei(i)``)."""
+        return self._addressed("pixel/map.wgsl", inputs, shape, dtype, axis, {"BODY": body, "HELPERS": helpers},
+                               extra, label, faults=faults)
+
+    @staticmethod
+    def _texture_decl(k: int, x: GTensor, accessor: str) -> str:
+        return f"@group(0) @binding({k}) var X{k}: texture_2d<{x.layout.kind}>;\n{accessor}"
+
+    def _addressed(self, shader: str, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any,
+                   axis: int, subs: dict[str, str], extra: list[int | float] | None, label: str, *,
+                   vec4: bool = False, faults: bool = False, result: Any = None) -> GTensor:
+        """A draw of one of the addressed programs (map, map4, texels.wgsl) into a new tensor: generated
+        accessors ``xk(c)`` giving input k's element at coordinates ``c`` (``vec4``: its whole texel, or what
+        ``result(k, x)`` makes of the texel ``v`` and its lane ``at.z``), the addressing words of the output and
+        of every input, then ``extra`` (pe), and ``subs`` for the program's own placeholders."""
         if len(shape) > MAX_RANK or any(len(i.shape) > MAX_RANK for i in inputs):
             raise TooLargeForDevice(f"rank past the {MAX_RANK} dims a pixel program addresses")
         out = self.alloc(shape, dtype, axis)
@@ -249,9 +231,10 @@ class PixelRecorder:
         decls = []
         for k, x in enumerate(inputs):
             kind = x.layout.kind
-            decls.append(f"@group(0) @binding({k}) var X{k}: texture_2d<{kind}>;\n"
-                         f"fn x{k}(c: Coords) -> {kind} {{ let at = locate({14 * (k + 1)}u, c); "
-                         f"return textureLoad(X{k}, at.xy, 0)[at.z]; }}")
+            value = (result(k, x) if result is not None else "v") if vec4 else "v[at.z]"
+            decls.append(self._texture_decl(
+                k, x, f"fn x{k}(c: Coords) -> {f'vec4<{kind}>' if vec4 else kind} {{ let at = locate("
+                      f"{14 * (k + 1)}u, c); let v = textureLoad(X{k}, at.xy, 0); return {value}; }}"))
         decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
         if faults:  # the index fault buffer and checked_index (wgsl/common/faults.wgsl)
             decls.append(f"@group(0) @binding({len(inputs) + 1}) var<storage, read_write> FAULTS: "
@@ -260,9 +243,8 @@ class PixelRecorder:
         for x in inputs:
             params += addressing_params(x.layout)
         params += list(extra or [])
-        subs = {"DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "HELPERS": helpers,
-                "OUT": out.layout.kind, "BODY": body}
-        self.draw("pixel/map.wgsl", inputs, [out], params, subs=subs, label=label, faults=faults)
+        subs = {**subs, "DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "OUT": out.layout.kind}
+        self.draw(shader, inputs, [out], params, subs=subs, label=label, faults=faults)
         return out
 
     def draw(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float], *,
