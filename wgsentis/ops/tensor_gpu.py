@@ -142,6 +142,64 @@ def _ints(value) -> list[int]:
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
 
+def split_sizes(dim: int, sizes: list[int] | None, count: int) -> list[int] | None:
+    """Split's part sizes along an axis of ``dim``: ``sizes`` checked, or ``count`` parts of ceil(dim / count)
+    (the last ones shorter); None where the CPU kernel raises."""
+    if sizes is None:
+        if count <= 0:
+            return None
+        chunk = -(-dim // count)
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        return None
+    return list(sizes)
+
+
+def slice_geometry(shape, starts, ends, axes, steps) -> tuple[list[int], list[int], list[int]] | None:
+    """Slice as (output shape, first index, step) per axis, clamped as the CPU kernel clamps; None where it
+    raises (mismatched lengths, a zero step, a bad axis: ValueError from ``_tensor._axes``)."""
+    rank = len(shape)
+    axes = list(range(len(starts))) if axes is None else _tensor._axes(axes, rank)
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+        return None
+    out_shape, first, stride = list(shape), [0] * rank, [1] * rank
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        dim = shape[axis]
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            sl = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+        else:
+            end = min(max(end, -1), dim - 1)
+            sl = slice(min(max(start, 0), dim - 1), None if end < 0 else end, step)
+        r = range(*sl.indices(dim))
+        out_shape[axis] = len(r)
+        first[axis], stride[axis] = (r.start, r.step) if len(r) else (0, 1)
+    return out_shape, first, stride
+
+
+def pad_geometry(shape, pads, mode: str, axes) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    """Pad as (pad before each axis (>= 0), cropped before each axis, input elements kept per axis, output
+    shape): negative pads crop first, as the CPU kernel slices them off and then pads what remains. None where
+    the CPU kernel raises (pads of the wrong length, a crop past the axis, edge/reflect/wrap of an empty axis)."""
+    rank = len(shape)
+    axes = list(range(rank)) if axes is None else _tensor._axes(axes, rank)
+    if len(pads) != 2 * len(axes):
+        return None
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a] = pads[i]
+        end[a] = pads[i + len(axes)]
+    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(shape, begin, end, strict=True)]
+    if any(n < 0 for n in length):
+        return None
+    if mode != "constant" and any(n == 0 and (b > 0 or e > 0) for n, b, e in zip(length, begin, end, strict=True)):
+        return None  # the CPU kernel raises: cannot pad an empty axis
+    out_shape = [n + max(b, 0) + max(e, 0) for n, b, e in zip(length, begin, end, strict=True)]
+    return [max(b, 0) for b in begin], [max(-b, 0) for b in begin], length, out_shape
+
+
 # -- views --------------------------------------------------------------------------------------
 def reshaped_view(rec, x, shape):
     """A view of ``x`` (uploaded if on the host) with ``shape``; NotImplemented where it cannot be bound."""
@@ -283,13 +341,8 @@ def _split(rec, layer, data, axis, sizes, count):
         return NotImplemented
     rank = len(x.shape)
     axis = _tensor._axis(axis, rank)
-    dim = x.shape[axis]
+    sizes = split_sizes(x.shape[axis], sizes, count)
     if sizes is None:
-        if count <= 0:
-            return NotImplemented
-        chunk = -(-dim // count)
-        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
-    if sum(sizes) != dim or any(s < 0 for s in sizes):
         return NotImplemented
     st = row_strides(x.shape)
     plans, start = [], 0
@@ -342,28 +395,13 @@ def _slice(rec, data, starts, ends, axes, steps):
     x = device_tensor(rec, data)
     if x is None:
         return NotImplemented
-    rank = len(x.shape)
-    axes = list(range(len(starts))) if axes is None else _tensor._axes(axes, rank)
-    steps = [1] * len(starts) if steps is None else steps
-    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+    geometry = slice_geometry(x.shape, starts, ends, axes, steps)
+    if geometry is None:
         return NotImplemented
+    out_shape, first, stride = geometry
     st = row_strides(x.shape)
-    out_shape, in_st, base = list(x.shape), list(st), 0
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        dim = x.shape[axis]
-        # The same clamping as the CPU kernel, then Python's own slice arithmetic.
-        start = start + dim if start < 0 else start
-        end = end + dim if end < 0 else end
-        if step > 0:
-            sl = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-        else:
-            end = min(max(end, -1), dim - 1)
-            sl = slice(min(max(start, 0), dim - 1), None if end < 0 else end, step)
-        r = range(*sl.indices(dim))
-        out_shape[axis] = len(r)
-        in_st[axis] = st[axis] * r.step
-        if len(r):
-            base += r.start * st[axis]
+    in_st = [s * k for s, k in zip(st, stride, strict=True)]
+    base = sum(f * s for f, s, n in zip(first, st, out_shape, strict=True) if n)
     axes6 = _copy_axes(out_shape, in_st, row_strides(out_shape))
     if axes6 is None:
         return NotImplemented
@@ -484,21 +522,10 @@ def _pad(rec, data, pads, mode, value, axes):
     rank = len(x.shape)
     if rank > MAX_RANK:
         return NotImplemented
-    axes = list(range(rank)) if axes is None else _tensor._axes(axes, rank)
-    if len(pads) != 2 * len(axes):
+    geometry = pad_geometry(x.shape, pads, mode, axes)
+    if geometry is None:
         return NotImplemented
-    begin, end = [0] * rank, [0] * rank
-    for i, a in enumerate(axes):
-        begin[a] = pads[i]
-        end[a] = pads[i + len(axes)]
-    # Negative pads crop first (the CPU kernel slices them off, then pads the remainder).
-    crop_lo = [max(-b, 0) for b in begin]
-    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end, strict=True)]
-    if any(n < 0 for n in length):
-        return NotImplemented
-    out_shape = [n + max(b, 0) + max(e, 0) for n, b, e in zip(length, begin, end, strict=True)]
-    if mode != "constant" and any(n == 0 and (b > 0 or e > 0) for n, b, e in zip(length, begin, end, strict=True)):
-        return NotImplemented  # the CPU kernel raises: cannot pad an empty axis
+    shift, crop_lo, length, out_shape = geometry
     fill = np.asarray(0 if value is None else value).reshape(-1)
     fill_value = fill[0] if fill.size else 0
     try:
@@ -507,7 +534,7 @@ def _pad(rec, data, pads, mode, value, axes):
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     params = [y.size, max(rank, 1), _PAD_MODE[mode], fill_bits, *pad6(out_shape or [1]),
-              *pad6(row_strides(x.shape) or [0], 0), *pad6([max(b, 0) for b in begin] or [0], 0),
+              *pad6(row_strides(x.shape) or [0], 0), *pad6(shift or [0], 0),
               *pad6(crop_lo or [0], 0), *pad6(length or [1], 0)]
     rec.dispatch("compute/pad.wgsl", [x], [y], params, y.size, workgroup=256, subs={"T": x.gpu_type},
                  constants={"MODE": _PAD_MODE[mode]})

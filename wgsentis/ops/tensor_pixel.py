@@ -25,7 +25,7 @@ from wgsentis.ops.elementwise_gpu import refusing
 from wgsentis.ops.elementwise_pixel import unary
 from wgsentis.ops.image_gpu import _resize_plan
 from wgsentis.ops.registry import GPU_PIXEL, register
-from wgsentis.ops.tensor_gpu import _squeezed, _unsqueezed, storage_bits
+from wgsentis.ops.tensor_gpu import _squeezed, _unsqueezed, pad_geometry, slice_geometry, split_sizes, storage_bits
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -196,25 +196,11 @@ def _slice(rec, data, starts, ends, axes, steps):
     x = _tensor_of(rec, data)
     if x is None:
         return NotImplemented
-    rank = len(x.shape)
-    axes = list(range(len(starts))) if axes is None else _tensor._axes(axes, rank)
-    steps = [1] * len(starts) if steps is None else steps
-    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+    geometry = slice_geometry(x.shape, starts, ends, axes, steps)
+    if geometry is None:
         return NotImplemented
-    out_shape, first, stride = list(x.shape), [0] * rank, [1] * rank
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        dim = x.shape[axis]
-        start = start + dim if start < 0 else start
-        end = end + dim if end < 0 else end
-        if step > 0:
-            sl = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-        else:
-            end = min(max(end, -1), dim - 1)
-            sl = slice(min(max(start, 0), dim - 1), None if end < 0 else end, step)
-        r = range(*sl.indices(dim))
-        out_shape[axis] = len(r)
-        first[axis], stride[axis] = (r.start, r.step) if len(r) else (0, 1)
-    return affine_copy(rec, x, out_shape, list(range(rank)), first, stride)
+    out_shape, first, stride = geometry
+    return affine_copy(rec, x, out_shape, list(range(len(x.shape))), first, stride)
 
 
 @pixel("Slice", 1)
@@ -236,13 +222,8 @@ def _split(rec, layer, data, axis, sizes, count):
         return NotImplemented
     rank = len(x.shape)
     axis = _tensor._axis(axis, rank)
-    dim = x.shape[axis]
+    sizes = split_sizes(x.shape[axis], sizes, count)
     if sizes is None:
-        if count <= 0:
-            return NotImplemented
-        chunk = -(-dim // count)
-        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
-    if sum(sizes) != dim or any(s < 0 for s in sizes):
         return NotImplemented
     outs, begin = [], 0
     for k, size in enumerate(sizes):
@@ -431,27 +412,16 @@ def _pad(rec, data, pads, mode, value, axes):
     if x is None or mode not in _PAD_MODE:
         return NotImplemented
     rank = len(x.shape)
-    axes = list(range(rank)) if axes is None else _tensor._axes(axes, rank)
-    if len(pads) != 2 * len(axes):
+    geometry = pad_geometry(x.shape, pads, mode, axes)
+    if geometry is None:
         return NotImplemented
-    begin, end = [0] * rank, [0] * rank
-    for i, a in enumerate(axes):
-        begin[a] = pads[i]
-        end[a] = pads[i + len(axes)]
-    # Negative pads crop first (the CPU kernel slices them off, then pads what remains).
-    crop_lo = [max(-b, 0) for b in begin]
-    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end, strict=True)]
-    if any(n < 0 for n in length):
-        return NotImplemented
-    out_shape = [n + max(b, 0) + max(e, 0) for n, b, e in zip(length, begin, end, strict=True)]
-    if mode != "constant" and any(n == 0 and (b > 0 or e > 0) for n, b, e in zip(length, begin, end, strict=True)):
-        return NotImplemented  # the CPU kernel raises: cannot pad an empty axis
+    begin, crop_lo, length, out_shape = geometry
     fill = np.asarray(0 if value is None else value).reshape(-1)
     fill_bits = storage_bits(np.asarray(fill[0] if fill.size else 0).astype(x.dtype), x.dtype)
     if 0 in length:  # nothing to read: every element is the fill value
         return _filled(rec, out_shape, x.dtype, np.asarray(fill[0] if fill.size else 0).astype(x.dtype))
     lead = MAX_RANK - rank
-    shift = [0] * lead + [max(b, 0) for b in begin]
+    shift = [0] * lead + begin
     crop = [0] * lead + crop_lo
     lengths = [1] * lead + length
     body = _PAD_BODY.replace("MODE", f"{_PAD_MODE[mode]}u").replace("bitcast<T>", f"bitcast<{x.layout.kind}>")
