@@ -29,7 +29,7 @@ def _is_gpu(t: Any) -> bool:
     return hasattr(t, "alloc") and hasattr(t, "gpu_type")
 
 
-def _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
+def window_geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
     """(kernel, strides, dilations, begins, ends, outs) as the CPU kernel resolves them, or None."""
     if kernel_shape is None or x.ndim < 3 or x.ndim > 5:
         return None
@@ -45,7 +45,7 @@ def _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
     return kernel, strides, dilations, begins, ends, outs
 
 
-def _pad3(values: list[int], fill: int) -> list[int]:
+def pad3(values: list[int], fill: int) -> list[int]:
     return [fill] * (3 - len(values)) + list(values)
 
 
@@ -59,8 +59,8 @@ def _params(x, geo, include_pad: bool, p: float = 2.0, storage_order: int = 0) -
         hi = [n + e for n, e in zip(spatial, ends, strict=True)]
     else:
         lo, hi = [0] * len(spatial), spatial
-    params = [math.prod(out_shape), *_pad3(spatial, 1), *_pad3(outs, 1), *_pad3(kernel, 1), *_pad3(strides, 1),
-              *_pad3(dilations, 1), *_pad3(begins, 0), *_pad3(lo, 0), *_pad3(hi, 1), float(p), 1.0 / float(p),
+    params = [math.prod(out_shape), *pad3(spatial, 1), *pad3(outs, 1), *pad3(kernel, 1), *pad3(strides, 1),
+              *pad3(dilations, 1), *pad3(begins, 0), *pad3(lo, 0), *pad3(hi, 1), float(p), 1.0 / float(p),
               int(bool(storage_order)), len(spatial), math.prod(x.shape[:2])]
     return params, out_shape
 
@@ -119,7 +119,7 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
              storage_order=0, strides=None, **attrs):
     if not _is_gpu(X) or X.gpu_type not in ("f32", "i32"):
         return NotImplemented
-    geo = _geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = window_geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
     want_indices = len(layer.outputs) > 1 and bool(layer.outputs[1])
@@ -147,7 +147,7 @@ def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include
                  kernel_shape=None, pads=None, strides=None, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
         return NotImplemented
-    geo = _geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = window_geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
     return _window_pool(rec, X, geo, 1, include_pad=bool(count_include_pad))
@@ -158,7 +158,7 @@ def lp_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, ke
             strides=None, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:
         return NotImplemented
-    geo = _geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = window_geometry(X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
     p = float(p)

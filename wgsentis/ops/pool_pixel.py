@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
-from wgsentis.ops.conv import spatial_attrs
-from wgsentis.ops.pool import pool_geometry
+from wgsentis.ops.pool_gpu import pad3, window_geometry
 from wgsentis.ops.reduce_pixel import OVERHEAD, reduce_keep, reduction, texture
 from wgsentis.ops.registry import GPU_PIXEL, register
 
@@ -27,32 +26,12 @@ _NANCHK = {"f32": "(bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu)) > vec4<u32>(
 MAX, AVERAGE, LP2, LP1, LP = range(5)  # pool.wgsl's MODE
 
 
-def _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
-    """(kernel, strides, dilations, begins, ends, outs) as the CPU kernel resolves them, or None."""
-    if kernel_shape is None or x.ndim < 3 or x.ndim > 5:
-        return None
-    nd = x.ndim - 2
-    kernel = [int(k) for k in kernel_shape]
-    if len(kernel) != nd:
-        return None
-    try:
-        strides, dilations, pads = spatial_attrs(nd, kernel, strides, dilations, pads)
-        begins, ends, outs = pool_geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
-    except ValueError:
-        return None
-    return kernel, strides, dilations, begins, ends, outs
-
-
-def _pad3(values: list[int], fill: int) -> list[int]:
-    return [fill] * (3 - len(values)) + list(values)
-
-
 def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float = 2.0, indices: bool = False,
                  storage_order: int = 0):
     """Record a windowed pool of ``x`` (N, C, *spatial): its output (N, C, *outs), channels blocked, and with
     ``indices`` the int64 Indices of MaxPool too; NotImplemented when the window is too long to loop over."""
     kernel, strides, dilations, begins, ends, outs = geo
-    k3 = _pad3(kernel, 1)
+    k3 = pad3(kernel, 1)
     if not rec.loops_fit(loop_passes(*k3) + OVERHEAD):
         return NotImplemented
     x = rec.relayout(x, 1)  # (N, C, *spatial), channels blocked
@@ -69,8 +48,8 @@ def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float 
     else:
         lo, hi = [0] * len(spatial), spatial
     params: list[int | float] = [
-        y.layout.texels, y.layout.shift, *_pad3(spatial, 1), *_pad3(outs, 1), *_pad3(strides, 1),
-        *_pad3(dilations, 1), *_pad3(begins, 0), *_pad3(lo, 0), *_pad3(hi, 1), float(p), 1.0 / float(p),
+        y.layout.texels, y.layout.shift, *pad3(spatial, 1), *pad3(outs, 1), *pad3(strides, 1),
+        *pad3(dilations, 1), *pad3(begins, 0), *pad3(lo, 0), *pad3(hi, 1), float(p), 1.0 / float(p),
         -(-c // 4), x.layout.shift, c, int(bool(storage_order)), len(spatial)]
     kind = x.layout.kind
     consts = {"KD0": k3[0], "KD1": k3[1], "KD2": k3[2]}
@@ -92,7 +71,7 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
     x = texture(X)
     if x is None or x.dtype not in (np.float32, np.int32):
         return NotImplemented
-    geo = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = window_geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
     want_indices = len(layer.outputs) > 1 and bool(layer.outputs[1])
@@ -110,7 +89,7 @@ def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include
     x = texture(X)
     if x is None or x.dtype != np.float32:
         return NotImplemented
-    geo = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = window_geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
     return _window_pool(rec, x, geo, AVERAGE, include_pad=bool(count_include_pad))
@@ -122,7 +101,7 @@ def lp_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, ke
     x = texture(X)
     if x is None or x.dtype != np.float32:
         return NotImplemented
-    geo = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = window_geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
     p = float(p)

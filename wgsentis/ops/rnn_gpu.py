@@ -208,32 +208,39 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     return tuple(results[:n]) if n > 1 else results[0]
 
 
-@register("RNN", 1, backend=GPU_COMPUTE)
-def rnn(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
-        activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-        **attrs):
-    """Simple RNN: 1 projection + seq_len step dispatches."""
-    return _run("RNN", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
-                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
-                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=0)
+def register_recurrent(backend: str, run: Any) -> None:
+    """Register RNN, GRU and LSTM on ``backend``: the ONNX signatures in one place, each layer handed to the
+    backend's ``run(op, rec, layer, X, W, R, B, lens, h0, c0, P, *, ..., variant)`` (variant: GRU's
+    linear_before_reset, LSTM's input_forget)."""
+
+    @register("RNN", 1, backend=backend)
+    def rnn(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
+            activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+            **attrs):
+        return run("RNN", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
+                   activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
+                   clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=0)
+
+    @register("GRU", 1, backend=backend)
+    def gru(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
+            activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+            linear_before_reset=0, **attrs):
+        return run("GRU", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
+                   activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
+                   clip=clip, direction=direction, hidden_size=hidden_size, layout=layout,
+                   variant=linear_before_reset)
+
+    @register("LSTM", 1, backend=backend)
+    def lstm(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
+             activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
+             hidden_size=None, input_forget=0, layout=0, **attrs):
+        return run("LSTM", rec, layer, X, W, R, B, sequence_lens, initial_h, initial_c, P,
+                   activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
+                   clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=input_forget)
 
 
-@register("GRU", 1, backend=GPU_COMPUTE)
-def gru(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
-        activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-        linear_before_reset=0, **attrs):
-    """GRU (gates z, r, h): 1 projection + seq_len step dispatches, one workgroup per (direction, batch)."""
-    return _run("GRU", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
-                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
-                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout,
-                variant=linear_before_reset)
+# RNN: 1 projection + seq_len step dispatches; GRU: one workgroup per (direction, batch) and step; LSTM with
+# peepholes and input_forget.
+register_recurrent(GPU_COMPUTE, _run)
 
 
-@register("LSTM", 1, backend=GPU_COMPUTE)
-def lstm(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
-         activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
-         hidden_size=None, input_forget=0, layout=0, **attrs):
-    """LSTM (gates i, o, f, c) with peepholes and input_forget: 1 projection + seq_len step dispatches."""
-    return _run("LSTM", rec, layer, X, W, R, B, sequence_lens, initial_h, initial_c, P,
-                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
-                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=input_forget)

@@ -22,9 +22,9 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.conv_pixel import divided
 from wgsentis.ops.matmul_pixel import _product
-from wgsentis.ops.registry import GPU_PIXEL, register
+from wgsentis.ops.registry import GPU_PIXEL
 from wgsentis.ops.rnn import DEFAULT_ACTIVATIONS
-from wgsentis.ops.rnn_gpu import _activations
+from wgsentis.ops.rnn_gpu import _activations, register_recurrent
 
 # Step-draw flags (see wgsl/pixel/rnn_common.wgsl).
 F_LENS, F_H0_ZERO, F_C0_ZERO, F_CLIP, F_VARIANT, F_PEEP, F_BIAS = (1 << k for k in range(7))
@@ -290,36 +290,6 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     return tuple(results[:n]) if n > 1 else results[0]
 
 
-@register("RNN", 1, backend=GPU_PIXEL)
-def rnn(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
-        activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-        **attrs):
-    """Simple RNN: 1 projection + seq_len step draws + the joins of Y."""
-    return _run("RNN", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
-                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
-                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=0)
-
-
-@register("GRU", 1, backend=GPU_PIXEL)
-def gru(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, *, activation_alpha=None,
-        activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-        linear_before_reset=0, **attrs):
-    """GRU (gates z, r, h): 1 projection + seq_len step draws (2 each without linear_before_reset) + Y's joins."""
-    return _run("GRU", rec, layer, X, W, R, B, sequence_lens, initial_h, None, None,
-                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
-                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout,
-                variant=linear_before_reset)
-
-
-@register("LSTM", 1, backend=GPU_PIXEL)
-def lstm(rec, layer, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
-         activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
-         hidden_size=None, input_forget=0, layout=0, **attrs):
-    """LSTM (gates i, o, f, c) with peepholes and input_forget: 1 projection + seq_len step draws (H and C as
-    two render targets) + Y's joins."""
-    return _run("LSTM", rec, layer, X, W, R, B, sequence_lens, initial_h, initial_c, P,
-                activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
-                clip=clip, direction=direction, hidden_size=hidden_size, layout=layout, variant=input_forget)
-
-
-__all__ = ["gru", "lstm", "rnn"]
+# RNN: 1 projection + seq_len step draws + the joins of Y; GRU: 2 draws a step without linear_before_reset;
+# LSTM: H and C as two render targets of each step's draw.
+register_recurrent(GPU_PIXEL, _run)
