@@ -283,21 +283,32 @@ def padded_cols(x: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("MatMul", 1, backend=GPU_COMPUTE)
-def matmul(rec, layer, A, B):
-    """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
-    if not (_f32(A) and _f32(B)) or A.ndim == 0 or B.ndim == 0:
-        return NotImplemented
+def matmul_shapes(A, B) -> tuple[tuple[int, ...], tuple[int, ...], int, int, int, tuple[int, ...]] | None:
+    """MatMul's operands as numpy sees them: (A's shape, B's shape with 1-D operands promoted, m, k, n, the
+    broadcast batch dims), or None where the CPU kernel raises (scalars, k mismatch, batches that do not
+    broadcast)."""
+    if A.ndim == 0 or B.ndim == 0:
+        return None
     a_shape = (1, *A.shape) if A.ndim == 1 else tuple(A.shape)  # (..., M, K)
     b_shape = (*B.shape, 1) if B.ndim == 1 else tuple(B.shape)  # (..., K, N)
     m, k = a_shape[-2:]
     k2, n = b_shape[-2:]
     if k != k2:
-        return NotImplemented
+        return None
     try:
-        batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+        batch = tuple(int(d) for d in np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
     except ValueError:
+        return None
+    return a_shape, b_shape, int(m), int(k), int(n), batch
+
+
+@register("MatMul", 1, backend=GPU_COMPUTE)
+def matmul(rec, layer, A, B):
+    """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
+    shapes = matmul_shapes(A, B) if _f32(A) and _f32(B) else None
+    if shapes is None:
         return NotImplemented
+    a_shape, b_shape, m, k, n, batch = shapes
     out_shape = (*batch, m, n)
     if A.ndim == 1:
         out_shape = out_shape[:-2] + out_shape[-1:]

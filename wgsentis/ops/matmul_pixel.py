@@ -19,7 +19,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.conv_pixel import divided, interleave, rows_per_fragment
-from wgsentis.ops.matmul_gpu import fused
+from wgsentis.ops.matmul_gpu import fused, matmul_shapes
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 MAX_BATCH_RANK = 4
@@ -94,18 +94,10 @@ def _batch_strides(shape: tuple[int, ...], batch: tuple[int, ...], per: int) -> 
 @register("MatMul", 1, backend=GPU_PIXEL)
 def matmul(rec, layer, A, B):
     """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
-    if not (_f32(A) and _f32(B)) or A.ndim == 0 or B.ndim == 0:
-        return NotImplemented
-    a_shape = (1, *A.shape) if A.ndim == 1 else tuple(A.shape)  # (..., M, K)
-    b_shape = (*B.shape, 1) if B.ndim == 1 else tuple(B.shape)  # (..., K, N)
-    m, k = a_shape[-2:]
-    k2, n = b_shape[-2:]
-    if k != k2:
+    shapes = matmul_shapes(A, B) if _f32(A) and _f32(B) else None
+    if shapes is None:
         return NotImplemented  # the CPU kernel names the shapes
-    try:
-        batch = tuple(int(d) for d in np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
-    except ValueError:
-        return NotImplemented
+    a_shape, b_shape, m, k, n, batch = shapes
     if len(batch) > MAX_BATCH_RANK:
         return NotImplemented
     out_shape = (*batch, m, n)
