@@ -150,24 +150,35 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
         length = chunks
 
 
+def identity_reduction(kind: str, axes, noop_with_empty_axes: int) -> bool:
+    """Whether a Reduce* is its input unchanged: no axes with noop_with_empty_axes, for the reductions that
+    leave one element as it is."""
+    return (axes is None or len(axes) == 0) and bool(noop_with_empty_axes) and kind in (
+        "sum", "mean", "max", "min", "prod")
+
+
+def reduction_axes(axes, rank: int, noop_with_empty_axes: int) -> set[int] | None:
+    """The axes a Reduce* reduces: every axis when none are given (none with noop_with_empty_axes), else the
+    given ones normalized; None where the CPU kernel raises (an axis out of range or repeated)."""
+    if axes is None or len(axes) == 0:
+        return set() if noop_with_empty_axes else set(range(rank))
+    resolved: set[int] = set()
+    for a in axes:
+        n = norm_axis(a, rank)
+        if n is None or n in resolved:
+            return None
+        resolved.add(n)
+    return resolved
+
+
 def _reduce(rec, layer, kind: str, data, axes, keepdims: int, noop_with_empty_axes: int):
     if not _is_gpu(data) or data.dtype not in (np.float32, np.int32, np.int64, np.bool_):
         return NotImplemented
-    rank = data.ndim
-    if axes is None or len(axes) == 0:
-        if noop_with_empty_axes:
-            if kind in ("sum", "mean", "max", "min", "prod"):
-                return rec.view(data, data.shape)
-            resolved: set[int] = set()
-        else:
-            resolved = set(range(rank))
-    else:
-        resolved = set()
-        for a in axes:
-            n = norm_axis(a, rank)
-            if n is None or n in resolved:
-                return NotImplemented
-            resolved.add(n)
+    if identity_reduction(kind, axes, noop_with_empty_axes):
+        return rec.view(data, data.shape)
+    resolved = reduction_axes(axes, data.ndim, noop_with_empty_axes)
+    if resolved is None:
+        return NotImplemented
     if keepdims:
         out_shape = tuple(1 if d in resolved else s for d, s in enumerate(data.shape))
     else:

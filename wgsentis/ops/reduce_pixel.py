@@ -24,6 +24,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK, TextureLayout, addressing_params
+from wgsentis.ops.reduce_gpu import identity_reduction, norm_axis, reduction_axes
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 OVERHEAD = 64  # loop passes of a reduce.wgsl invocation besides its loop nest (the addressing loops)
@@ -87,14 +88,6 @@ def reduction(kind: str, length: int, p: float = 2.0) -> Reduction:
 def texture(t: Any) -> GTensor | None:
     """``t`` if it is a texture tensor, else None."""
     return t if isinstance(t, GTensor) and t.layout is not None else None
-
-
-def norm_axis(axis: int, rank: int) -> int | None:
-    """``axis`` in [0, rank), or None when out of range (the CPU kernel then reports it)."""
-    axis = int(axis)
-    if not -rank <= axis < max(rank, 1):
-        return None
-    return axis + rank if axis < 0 else axis
 
 
 def texel_strides(layout: TextureLayout) -> list[int]:
@@ -371,20 +364,11 @@ def _reduce(rec, kind: str, data: Any, axes: list[int] | None, keepdims: int, no
     if x is None or x.ndim > MAX_RANK:
         return NotImplemented
     rank = x.ndim
-    if axes is None or len(axes) == 0:
-        if noop_with_empty_axes:
-            if kind in ("sum", "mean", "max", "min", "prod"):
-                return rec.view(x, x.shape)  # the identity
-            resolved: set[int] = set()
-        else:
-            resolved = set(range(rank))
-    else:
-        resolved = set()
-        for a in axes:
-            n = norm_axis(a, rank)
-            if n is None or n in resolved:
-                return NotImplemented
-            resolved.add(n)
+    if identity_reduction(kind, axes, noop_with_empty_axes):
+        return rec.view(x, x.shape)
+    resolved = reduction_axes(axes, rank, noop_with_empty_axes)
+    if resolved is None:
+        return NotImplemented
     length = math.prod(x.shape[d] for d in resolved)
     if x.layout.kind == "i32":
         if kind not in INT_KINDS.get(x.dtype, ()):
