@@ -27,7 +27,8 @@ def _unary(ctx, expr: str, x: GTexture, y: GTexture, layout: TextureLayout, aren
     subs = {"DECLS": "@group(0) @binding(0) var X0: texture_2d<f32>;\n"
                      "fn x0(c: vec2<i32>) -> vec4<f32> { return textureLoad(X0, c, 0); }\n"
                      "@group(0) @binding(1) var<uniform> params: Params;",
-            "OUT": "f32", "LOADS": "let va = x0(texel);", "LANE": f"let a = va[lane]; r = {expr};", "HELPERS": ""}
+            "OUT": "f32", "LOADS": "let va = x0(texel);", "LANE": f"let a = va[lane]; r = {expr};", "HELPERS": "",
+            "EXTRA": "5"}
     key = pipeline_key("pixel/same4.wgsl", subs, {}, [("f32", 2)], stage="render", targets=("rgba32float",))
     pipeline, bgl = ctx.render_pipeline(key, wgsl_source("pixel/same4.wgsl", subs), {}, "test unary",
                                         ["rgba32float"])

@@ -183,7 +183,7 @@ class PixelRecorder:
             params = [out.layout.texels, out.layout.shift, *out.layout.lane_params(), *(extra or [])]
             self.draw("pixel/same4.wgsl", inputs, [out], params, label=label,
                       subs={**subs, "LOADS": loads.replace("(c);", "(texel);"), "DECLS": "\n".join(decls),
-                            "OUT": out.layout.kind})
+                            "OUT": out.layout.kind, "EXTRA": "5"})
             return out
         if all(self.texel_aligned(x, out_layout) for x in inputs):
             def whole(k: int, x: GTensor) -> str:

@@ -14,8 +14,7 @@
 @group(0) @binding(0) var X: texture_2d<f32>;
 {{DECLS}}
 
-fn pe(i: u32) -> u32 { return pu({{EXTRA}}u + i); }
-fn pef(i: u32) -> f32 { return bitcast<f32>(pe(i)); }
+#include "pixel/extra.wgsl"
 
 fn exp4(v: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(exp_accurate(v.x), exp_accurate(v.y), exp_accurate(v.z), exp_accurate(v.w));

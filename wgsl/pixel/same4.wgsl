@@ -1,7 +1,7 @@
 // The fastest form of pixel/map4.wgsl: every input has the output's shape and layout, so the fragment at texel
 // (x, y) reads texel (x, y) of each input, with no coordinates to work out. LOADS binds the texels va, vb, ...
 // and LANE computes `r` for one lane from the scalars a, b, ...; padding lanes (pixel/lanes.wgsl) stay zero.
-// Params: 0 texels, 1 log2 of the texture width, 2-4 the layout's lane parameters, then the function's words (pe).
+// Params: 0 texels, 1 log2 of the texture width, 2-4 the layout's lane parameters, then the function's words (pe, from word 5).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
@@ -9,9 +9,7 @@
 
 {{DECLS}}
 
-fn pe(i: u32) -> u32 { return pu(5u + i); }
-fn pef(i: u32) -> f32 { return bitcast<f32>(pe(i)); }
-fn pei(i: u32) -> i32 { return bitcast<i32>(pe(i)); }
+#include "pixel/extra.wgsl"
 
 {{HELPERS}}
 

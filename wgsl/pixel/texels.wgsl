@@ -10,8 +10,7 @@
 
 {{DECLS}}
 
-fn pe(i: u32) -> u32 { return pu({{EXTRA}}u + i); }
-fn pei(i: u32) -> i32 { return bitcast<i32>(pe(i)); }
+#include "pixel/extra.wgsl"
 
 {{HELPERS}}
 
