@@ -106,26 +106,33 @@ def refusing(fn: Callable[..., Any]) -> Callable[..., Any]:
     return build
 
 
-def _activation(rec, act: Activation, x, attrs: dict[str, Any]):
-    """Record y = act(x) for a float32 x; NotImplemented where the record has no WGSL for these attributes."""
+def activation(rec, act: Activation, x, attrs: dict[str, Any], unary_program: Callable[..., Any] | None = None):
+    """Record y = act(x) for a float32 x with ``unary_program(rec, x, expr, params)`` (the backend's unary
+    program; gpu-compute's ``unary`` by default); NotImplemented where the record has no WGSL for these
+    attributes."""
     if not _float_in(x):
         return NotImplemented
     try:
         expr, params = act.expression(attrs)
     except ValueError:
         return NotImplemented  # the CPU kernel reports its own error
-    return unary(rec, x, expr, params)
+    return (unary_program or unary)(rec, x, expr, params)
 
 
-def _register_activation(act: Activation) -> None:
-    @register(act.name, act.versions[0], backend=GPU_COMPUTE)
-    def build(rec, layer, x, **attrs):
-        return _activation(rec, act, x, attrs)
+def register_activations(backend: str, unary_program: Callable[..., Any]) -> None:
+    """Register every activation record that has a WGSL form on ``backend``, drawn by its unary program."""
+
+    def register_one(act: Activation) -> None:
+        @register(act.name, act.versions[0], backend=backend)
+        def build(rec, layer, x, **attrs):
+            return activation(rec, act, x, attrs, unary_program)
+
+    for act in ACTIVATIONS.values():
+        if act.versions and act.wgsl is not None:
+            register_one(act)
 
 
-for _act in ACTIVATIONS.values():
-    if _act.versions and _act.wgsl is not None:
-        _register_activation(_act)
+register_activations(GPU_COMPUTE, unary)
 
 
 @register("Clip", 11, backend=GPU_COMPUTE, host_inputs=(1, 2))
@@ -135,7 +142,7 @@ def clip(rec, layer, x, lo=None, hi=None, **attrs):
     max then min, as the CPU kernel (lo > hi gives hi)."""
     if getattr(x, "dtype", None) not in _INTS:
         bounds = {key: value for key, value in (("min", lo), ("max", hi)) if value is not None}
-        return _activation(rec, ACTIVATIONS["Clip"], x, {**attrs, **bounds})
+        return activation(rec, ACTIVATIONS["Clip"], x, {**attrs, **bounds})
 
     def bound(value, default: int) -> int:
         if value is None or np.asarray(value).size == 0:

@@ -17,8 +17,17 @@ import numpy as np
 from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
-from wgsentis.ops.activations import ACTIVATIONS, Activation
-from wgsentis.ops.elementwise_gpu import _ARITH, _COMPARE, _INT_MOD, _INT_UNARY, FLOAT_UNARY, refusing
+from wgsentis.ops.activations import ACTIVATIONS
+from wgsentis.ops.elementwise_gpu import (
+    _ARITH,
+    _COMPARE,
+    _INT_MOD,
+    _INT_UNARY,
+    FLOAT_UNARY,
+    activation,
+    refusing,
+    register_activations,
+)
 from wgsentis.ops.matmul_gpu import fused
 from wgsentis.ops.registry import GPU_PIXEL, register
 
@@ -101,25 +110,7 @@ def unary(rec, x: Any, expr: str, params: list[float], out_dtype: Any = np.float
     return rec.lanes([t], t.shape, out_dtype, t.layout.axis if t.shape else 0, _divided(rec, lane), words)
 
 
-def _activation(rec, act: Activation, x: Any, attrs: dict[str, Any]) -> Any:
-    if not _float_in(x):
-        return NotImplemented
-    try:
-        expr, params = act.expression(attrs)
-    except ValueError:
-        return NotImplemented  # the CPU kernel reports its own error
-    return unary(rec, x, expr, params)
-
-
-def _register_activation(act: Activation) -> None:
-    @register(act.name, act.versions[0], backend=GPU_PIXEL)
-    def build(rec, layer, x, **attrs):
-        return _activation(rec, act, x, attrs)
-
-
-for _act in ACTIVATIONS.values():
-    if _act.versions and _act.wgsl is not None:
-        _register_activation(_act)
+register_activations(GPU_PIXEL, unary)
 
 
 @register("Clip", 11, backend=GPU_PIXEL, host_inputs=(1, 2))
@@ -129,7 +120,7 @@ def clip(rec, layer, x, lo=None, hi=None, **attrs):
     min as the CPU kernel (lo > hi gives hi)."""
     if getattr(x, "dtype", None) not in _INTS:
         bounds = {key: value for key, value in (("min", lo), ("max", hi)) if value is not None}
-        return _activation(rec, ACTIVATIONS["Clip"], x, {**attrs, **bounds})
+        return activation(rec, ACTIVATIONS["Clip"], x, {**attrs, **bounds}, unary)
 
     def bound(value, default: int) -> int:
         if value is None or np.asarray(value).size == 0:
