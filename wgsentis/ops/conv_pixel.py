@@ -149,17 +149,10 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
     nb = 1 if depthwise else _span(m, cg, mg)
     if not rec.loops_fit(loop_passes(kd, kh, kw, 1 if depthwise else nb)):
         return None  # lavapipe would end the loops early
-    x = rec.tensor(X, f"{layer.name}:X", axis=1)
-    if x is None:
-        return None
-    y = rec.alloc(out_shape, np.float32, 1)
-    if y.size == 0:
-        return y
-    z = None
-    if residual is not None:
-        z = _residual(rec, residual, y)
-        if z is None:
-            return None
+    operands = _operands(rec, layer, X, out_shape, residual)
+    if operands is None or operands[1].size == 0:
+        return None if operands is None else operands[1]
+    x, y, z = operands
     packed = rec.program.constants.derived(("pixelConv", transposed, group), sources,
                                            lambda: _pack(w_oc, b, mg, depthwise, nb))
     wt = rec.upload(packed, f"{layer.name}:W")
@@ -321,17 +314,10 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
     limit = int(rec.ctx.limits.get("max-texture-dimension-2d", 8192))
     if a * tiles * max(cb, mb) > limit * limit or not rec.loops_fit(loop_passes(c // 4)):
         return None
-    x = rec.tensor(X, f"{layer.name}:X", axis=1)
-    if x is None:
-        return None
-    y = rec.alloc(out_shape, np.float32, 1)
-    if y.size == 0:
-        return y
-    z = None
-    if residual is not None:
-        z = _residual(rec, residual, y)
-        if z is None:
-            return None
+    operands = _operands(rec, layer, X, out_shape, residual)
+    if operands is None or operands[1].size == 0:
+        return None if operands is None else operands[1]
+    x, y, z = operands
     u = rec.derived(("pixelWinograd", side), (w,), lambda: _winograd_weights(w, g))  # (A, A, C, M)
     bias = rec.upload(rec.derived(("pixelWinogradBias",), (w,) if b is None else (w, b),
                                   lambda: np.zeros(m, np.float32) if b is None else b), f"{layer.name}:B")
@@ -361,6 +347,21 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
              subs=_winograd_out_subs(a_t, z is not None, divided(rec, act[0])))
     interleave(rec, targets, y, 1, ow, tw)
     return y
+
+
+def _operands(rec, layer, X, out_shape, residual) -> tuple[GTensor, GTensor, GTensor | None] | None:
+    """A convolution's input with its channels blocked, its new output (channels blocked) and the residual Z
+    ready to add to it (None without one); None where one of them cannot be drawn."""
+    x = rec.tensor(X, f"{layer.name}:X", axis=1)
+    if x is None:
+        return None
+    y = rec.alloc(out_shape, np.float32, 1)
+    z = None
+    if residual is not None and y.size:
+        z = _residual(rec, residual, y)
+        if z is None:
+            return None
+    return x, y, z
 
 
 def _residual(rec, residual: Any, y: GTensor) -> GTensor | None:
