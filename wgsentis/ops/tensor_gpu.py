@@ -474,19 +474,39 @@ def tile(rec, layer, x, repeats, **attrs):
     return _tile(rec, x, _ints(repeats))
 
 
+def depth_to_space_plan(shape, blocksize, mode: str) -> tuple[list[int], list[int], list[int]] | None:
+    """DepthToSpace as a reshape, a transpose and a reshape: (6-D shape, perm, output shape); None where the
+    CPU kernel raises."""
+    if blocksize is None or len(shape) != 4 or mode not in ("DCR", "CRD"):
+        return None
+    b, c, h, w = shape  # (N, C, H, W)
+    bs = int(blocksize)
+    if bs <= 0 or c % (bs * bs):
+        return None
+    if mode == "DCR":
+        six, perm = [b, bs, bs, c // (bs * bs), h, w], [0, 3, 4, 1, 5, 2]
+    else:
+        six, perm = [b, c // (bs * bs), bs, bs, h, w], [0, 1, 4, 2, 5, 3]
+    return six, perm, [b, c // (bs * bs), h * bs, w * bs]
+
+
+def space_to_depth_plan(shape, blocksize, mode: str) -> tuple[list[int], list[int], list[int]] | None:
+    """SpaceToDepth as a reshape, a transpose and a reshape: (6-D shape, perm, output shape); None where the
+    CPU kernel raises."""
+    if blocksize is None or len(shape) != 4 or mode not in ("DCR", "CRD"):
+        return None
+    b, c, h, w = shape  # (N, C, H, W)
+    bs = int(blocksize)
+    if bs <= 0 or h % bs or w % bs:
+        return None
+    perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+    return [b, c, h // bs, bs, w // bs, bs], perm, [b, c * bs * bs, h // bs, w // bs]
+
+
 def _depth_to_space(rec, data, blocksize, mode):
     x = device_tensor(rec, data)
-    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
-        return NotImplemented
-    b, c, h, w = x.shape  # (N, C, H, W)
-    bs = int(blocksize)
-    if c % (bs * bs):
-        return NotImplemented
-    if mode == "DCR":
-        shape, perm = [b, bs, bs, c // (bs * bs), h, w], [0, 3, 4, 1, 5, 2]
-    else:
-        shape, perm = [b, c // (bs * bs), bs, bs, h, w], [0, 1, 4, 2, 5, 3]
-    return _permute(rec, x, shape, perm, [b, c // (bs * bs), h * bs, w * bs])
+    plan = None if x is None else depth_to_space_plan(x.shape, blocksize, mode)
+    return NotImplemented if plan is None else _permute(rec, x, *plan)
 
 
 @gpu("DepthToSpace", 1)
@@ -496,14 +516,8 @@ def depth_to_space(rec, layer, x, *, blocksize=None, mode="DCR", **attrs):
 
 def _space_to_depth(rec, data, blocksize, mode):
     x = device_tensor(rec, data)
-    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
-        return NotImplemented
-    b, c, h, w = x.shape  # (N, C, H, W)
-    bs = int(blocksize)
-    if h % bs or w % bs:
-        return NotImplemented
-    perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
-    return _permute(rec, x, [b, c, h // bs, bs, w // bs, bs], perm, [b, c * bs * bs, h // bs, w // bs])
+    plan = None if x is None else space_to_depth_plan(x.shape, blocksize, mode)
+    return NotImplemented if plan is None else _permute(rec, x, *plan)
 
 
 @gpu("SpaceToDepth", 1)

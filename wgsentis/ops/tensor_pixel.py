@@ -25,7 +25,16 @@ from wgsentis.ops.elementwise_gpu import refusing
 from wgsentis.ops.elementwise_pixel import unary
 from wgsentis.ops.image_gpu import _resize_plan
 from wgsentis.ops.registry import GPU_PIXEL, register
-from wgsentis.ops.tensor_gpu import _squeezed, _unsqueezed, pad_geometry, slice_geometry, split_sizes, storage_bits
+from wgsentis.ops.tensor_gpu import (
+    _squeezed,
+    _unsqueezed,
+    depth_to_space_plan,
+    pad_geometry,
+    slice_geometry,
+    space_to_depth_plan,
+    split_sizes,
+    storage_bits,
+)
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -305,30 +314,15 @@ def _permute(rec, x: GTensor, shape: list[int], perm: list[int], out_shape: list
 @pixel("DepthToSpace", 1)
 def depth_to_space(rec, layer, data, *, blocksize=None, mode="DCR", **attrs):
     x = _tensor_of(rec, data)
-    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
-        return NotImplemented
-    b, c, h, w = x.shape  # (N, C, H, W)
-    bs = int(blocksize)
-    if bs <= 0 or c % (bs * bs):
-        return NotImplemented
-    if mode == "DCR":
-        shape, perm = [b, bs, bs, c // (bs * bs), h, w], [0, 3, 4, 1, 5, 2]
-    else:
-        shape, perm = [b, c // (bs * bs), bs, bs, h, w], [0, 1, 4, 2, 5, 3]
-    return _permute(rec, x, shape, perm, [b, c // (bs * bs), h * bs, w * bs])
+    plan = None if x is None else depth_to_space_plan(x.shape, blocksize, mode)
+    return NotImplemented if plan is None else _permute(rec, x, *plan)
 
 
 @pixel("SpaceToDepth", 1)
 def space_to_depth(rec, layer, data, *, blocksize=None, mode="DCR", **attrs):
     x = _tensor_of(rec, data)
-    if x is None or blocksize is None or len(x.shape) != 4 or mode not in ("DCR", "CRD"):
-        return NotImplemented
-    b, c, h, w = x.shape  # (N, C, H, W)
-    bs = int(blocksize)
-    if bs <= 0 or h % bs or w % bs:
-        return NotImplemented
-    perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
-    return _permute(rec, x, [b, c, h // bs, bs, w // bs, bs], perm, [b, c * bs * bs, h // bs, w // bs])
+    plan = None if x is None else space_to_depth_plan(x.shape, blocksize, mode)
+    return NotImplemented if plan is None else _permute(rec, x, *plan)
 
 
 # -- concat -------------------------------------------------------------------------------------------------------
