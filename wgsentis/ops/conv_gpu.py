@@ -14,6 +14,12 @@ Conv picks the first path that applies:
   read by the register-tiled matmul of ``matmul_gpu`` as storage buffers.
 lavapipe fetches textures far faster than storage buffers, hence the copies into textures; each
 layer's texture comes from a pool shared by the layers (``Recorder.scratch_texture``).
+Where a path's scratch (columns, shifted copies, Winograd's V and products) would pass the device's
+binding limit (a storage buffer) or texture size (a scratch texture), the path runs in tiles
+(``_tiles``): blocks of whole images, else of output rows of one image (Winograd: rows of tiles), each
+tile's scratch filled from X (the rows it needs, halo included) and its products stored into its part
+of Y; the scratch is made once, for the largest tile, and reused. X and Y are bound whole (a tensor
+past the binding limit is split or on the host before a convolution sees it).
 Weights and bias are read on the host (``host_inputs``; they are initializers in practice) and
 repacked once ((C_out, K) rows padded to a multiple of 4); the matmul reads them through a texture
 where one fits (``matmul_gpu.const_operand``).
@@ -23,12 +29,13 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, loop_passes
+from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, aligned, loop_passes
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
@@ -48,6 +55,67 @@ LINEAR_INPUTS = True
 
 def _pad4(v: int) -> int:
     return -(-v // 4) * 4
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """A block of a convolution's output that one pass of a path computes: ``images`` images from
+    ``image0``, ``rows`` output rows (Winograd: rows of output tiles) from ``row0``."""
+
+    image0: int
+    images: int
+    row0: int
+    rows: int
+
+
+def _largest(fits: Callable[[int], bool], top: int) -> int:
+    """The largest v in [1, top] with fits(v) (fits shrinks as v grows), 0 when not even 1 fits."""
+    lo, hi = 0, top
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _tiles(n: int, rows: int, fits: Callable[[int, int], bool], granule: int = 1) -> list[_Tile] | None:
+    """The fewest tiles covering ``n`` images of ``rows`` output rows whose scratch fits (``fits(images,
+    rows)``): the whole output where it fits, else blocks of whole images, else blocks of rows of one image
+    (a multiple of ``granule`` rows, where possible, so that each block starts where Y's vec4 stores stay
+    aligned). Blocks are balanced (the last is not a sliver). None when not even one row of one image fits."""
+    if fits(n, rows):
+        return [_Tile(0, n, 0, rows)]
+    if fits(1, rows):
+        per = _largest(lambda k: fits(k, rows), n)
+        per = -(-n // -(-n // per))  # as many blocks, as even as they go
+        return [_Tile(i, min(per, n - i), 0, rows) for i in range(0, n, per)]
+    per = _largest(lambda r: fits(1, r), rows)
+    if per == 0:
+        return None
+    step = granule if per >= granule else 1
+    per = per // step * step
+    even = -(-rows // -(-rows // per))  # as many blocks, as even as they go
+    per = min(per, -(-even // step) * step)
+    return [_Tile(i, 1, r, min(per, rows - r)) for i in range(n) for r in range(0, rows, per)]
+
+
+def _buffer_fits(rec, floats: int) -> bool:
+    """Whether a float32 scratch buffer of ``floats`` can be made and bound whole on this device."""
+    return aligned(4 * floats) <= min(rec.ctx.max_binding, rec.ctx.max_buffer)
+
+
+def _texture_fits(rec, floats: int) -> bool:
+    """Whether a linear scratch texture (``Recorder.scratch_texture``, LINEAR_TEXELS texels a row) of ``floats``
+    fits this device."""
+    side = int(rec.ctx.limits.get("max-texture-dimension-2d", 8192))
+    return LINEAR_TEXELS <= side and -(-floats // (4 * LINEAR_TEXELS)) <= side
+
+
+def _row_granule(ow: int) -> int:
+    """Output rows per tile step that keep a tile's first output a multiple of four elements into its plane."""
+    return 4 // math.gcd(ow, 4)
 
 
 def _as_2d(x_shape, w_shape, strides, dilations, pads, nd):
@@ -144,26 +212,54 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         return y
     if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act, acc):
         return y
-    pp = _pad4(p)
-    per_image = kp * pp
-    if 4 * n * per_image > rec.ctx.max_binding:
-        return NotImplemented
-    cols = rec.alloc((n, kp, pp), np.float32)
+    if _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act,
+               acc):
+        return y
+    return NotImplemented
+
+
+def _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, hw, ksize, outs, st, dl, pd, act, acc=False) -> bool:
+    """im2col into a buffer (im2col.wgsl, per group and tile (n, Kp, Pp) columns) and the matmul of each
+    group's weight rows with them. Returns False when not even one output row fits a buffer."""
+    n, c = X.shape[:2]
+    m = y3.shape[1]
+    cg, mg = c // group, m // group
+    oh, ow = outs
+    p = oh * ow
+    tiles = _tiles(n, oh, lambda images, rows: _buffer_fits(rec, images * kp * _pad4(rows * ow)), _row_granule(ow))
+    if tiles is None:
+        return False
+    cols = rec.alloc((max(t.images * kp * _pad4(t.rows * ow) for t in tiles),), np.float32)
     for g in range(group):
-        rows = n * kp * oh
-        params = [rows, kp, pp, k, p, c, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], ow, g * cg, oh]
-        # Its padding-column loop and both row loops (a zero row or a copied one) run in every invocation batch.
-        rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64,
-                     loops=loop_passes(pp - p) + 2 * loop_passes(ow))
         a_op = const_operand(rec, _group_rows(rec, w_mat, g), f"{layer.name}:W[{g}]")
-        bias_g = bias_t
-        if b is not None and group > 1:
-            bias_g = rec.upload(rec.derived(("convB", g, group), (b,), lambda g=g: b[g * mg:(g + 1) * mg]),
-                                f"{layer.name}:B[{g}]")
-        # Output rows of group g start at channel g*mg: offset Y through the column offset.
-        gemm(rec, a_op, Operand(cols, pp, 1, [per_image]), y3, mg, p, kp, y_row=p, y_col0=g * mg * p,
-             y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act, accumulate=acc)
-    return y
+        bias_g = _group_bias(rec, layer, b, bias_t, g, group)
+        for tile in tiles:
+            tp = tile.rows * ow
+            pp = _pad4(tp)
+            rows = tile.images * kp * tile.rows
+            params = [rows, kp, pp, k, tp, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1], dl[0],
+                      dl[1], ow, g * cg, tile.rows, tile.row0, tile.image0]
+            # Its padding-column loop and both row loops (a zero row or a copied one) run in every invocation batch.
+            rec.dispatch("compute/im2col.wgsl", [X], [cols], params, rows, workgroup=64,
+                         loops=loop_passes(pp - tp) + 2 * loop_passes(ow))
+            # Output rows of group g start at channel g*mg: offset Y through the column offset.
+            gemm(rec, a_op, Operand(cols, pp, 1, [kp * pp]), y3, mg, tp, kp, y_row=p,
+                 y_col0=_tile_col0(tile, m, p, ow) + g * mg * p, y_batch=[m * p], batch_shape=[tile.images],
+                 bias=bias_g, bias_strides=(1, 0), act=act, accumulate=acc)
+    return True
+
+
+def _tile_col0(tile: _Tile, m: int, p: int, ow: int) -> int:
+    """The element index in Y (N, M, P) of ``tile``'s first output in channel 0."""
+    return tile.image0 * m * p + tile.row0 * ow
+
+
+def _group_bias(rec, layer, b, bias_t, g: int, group: int):
+    """The bias of group ``g``'s output channels (all of it with one group)."""
+    if b is None or group == 1:
+        return bias_t
+    mg = b.shape[0] // group
+    return rec.upload(rec.derived(("convB", g, group), (b,), lambda: b[g * mg:(g + 1) * mg]), f"{layer.name}:B[{g}]")
 
 
 @register("FusedConv", 1, backend=GPU_COMPUTE, host_inputs=(1, 2))
@@ -225,8 +321,8 @@ _F4X4 = _WinogradForm("winograd4", 4, 36, _V_LINEAR_TEXTURE_STORE, _V_LINEAR_BUF
 def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
     """Winograd for 3x3 stride-1 convolutions: F(4x4, 3x3) where the output is at least
     WINOGRAD4_MIN_SIDE on both sides and the weights float32 (``_winograd4``), else F(2x2, 3x3), 2.25x
-    fewer multiply-adds than direct, with V (16, Cp, T) in a 2-D texture where it fits (lavapipe fetches
-    textures far faster than buffers). Returns False when it does not apply."""
+    fewer multiply-adds than direct, with V (16, Cp, T) in a 2-D texture where one holds a row of tiles
+    (lavapipe fetches textures far faster than buffers). Returns False when it does not apply."""
     c = X.shape[1]
     m = w.shape[0]
     if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
@@ -236,13 +332,13 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     if USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
             _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc):
         return True
-    _, tp, cp = _winograd_sizes(X, outs, _F2X2)
-    if 4 * 16 * max(cp, m) * tp > rec.ctx.max_binding:
+    plan = _winograd_tiles(rec, X, m, outs, _F2X2)
+    if plan is None:
         return False
+    cp = _pad4(c)
     u = rec.derived(("winograd",), (w,), lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
-    v_tex = rec.scratch_texture(16 * cp, tp, "winograd V (linear)") if matmul_gpu.USE_TEXTURES else None
     a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
-    _winograd_record(rec, _F2X2, X, y, a_op, v_tex, outs, pd, b is not None, bias_t, act, acc)
+    _winograd_record(rec, _F2X2, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
     return True
 
 
@@ -251,53 +347,73 @@ def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool
     texture (36 * Cp rows would pass the texture height limit). Returns False when it does not fit
     (F(2x2) is tried next)."""
     m = w.shape[0]
-    _, tp, cp = _winograd_sizes(X, outs, _F4X4)
-    if 4 * 36 * max(cp, m) * tp > rec.ctx.max_binding:
+    plan = _winograd_tiles(rec, X, m, outs, _F4X4)
+    if plan is None:
         return False
+    cp = _pad4(X.shape[1])
     u = rec.derived(("winograd4",), (w,), lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
     a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
     if matmul_gpu.USE_TEXTURES and a_op.tex is None:
         return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
-    v_tex = rec.scratch_texture(36 * cp, tp, "winograd4 V (linear)") \
-        if matmul_gpu.USE_TEXTURES else None
-    _winograd_record(rec, _F4X4, X, y, a_op, v_tex, outs, pd, b is not None, bias_t, act, acc)
+    _winograd_record(rec, _F4X4, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
     return True
 
 
-def _winograd_sizes(X, outs, form: _WinogradForm) -> tuple[int, int, int]:
-    """(tiles over all images, tiles padded to 4, channels padded to 4)."""
+def _winograd_tiles(rec, X, m: int, outs, form: _WinogradForm) -> tuple[list[_Tile], bool] | None:
+    """The blocks of tiles (``_Tile`` rows are rows of output tiles) whose V and products (a buffer) fit the
+    device, and whether V is held in a scratch texture (where textures are on and one holds a row of tiles;
+    else in a buffer); None when not even one row of tiles fits."""
     n, c = X.shape[:2]
-    tiles = n * -(-outs[0] // form.side) * -(-outs[1] // form.side)
-    return tiles, _pad4(tiles), _pad4(c)
+    cp = _pad4(c)
+    th, tw = -(-outs[0] // form.side), -(-outs[1] // form.side)
+    for v_fits in (_texture_fits, _buffer_fits) if matmul_gpu.USE_TEXTURES else (_buffer_fits,):
+        def fits(images: int, rows: int, v_fits=v_fits) -> bool:
+            tp = _pad4(images * rows * tw)
+            return v_fits(rec, form.xi * cp * tp) and _buffer_fits(rec, form.xi * m * tp)
+
+        tiles = _tiles(n, th, fits)
+        if tiles is not None:
+            return tiles, v_fits is _texture_fits
+    return None
 
 
-def _winograd_record(rec, form: _WinogradForm, X, y, a_op, v_tex, outs, pd, has_bias, bias_t, act, acc) -> None:
-    """Record a Winograd convolution: the input tiles transformed into V (``v_tex``, or a buffer when
-    None), ``form.xi`` batched products with the transformed weights U (``a_op``), and the outputs folded
-    back with bias, the residual (``acc``) and the activation."""
+def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple[list[_Tile], bool], has_bias,
+                     bias_t, act, acc) -> None:
+    """Record a Winograd convolution, block by block of tiles (``plan``: ``_winograd_tiles``): the input tiles
+    transformed into V (a scratch texture, or a buffer), ``form.xi`` batched products with the transformed
+    weights U (``a_op``), and the outputs folded back with bias, the residual (``acc``) and the activation.
+    V and the products are made once, for the largest block."""
+    tiles, v_in_texture = plan
     c, h, wd = X.shape[1:]
     m = y.shape[1]
     oh, ow = outs
-    th, tw = -(-oh // form.side), -(-ow // form.side)
-    tiles, tp, cp = _winograd_sizes(X, outs, form)
-    params = [cp * tp // 4, tiles, tw, th, c, h, wd, pd[0], pd[1], cp, tp]
-    constants = {"TW": tw, "TH": th, "T4S": tp // 4}
-    if v_tex is not None:
-        rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
-                     textures=[v_tex], subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": form.texture_store},
-                     constants=constants)
-        b_op = (Operand.of_linear_texture if form.linear else Operand.of_texture)(v_tex, tp, [cp * tp])
-    else:
-        v = rec.alloc((form.xi, cp, tp), np.float32)
-        rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                     subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": form.buffer_store}, constants=constants)
-        b_op = Operand(v, tp, 1, [cp * tp])
-    prod = rec.alloc((form.xi, m, tp), np.float32)
-    gemm(rec, a_op, b_op, prod, m, tiles, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
+    tw = -(-ow // form.side)
+    cp = _pad4(c)
+    tp_most = max(_pad4(t.images * t.rows * tw) for t in tiles)
+    v_tex = rec.scratch_texture(form.xi * cp, tp_most, f"{form.shader} V (linear)") if v_in_texture else None
+    v = None if v_tex is not None else rec.alloc((form.xi * cp * tp_most,), np.float32)
+    prod = rec.alloc((form.xi * m * tp_most,), np.float32)
     bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
-    rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],
-                 [m * tiles, tiles, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1]], m * tiles,
-                 workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": tiles})
+    for tile in tiles:
+        th = tile.rows
+        count = tile.images * th * tw  # tiles in this block
+        tp = _pad4(count)
+        params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0]
+        constants = {"TW": tw, "TH": th, "T4S": tp // 4}
+        if v_tex is not None:
+            rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
+                         textures=[v_tex], subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": form.texture_store},
+                         constants=constants)
+            b_op = (Operand.of_linear_texture if form.linear else Operand.of_texture)(v_tex, tp, [cp * tp])
+        else:
+            rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
+                         subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": form.buffer_store}, constants=constants)
+            b_op = Operand(v, tp, 1, [cp * tp])
+        gemm(rec, a_op, b_op, prod, m, count, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
+        rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],
+                     [m * count, count, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1],
+                      tile.image0, tile.row0], m * count,
+                     workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": count})
 
 
 def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:
@@ -326,13 +442,14 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
         return False
     if LINEAR_INPUTS and st == [1, 1] and p % 4 == 0 and p == h * wd:
         # The planes lie in the buffer as the matmul reads them: a transfer copy into a linear texture.
-        x_tex = rec.scratch_texture(n * c, p, "conv input (linear)")
+        x_tex = rec.scratch_texture(n * c, p, "conv input (linear)") if _texture_fits(rec, n * c * p) else None
         if x_tex is None:
             return False
         rec.copy_to_texture(X, x_tex)
         _image_gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, c, bias_t, act, acc)
         return True
-    x_tex = rec.scratch_texture(n * c, 4 * -(-p // 4), "conv input planes (linear)")
+    x_tex = rec.scratch_texture(n * c, 4 * -(-p // 4), "conv input planes (linear)") \
+        if _texture_fits(rec, n * c * 4 * -(-p // 4)) else None
     if x_tex is None:
         return False
     width = -(-p // 4)
@@ -347,29 +464,39 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
 
 def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd, bias_t, act, acc=False) -> bool:
     """One-group convolution as im2col into a storage texture (im2col_tex.wgsl, rows n * Kp + kk, one
-    column per output pixel) and the matmul with both operands as textures. Returns False when
-    textures do not apply or fit."""
+    column per output pixel) and the matmul with both operands as textures, tile by tile where the columns
+    would pass the texture's size. Returns False when textures do not apply or fit."""
     if not TEXTURE_INPUTS:
         return False
-    n, c = X.shape[:2]
+    n = X.shape[0]
     oh, ow = outs
-    p = oh * ow
     a_op = const_operand(rec, w_mat, f"{layer.name}:W")
     if a_op.tex is None:
         return False
-    cols = rec.scratch_texture(n * kp, 4 * -(-p // 4), "conv columns (linear)")
+    limit = rec.ctx.max_workgroups
+    if kp > limit:
+        return False
+
+    def fits(images: int, rows: int) -> bool:
+        width = -(-rows * ow // 4)
+        return _texture_fits(rec, images * kp * 4 * width) and images <= limit and -(-width // 64) <= limit
+
+    tiles = _tiles(n, oh, fits, _row_granule(ow))
+    if tiles is None:
+        return False
+    cols = rec.scratch_texture(max(t.images * kp for t in tiles), 4 * -(-max(t.rows for t in tiles) * ow // 4),
+                               "conv columns (linear)")
     if cols is None:
         return False
-    width = -(-p // 4)
-    grid = (-(-width // 64), kp, n)
-    if max(grid) > rec.ctx.max_workgroups:
-        return False
-    params = [width, width, kp, k, p, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
-              dl[0], dl[1], ow, 0]
-    rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, grid, workgroup=64, textures=[cols],
-                 constants={"KH": ksize[0], "KW": ksize[1], "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1],
-                            "OW": ow})
-    _image_gemm(rec, a_op, _texture_rows(cols, kp, p), y3, kp, bias_t, act, acc)
+    constants = {"KH": ksize[0], "KW": ksize[1], "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "OW": ow}
+    for tile in tiles:
+        tp = tile.rows * ow
+        width = -(-tp // 4)
+        params = [width, width, kp, k, tp, X.shape[1], hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
+                  dl[0], dl[1], ow, 0, tile.row0, tile.image0]
+        rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, (-(-width // 64), kp, tile.images), workgroup=64,
+                     textures=[cols], constants=constants)
+        _image_gemm(rec, a_op, _texture_rows(cols, kp, tp), y3, kp, bias_t, act, acc, tile, ow)
     return True
 
 
@@ -380,17 +507,23 @@ def _texture_rows(tex, k: int, p: int) -> Operand:
     return Operand.of_linear_texture(tex, row, [k * row])
 
 
-def _image_gemm(rec, a_op, b_op, y3, k: int, bias_t, act, acc=False) -> None:
+def _image_gemm(rec, a_op, b_op, y3, k: int, bias_t, act, acc=False, tile: _Tile | None = None, ow: int = 0) -> None:
     """Y (N, C_out, P) = act(W @ B + bias [+ Y]) per image: the weight rows ``a_op`` times the K rows
-    of image n in ``b_op``."""
+    of image n in ``b_op``. With ``tile`` (output rows of ``ow`` pixels), only its images and rows, which
+    ``b_op`` holds from the tile's first image and output pixel on."""
     n, m, p = y3.shape
-    gemm(rec, a_op, b_op, y3, m, p, k, y_row=p, y_batch=[m * p], batch_shape=[n], bias=bias_t,
+    cols, col0 = p, 0
+    if tile is not None:
+        n, cols, col0 = tile.images, tile.rows * ow, _tile_col0(tile, m, p, ow)
+    gemm(rec, a_op, b_op, y3, m, cols, k, y_row=p, y_col0=col0, y_batch=[m * p], batch_shape=[n], bias=bias_t,
          bias_strides=(1, 0), act=act, accumulate=acc)
 
 
 def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, pd, act, acc=False) -> bool:
     """Implicit GEMM: shifted copies of the input (conv_shift.wgsl), then one matmul with a K loop per
-    kernel tap whose B rows are contiguous vec4 runs of a copy. Returns False when it does not apply."""
+    kernel tap whose B rows are contiguous vec4 runs of a copy; tile by tile (each tile's copies hold its
+    output rows and the rows below them its taps reach) where the copies would pass the binding limit.
+    Returns False when it does not apply."""
     n, c = X.shape[:2]
     m = w.shape[0]
     cg, mg = c // group, m // group
@@ -403,37 +536,37 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
         return False
     cg4 = _pad4(cg)
     wp = _pad4(ow)
-    hp = oh + max((ky * dl[0]) // st[0] for ky in range(kh))
-    plane = hp * wp
-    per_image = copies * cg4 * plane
-    if 4 * n * per_image > rec.ctx.max_binding or per_image == 0:
+    halo = max((ky * dl[0]) // st[0] for ky in range(kh))  # copy rows a tile reads below its last output row
+    tiles = _tiles(n, oh, lambda images, rows: _buffer_fits(rec, images * copies * cg4 * (rows + halo) * wp))
+    if tiles is None or cg4 * wp == 0:
         return False
     # Weights as (group, mg, taps * cg4) rows, k = tap * cg4 + c (tap-major), zero for c >= cg.
     w_mat = rec.derived(("convT", group), (w,), lambda: _tap_rows(w, group, cg4))
-    offsets = []
-    for ky in range(kh):
-        j0 = phases.index((ky * dl[0]) % st[0]) * kw
-        for kx in range(kw):
-            offsets.append(((j0 + kx) * cg4 * hp + (ky * dl[0]) // st[0]) * wp // 4)
     copy_words = []
     for a in phases:
         for kx in range(kw):
             copy_words += [a, kx * dl[1] - pd[1]]
-    xs = rec.alloc((n, copies, cg4, hp, wp), np.float32)
+    xs = rec.alloc((max(t.images * copies * cg4 * (t.rows + halo) * wp for t in tiles),), np.float32)
     p = oh * ow
     for g in range(group):
-        rows = n * copies * cg4 * hp
-        params = [rows, wp // 4, hp, cg4, copies, c, g * cg, cg, hw[0], hw[1], st[0], st[1], ow, pd[0], 0, 0,
-                  *copy_words]
-        rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64, loops=loop_passes(wp // 4))
         a_op = const_operand(rec, _group_rows(rec, w_mat, g), f"{layer.name}:WT[{g}]")
-        bias_g = bias_t
-        if b is not None and group > 1:
-            bias_g = rec.upload(rec.derived(("convB", g, group), (b,), lambda g=g: b[g * mg:(g + 1) * mg]),
-                                f"{layer.name}:B[{g}]")
-        gemm(rec, a_op, Operand(xs, plane, 1, [per_image]), y3, mg, oh * wp, cg4, y_row=p, y_col0=g * mg * p,
-             y_batch=[m * p], batch_shape=[n], bias=bias_g, bias_strides=(1, 0), act=act, taps=offsets,
-             col_map=(wp, ow), accumulate=acc)
+        bias_g = _group_bias(rec, layer, b, bias_t, g, group)
+        for tile in tiles:
+            hp = tile.rows + halo
+            plane = hp * wp
+            offsets = []
+            for ky in range(kh):
+                j0 = phases.index((ky * dl[0]) % st[0]) * kw
+                for kx in range(kw):
+                    offsets.append(((j0 + kx) * cg4 * hp + (ky * dl[0]) // st[0]) * wp // 4)
+            rows = tile.images * copies * cg4 * hp
+            params = [rows, wp // 4, hp, cg4, copies, c, g * cg, cg, hw[0], hw[1], st[0], st[1], ow, pd[0],
+                      tile.row0, tile.image0, *copy_words]
+            rec.dispatch("compute/conv_shift.wgsl", [X], [xs], params, rows, workgroup=64,
+                         loops=loop_passes(wp // 4))
+            gemm(rec, a_op, Operand(xs, plane, 1, [copies * cg4 * plane]), y3, mg, tile.rows * wp, cg4, y_row=p,
+                 y_col0=_tile_col0(tile, m, p, ow) + g * mg * p, y_batch=[m * p], batch_shape=[tile.images],
+                 bias=bias_g, bias_strides=(1, 0), act=act, taps=offsets, col_map=(wp, ow), accumulate=acc)
     return True
 
 
@@ -464,7 +597,8 @@ def _group_rows(rec, w_mat: np.ndarray, g: int) -> np.ndarray:
 def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None, **attrs):
     """ConvTranspose (1-D/2-D): with one group, the product of the weight and the image, then a gather of
-    the products per output pixel; with groups, a direct gather kernel."""
+    the products per output pixel, a block of images at a time where the products of all would pass the
+    binding limit; with groups, or where one image's products would, a direct gather kernel."""
     weights = _float_weights(X, W, B)
     if weights is None:
         return NotImplemented
@@ -491,20 +625,35 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     act = fused(layer)
     bias_t = rec.upload(b if b is not None else _ZERO, f"{layer.name}:B")
     taps = kh * kw
-    if group == 1 and 4 * n * m * taps * h * wd <= rec.ctx.max_binding:
+    plane = h * wd
+    # Blocks of whole images whose products fit a buffer (each block's images copied out of X first).
+    tiles = _tiles(n, 1, lambda images, _rows: _buffer_fits(rec, images * m * taps * plane)
+                   and (images == n or _buffer_fits(rec, images * c * plane)))
+    if group == 1 and tiles is not None:
         # The channel sums as one product, (M * kh * kw, C) @ (C, H * W) per image, then a gather of
         # at most ceil(kh / sh) * ceil(kw / sw) products per output pixel (conv_transpose_cols.wgsl).
         w_rows = rec.derived(("convTW",), (w,), lambda: padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
         a_op = const_operand(rec, w_rows, f"{layer.name}:W")
-        cols = rec.alloc((n, m * taps, h * wd), np.float32)
-        b_op = device_operand(rec, X, h * wd, [c * h * wd], f"{layer.name}:X")
-        gemm(rec, a_op, b_op, cols, m * taps, h * wd, c, y_row=h * wd, y_batch=[m * taps * h * wd],
-             batch_shape=[n], final=False)
-        rec.dispatch("compute/conv_transpose_cols.wgsl", [cols, bias_t], [y],
-                     [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
-                      int(b is not None), *act[1]], y.size, workgroup=64, subs={"ACT": act[0]},
-                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "OW": ow, "OH": oh},
-                     loops=loop_passes(kh, kw))
+        most = max(t.images for t in tiles)
+        cols = rec.alloc((most * m * taps * plane,), np.float32)
+        x_block = X if len(tiles) == 1 else rec.alloc((most * c * plane,), np.float32)  # (images, C, H * W)
+        b_op = None
+        for tile in tiles:
+            if x_block is not X:
+                rec.copy(X, tile.image0 * c * plane, x_block, 0, tile.images * c * plane)
+            if b_op is None:
+                b_op = device_operand(rec, x_block, plane, [c * plane], f"{layer.name}:X")
+            elif b_op.tex is not None:  # read through a texture device_operand filled: refill it
+                rec.copy_to_texture(x_block, b_op.tex)
+            gemm(rec, a_op, b_op, cols, m * taps, plane, c, y_row=plane, y_batch=[m * taps * plane],
+                 batch_shape=[tile.images], final=False)
+            count = tile.images * m * oh * ow
+            rec.dispatch("compute/conv_transpose_cols.wgsl", [cols, bias_t], [y],
+                         [count, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
+                          int(b is not None), *act[1], tile.image0 * m * oh * ow], count, workgroup=64,
+                         subs={"ACT": act[0]}, constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "OW": ow,
+                                                          "OH": oh},
+                         loops=loop_passes(kh, kw))
         return y
     wt = rec.upload(w, f"{layer.name}:W")
     params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], c, c // group, mg,

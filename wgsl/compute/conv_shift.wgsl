@@ -5,8 +5,11 @@
 // p = oy * Wp + ox, so the matmul loads stay vec4 and contiguous.
 // One invocation writes one row of Wp / 4 vec4s; the index arithmetic is done once per row
 // (integer division is slow on lavapipe).
+// A convolution whose copies would pass the binding limit runs in blocks of output rows and images: XS then
+// holds the block's copies, r and n counting from row r0 (param 14) and image n0 (param 15).
 // Params: 0 rows (N * copies * Cg4 * Hp), 1 Wp / 4, 2 Hp, 3 Cg4, 4 copies, 5 C, 6 c0, 7 Cg, 8 H, 9 W,
-// 10 sh, 11 sw, 12 ow, 13 ph; 16 + 2j, 17 + 2j: copy j's row phase a and column offset kx * dw - pw.
+// 10 sh, 11 sw, 12 ow, 13 ph, 14 r0, 15 n0; 16 + 2j, 17 + 2j: copy j's row phase a and column offset
+// kx * dw - pw.
 #include "common/params.wgsl"
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
@@ -35,9 +38,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let n = q2 / nc;
     let h = pi(8u);
     let w = pi(9u);
-    let iy = i32(r * pu(10u)) + pi(16u + 2u * j) - pi(13u);
+    let iy = i32((r + pu(14u)) * pu(10u)) + pi(16u + 2u * j) - pi(13u);
     let ok_row = c < pu(7u) && iy >= 0 && iy < h;
-    let row = ((n * pu(5u) + pu(6u) + min(c, pu(7u) - 1u)) * u32(h) + u32(clamp(iy, 0, h - 1))) * u32(w);
+    let plane = (n + pu(15u)) * pu(5u) + pu(6u) + min(c, pu(7u) - 1u);
+    let row = (plane * u32(h) + u32(clamp(iy, 0, h - 1))) * u32(w);
     let sw = pi(11u);
     let ow = pi(12u);
     let out = i * wp4;

@@ -5,8 +5,10 @@
 // the bias and applies the fused activation.
 // The kernel size, strides and output size are pipeline constants (KH, KW, SH, SW, OW, OH): the tap
 // loops unroll and every division is by a constant (runtime integer division is slow on lavapipe).
-// Params: 0 total, 1 M, 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw, 8 sh, 9 sw, 10 ph, 11 pw, 12 dh, 13 dw,
-// 14 has bias, 15..17 activation alpha/beta/gamma.
+// Where the products of all images would pass the binding limit, they are made and gathered a block of
+// images at a time: COLS then holds the block's, and its outputs start at element 18 of Y.
+// Params: 0 total (of the block), 1 M, 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw, 8 sh, 9 sw, 10 ph, 11 pw, 12 dh,
+// 13 dw, 14 has bias, 15..17 activation alpha/beta/gamma, 18 the block's first output.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
@@ -55,5 +57,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let beta = pf(16u);
     let gamma = pf(17u);
     let v = acc;
-    Y[i] = {{ACT}};
+    Y[i + pu(18u)] = {{ACT}};
 }

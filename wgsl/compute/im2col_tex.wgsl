@@ -6,8 +6,10 @@
 // The grid is (ceil(width / WG), Kp, N): the row and image come from the workgroup id, and the kernel
 // geometry is pipeline constants (KH, KW, SH, SW, DH, DW, OW), so no invocation divides by a runtime
 // value (integer division is slow on lavapipe: it took ~60% of a strided 3x3 convolution's time).
-// Params: 0 texels per row (width), 1 width, 2 Kp, 3 K, 4 P, 5 C, 6 H, 7 W, 8 kh, 9 kw, 10 sh, 11 sw,
-// 12 ph, 13 pw, 14 dh, 15 dw, 16 ow, 17 c0.
+// A convolution whose columns would pass the texture's size runs in blocks of output rows and images: the
+// texture then holds the block's columns, p counting from output row oy0 (param 18) of image n0 (param 19).
+// Params: 0 texels per row (width), 1 width, 2 Kp, 3 K, 4 P (of the block), 5 C, 6 H, 7 W, 8 kh, 9 kw,
+// 10 sh, 11 sw, 12 ph, 13 pw, 14 dh, 15 dw, 16 ow, 17 c0, 18 oy0, 19 n0.
 #include "common/params.wgsl"
 #include "common/linear_texture.wgsl"
 
@@ -47,13 +49,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let c = kk / (KW * KH);
         let h = pi(6u);
         let w = pi(7u);
-        let base = (n * pu(5u) + pu(17u) + c) * u32(h * w);
+        let base = ((n + pu(19u)) * pu(5u) + pu(17u) + c) * u32(h * w);
         let iy0 = i32(ky) * DH - pi(12u);
         let ix0 = i32(kx) * DW - pi(13u);
         let p = 4u * x;
         // The four pixels' (oy, ox): one division by the constant OW, then steps along the row.
-        var oy = p / OW;
-        var ox = p - oy * OW;
+        let row_in_tile = p / OW;
+        var ox = p - row_in_tile * OW;
+        var oy = row_in_tile + pu(18u);
         let a = col(base, p, oy, ox, iy0, ix0, h, w);
         ox += 1u;
         if (ox == OW) { ox = 0u; oy += 1u; }

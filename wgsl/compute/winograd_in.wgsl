@@ -4,8 +4,9 @@
 // t = (n * th + ty) * tw + tx, where xi = 4 * row + column of the transformed tile. Each invocation
 // transforms four consecutive tiles and stores one vec4 per xi; channels C..Cp-1 and tiles T..tp-1
 // are zeros. STORE_DECL / STORE pick a storage buffer of vec4 or a write-only storage texture.
-// Params: 0 total (Cp * tp / 4), 1 T (tiles over all images), 2 tw, 3 th, 4 C, 5 H, 6 W, 7 pad top,
-// 8 pad left, 9 Cp, 10 tp.
+// Params: 0 total (Cp * tp / 4), 1 T (tiles in this block), 2 tw, 3 th, 4 C, 5 H, 6 W, 7 pad top,
+// 8 pad left, 9 Cp, 10 tp, 11 first image, 12 first tile row (the block of tiles this dispatch
+// transforms: columns t count from its first tile, see winograd_read.wgsl).
 #include "common/params.wgsl"
 
 #include "compute/winograd_tiles.wgsl"

@@ -1,9 +1,10 @@
 // Winograd F(2x2, 3x3) output transform: for every output channel and tile, the 2x2 outputs
 // A^T Mt A (A^T = [1 1 1 0; 0 1 -1 -1]) of the 16 batched matmul results Mt[(xi * M + m) * tp + t],
 // plus bias and the fused activation; outputs past the (oh, ow) edge are not stored.
-// Params: 0 total (M * T), 1 T, 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 flags (1: bias, 2: add the residual
+// Params: 0 total (M * T), 1 T (tiles in the block), 2 tw, 3 th, 4 M, 5 oh, 6 ow, 7 tp, 8 flags (1: bias, 2: add the residual
 // that Y holds already (FusedConv)),
-// 9..11 activation alpha/beta/gamma.
+// 9..11 activation alpha/beta/gamma, 12 first image, 13 first tile row (of the block of tiles whose
+// products MT holds; see winograd_put.wgsl).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
