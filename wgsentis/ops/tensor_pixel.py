@@ -678,11 +678,13 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
                            [1] * len(out_shape))
     words, offsets = [], []
     for a in resized:
-        taps, weights, outside = tables[a]
+        taps, weights, outside, divisors = tables[a]
         offsets.append(sum(w.size for w in words))
-        # Per output index o: its taps, then their weights, then the outside flag, as float32 (indices < 2^24).
+        # Per output index o: its taps, their weights, the outside flag and the divisor, as float32
+        # (indices < 2^24).
         n = taps.shape[1]
-        rows = np.concatenate([taps.astype(np.float32), weights, outside.astype(np.float32)[:, None]], axis=1)
+        rows = np.concatenate([taps.astype(np.float32), weights, outside.astype(np.float32)[:, None],
+                               divisors[:, None]], axis=1)
         words.append(rows.reshape(-1))
         if n > 64 or taps.max(initial=0) >= 1 << 24:
             return NotImplemented
@@ -690,32 +692,59 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
     tb = rec.upload(table, f"{layer.name}:taps", 0)
     rank = len(x.shape)
     lead = MAX_RANK - rank
-    texel = x.layout.axis not in resized and x.layout.kind == "f32"
+    divides = any(np.any(tables[a][3] != 1) for a in resized)
+    # Texel by texel needs no division: texels.wgsl has no math.wgsl (cubic with exclude_outside draws by element).
+    texel = x.layout.axis not in resized and x.layout.kind == "f32" and not divides
     acc_type = "vec4<f32>" if texel else x.layout.kind
-    lines = ["var d = c; var acc = " + ("vec4<f32>(0.0)" if texel else f"{acc_type}(0)") + "; var outside = false;"]
-    loops_open = []
+    zero = "vec4<f32>(0.0)" if texel else f"{acc_type}(0)"
+    lines = ["var d = c; var outside = false; var first = true;"]
     for k, a in enumerate(resized):
         n = tables[a][0].shape[1]
-        frame = lead + a
-        lines.append(f"let row{k} = {offsets[k]}u + c.c[{frame}] * {2 * n + 1}u;")
+        lines.append(f"let row{k} = {offsets[k]}u + c.c[{lead + a}] * {2 * n + 2}u; "
+                     f"let div{k} = tab(row{k} + {2 * n + 1}u);")
         lines.append(f"if (tab(row{k} + {2 * n}u) != 0.0) {{ outside = true; }}")
+    lines.append(f"var sum0 = {zero};")
+    for k, a in enumerate(resized):
+        n = tables[a][0].shape[1]
+        if k and combine == "passes":
+            lines.append(f"var sum{k} = {zero};")
         lines.append(f"for (var i{k} = 0u; i{k} < {n}u; i{k}++) {{")
-        lines.append(f"d.c[{frame}] = u32(tab(row{k} + i{k})); let w{k} = tab(row{k} + {n}u + i{k});")
-        loops_open.append(k)
-    weight = " * ".join(f"w{k}" for k in range(len(resized)))
-    lines.append("acc = x0(d);" if mode == "nearest" else f"acc += ({weight}) * x0(d);")
-    lines.append("}" * len(resized))
+        lines.append(f"d.c[{lead + a}] = u32(tab(row{k} + i{k})); let w{k} = tab(row{k} + {n}u + i{k});")
+    last = len(resized) - 1
+    if combine == "nearest":
+        lines.append("sum0 = x0(d);" + "}" * len(resized))
+    elif combine == "corners":
+        weight = f"w{last}"
+        for k in reversed(range(last)):
+            weight = f"({weight} * w{k})"
+        lines.append(f"let term = rz_round({weight} * x0(d)); sum0 = select(sum0 + term, term, first); first = false;")
+        lines.append("}" * len(resized))
+    else:
+        lines.append(f"sum{last} = sum{last} + rz_term(x0(d), w{last}, div{last});")
+        for k in reversed(range(last)):
+            lines.append(f"}} sum{k} = sum{k} + rz_term(sum{k + 1}, w{k}, div{k});")
+        lines.append("}")
     if not rec.loops_fit(loop_passes(*[tables[a][0].shape[1] for a in resized]) * 8):
         return NotImplemented  # each tap's addressing loops count too
     if texel:
-        lines.append("out = select(acc, vec4<f32>(bitcast<f32>(pe(0u))), outside);")
+        lines.append("out = select(sum0, vec4<f32>(bitcast<f32>(pe(0u))), outside);")
     else:
-        lines.append(f"r = select(acc, bitcast<{acc_type}>(pe(0u)), outside);")
+        lines.append(f"r = select(sum0, bitcast<{acc_type}>(pe(0u)), outside);")
     # The table is read lane by lane through its own accessor, whatever the draw's form (input 1: words 28-41).
-    helpers = ("fn tab(i: u32) -> f32 { var e: Coords; e.c[5] = i; let at = locate(28u, e); "
-               "return textureLoad(X1, at.xy, 0)[at.z]; }")
+    helpers = ["fn tab(i: u32) -> f32 { var e: Coords; e.c[5] = i; let at = locate(28u, e); "
+               "return textureLoad(X1, at.xy, 0)[at.z]; }"]
+    if combine != "nearest":
+        value = "vec4<f32>" if texel else "f32"
+        bits = "vec4<u32>" if texel else "u32"
+        helpers.append(f"fn rz_round(v: {value}) -> {value} {{ return bitcast<{value}>(bitcast<{bits}>(v) ^ "
+                       f"{bits}(opaque_zero())); }}")
+        if texel:
+            helpers.append("fn rz_term(v: vec4<f32>, w: f32, d: f32) -> vec4<f32> { return rz_round(v * w); }")
+        else:
+            helpers.append(f"fn rz_term(v: f32, w: f32, d: f32) -> f32 {{ let q = rz_round(v * w); "
+                           f"if (d == 1.0) {{ return q; }} return {rec.ctx.division_function}(opaque_zero(), q, d); }}")
     draw = rec.texels if texel else rec.map
-    return draw([x, tb], out_shape, x.dtype, x.layout.axis, "\n".join(lines), [extrap], helpers=helpers)
+    return draw([x, tb], out_shape, x.dtype, x.layout.axis, "\n".join(lines), [extrap], helpers="\n".join(helpers))
 
 
 @pixel("Resize", 10, host_inputs=(1,))
