@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
-from wgsentis.backends.gpu.dtypes import GPU_TYPES, TooLargeForDevice, gpu_type_of
+from wgsentis.backends.gpu.dtypes import GPU_TYPES, TooLargeForDevice, gpu_type_of, narrowing_expr
 from wgsentis.backends.gpu.faults import IndexCheck, reserve_checks
 from wgsentis.backends.gpu.memory import UniformArena
 from wgsentis.backends.gpu.program import GPUProgram
@@ -76,6 +76,19 @@ class Recorder:
         if t.host is not None:
             new.host = t.host.reshape(new.shape).astype(new.dtype, copy=False)
         return new
+
+    def retype(self, t: GTensor, dtype: Any) -> GTensor:
+        """The same words under another logical dtype of the same storage (a narrow type and its wide one)."""
+        return self.view(t, t.shape, dtype)
+
+    def narrowed(self, t: GTensor, dtype: Any) -> GTensor:
+        """``t`` (a wide float32/int32 result) brought into narrow ``dtype``'s values: float16 rounding or
+        integer wrap-around, as a numpy conversion does."""
+        dtype = np.dtype(dtype)
+        y = self.alloc(t.shape, dtype)
+        self.dispatch("compute/unary.wgsl", [t], [y], [t.size, 0.0, 0.0, 0.0], t.size,
+                      subs={"EXPR": narrowing_expr(dtype), "TX": t.gpu_type, "TY": y.gpu_type}, workgroup=256)
+        return y
 
     def copy(self, src: GTensor, src_offset: int, dst: GTensor, dst_offset: int, count: int) -> None:
         """Record a copy of ``count`` elements from ``src`` (element offset ``src_offset``) into ``dst``."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
-from wgsentis.backends.gpu.dtypes import TooLargeForDevice
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice, narrowing_expr
 from wgsentis.backends.gpu.faults import IndexCheck, reserve_checks
 from wgsentis.backends.gpu.memory import UniformArena
 from wgsentis.backends.gpu.program import GPUProgram
@@ -118,6 +118,19 @@ class PixelRecorder:
         v = GTensor(t.alloc, layout.shape, t.dtype, t.name, host=None if t.host is None else t.host.reshape(shape))
         v.layout = layout
         return v
+
+    def retype(self, t: GTensor, dtype: Any) -> GTensor:
+        """The same texels under another logical dtype of the same texel kind (a narrow type and its wide one)."""
+        v = GTensor(t.alloc, t.shape, dtype, t.name, host=None if t.host is None else t.host.astype(dtype))
+        v.layout = t.layout
+        if texel_kind(v.dtype) != texel_kind(t.dtype):
+            raise ValueError(f"retyping {t.dtype.name} as {v.dtype.name} changes the texel kind")
+        return v
+
+    def narrowed(self, t: GTensor, dtype: Any) -> GTensor:
+        """``t`` (a wide float32/int32 result) brought into narrow ``dtype``'s values: float16 rounding or
+        integer wrap-around, as a numpy conversion does."""
+        return self.lanes([t], t.shape, dtype, t.layout.axis if t.shape else 0, f"r = {narrowing_expr(dtype, 'a')};")
 
     def reshape(self, t: GTensor, shape: tuple[int, ...] | list[int], axis: int = -1) -> GTensor:
         """``t`` as ``shape``: a view where no element moves, else a copy (row-major order kept) with ``axis``

@@ -30,9 +30,10 @@ FORMATS = {"f32": "rgba32float", "i32": "rgba32sint"}
 def texel_kind(dtype: np.dtype) -> str | None:
     """"f32" or "i32": how a dtype's elements sit in texel lanes; None when it cannot live in a texture."""
     dtype = np.dtype(dtype)
-    if dtype == np.float32:
+    if dtype in (np.dtype(np.float32), np.dtype(np.float16)):  # float16 widened (see backends/gpu/dtypes.py)
         return "f32"
-    if dtype in (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
+    if dtype in (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8),
+                 np.dtype(np.int16), np.dtype(np.uint16)):
         return "i32"
     return None
 

@@ -27,6 +27,8 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     pool,
     pool_gpu,
     pool_pixel,
+    quant,
+    quant_gpu,
     reduce,
     reduce_gpu,
     reduce_pixel,

@@ -1,11 +1,13 @@
 """gpu-compute programs of the cast family: Cast and CastLike between the types the device stores
-(float32, int32/int64, bool); int32 <-> int64 is a view of the same words. Other types fall back to
-the CPU kernels in cast.py."""
+(float32, int32/int64, bool, and the narrow float16, int8, uint8, int16, uint16 held widened); int32 <-> int64
+is a view of the same words. Other types fall back to the CPU kernels in cast.py. ``narrow_cast`` serves
+gpu-pixel's Cast too."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from wgsentis.backends.gpu.dtypes import NARROW_TYPES
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops.cast import _onnx_type
 from wgsentis.ops.elementwise_gpu import refusing, unary
@@ -41,19 +43,45 @@ def _cast(rec, x, dtype):
     return unary(rec, x, _CASTS[(x.gpu_type, STORAGE[dtype])], [0.0] * 3, out_dtype=dtype)
 
 
-@register("Cast", 1, backend=GPU_COMPUTE)
+def narrow_cast(rec, x, dtype, wide_cast):
+    """Cast ``x`` to ``dtype`` where either side may be a narrow type: the wide cast (``wide_cast(rec, x, dtype)``,
+    the backend's own) between the wide types that hold them, then the result rounded (float16) or wrapped
+    (8/16-bit integers) into the target, as numpy's astype does."""
+    if dtype is None:
+        return NotImplemented
+    dtype = np.dtype(dtype)
+    src = getattr(x, "dtype", None)
+    if src not in NARROW_TYPES and dtype not in NARROW_TYPES:
+        return wide_cast(rec, x, dtype)
+    if src == dtype:
+        return x
+    if isinstance(x, np.ndarray):
+        x = x.astype(NARROW_TYPES.get(src, src))
+    elif src in NARROW_TYPES:
+        x = rec.retype(x, NARROW_TYPES[src])
+    y = wide_cast(rec, x, NARROW_TYPES.get(dtype, dtype))
+    if y is NotImplemented or dtype not in NARROW_TYPES:
+        return y
+    return rec.narrowed(y, dtype)
+
+
+def onnx_cast_target(to) -> np.dtype | None:
+    """The numpy dtype of a Cast's ``to`` attribute, or None where it names no type numpy holds."""
+    if to is None:
+        return None
+    try:
+        return np.dtype(ONNX_TO_NUMPY[_onnx_type(to)])
+    except (KeyError, ValueError):
+        return None
+
+
+@register("Cast", 1, backend=GPU_COMPUTE, narrow_types=True)
 @refusing
 def cast(rec, layer, x, *, to=None, **attrs):
-    if to is None:
-        return NotImplemented
-    try:
-        dtype = ONNX_TO_NUMPY[_onnx_type(to)]
-    except (KeyError, ValueError):
-        return NotImplemented
-    return _cast(rec, x, dtype)
+    return narrow_cast(rec, x, onnx_cast_target(to), _cast)
 
 
-@register("CastLike", 15, backend=GPU_COMPUTE)
+@register("CastLike", 15, backend=GPU_COMPUTE, narrow_types=True)
 @refusing
 def cast_like(rec, layer, x, target_type, **attrs):
-    return _cast(rec, x, getattr(target_type, "dtype", None))
+    return narrow_cast(rec, x, getattr(target_type, "dtype", None), _cast)

@@ -970,68 +970,6 @@ def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
 
 
 # --------------------------------------------------------------------------------------------
-# Quantized convolutions
-# --------------------------------------------------------------------------------------------
-
-def _zero_point_shaped(zp, channels: int | None, ndim: int, axis: int = 1) -> np.ndarray | float:
-    """A zero point as a float64 scalar or a per-channel array broadcastable along ``axis``."""
-    if zp is None:
-        return 0.0
-    zp = np.asarray(zp).astype(np.float64)
-    if zp.size == 1:
-        return float(zp.reshape(()))
-    shape = [1] * ndim
-    shape[axis] = zp.size
-    return zp.reshape(shape)
-
-
-def _integer_conv(x, w, x_zero_point, w_zero_point, *, group, strides, dilations, pads, auto_pad):
-    """Exact integer convolution accumulated in float64 (exact below 2**53); returns float64."""
-    nd = x.ndim - 2
-    xf = x.astype(np.float64) - _zero_point_shaped(x_zero_point, None, x.ndim)
-    # Per-output-channel weight zero points run along W's axis 0.
-    wf = w.astype(np.float64) - _zero_point_shaped(w_zero_point, w.shape[0], w.ndim, axis=0)
-    strides, dilations, pads = spatial_attrs(nd, None, strides, dilations, pads)
-    return conv_nd(xf, wf, None, group=int(group), strides=strides, dilations=dilations, pads=pads,
-                   auto_pad=auto_pad)
-
-
-@register("ConvInteger", 10)
-def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET", dilations=None,
-                 group=1, kernel_shape=None, pads=None, strides=None):
-    """ConvInteger: (x - x_zero_point) conv (w - w_zero_point) as int32; zero-padding pads with the zero point."""
-    # Padding must use x's zero point (so padded taps contribute 0): the float64 shift does exactly that.
-    y = _integer_conv(x, w, x_zero_point, w_zero_point, group=group, strides=strides, dilations=dilations,
-                      pads=pads, auto_pad=auto_pad)
-    return np.rint(y).astype(np.int32)
-
-
-def _saturate_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round half to even and saturate into the integer ``dtype``."""
-    info = np.iinfo(dtype)
-    return np.clip(np.rint(values), info.min, info.max).astype(dtype)
-
-
-@register("QLinearConv", 10)
-def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, *,
-                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
-    """QLinearConv: integer conv accumulated exactly, requantized with x_scale*w_scale/y_scale."""
-    acc = _integer_conv(x, w, x_zero_point, w_zero_point, group=group, strides=strides, dilations=dilations,
-                        pads=pads, auto_pad=auto_pad)
-    nd = x.ndim - 2
-    if B is not None:
-        acc = acc + B.astype(np.float64).reshape((1, -1) + (1,) * nd)
-    w_scale = np.asarray(w_scale, dtype=np.float64)
-    if w_scale.size > 1:
-        w_scale = w_scale.reshape((1, -1) + (1,) * nd)
-    scale = float(np.asarray(x_scale, dtype=np.float64).reshape(())) * w_scale
-    scale = scale / float(np.asarray(y_scale, dtype=np.float64).reshape(()))
-    out_dtype = np.asarray(y_zero_point).dtype
-    zp = float(np.asarray(y_zero_point).astype(np.float64).reshape(()))
-    return _saturate_to(np.rint(acc * scale) + zp, out_dtype)
-
-
-# --------------------------------------------------------------------------------------------
 # DeformConv
 # --------------------------------------------------------------------------------------------
 

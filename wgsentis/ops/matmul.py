@@ -70,43 +70,6 @@ def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, broadcast=0, transA=0, trans
     return y
 
 
-def _shifted(x: np.ndarray, zero_point, axis_from_end: int) -> np.ndarray:
-    """x - zero_point in float64; a 1-D zero point runs along the ``axis_from_end`` axis of x."""
-    xf = x.astype(np.float64)
-    if zero_point is None:
-        return xf
-    zp = np.asarray(zero_point).astype(np.float64)
-    if zp.size == 1:
-        return xf - float(zp.reshape(()))
-    if axis_from_end == 2 and zp.ndim == 1:
-        zp = zp.reshape(-1, 1)  # per-row zero point of A (size M)
-    return xf - zp
-
-
-@register("MatMulInteger", 10)
-def matmul_integer(ctx, A, B, a_zero_point=None, b_zero_point=None):
-    """MatMulInteger: (A - a_zero_point) @ (B - b_zero_point) as int32 (per-row / per-column zero points)."""
-    y = np.matmul(_shifted(A, a_zero_point, 2), _shifted(B, b_zero_point, 1))
-    return np.rint(y).astype(np.int32)
-
-
-@register("QLinearMatMul", 10)
-def qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-    """QLinearMatMul: exact integer product requantized by a_scale * b_scale / y_scale, then saturated."""
-    acc = np.matmul(_shifted(a, a_zero_point, 2), _shifted(b, b_zero_point, 1))
-    a_scale = np.asarray(a_scale)
-    b_scale = np.asarray(b_scale)
-    y_scale = np.asarray(y_scale)
-    # The multiplier is formed in the scales' own precision (float32 normally), like the reference.
-    if a_scale.ndim == 1 and a_scale.size > 1:
-        a_scale = a_scale.reshape(-1, 1)
-    multiplier = (a_scale * b_scale / y_scale).astype(np.float64)
-    out_dtype = np.asarray(y_zero_point).dtype
-    y = acc * multiplier + np.asarray(y_zero_point).astype(np.float64)
-    info = np.iinfo(out_dtype)
-    return np.clip(np.rint(y), info.min, info.max).astype(out_dtype)
-
-
 @register("Einsum", 12)
 def einsum(ctx, *Inputs, equation=None):
     """Einsum through np.einsum with contraction-order optimisation (BLAS for the pairwise products)."""

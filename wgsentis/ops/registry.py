@@ -57,6 +57,9 @@ class GPUImpl:
     since: int
     build: Callable[..., Any]
     host_inputs: tuple[int, ...] = ()
+    # True: the builder takes narrow-typed tensors (float16, int8...) as they are; else it sees them widened
+    # (float32, int32) and the program narrows its results (backends/gpu/dtypes.py).
+    narrow_types: bool = False
 
 
 # backend -> (domain, op_type) -> since -> implementation (OpImpl for "cpu", GPUImpl for the others)
@@ -78,10 +81,11 @@ def _check_backend(backend: str) -> None:
 
 def register(op_type: str, since: int = 1, domain: str = "", *, backend: str = CPU,
              deterministic: bool | Callable[[list[Any]], bool] = True,
-             host_inputs: tuple[int, ...] = ()) -> Callable[[Kernel], Kernel]:
+             host_inputs: tuple[int, ...] = (), narrow_types: bool = False) -> Callable[[Kernel], Kernel]:
     """Register ``fn`` for ``op_type`` from opset ``since`` on (for ``domain``) on ``backend``: the numpy
     kernel for "cpu" (``deterministic``: False or a predicate for random ops), else that backend's
-    program builder (``host_inputs``: the inputs it needs as host arrays). Returns ``fn`` unchanged."""
+    program builder (``host_inputs``: the inputs it needs as host arrays; ``narrow_types``: it takes float16 and
+    8/16-bit integer tensors as they are, not widened). Returns ``fn`` unchanged."""
     _check_backend(backend)
     domain = _normalize_domain(domain)
     if backend == CPU and host_inputs:
@@ -94,7 +98,7 @@ def register(op_type: str, since: int = 1, domain: str = "", *, backend: str = C
         if backend == CPU:
             impl = _cpu_impl(op_type, since, domain, fn, deterministic)
         else:
-            impl = GPUImpl(op_type, domain, since, fn, tuple(host_inputs))
+            impl = GPUImpl(op_type, domain, since, fn, tuple(host_inputs), narrow_types)
         _REGISTRY[backend].setdefault((domain, op_type), {})[since] = impl
         return fn
 

@@ -20,7 +20,7 @@ from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import LANES, MAX_RANK, texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import tensor as _tensor
-from wgsentis.ops.cast_gpu import _onnx_type
+from wgsentis.ops.cast_gpu import narrow_cast, onnx_cast_target
 from wgsentis.ops.elementwise_gpu import refusing
 from wgsentis.ops.elementwise_pixel import unary
 from wgsentis.ops.image_gpu import _resize_plan
@@ -39,13 +39,13 @@ from wgsentis.ops.tensor_gpu import (
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def pixel(op: str, since: int = 1, host_inputs: tuple[int, ...] = ()):
+def pixel(op: str, since: int = 1, host_inputs: tuple[int, ...] = (), narrow_types: bool = False):
     """``register(op, since, backend="gpu-pixel")`` of a builder made ``refusing`` (NotImplemented where the CPU
     kernel would raise)."""
 
     def wrap(fn):
         build = refusing(fn)
-        register(op, since, backend=GPU_PIXEL, host_inputs=host_inputs)(build)
+        register(op, since, backend=GPU_PIXEL, host_inputs=host_inputs, narrow_types=narrow_types)(build)
         return build
 
     return wrap
@@ -642,33 +642,30 @@ def _cast(rec, x, dtype):
     return unary(rec, t, _CASTS[(t.layout.kind, dtype)], [], dtype)
 
 
-@pixel("Cast", 1)
+@pixel("Cast", 1, narrow_types=True)
 def cast(rec, layer, x, *, to=None, **attrs):
-    if to is None:
-        return NotImplemented
-    try:
-        dtype = ONNX_TO_NUMPY[_onnx_type(to)]
-    except (KeyError, ValueError):
-        return NotImplemented
-    return _cast(rec, x, dtype)
+    return narrow_cast(rec, x, onnx_cast_target(to), _cast)
 
 
-@pixel("CastLike", 15)
+@pixel("CastLike", 15, narrow_types=True)
 def cast_like(rec, layer, x, target_type, **attrs):
-    return _cast(rec, x, getattr(target_type, "dtype", None))
+    return narrow_cast(rec, x, getattr(target_type, "dtype", None), _cast)
 
 
 # -- resize -------------------------------------------------------------------------------------------------------
 def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
             extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
-    """Resize from the CPU kernel's own tap tables (image_gpu._resize_plan): each output element sums its taps
-    on every resized axis; texel by texel where the blocked axis is not resized."""
+    """Resize from the CPU kernel's own tap tables (image_gpu._resize_plan), combined in its order (image.py,
+    ONNX Runtime's): nearest copies its tap; linear ("corners") sums (w_inner * ... * w_outer) * x over the taps'
+    tensor product from the first term; cubic ("passes") nests one sum from 0 per axis, adding x * w / divisor.
+    Texel by texel where the blocked axis is not interpolated. Products that are added are rounded on their own
+    (an XOR with a zero the compiler cannot see), so no driver contracts them into FMAs."""
     x = _tensor_of(rec, X)
     if x is None or antialias or mode not in ("nearest", "linear", "cubic") or not x.shape:
         return NotImplemented
     if mode != "nearest" and x.dtype != np.float32:
-        return NotImplemented  # integer interpolation rounds per axis on the CPU
-    out_shape, tables, _crop = _resize_plan(
+        return NotImplemented  # integer interpolation (ORT's fixed point, truncation) runs on the CPU
+    out_shape, tables, _crop, combine = _resize_plan(
         tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
         exclude_outside=exclude_outside, axes=axes, policy=policy)
     extrap = storage_bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)

@@ -120,3 +120,29 @@ fn pow_signed(a: f32, b: f32) -> f32 {
     let m = pow(abs(a), b);
     return select(m, -m, negative && odd);
 }
+
+// x rounded to the nearest float16 value (ties to even; float16 subnormals kept; past 65504 to infinity), held
+// in an f32: how float16 tensors are stored (widened). Done on the bits: pack2x16float leaves values outside the
+// float16 range indeterminate, and its rounding mode is the implementation's.
+fn round_to_f16(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    let sign = bits & 0x80000000u;
+    let a = bits & 0x7fffffffu;
+    if (a >= 0x7f800000u) { return x; }  // inf, NaN
+    if (a >= 0x477ff000u) { return bitcast<f32>(sign | 0x7f800000u); }  // rounds past 65504
+    if (a < 0x38800000u) {
+        // Below float16's smallest normal (2^-14) its grid step is 2^-24: scale, round to even, scale back (exact).
+        let r = round(bitcast<f32>(a) * 16777216.0) * (1.0 / 16777216.0);
+        return bitcast<f32>(sign | bitcast<u32>(r));
+    }
+    let odd = (a >> 13u) & 1u;  // keep 10 mantissa bits, ties to even
+    return bitcast<f32>(sign | ((a + 0xfffu + odd) & 0xffffe000u));
+}
+
+// x wrapped to a narrow integer type held in an i32 (two's complement, as numpy's and C's conversions wrap):
+// `bits` 8 or 16, `signed_` 1 for int8/int16.
+fn wrap_int(x: i32, bits: u32, signed_: u32) -> i32 {
+    let shift = 32u - bits;
+    if (signed_ == 1u) { return (x << shift) >> shift; }
+    return bitcast<i32>(bitcast<u32>(x << shift) >> shift);
+}

@@ -23,7 +23,14 @@ import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.host_memory import release_freed_memory
-from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, gpu_type_of, to_device_array
+from wgsentis.backends.gpu.dtypes import (
+    NARROW_TYPES,
+    PRECISIONS,
+    TooLargeForDevice,
+    from_device_array,
+    gpu_type_of,
+    to_device_array,
+)
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
@@ -37,6 +44,26 @@ from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture, aligned
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
+
+
+# Ops whose outputs only move, select or compare input values: a narrow input's values need no rounding or wrap.
+VALUE_PRESERVING_OPS = frozenset({
+    "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
+    "GatherElements", "GatherND", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth", "MaxPool", "Max", "Min",
+    "Relu", "Where", "ReduceMax", "ReduceMin", "TopK", "ScatterND", "ScatterElements", "Compress", "ReverseSequence",
+    "Trilu", "GlobalMaxPool", "Shrink", "Sort", "Unique", "CenterCropPad", "Col2Im", "SplitToSequence",
+})
+_WIDE = (np.dtype(np.float32), np.dtype(np.int32))
+
+
+def _widened(rec: Any, value: Any) -> Any:
+    """A narrow-typed argument as its wide type, for builders that know only float32 and int32: a device tensor
+    retyped in place (the words already hold the wide values), a host array converted."""
+    if isinstance(value, GTensor) and value.dtype in NARROW_TYPES:
+        return rec.retype(value, NARROW_TYPES[value.dtype])
+    if isinstance(value, np.ndarray) and value.dtype in NARROW_TYPES:
+        return value.astype(NARROW_TYPES[value.dtype])
+    return value
 
 
 class GPUProgram(HostSync):
@@ -472,6 +499,9 @@ class GPUProgram(HostSync):
         gpu = self.placer.builder(layer)
         start = len(rec.steps)
         rec.layer_allocs = []
+        narrow_in = {a.dtype for a in args if isinstance(a, GTensor | np.ndarray) and a.dtype in NARROW_TYPES}
+        if narrow_in and not gpu.narrow_types:
+            args = [_widened(rec, a) for a in args]
         try:
             outputs = gpu.build(rec, layer, *args, **layer.attrs)
             if outputs is NotImplemented:
@@ -496,7 +526,27 @@ class GPUProgram(HostSync):
         if outputs is NotImplemented:
             del rec.steps[start:]
             return "fallback", reason, None
+        if narrow_in or any(isinstance(o, GTensor) and o.dtype in NARROW_TYPES for o in outputs):
+            outputs = tuple(self._narrowed(rec, layer, o, n, narrow_in) for o, n in zip(
+                outputs, layer.outputs, strict=False))
         return "gpu", "", outputs
+
+    def _narrowed(self, rec: Any, layer: Layer, out: Any, name: str, narrow_in: set[np.dtype]) -> Any:
+        """A builder's output in its logical dtype: where the model's types (or, failing them, a narrow input of the
+        same storage) say the output is narrow (float16, int8...) but the builder computed it wide, its values
+        are rounded or wrapped into the narrow type (not for ops that only move or select values)."""
+        if not isinstance(out, GTensor) or out.dtype not in _WIDE:
+            return out
+        info = self.graph.value_info.get(name)
+        want = info.dtype if info is not None and info.dtype is not None else None
+        if want is None:
+            same = [d for d in narrow_in if NARROW_TYPES[d] == out.dtype]
+            want = same[0] if len(same) == 1 else None
+        if want is None or np.dtype(want) not in NARROW_TYPES or gpu_type_of(want) != out.gpu_type:
+            return out
+        if layer.op_type in VALUE_PRESERVING_OPS and not layer.domain:
+            return rec.retype(out, want)
+        return rec.narrowed(out, want)
 
     def _value(self, name: str, env: dict[str, Any]) -> Any:
         if name in env:

@@ -1,0 +1,335 @@
+"""GPU programs of the linear-quantization family, for both GPU backends: QuantizeLinear, DequantizeLinear
+(per tensor, per axis, blocked), DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinearConv and
+QLinearMatMul.
+
+Integer data lives on the device widened, one value per 32-bit word (``backends/gpu/dtypes.py``), so these
+programs see int8/uint8 tensors as i32 words with their logical dtype kept. The elementwise parts are one
+broadcast map of (x, scale, zero point) per op: compute/map3.wgsl on gpu-compute, a lane draw on gpu-pixel. The
+integer convolutions and products run as the backend's float32 Conv and MatMul programs on zero-point-shifted
+operands: every product of two 8-bit values and every partial sum below 2^24 is exact in float32, so the int32
+accumulator comes out exactly as the CPU's for any layer whose partial sums stay under 2^24 in magnitude
+(16.7 million: a 3x3x512 window of values near their zero points stays far below it). Requantization follows
+ONNX Runtime: the float32 accumulator times a float32 multiplier (x_scale * w_scale / y_scale), rounded half
+to even, plus the zero point, saturated; the CPU kernels compute it the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import GTensor
+from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops import registry
+from wgsentis.ops.quant import _expand_param, requant_multiplier
+from wgsentis.ops.elementwise_gpu import _bind_division, _pad6, broadcast_strides
+from wgsentis.ops.elementwise_pixel import elementwise
+from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
+from wgsentis.ops.tensor_gpu import MAX_RANK
+
+# The 8- and 16-bit integer types a quantized tensor takes, with their ranges.
+INT_RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+              for t in (np.int8, np.uint8, np.int16, np.uint16)}
+_DEVICE_INTS = (*INT_RANGES, np.dtype(np.int32))
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+class _Decline(Exception):  # noqa: N818 - internal: the builder answers NotImplemented, the CPU kernel runs
+    pass
+
+
+def _host(t: Any) -> np.ndarray | None:
+    """A host value: the array itself, or a device tensor's host copy where it has one."""
+    if isinstance(t, np.ndarray):
+        return t
+    return t.host if isinstance(t, GTensor) and t.host is not None else None
+
+
+def _wide_host(value: np.ndarray) -> np.ndarray:
+    """A host parameter as the device holds it: float16 as float32, narrow integers as float32 (exact)."""
+    return np.ascontiguousarray(value.astype(np.float32))
+
+
+def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
+    """Y = ``expr`` of ``a``, ``b``, ``c`` (``inputs``, host arrays or device tensors; a missing one is a
+    scalar 0) broadcast together, on this recorder's backend."""
+    inputs = [np.zeros((), np.float32) if x is None else x for x in inputs]
+    inputs += [np.zeros((), np.float32)] * (3 - len(inputs))
+    shapes = [tuple(x.shape) for x in inputs]
+    out_shape = tuple(np.broadcast_shapes(*shapes))
+    if len(out_shape) > MAX_RANK:
+        raise _Decline
+    expr = _bind_division(rec, expr)
+    if rec.program.backend == GPU_PIXEL:
+        out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False)
+        if out is NotImplemented:
+            raise _Decline
+        return out
+    tensors = [x if isinstance(x, GTensor) else rec.upload(x, f"{rec.layer.name}:q{k}")
+               for k, x in enumerate(inputs)]
+    y = rec.alloc(out_shape, out_dtype)
+    params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1])]
+    for t in tensors:
+        params += _pad6(broadcast_strides(t.shape, out_shape) or [0])
+    rec.dispatch("compute/map3.wgsl", tensors, [y], params, y.size, workgroup=256,
+                 subs={"EXPR": expr, "TA": tensors[0].gpu_type, "TB": tensors[1].gpu_type,
+                       "TC": tensors[2].gpu_type, "TY": y.gpu_type})
+    return y
+
+
+def _param(rec, value: Any, shape: tuple[int, ...], axis: int, block_size: int) -> Any:
+    """A scale or zero point made broadcastable to data of ``shape``: host values expanded as the CPU kernel
+    expands them (per axis, blocked), device ones only as scalars."""
+    host = _host(value)
+    if host is not None:
+        return _wide_host(_expand_param(np.asarray(host), shape, axis, block_size))
+    if isinstance(value, GTensor) and value.size == 1:
+        return value  # a device scalar (DynamicQuantizeLinear's) broadcasts as it is
+    raise _Decline
+
+
+def _quantize_expr(lo: int, hi: int, half_input: bool) -> str:
+    """x / scale rounded half to even, plus the zero point, saturated: the CPU kernel's order of operations
+    (a float16 input divides in float16: numpy rounds the float32 quotient to float16)."""
+    scaled = "div_f32(f32(a), f32(b))"
+    if half_input:
+        scaled = f"round_to_f16({scaled})"
+    return f"i32(clamp(round({scaled}) + f32(c), {lo:.1f}, {hi:.1f}))"
+
+
+def _quantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
+              precision: int = 0):
+    if precision or getattr(x, "dtype", None) not in _FLOATS:
+        raise _Decline
+    if zero_point is not None:
+        target = np.dtype(zero_point.dtype)
+    else:
+        target = np.dtype(ONNX_TO_NUMPY.get(output_dtype, np.uint8)) if output_dtype else np.dtype(np.uint8)
+    if target not in INT_RANGES:
+        raise _Decline  # 4-bit and float8 targets stay on the CPU kernel
+    shape = tuple(x.shape)
+    s = _param(rec, scale, shape, axis, block_size)
+    z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
+    lo, hi = INT_RANGES[target]
+    return map3(rec, [x, s, z], _quantize_expr(lo, hi, x.dtype == np.float16), target)
+
+
+def _dequantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, output_dtype: int = 0):
+    if getattr(x, "dtype", None) not in _DEVICE_INTS or getattr(scale, "dtype", None) not in _FLOATS:
+        raise _Decline
+    out = np.dtype(ONNX_TO_NUMPY[output_dtype]) if output_dtype else np.dtype(scale.dtype)
+    if out not in _FLOATS:
+        raise _Decline
+    if zero_point is not None and zero_point.dtype != x.dtype:
+        raise _Decline  # the CPU kernel names the mismatch
+    shape = tuple(x.shape)
+    s = _param(rec, scale, shape, axis, block_size)
+    z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
+    # (x - zero point) * scale in float32, as the CPU kernel computes it; a float16 output is rounded by the
+    # program (its float32 result narrowed).
+    return map3(rec, [x, s, z], "(f32(a) - f32(c)) * f32(b)", np.float32)
+
+
+def _declining(fn):
+    def build(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (_Decline, ValueError, TypeError):
+            return NotImplemented  # the CPU kernel runs (and reports what is wrong, if anything)
+
+    build.__name__ = fn.__name__
+    build.__doc__ = fn.__doc__
+    return build
+
+
+def _on_both(op: str, since: int, host_inputs: tuple[int, ...] = ()):
+    """Register a builder on both GPU backends (it sees narrow types as they are)."""
+
+    def wrap(fn):
+        build = _declining(fn)
+        for backend in (GPU_COMPUTE, GPU_PIXEL):
+            register(op, since, backend=backend, host_inputs=host_inputs, narrow_types=True)(build)
+        return build
+
+    return wrap
+
+
+@_on_both("QuantizeLinear", 10)
+def quantize_linear_10(rec, layer, x, y_scale, y_zero_point=None, **attrs):
+    return _quantize(rec, x, y_scale, y_zero_point)
+
+
+@_on_both("QuantizeLinear", 13)
+def quantize_linear_13(rec, layer, x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0,
+                       precision=0, **attrs):
+    return _quantize(rec, x, y_scale, y_zero_point, axis, block_size, output_dtype, precision)
+
+
+@_on_both("DequantizeLinear", 10)
+def dequantize_linear_10(rec, layer, x, x_scale, x_zero_point=None, **attrs):
+    return _dequantize(rec, x, x_scale, x_zero_point)
+
+
+@_on_both("DequantizeLinear", 13)
+def dequantize_linear_13(rec, layer, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0,
+                         **attrs):
+    return _dequantize(rec, x, x_scale, x_zero_point, axis, block_size, output_dtype)
+
+
+def _standard(rec, op: str, opset: int):
+    """The recorder's backend builder of standard op ``op``."""
+    impl = registry.lookup(op, "", opset, rec.program.backend)
+    if impl is None:
+        raise _Decline
+    return impl.build
+
+
+def _full_reduce(rec, layer, x, op: str) -> Any:
+    out = _standard(rec, op, 18)(rec, layer, x, None, keepdims=0)
+    if out is NotImplemented:
+        raise _Decline
+    return out
+
+
+@_on_both("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(rec, layer, x, **attrs):
+    """uint8 quantization with scale and zero point from the data's range (always including 0), all on the
+    device: the range's two reductions, two scalar draws and the quantizing map."""
+    if getattr(x, "dtype", None) != np.float32 or not isinstance(x, GTensor) or x.size == 0:
+        raise _Decline
+    hi = _full_reduce(rec, layer, x, "ReduceMax")
+    lo = _full_reduce(rec, layer, x, "ReduceMin")
+    # scale = (hi - lo) / 255 over the range widened to hold 0 (1/255 for an all-zero tensor), as the CPU kernel.
+    scale = map3(rec, [hi, lo], "div_f32(select(max(a, 0.0) - min(b, 0.0), 1.0, max(a, 0.0) == min(b, 0.0)), "
+                                "255.0)", np.float32)
+    zero = map3(rec, [lo, scale], "i32(round(clamp(0.0 - div_f32(min(a, 0.0), b), 0.0, 255.0)))", np.uint8)
+    y = map3(rec, [x, scale, zero], _quantize_expr(0, 255, False), np.uint8)
+    return y, scale, zero
+
+
+# -- integer products -------------------------------------------------------------------------------------------
+def _shifted(rec, layer, t: Any, zero_point: Any, shape_zp, key: str) -> Any:
+    """``t`` - zero point as float32: a host constant once per program (``rec.derived``), a device tensor by a
+    map. ``shape_zp`` reshapes a 1-D zero point to broadcast the way the op's spec says."""
+    if getattr(t, "dtype", None) not in _DEVICE_INTS:
+        raise _Decline
+    zp_host = None if zero_point is None else _host(zero_point)
+    host = _host(t) if isinstance(t, np.ndarray) else None
+    if host is not None and (zero_point is None or zp_host is not None):
+        zp = None if zero_point is None else np.asarray(zp_host)
+        sources = (host,) if zp is None else (host, zp)
+
+        def make() -> np.ndarray:
+            shifted = host.astype(np.float32)
+            if zp is not None:
+                shifted = shifted - shape_zp(zp.astype(np.float32))
+            return np.ascontiguousarray(shifted)
+
+        return rec.derived(("zero-point-shifted", key), sources, make)
+    if zero_point is None:
+        return map3(rec, [t], "f32(a)", np.float32)
+    zp = shape_zp(_wide_host(np.asarray(zp_host))) if zp_host is not None else zero_point
+    if not isinstance(zp, np.ndarray) and zp.size != 1:
+        raise _Decline
+    return map3(rec, [t, None, zp], "f32(a) - f32(c)", np.float32)
+
+
+def _zp_per_row(zp: np.ndarray) -> np.ndarray:
+    """MatMulInteger's A zero point: a scalar, or one per row of A (M,)."""
+    return zp.reshape(()) if zp.size == 1 else zp.reshape(-1, 1)
+
+
+def _zp_per_col(zp: np.ndarray) -> np.ndarray:
+    """MatMulInteger's B zero point: a scalar, or one per column of B (N,)."""
+    return zp.reshape(()) if zp.size == 1 else zp
+
+
+def _zp_per_channel(rank: int):
+    def shape(zp: np.ndarray) -> np.ndarray:
+        return zp.reshape(()) if zp.size == 1 else zp.reshape((-1,) + (1,) * (rank - 1))
+
+    return shape
+
+
+def _float_result(out: Any) -> Any:
+    if out is NotImplemented or isinstance(out, tuple):
+        raise _Decline
+    return out
+
+
+def _to_int32(rec, acc: Any) -> Any:
+    return map3(rec, [acc], "i32(round(a))", np.int32)
+
+
+def _requantize(rec, acc: Any, multiplier: np.ndarray, zero_point: Any) -> Any:
+    """saturate(round(acc * multiplier) + zero point) in the zero point's type (ONNX Runtime's requantization)."""
+    target = np.dtype(zero_point.dtype) if zero_point is not None else np.dtype(np.uint8)
+    if target not in INT_RANGES:
+        raise _Decline
+    zp = _host(zero_point) if zero_point is not None else np.zeros((), np.float32)
+    if zp is None or np.asarray(zp).size != 1:
+        raise _Decline
+    lo, hi = INT_RANGES[target]
+    return map3(rec, [acc, multiplier, _wide_host(np.asarray(zp).reshape(()))],
+                f"i32(clamp(round(a * b) + c, {lo:.1f}, {hi:.1f}))", target)
+
+
+_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def _conv(rec, layer, x, w, x_zero_point, w_zero_point, bias, attrs: dict) -> Any:
+    """The float32 conv of the zero-point-shifted operands (exact integer sums; see the module docstring)."""
+    if _host(w) is None or getattr(x, "ndim", 0) < 3 or getattr(x_zero_point, "size", 1) != 1:
+        raise _Decline  # (x's zero point is a scalar by the spec)
+    xf = _shifted(rec, layer, x, x_zero_point, lambda zp: zp.reshape(()), "x")
+    wf = _shifted(rec, layer, np.asarray(_host(w)), w_zero_point, _zp_per_channel(w.ndim), "w")
+    conv_attrs = {k: v for k, v in attrs.items() if k in _CONV_ATTRS}
+    return _float_result(_standard(rec, "Conv", 11)(rec, layer, xf, wf, bias, **conv_attrs))
+
+
+@_on_both("ConvInteger", 10, host_inputs=(1, 3))
+def conv_integer(rec, layer, x, w, x_zero_point=None, w_zero_point=None, **attrs):
+    return _to_int32(rec, _conv(rec, layer, x, w, x_zero_point, w_zero_point, None, attrs))
+
+
+@_on_both("QLinearConv", 10, host_inputs=(1, 3, 4, 5, 6, 7, 8))
+def qlinear_conv(rec, layer, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,
+                 **attrs):
+    if any(_host(s) is None for s in (x_scale, w_scale, y_scale)):
+        raise _Decline
+    bias = None
+    if B is not None:
+        b = _host(B)
+        if b is None:
+            raise _Decline
+        bias = rec.derived(("qconv-bias",), (b,), lambda: np.ascontiguousarray(b.astype(np.float32)))
+    acc = _conv(rec, layer, x, w, x_zero_point, w_zero_point, bias, attrs)
+    multiplier = requant_multiplier(_host(x_scale).reshape(()), _host(w_scale).reshape(-1), _host(y_scale))
+    multiplier = multiplier.reshape((-1,) + (1,) * (acc.ndim - 2)) if multiplier.size > 1 else multiplier.reshape(())
+    return _requantize(rec, acc, multiplier, y_zero_point)
+
+
+def _matmul(rec, layer, a, b, a_zero_point, b_zero_point) -> Any:
+    af = _shifted(rec, layer, a, a_zero_point, _zp_per_row, "a")
+    bf = _shifted(rec, layer, b, b_zero_point, _zp_per_col, "b")
+    return _float_result(_standard(rec, "MatMul", 13)(rec, layer, af, bf))
+
+
+@_on_both("MatMulInteger", 10)
+def matmul_integer(rec, layer, A, B, a_zero_point=None, b_zero_point=None, **attrs):
+    return _to_int32(rec, _matmul(rec, layer, A, B, a_zero_point, b_zero_point))
+
+
+@_on_both("QLinearMatMul", 10, host_inputs=(1, 4, 6, 7))
+def qlinear_matmul(rec, layer, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, **attrs):
+    scales = [_host(s) for s in (a_scale, b_scale, y_scale)]
+    if any(s is None for s in scales) or scales[2].size != 1:
+        raise _Decline
+    acc = _matmul(rec, layer, a, b, a_zero_point, b_zero_point)
+    a_s = scales[0].reshape(-1, 1) if scales[0].size > 1 else scales[0].reshape(())
+    b_s = scales[1].reshape(()) if scales[1].size == 1 else scales[1]
+    return _requantize(rec, acc, requant_multiplier(a_s, b_s, scales[2]), y_zero_point)
+
+
+__all__ = ["INT_RANGES", "map3"]
