@@ -46,6 +46,17 @@ def _moments(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarr
 # BatchNormalization
 # --------------------------------------------------------------------------------------------
 
+
+def bn_affine(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
+              epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """Inference BatchNormalization as y = x * a + b, in the parameters' precision and ONNX Runtime's order
+    (a = scale * (1 / sqrt(var + epsilon)), b = bias - mean * a), so that quantized models, which re-round
+    every layer's output, see the same values as under ONNX Runtime."""
+    dtype = np.result_type(scale, var)
+    inv_std = dtype.type(1) / np.sqrt(var + dtype.type(epsilon))
+    a = scale * inv_std
+    return a, bias - mean * a
+
 @register("BatchNormalization", 1)
 def batch_normalization(ctx, X, scale, B, mean, var, *, consumed_inputs=None, epsilon=1e-5, is_test=0,
                         momentum=0.9, spatial=1, training_mode=0):
@@ -58,8 +69,8 @@ def batch_normalization(ctx, X, scale, B, mean, var, *, consumed_inputs=None, ep
     bias_c = np.asarray(B).astype(dtype).reshape(pshape)
     training = bool(training_mode) if ctx.opset >= 14 else (ctx.num_outputs > 1 and not is_test)
     if not training:
-        a = scale_c / np.sqrt(np.asarray(var).astype(dtype).reshape(pshape) + dtype.type(epsilon))
-        b = bias_c - np.asarray(mean).astype(dtype).reshape(pshape) * a
+        a, b = bn_affine(scale_c, bias_c, np.asarray(mean).astype(dtype).reshape(pshape),
+                         np.asarray(var).astype(dtype).reshape(pshape), epsilon)
         y = x * a
         y += b
         if y.dtype == X.dtype and hasattr(ctx, "take_activation"):

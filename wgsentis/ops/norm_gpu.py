@@ -19,6 +19,7 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.elementwise_gpu import broadcast_strides, fused_activation
 from wgsentis.ops.reduce_gpu import norm_axis, row_params, row_passes
+from wgsentis.ops.norm import bn_affine
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_RANK = 6
@@ -204,9 +205,8 @@ def _param_strides(param, shape: tuple[int, ...]) -> list[int] | None:
 # -- BatchNormalization -------------------------------------------------------------------------------
 def _bn_affine(hosts: list[np.ndarray], epsilon: float) -> np.ndarray:
     """Inference BatchNormalization's (scale, bias, mean, var) as y = x * a + b: (2, C) rows a and b."""
-    s_, b_, m_, v_ = (np.asarray(h, np.float64).reshape(-1) for h in hosts)
-    a = s_ / np.sqrt(v_ + float(epsilon))
-    return np.stack([a, b_ - m_ * a]).astype(np.float32)
+    s_, b_, m_, v_ = (np.asarray(h, np.float32).reshape(-1) for h in hosts)
+    return np.stack(bn_affine(s_, b_, m_, v_, epsilon)).astype(np.float32)
 
 
 @register("BatchNormalization", 1, backend=GPU_COMPUTE)

@@ -5,9 +5,9 @@ The statistic-based norms are reductions (``reduce_pixel.reduce_keep``: the mean
 deviation as a reduction of squares centred on that mean, as numpy computes the moments; RMSNormalization's
 inverse root mean square is one uncentred reduction of squares) followed by one
 texel-wise draw (``reduce_pixel.apply``) that broadcasts statistics, scale and bias onto x in whatever layout x
-has. BatchNormalization folds its constant parameters on the host into y = x * a + b per channel (float64,
-then float32) and draws that with its fused activation; LRN draws on channels-blocked x, loading the
-neighbouring channel blocks (wgsl/pixel/norm_lrn.wgsl).
+has. BatchNormalization folds its constant parameters on the host into y = x * a + b per channel
+(norm.bn_affine, in float32 as ONNX Runtime forms them) and draws that with its fused activation; LRN draws on
+channels-blocked x, loading the neighbouring channel blocks (wgsl/pixel/norm_lrn.wgsl).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
 from wgsentis.ops.matmul_gpu import fused
+from wgsentis.ops.norm import bn_affine
 from wgsentis.ops.reduce_pixel import (
     OVERHEAD,
     Reduction,
@@ -85,9 +86,8 @@ def _activation(rec, layer, words_at: int) -> tuple[str, list[float]] | None:
 # -- BatchNormalization -------------------------------------------------------------------------------------
 def _fold(hosts: list[np.ndarray], epsilon: float, shape: tuple[int, ...], row: int) -> np.ndarray:
     """Row ``row`` (0: a, 1: b) of inference BatchNormalization as y = x * a + b, in ``shape``."""
-    s_, b_, m_, v_ = (np.asarray(h, np.float64).reshape(-1) for h in hosts)
-    a = s_ / np.sqrt(v_ + float(epsilon))
-    return (a if row == 0 else b_ - m_ * a).astype(np.float32).reshape(shape)
+    s_, b_, m_, v_ = (np.asarray(h, np.float32).reshape(-1) for h in hosts)
+    return bn_affine(s_, b_, m_, v_, epsilon)[row].astype(np.float32).reshape(shape)
 
 
 def _host(t: Any) -> np.ndarray | None:

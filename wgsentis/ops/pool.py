@@ -309,7 +309,28 @@ def global_average_pool(ctx, X):
     if any(X.shape[a] == 0 for a in axes):  # the mean of nothing: NaN, as numpy has it, without its warning
         return np.full((*X.shape[:2], *([1] * len(axes))), np.nan, X.dtype)
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
-    return np.asarray(x.mean(axis=axes, keepdims=True)).astype(X.dtype, copy=False)
+    if x.dtype != np.float32:
+        return np.asarray(x.mean(axis=axes, keepdims=True)).astype(X.dtype, copy=False)
+    rows = x.reshape(x.shape[0] * x.shape[1], -1)
+    means = lane_sums(rows) / np.float32(rows.shape[1])
+    return means.reshape(*X.shape[:2], *([1] * len(axes)))
+
+
+def lane_sums(rows: np.ndarray) -> np.ndarray:
+    """The float32 sum of each row of ``rows`` (R, L) in ONNX Runtime's order (its Eigen reductions on 4-float
+    packets): four running lane sums over the whole packets, those combined as (s0 + s2) + (s1 + s3), then the
+    leftover elements added one by one. Quantized models re-round every layer's output, so a different order
+    (numpy's pairwise sum) would move some values by one quantization step."""
+    count, length = rows.shape
+    packets = length // 4
+    lanes = np.zeros((count, 4), np.float32)
+    if packets:
+        # Summed packet by packet (np.add.reduce along a non-innermost axis accumulates in order).
+        lanes = np.add.reduce(rows[:, : 4 * packets].reshape(count, packets, 4), axis=1, dtype=np.float32)
+    total = (lanes[:, 0] + lanes[:, 2]) + (lanes[:, 1] + lanes[:, 3])
+    for k in range(4 * packets, length):
+        total = total + rows[:, k]
+    return total
 
 
 @register("GlobalMaxPool", 1)

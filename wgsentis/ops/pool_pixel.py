@@ -122,9 +122,37 @@ def _global(rec, X: Any, kind: str, dtypes: tuple[type, ...], p: float = 2.0):
     return reduce_keep(rec, x, axes, reduction(kind, length, p))
 
 
+# Each output element's plane summed in ONNX Runtime's order (pool.lane_sums): lane sums over whole 4-float packets
+# of the plane (read as (N, C, L)), combined (s0 + s2) + (s1 + s3), then the leftover elements.
+_LANE_MEAN = """
+let length = pe(0u);
+let packets = length / 4u;
+var q = c;
+var lanes = vec4<f32>(0.0);
+for (var k = 0u; k < packets; k++) {
+    var v = vec4<f32>();
+    for (var j = 0u; j < 4u; j++) { q.c[5] = 4u * k + j; v[j] = x0(q); }
+    lanes = lanes + v;
+}
+var total = (lanes.x + lanes.z) + (lanes.y + lanes.w);
+for (var k = 4u * packets; k < length; k++) { q.c[5] = k; total = total + x0(q); }
+r = div_f32(total, f32(length));
+"""
+
+
 @register("GlobalAveragePool", 1, backend=GPU_PIXEL)
 def global_average_pool(rec, layer, X, **attrs):
-    return _global(rec, X, "mean", (np.float32,))
+    x = texture(X)
+    if x is None or x.dtype != np.float32 or x.ndim < 3 or x.size == 0:
+        return _global(rec, X, "mean", (np.float32,))
+    n, c, length = x.shape[0], x.shape[1], x.size // (x.shape[0] * x.shape[1])
+    passes = loop_passes(length // 4, 4) + loop_passes(3)
+    if not rec.loops_fit(passes):
+        return _global(rec, X, "mean", (np.float32,))
+    planes = rec.reshape(x, (n, c, length))
+    body = _LANE_MEAN.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
+    y = rec.map([planes], (n, c, 1), np.float32, 1, body, [length], label="lane mean")
+    return rec.reshape(y, (n, c, *([1] * (x.ndim - 2))))
 
 
 @register("GlobalMaxPool", 1, backend=GPU_PIXEL)

@@ -1,5 +1,8 @@
-// Inference BatchNormalization: y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a per
-// parameter (computed as the CPU kernel folds them).
+// Inference BatchNormalization: y = x * a + b with a = scale * (1 / sqrt(var + eps)), b = B - mean * a per
+// parameter. Override FOLDED: SCALE and BIAS hold a and b already, folded on the host as the CPU kernel folds
+// them (norm.bn_affine); the device's sqrt and division need not round as the host's do, so only that form is
+// bit-exact. The product x * a is rounded on its own (through opaque()), as the CPU computes it, never fused
+// with the add into one FMA.
 // Params: 0 n, 1 inner (elements per channel), 2 C, 3 epsilon (f32), 4 per-position flag (spatial=0
 // form: one parameter per (channel, position)), 5 alpha, 6 beta, 7 gamma (the fused activation's,
 // applied as {{ACT}} of v; identity when none).
@@ -9,6 +12,7 @@
 #include "common/math.wgsl"
 
 override GRID: bool = true;
+override FOLDED: bool = false;
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 @group(0) @binding(1) var<storage, read> SCALE: array<f32>;
@@ -41,7 +45,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         c = (i / inner) % channels;
     }
     let p = select(c, c * inner + pos, pu(4u) != 0u);
-    let a = SCALE[p] / sqrt(VAR[p] + pf(3u));
-    let b = BIAS[p] - MEAN[p] * a;
-    Y[i] = act(X[i] * a + b, pf(5u), pf(6u), pf(7u));
+    var a = SCALE[p];
+    var b = BIAS[p];
+    if (!FOLDED) {
+        a = SCALE[p] * (1.0 / sqrt(VAR[p] + pf(3u)));
+        b = BIAS[p] - MEAN[p] * a;
+    }
+    Y[i] = act(opaque(X[i] * a, opaque_zero()) + b, pf(5u), pf(6u), pf(7u));
 }

@@ -1,5 +1,5 @@
 // Y = X * A[c] + B[c] per channel c, four elements at a time: inference BatchNormalization with its
-// parameters folded on the host (A = scale / sqrt(var + eps), B = bias - mean * A), for planes whose
+// parameters folded on the host (norm.bn_affine: A = scale * (1 / sqrt(var + eps)), B = bias - mean * A), for planes whose
 // size is a multiple of 4. The dispatch is (ceil(inner / 4 / WG), C, N): the channel is the workgroup's
 // y, so no element pays an integer division, a square root or a parameter load of its own.
 // The output is {{ACT}} of v = the affine value: a fused activation (identity when none).
@@ -23,7 +23,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (gid.x >= inner4) { return; }
     let c = gid.y;
     let i = (gid.z * pu(1u) + c) * inner4 + gid.x;
-    let v = X[i] * A[c] + vec4<f32>(B[c]);
+    // The product rounded on its own, as the CPU computes it: never fused with the add into an FMA.
+    let product = bitcast<vec4<f32>>(bitcast<vec4<u32>>(X[i] * A[c]) ^ vec4<u32>(opaque_zero()));
+    let v = product + vec4<f32>(B[c]);
     let alpha = pf(2u);
     let beta = pf(3u);
     let gamma = pf(4u);

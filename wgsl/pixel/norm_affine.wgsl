@@ -44,7 +44,9 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<f32> {
         a = vec4<f32>(textureLoad(A, at_texel(c / 4u, pu(4u)), 0)[c % 4u]);
         b = vec4<f32>(textureLoad(B, at_texel(c / 4u, pu(4u)), 0)[c % 4u]);
     }
-    let z = textureLoad(X, texel, 0) * a + b;
+    // The product rounded on its own, as the CPU computes it: never fused with the add into an FMA.
+    let product = textureLoad(X, texel, 0) * a;
+    let z = bitcast<vec4<f32>>(bitcast<vec4<u32>>(product) ^ vec4<u32>(opaque_zero())) + b;
     let y = vec4<f32>(act(z.x), act(z.y), act(z.z), act(z.w));
     return select(vec4<f32>(0.0), y, lane_mask(lanes_in(t, pu(5u), pu(6u), pu(7u))));
 }
