@@ -160,8 +160,8 @@ def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:
     if which == "optional_type":
         inner = type_to_info(name, tp.optional_type.elem_type)
         return TensorInfo(name, inner.dtype, inner.shape, kind="optional")
-    if which == "map_type":
-        return TensorInfo(name, None, None, kind="map")
+    if which == "map_type":  # its dtype: the values' (the keys are int64 or strings)
+        return TensorInfo(name, type_to_info(name, tp.map_type.value_type).dtype, None, kind="map")
     return TensorInfo(name, None, None)
 
 

@@ -264,10 +264,14 @@ class Worker:
             value = value.download_to_array()
         elif isinstance(value, onnx.TensorProto):
             value = onnx.numpy_helper.to_array(value)
+        if info.kind == "map":  # ai.onnx.ml maps (DictVectorizer, CastMap) travel as dicts
+            if not isinstance(value, Mapping):
+                raise InputError(f"{where} expects a map (dict), got {type(value).__name__}")
+            return _typed_map(value, info.dtype)
         if info.kind == "sequence":
             if not isinstance(value, list | tuple):
                 raise InputError(f"{where} expects a sequence (list of arrays), got {type(value).__name__}")
-            return [np.asarray(v) for v in value]
+            return [_typed_map(v, info.dtype) if isinstance(v, Mapping) else np.asarray(v) for v in value]
         if info.kind == "optional" and value is None:
             return None
         if info.kind == "optional" and isinstance(value, list | tuple):
@@ -302,6 +306,13 @@ class Worker:
                             f"{where}: dimension '{want}' is {got} here but {seen[0]} in input '{seen[1]}'"
                         )
         return value
+
+
+def _typed_map(value: Mapping, dtype: np.dtype | None) -> dict:
+    """A map input as a dict whose numeric values have the model's value type (Python floats are float64)."""
+    if dtype is None or dtype.kind not in "biuf":
+        return dict(value)
+    return {key: dtype.type(v) for key, v in value.items()}
 
 
 def _fmt(shape: tuple[Any, ...]) -> str:

@@ -376,15 +376,191 @@ def test_feature_vectorizer_cuts_and_pads():
     _check(model, feeds)
 
 
-def test_dict_vectorizer_kernel_matches_onnxruntime():
-    """Worker inputs are tensors and sequences, not maps, so the kernel is called directly here."""
-    node = h.make_node("DictVectorizer", ["X"], ["Y"], domain=ML, string_vocabulary=["a", "c", "b", "z"])
-    mp = h.make_map_type_proto(T.STRING, h.make_tensor_type_proto(T.FLOAT, None))
+@pytest.mark.parametrize(("keys", "values", "vocabulary"), [
+    (T.STRING, T.FLOAT, {"string_vocabulary": ["a", "c", "b", "z"]}),
+    (T.INT64, T.FLOAT, {"int64_vocabulary": [7, 1, 3]}),
+])
+def test_dict_vectorizer_takes_a_map_input(keys, values, vocabulary):
+    """A map graph input is fed as a dict; its numeric values take the map's value type."""
+    node = h.make_node("DictVectorizer", ["X"], ["Y"], domain=ML, **vocabulary)
+    mp = h.make_map_type_proto(keys, h.make_tensor_type_proto(values, None))
+    model = _model(node, [h.make_value_info("X", mp)], [_tensor("Y", values, None)])
+    x = {"a": 4.0, "c": 8.0, "q": 1.0} if keys == T.STRING else {7: 4.0, 3: -2.5, 9: 1.0, 5: 6.0}
+    (expected,), (got,) = _both(model, {"X": x})
+    assert got.dtype == expected.dtype
+    _close(got.reshape(expected.shape), expected)
+
+
+def test_map_inputs_are_checked():
+    from wgsentis.errors import InputError
+
+    mp = h.make_map_type_proto(T.INT64, h.make_tensor_type_proto(T.FLOAT, None))
+    node = h.make_node("CastMap", ["X"], ["Y"], domain=ML)
     model = _model(node, [h.make_value_info("X", mp)], [_tensor("Y", T.FLOAT, None)])
-    x = {"a": np.float32(4.0), "c": np.float32(8.0)}
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})
-    got = ml.dict_vectorizer(None, x, string_vocabulary=["a", "c", "b", "z"])
-    _close(got.reshape(expected[0].shape), expected[0])
+    with ws.Worker(ws.load_model(model.SerializeToString()), "cpu") as worker, \
+            pytest.raises(InputError, match="expects a map"):
+        worker.run({"X": np.ones(3, np.float32)})
+
+
+@pytest.mark.parametrize("cast_to", ["TO_FLOAT", "TO_STRING", "TO_INT64"])
+@pytest.mark.parametrize(("form", "max_map"), [("DENSE", 1), ("SPARSE", 6), ("SPARSE", 3)])
+def test_cast_map(cast_to, form, max_map):
+    """int64 -> float maps (ORT's Python binding cannot feed int64 -> string ones)."""
+    out = {"TO_FLOAT": T.FLOAT, "TO_STRING": T.STRING, "TO_INT64": T.INT64}[cast_to]
+    mp = h.make_map_type_proto(T.INT64, h.make_tensor_type_proto(T.FLOAT, None))
+    node = h.make_node("CastMap", ["X"], ["Y"], domain=ML, cast_to=cast_to, map_form=form, max_map=max_map)
+    model = _model(node, [h.make_value_info("X", mp)], [_tensor("Y", out, None)])
+    _check(model, {"X": {5: 2.5, 1: 7.0, 3: -1.75, 0: 1e-3}})
+
+
+def test_cast_map_string_values():
+    """Strings parse as ORT's stof / stoll do (the integer part of "2.5")."""
+    x = {3: "2.5", 1: "-7", 2: "1e3"}
+    np.testing.assert_array_equal(ml.cast_map(None, x), np.array([[-7.0, 1000.0, 2.5]], np.float32))
+    assert ml.cast_map(None, x, cast_to="TO_INT64", map_form="SPARSE", max_map=4).tolist() == [[0, -7, 1000, 2]]
+    assert ml.cast_map(None, x, cast_to="TO_STRING").tolist() == [["-7", "1e3", "2.5"]]
+    with pytest.raises(ValueError, match="negative"):
+        ml.cast_map(None, {-1: 1.0}, map_form="SPARSE", max_map=2)
+
+
+# -- Binarizer, ArrayFeatureExtractor, LabelEncoder ------------------------------------------------------
+
+
+def test_binarizer():
+    node = h.make_node("Binarizer", ["X"], ["Y"], domain=ML, threshold=0.25)
+    X = np.array([[-1.0, 0.25, 0.2500001, np.inf], [0.0, 3.0, -np.inf, 0.1]], np.float32)
+    model = _model(node, [_tensor("X", T.FLOAT, [None, 4])], [_tensor("Y", T.FLOAT, None)])
+    _check(model, {"X": X})
+    with ws.Worker(ws.load_model(model.SerializeToString()), "cpu") as worker, \
+            pytest.raises(ws.errors.LayerError, match="NaN"):
+        worker.run({"X": np.full((1, 4), np.nan, np.float32)})  # ORT refuses a NaN too
+
+
+@pytest.mark.parametrize("dtype", [T.FLOAT, T.INT64, T.STRING])
+def test_array_feature_extractor(dtype):
+    node = h.make_node("ArrayFeatureExtractor", ["X", "Y"], ["Z"], domain=ML)
+    X = np.arange(24).reshape(2, 3, 4)
+    X = {T.FLOAT: X.astype(np.float32), T.INT64: X, T.STRING: X.astype(str).astype(object)}[dtype]
+    model = _model(node, [_tensor("X", dtype, None), _tensor("Y", T.INT64, None)], [_tensor("Z", dtype, None)])
+    _check(model, {"X": X, "Y": np.array([3, 0, 3], np.int64)})
+    _check(model, {"X": X[0, 0], "Y": np.array([1], np.int64)})  # 1-D: a (1, k) result
+
+
+@pytest.mark.parametrize(("opset", "attrs", "X", "types"), [
+    (1, {"classes_strings": ["a", "b", "c"], "default_int64": 42}, np.array(["c", "zz", "a"], object),
+     (T.STRING, T.INT64)),
+    (1, {"classes_strings": ["a", "b", "c"], "default_string": "?"}, np.array([2, 7, 0, -1]), (T.INT64, T.STRING)),
+    (2, {"keys_strings": ["x", "y", "x"], "values_floats": [1.5, -2.0, 9.0]},
+     np.array([["y", "x"], ["q", "x"]], object), (T.STRING, T.FLOAT)),
+    (2, {"keys_floats": [0.5, float("nan"), -0.0], "values_int64s": [1, 2, 3], "default_int64": 9},
+     np.array([0.5, np.nan, 0.0, 0.25], np.float32), (T.FLOAT, T.INT64)),
+    (4, {"keys_floats": [0.5, float("nan"), -0.0], "values_int64s": [1, 2, 3], "default_int64": 9},
+     np.array([0.5, np.nan, 0.0, 0.25], np.float32), (T.FLOAT, T.INT64)),
+    (2, {"keys_int64s": [3, 1, 4], "values_strings": ["three", "one", "four"]}, np.array([1, 5, 4]),
+     (T.INT64, T.STRING)),
+    (4, {"keys_tensor": np.array([10, 20], np.int64), "values_tensor": np.array([0.5, 0.25], np.float64),
+         "default_tensor": np.array([-3.0], np.float64)}, np.array([20, 30, 10]), (T.INT64, T.DOUBLE)),
+    (4, {"keys_strings": ["a", "b"], "values_tensor": np.array([7, 8], np.int64)}, np.array(["b", "c"], object),
+     (T.STRING, T.INT64)),
+    (4, {"keys_int64s": [1, 2], "values_int64s": [5, 6], "default_int64": -9}, np.array([2, 3]), (T.INT64, T.INT64)),
+])
+def test_label_encoder(opset, attrs, X, types):
+    attrs = {k: onnx.numpy_helper.from_array(v, k) if isinstance(v, np.ndarray) else v for k, v in attrs.items()}
+    node = h.make_node("LabelEncoder", ["X"], ["Y"], domain=ML, **attrs)
+    _check(_model(node, [_tensor("X", types[0], None)], [_tensor("Y", types[1], None)], ml_opset=opset), {"X": X})
+
+
+# -- TreeEnsemble (ai.onnx.ml 5) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("aggregate", "dtype"), [
+    ("SUM", np.float32), ("AVERAGE", np.float32), ("MIN", np.float64), ("MAX", np.float32), ("SUM", np.float64),
+])
+def test_tree_ensemble_v5_matches_the_classic_regressor(aggregate, dtype):
+    from ml_models import to_tree_ensemble
+
+    rng = np.random.default_rng(21)
+    classic = _regressor(rng, 12, 6, 5, 1, aggregate_function=aggregate, missing=True,
+                         modes=("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"))
+    onnx_type = T.FLOAT if dtype == np.float32 else T.DOUBLE
+    X = rng.normal(size=(300, 5)).astype(dtype)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    model = _model(to_tree_ensemble(classic, dtype), [_tensor("X", onnx_type, [None, 5])],
+                   [_tensor("Y", onnx_type, None)], ml_opset=5)
+    (expected,) = _check(model, {"X": X})
+    assert expected.dtype == dtype
+    classic_out = ort.InferenceSession(
+        _model(classic, [_tensor("X", onnx_type, [None, 5])], [_tensor("Y", T.FLOAT, None)]).SerializeToString(),
+        providers=["CPUExecutionProvider"]).run(None, {"X": X})[0]
+    _close(expected, classic_out)
+
+
+@pytest.mark.parametrize("post", [1, 2, 3])
+def test_tree_ensemble_v5_post_transform(post):
+    """The spec's post_transform, applied to the raw scores (ORT 1.32's TreeEnsemble ignores it, so the raw
+    scores are what is checked against ORT, in the test above)."""
+    from ml_models import to_tree_ensemble
+
+    rng = np.random.default_rng(23)
+    node = to_tree_ensemble(_regressor(rng, 6, 4, 3, 1))
+    X = rng.normal(size=(20, 3)).astype(np.float32)
+    # Three targets: leaf i scores target i % 3.
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    attrs["leaf_targetids"] = [i % 3 for i in range(len(attrs["leaf_targetids"]))]
+    attrs["n_targets"] = 3
+    outputs = {}
+    for code in (0, post):
+        node = h.make_node("TreeEnsemble", ["X"], ["Y"], domain=ML, **(attrs | {"post_transform": code}))
+        model = _model(node, [_tensor("X", T.FLOAT, [None, 3])], [_tensor("Y", T.FLOAT, None)], ml_opset=5)
+        with ws.Worker(ws.load_model(model.SerializeToString()), "cpu") as worker:
+            outputs[code] = worker.run({"X": X})["Y"]
+    name = ml._V5_POST_TRANSFORMS[post]
+    _close(outputs[post], ml._post_transform(outputs[0].astype(np.float64), name))
+
+
+def test_tree_ensemble_v5_set_membership():
+    """BRANCH_MEMBER nodes (LightGBM's categorical splits) mixed with comparisons, NaNs tracked as missing."""
+    rng = np.random.default_rng(22)
+    members, modes, splits = [], [], []
+    count = 60
+    for _ in range(count):
+        if rng.random() < 0.5:
+            modes.append(6)
+            splits.append(0.0)
+            members += [*rng.choice(10, size=int(rng.integers(1, 6)), replace=False).astype(float), float("nan")]
+        else:
+            modes.append(int(rng.integers(0, 6)))
+            splits.append(float(rng.integers(0, 10)) + 0.5 * rng.integers(0, 2))
+    # Node k branches to 2k+1 and 2k+2 while those are nodes, else to leaves; four trees share the layout.
+    trues = [2 * k + 1 if 2 * k + 1 < count else k for k in range(count)]
+    falses = [2 * k + 2 if 2 * k + 2 < count else k + count for k in range(count)]
+    true_leafs = [int(2 * k + 1 >= count) for k in range(count)]
+    false_leafs = [int(2 * k + 2 >= count) for k in range(count)]
+    leaves = 2 * count
+    node = h.make_node(
+        "TreeEnsemble", ["X"], ["Y"], domain=ML, n_targets=2, tree_roots=[0, 1, 2, 5],
+        nodes_featureids=rng.integers(0, 4, count).tolist(),
+        nodes_modes=onnx.numpy_helper.from_array(np.array(modes, np.uint8)),
+        nodes_splits=onnx.numpy_helper.from_array(np.array(splits, np.float32)),
+        membership_values=onnx.numpy_helper.from_array(np.array(members, np.float32)),
+        nodes_truenodeids=trues, nodes_falsenodeids=falses, nodes_trueleafs=true_leafs, nodes_falseleafs=false_leafs,
+        nodes_missing_value_tracks_true=rng.integers(0, 2, count).tolist(),
+        leaf_targetids=rng.integers(0, 2, leaves).tolist(),
+        leaf_weights=onnx.numpy_helper.from_array(rng.normal(size=leaves).astype(np.float32)))
+    X = rng.integers(0, 10, size=(500, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    _check(_model(node, [_tensor("X", T.FLOAT, [None, 4])], [_tensor("Y", T.FLOAT, None)], ml_opset=5), {"X": X})
+
+
+def test_tree_ensemble_refuses_a_cycle():
+    node = h.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, nodes_treeids=[0, 0],
+                       nodes_nodeids=[0, 1], nodes_modes=["BRANCH_LEQ", "BRANCH_LEQ"], nodes_featureids=[0, 0],
+                       nodes_values=[0.0, 0.0], nodes_truenodeids=[1, 0], nodes_falsenodeids=[1, 0],
+                       target_treeids=[0], target_nodeids=[1], target_ids=[0], target_weights=[1.0])
+    model = _model(node, [_tensor("X", T.FLOAT, [None, 1])], [_tensor("Y", T.FLOAT, None)])
+    with ws.Worker(ws.load_model(model.SerializeToString()), "cpu") as worker, \
+            pytest.raises(ws.errors.LayerError, match="cycle"):
+        worker.run({"X": np.zeros((1, 1), np.float32)})
 
 
 def test_size_rules_refuse_an_attribute_bomb():
@@ -395,3 +571,116 @@ def test_size_rules_refuse_an_attribute_bomb():
     with ws.Worker(ws.load_model(model.SerializeToString()), "cpu", memory_limit=1 << 20) as worker, \
             pytest.raises(ResourceLimitError):
         worker.run({"X": np.ones((2, 1), np.float32)})
+
+
+# -- models converted from fitted scikit-learn estimators (as skl2onnx lays them out) ----------------
+
+
+def _sklearn_data(classes: int = 3, rows: int = 400, features: int = 8):
+    datasets = pytest.importorskip("sklearn.datasets")
+    X, y = datasets.make_classification(n_samples=rows, n_features=features, n_informative=5, n_classes=classes,
+                                        random_state=0)
+    return X.astype(np.float32), y
+
+
+def _run(model: onnx.ModelProto, X: np.ndarray) -> tuple[list, dict]:
+    """(ORT's outputs, wgsentis' outputs by name); every output also checked against ORT."""
+    expected, got = _both(model, {"X": X})
+    for name, e in zip([o.name for o in model.graph.output], expected, strict=True):
+        if isinstance(e, list):  # ZipMap
+            assert [list(m) for m in got[-1]] == [list(m) for m in e]
+            np.testing.assert_allclose([list(m.values()) for m in got[-1]], [list(m.values()) for m in e],
+                                       rtol=RTOL, atol=1e-6)
+        else:
+            _close(got[[o.name for o in model.graph.output].index(name)], e, rtol=1e-4, atol=1e-5)
+    return expected, dict(zip([o.name for o in model.graph.output], got, strict=True))
+
+
+@pytest.mark.parametrize("kind", ["tree", "forest", "forest_zipmap"])
+def test_sklearn_tree_classifiers(kind):
+    ensemble = pytest.importorskip("sklearn.ensemble")
+    tree = pytest.importorskip("sklearn.tree")
+    from ml_models import forest_classifier, model_of
+
+    X, y = _sklearn_data()
+    est = (tree.DecisionTreeClassifier(max_depth=6, random_state=0) if kind == "tree"
+           else ensemble.RandomForestClassifier(n_estimators=20, max_depth=7, random_state=0)).fit(X, y)
+    nodes, outputs = forest_classifier(est, zipmap=kind == "forest_zipmap")
+    _, got = _run(model_of(nodes, X.shape[1], outputs), X)
+    np.testing.assert_array_equal(got["label"], est.predict(X))
+    proba = got["probabilities"]
+    proba = np.array([list(m.values()) for m in proba]) if isinstance(proba, list) else proba
+    np.testing.assert_allclose(proba, est.predict_proba(X), atol=1e-5)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_sklearn_gradient_boosting_classifier(classes):
+    ensemble = pytest.importorskip("sklearn.ensemble")
+    from ml_models import gradient_boosting_classifier, model_of
+
+    X, y = _sklearn_data(classes)
+    est = ensemble.GradientBoostingClassifier(n_estimators=30, max_depth=3, random_state=0).fit(X, y)
+    nodes, outputs = gradient_boosting_classifier(est)
+    _, got = _run(model_of(nodes, X.shape[1], outputs), X)
+    np.testing.assert_array_equal(got["label"], est.predict(X))
+    np.testing.assert_allclose(got["probabilities"], est.predict_proba(X), atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["forest", "boosting"])
+def test_sklearn_tree_regressors(kind):
+    ensemble = pytest.importorskip("sklearn.ensemble")
+    from ml_models import forest_regressor, gradient_boosting_regressor, model_of
+
+    X, y = _sklearn_data()
+    target = X[:, 0] * 2 + np.sin(X[:, 1]) + y
+    if kind == "forest":
+        est = ensemble.RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0).fit(X, target)
+        nodes, outputs = forest_regressor(est)
+    else:
+        est = ensemble.GradientBoostingRegressor(n_estimators=40, max_depth=3, random_state=0).fit(X, target)
+        nodes, outputs = gradient_boosting_regressor(est)
+    _, got = _run(model_of(nodes, X.shape[1], outputs), X)
+    np.testing.assert_allclose(got["variable"][:, 0], est.predict(X), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_sklearn_logistic_regression_with_zipmap(classes):
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    from ml_models import logistic_regression, model_of
+
+    X, y = _sklearn_data(classes)
+    est = linear_model.LogisticRegression(max_iter=500).fit(X, y)
+    nodes, outputs = logistic_regression(est)
+    _, got = _run(model_of(nodes, X.shape[1], outputs, ml_opset=1), X)
+    np.testing.assert_array_equal(got["label"], est.predict(X))
+    np.testing.assert_allclose([list(m.values()) for m in got["probabilities"]], est.predict_proba(X), atol=1e-5)
+
+
+@pytest.mark.parametrize(("kernel", "classes"), [("rbf", 3), ("linear", 2), ("poly", 3)])
+def test_sklearn_svc(kernel, classes):
+    svm = pytest.importorskip("sklearn.svm")
+    from ml_models import model_of, svc
+
+    X, y = _sklearn_data(classes, rows=200)
+    est = svm.SVC(kernel=kernel, degree=2, gamma="scale", probability=False).fit(X, y)
+    nodes, outputs = svc(est)
+    _, got = _run(model_of(nodes, X.shape[1], outputs, ml_opset=1), X)
+    np.testing.assert_array_equal(got["label"], est.predict(X))
+
+
+def test_sklearn_imputer_scaler_linear_regression_pipeline():
+    pytest.importorskip("sklearn")
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from ml_models import imputer_scaler_linear, model_of
+
+    X, y = _sklearn_data()
+    X[np.random.default_rng(0).random(X.shape) < 0.1] = np.nan
+    target = np.nan_to_num(X[:, 0]) * 3 - y
+    pipe = make_pipeline(SimpleImputer(), StandardScaler(), LinearRegression()).fit(X, target)
+    nodes, outputs = imputer_scaler_linear(pipe)
+    _, got = _run(model_of(nodes, X.shape[1], outputs), X)
+    np.testing.assert_allclose(got["variable"][:, 0], pipe.predict(X), rtol=1e-4, atol=1e-4)

@@ -21,6 +21,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     matmul_pixel,
     misc,
     ml,
+    ml_gpu,
     norm,
     norm_gpu,
     norm_pixel,

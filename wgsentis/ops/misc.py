@@ -1,7 +1,7 @@
 """Miscellaneous operators (numpy kernels): loss functions (NegativeLogLikelihoodLoss,
 SoftmaxCrossEntropyLoss), string ops (StringNormalizer, StringConcat, StringSplit, RegexFullMatch,
-TfIdfVectorizer), the ``ai.onnx.ml`` ops LabelEncoder, TreeEnsemble, Binarizer and
-ArrayFeatureExtractor, and the ``ai.onnx.preview.training`` optimizers Adam, Adagrad and Momentum.
+TfIdfVectorizer) and the ``ai.onnx.preview.training`` optimizers Adam, Adagrad and Momentum (the
+``ai.onnx.ml`` ops live in ops/ml.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import numpy as np
 from wgsentis.ops.registry import register
 from wgsentis.ops.tensor import check_indices
 
-ML_DOMAIN = "ai.onnx.ml"
 TRAINING_DOMAIN = "ai.onnx.preview.training"
 
 
@@ -188,191 +187,6 @@ def tfidf_vectorizer(ctx, X, *, max_gram_length=None, max_skip_count=None, min_g
         raise ValueError(f"unknown mode {mode!r}")
     result = result.astype(np.float32)
     return result[0] if X.ndim < 2 else result
-
-
-# ----------------------------------------------------------------------------------------------
-# ai.onnx.ml
-# ----------------------------------------------------------------------------------------------
-
-
-def _map_values(X: np.ndarray, keys: list, values: list, default, out_dtype) -> np.ndarray:
-    """Look every element of X up in keys -> values, with ``default`` for misses (NaN keys match NaN)."""
-    table = {}
-    nan_value = None
-    for k, v in zip(keys, values, strict=True):
-        if isinstance(k, float) and np.isnan(k):
-            nan_value = v
-        else:
-            table[k] = v
-    out = []
-    for item in X.reshape(-1).tolist():
-        if isinstance(item, bytes):
-            item = item.decode("utf-8")
-        if isinstance(item, float) and np.isnan(item):
-            out.append(default if nan_value is None else nan_value)
-        else:
-            out.append(table.get(item, default))
-    if out_dtype is object:
-        return _string_array(out, X.shape)
-    return np.array(out, dtype=out_dtype).reshape(X.shape)
-
-
-@register("LabelEncoder", 1, domain=ML_DOMAIN)
-def label_encoder_1(ctx, X, *, classes_strings=None, default_int64=-1, default_string="_Unused"):
-    """int64 -> string by index into classes_strings, or string -> its index."""
-    classes = [_as_str(c) for c in (classes_strings or [])]
-    if X.dtype.kind in "OUS":
-        return _map_values(X, classes, list(range(len(classes))), default_int64, np.int64)
-    return _map_values(X, list(range(len(classes))), classes, default_string, object)
-
-
-@register("LabelEncoder", 2, domain=ML_DOMAIN)
-def label_encoder(ctx, X, *, default_float=-0.0, default_int64=-1, default_string="_Unused", default_tensor=None,
-                  keys_floats=None, keys_int64s=None, keys_strings=None, keys_tensor=None, values_floats=None,
-                  values_int64s=None, values_strings=None, values_tensor=None):
-    """Map keys to values; one keys_* and one values_* attribute are set."""
-    if keys_tensor is not None:
-        keys = keys_tensor.reshape(-1).tolist()
-    else:
-        keys = keys_floats if keys_floats is not None else keys_int64s if keys_int64s is not None else keys_strings
-    if keys is None:
-        raise ValueError("LabelEncoder needs a keys_* attribute")
-    keys = [k.decode("utf-8") if isinstance(k, bytes) else k for k in keys]
-    if values_tensor is not None:
-        values = values_tensor.reshape(-1).tolist()
-        out_dtype = object if values_tensor.dtype == object else values_tensor.dtype
-        if default_tensor is not None:
-            default = default_tensor.reshape(-1).tolist()[0]
-        else:
-            default = "_Unused" if out_dtype is object else (-1 if np.dtype(out_dtype).kind in "iu" else -0.0)
-    elif values_floats is not None:
-        values, out_dtype, default = values_floats, np.float32, default_float
-    elif values_int64s is not None:
-        values, out_dtype, default = values_int64s, np.int64, default_int64
-    elif values_strings is not None:
-        values, out_dtype, default = values_strings, object, default_string
-    else:
-        raise ValueError("LabelEncoder needs a values_* attribute")
-    if out_dtype is object:
-        values = [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]
-        if isinstance(default, bytes):
-            default = default.decode("utf-8")
-    return _map_values(X, keys, values, default, out_dtype)
-
-
-@register("Binarizer", 1, domain=ML_DOMAIN)
-def binarizer(ctx, X, *, threshold=0.0):
-    """1 where X > threshold, else 0 (same dtype as X)."""
-    return (X > threshold).astype(X.dtype)
-
-
-@register("ArrayFeatureExtractor", 1, domain=ML_DOMAIN)
-def array_feature_extractor(ctx, X, Y):
-    """Select X's last-axis entries at indices Y; a 1-D X gives a (1, k) result."""
-    index = np.asarray(Y).astype(np.int64, copy=False).reshape(-1)
-    check_indices(ctx, index, X.shape[-1], "Y", negative_ok=False)  # 0 .. last dim - 1, as onnxruntime
-    selected = X[..., index]
-    if X.ndim == 1:
-        return selected.reshape(1, -1)
-    return selected
-
-
-_TREE_MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER")
-
-
-@register("TreeEnsemble", 5, domain=ML_DOMAIN)
-def tree_ensemble(ctx, X, *, aggregate_function=1, leaf_targetids=None, leaf_weights=None, membership_values=None,
-                  n_targets=None, nodes_falseleafs=None, nodes_falsenodeids=None, nodes_featureids=None,
-                  nodes_hitrates=None, nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_splits=None,
-                  nodes_trueleafs=None, nodes_truenodeids=None, post_transform=0, tree_roots=None):
-    """Evaluate every tree for all rows at once (vectorised over the batch), then aggregate per target."""
-    X2 = X.reshape(X.shape[0], -1) if X.ndim > 1 else X.reshape(1, -1)
-    batch = X2.shape[0]
-    modes = np.asarray(nodes_modes).reshape(-1).astype(np.int64)
-    splits = np.asarray(nodes_splits).reshape(-1).astype(np.float64)
-    features = np.asarray(nodes_featureids, dtype=np.int64)
-    true_ids = np.asarray(nodes_truenodeids, dtype=np.int64)
-    false_ids = np.asarray(nodes_falsenodeids, dtype=np.int64)
-    true_leaf = np.asarray(nodes_trueleafs, dtype=bool)
-    false_leaf = np.asarray(nodes_falseleafs, dtype=bool)
-    missing_true = (np.asarray(nodes_missing_value_tracks_true, dtype=bool)
-                    if nodes_missing_value_tracks_true is not None else np.zeros(len(modes), dtype=bool))
-    weights = np.asarray(leaf_weights).reshape(-1).astype(np.float64)
-    targets = np.asarray(leaf_targetids, dtype=np.int64)
-    # Set-membership nodes take, in node order, the runs of membership_values between NaNs.
-    members: dict[int, np.ndarray] = {}
-    if np.any(modes == 6):
-        if membership_values is None:
-            raise ValueError("BRANCH_MEMBER nodes need membership_values")
-        runs, current = [], []
-        for v in np.asarray(membership_values).reshape(-1).tolist():
-            if np.isnan(v):
-                runs.append(np.array(current))
-                current = []
-            else:
-                current.append(v)
-        for run_index, node in enumerate(np.nonzero(modes == 6)[0]):
-            members[int(node)] = runs[run_index]
-    if n_targets is None:
-        n_targets = int(targets.max()) + 1 if targets.size else 1
-    xf = X2.astype(np.float64)
-    rows = np.arange(batch)
-    per_tree = []  # (leaf indices per row) for each tree
-    for root in tree_roots:
-        # A single-leaf tree: both branches are the same leaf.
-        if true_leaf[root] and false_leaf[root] and true_ids[root] == false_ids[root]:
-            per_tree.append(np.full(batch, true_ids[root]))
-            continue
-        node = np.full(batch, root, dtype=np.int64)
-        leaf = np.full(batch, -1, dtype=np.int64)
-        active = np.ones(batch, dtype=bool)
-        while active.any():
-            idx = rows[active]
-            n = node[idx]
-            value = xf[idx, features[n]]
-            split = splits[n]
-            mode = modes[n]
-            go_true = np.select(
-                [mode == 0, mode == 1, mode == 2, mode == 3, mode == 4, mode == 5],
-                [value <= split, value < split, value >= split, value > split, value == split, value != split],
-                default=False)
-            for j in np.nonzero(mode == 6)[0]:
-                go_true[j] = bool(np.isin(value[j], members[int(n[j])]))
-            go_true |= missing_true[n] & np.isnan(value)
-            next_id = np.where(go_true, true_ids[n], false_ids[n])
-            is_leaf = np.where(go_true, true_leaf[n], false_leaf[n])
-            leaf[idx[is_leaf]] = next_id[is_leaf]
-            node[idx] = next_id
-            active[idx[is_leaf]] = False
-        per_tree.append(leaf)
-    leaves = np.stack(per_tree, axis=1)  # (B, trees)
-    leaf_w = weights[leaves]
-    leaf_t = targets[leaves]
-    if aggregate_function in (0, 1):
-        result = np.zeros((batch, n_targets))
-        np.add.at(result, (np.repeat(rows, leaves.shape[1]), leaf_t.reshape(-1)), leaf_w.reshape(-1))
-        if aggregate_function == 0:
-            result /= len(tree_roots)
-    elif aggregate_function == 2:
-        result = np.full((batch, n_targets), np.inf)
-        np.minimum.at(result, (np.repeat(rows, leaves.shape[1]), leaf_t.reshape(-1)), leaf_w.reshape(-1))
-    elif aggregate_function == 3:
-        result = np.full((batch, n_targets), -np.inf)
-        np.maximum.at(result, (np.repeat(rows, leaves.shape[1]), leaf_t.reshape(-1)), leaf_w.reshape(-1))
-    else:
-        raise ValueError(f"unknown aggregate_function {aggregate_function}")
-    if post_transform == 1:
-        e = np.exp(result - result.max(axis=1, keepdims=True))
-        result = e / e.sum(axis=1, keepdims=True)
-    elif post_transform == 2:
-        result = 1.0 / (1.0 + np.exp(-result))
-    elif post_transform == 3:
-        e = np.where(result == 0, 0.0, np.exp(result - result.max(axis=1, keepdims=True)))
-        total = e.sum(axis=1, keepdims=True)
-        result = np.where(total == 0, 0.0, e / np.where(total == 0, 1.0, total))
-    elif post_transform != 0:
-        raise ValueError(f"unsupported post_transform {post_transform}")
-    return result.astype(X.dtype)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,23 +1,27 @@
-"""Numpy kernels of the classic ``ai.onnx.ml`` operators that skl2onnx and onnxmltools emit: tree ensembles
-(classifier and regressor), linear and SVM models, the feature transforms (Scaler, Normalizer, Imputer,
-OneHotEncoder, FeatureVectorizer, CategoryMapper, DictVectorizer) and ZipMap, with the size rules of the ones
-whose output can outgrow their input.
+"""Numpy kernels of the ``ai.onnx.ml`` operators that skl2onnx and onnxmltools emit: tree ensembles
+(TreeEnsembleClassifier and TreeEnsembleRegressor 1 and 3, TreeEnsemble 5, all evaluated through one ``Forest``
+that the GPU programs in ops/ml_gpu.py share), linear and SVM models, the feature transforms (Scaler,
+Normalizer, Imputer, Binarizer, OneHotEncoder, LabelEncoder, ArrayFeatureExtractor, FeatureVectorizer,
+CategoryMapper, DictVectorizer, CastMap) and ZipMap, with the size rules of the ones whose output can outgrow
+their input.
 
 Semantics follow the ONNX ai.onnx.ml specs and, where the spec is vague (binary classifiers' single score,
-SOFTMAX_ZERO, PROBIT), what ONNX Runtime computes, since models exported by those converters are validated
-against it. Maps have no tensor form here: ZipMap returns a sequence (list) of Python dicts and DictVectorizer
-takes a dict (or a list of dicts, one per row).
+SOFTMAX_ZERO, PROBIT, CastMap's fill values), what ONNX Runtime computes, since models exported by those
+converters are validated against it. Maps are Python dicts: DictVectorizer and CastMap take a dict
+(DictVectorizer also a list of dicts, one per row) and ZipMap returns a sequence (list) of dicts.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from wgsentis.budget import size_rule
 from wgsentis.ops.registry import register
+from wgsentis.ops.tensor import check_indices
 
 ML_DOMAIN = "ai.onnx.ml"
 
@@ -150,80 +154,83 @@ def _pick(labels: np.ndarray, index: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
-class _Forest:
-    """The nodes of a tree ensemble as flat arrays indexed by node position, children resolved to
-    positions, and the leaf weights in compressed rows (one run of weights per node)."""
+_MEMBER = 7  # BRANCH_MEMBER (TreeEnsemble's mode 6): true when the value is one of the node's set
+_V5_MODES = (0, 1, 2, 3, 4, 5, _MEMBER)  # TreeEnsemble's nodes_modes codes 0..6 as the codes above
+_V5_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")  # TreeEnsemble's aggregate_function codes
+_V5_POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 
-    def __init__(self, treeids: Any, nodeids: Any, modes: Any, featureids: Any, values: np.ndarray,
-                 truenodeids: Any, falsenodeids: Any, missing: Any, w_treeids: Any, w_nodeids: Any,
-                 w_ids: Any, weights: np.ndarray) -> None:
-        tree, node = _ints(treeids), _ints(nodeids)
-        count = tree.size
+
+class Forest:
+    """The nodes of a tree ensemble as flat arrays indexed by node position: each node's mode, feature and
+    threshold, the positions its two branches lead to (a leaf leads to itself), the trees' roots, each leaf's
+    run of (target, weight) pairs, and each set-membership node's run of sorted member values. Built from the
+    classic ops' (tree id, node id) attributes by ``classic_forest`` or from TreeEnsemble's indices by
+    ``v5_forest``; the numpy kernels and the GPU programs (ops/ml_gpu.py) both evaluate this one form."""
+
+    def __init__(self, mode: np.ndarray, feature: np.ndarray, threshold: np.ndarray, true_next: np.ndarray,
+                 false_next: np.ndarray, missing: np.ndarray, roots: np.ndarray, w_node: np.ndarray,
+                 w_target: np.ndarray, w_value: np.ndarray, member_sets: list[np.ndarray] | None = None) -> None:
+        count = mode.size
         if count == 0:
             raise ValueError("the ensemble has no nodes")
-        fields = {"nodes_modes": modes, "nodes_featureids": featureids, "nodes_values": values,
-                  "nodes_truenodeids": truenodeids, "nodes_falsenodeids": falsenodeids}
-        for name, field in fields.items():
-            if field is None or len(field) != count:
-                raise ValueError(f"{name} must have one entry per node ({count})")
-        try:
-            self.mode = np.array([_MODES[_text(m)] for m in modes], dtype=np.int8)
-        except KeyError as exc:
-            raise ValueError(f"unknown node mode {exc}") from None
-        self.feature = _ints(featureids)
-        self.threshold = np.asarray(values, dtype=np.float64)
+        self.mode = mode.astype(np.int8)
+        self.feature = feature.astype(np.int64)
+        self.threshold = threshold.astype(np.float64)
         self.leaf = self.mode == _LEAF
-        # (tree, node) pairs as one sortable key; Python ints first, so the span product never overflows.
-        low = int(min(node.min(), _ints(truenodeids).min(), _ints(falsenodeids).min(), 0))
-        span = int(max(node.max(), _ints(truenodeids).max(), _ints(falsenodeids).max())) - low + 1
-        if (int(tree.max()) - int(tree.min()) + 1) * span >= 2**62:
-            raise ValueError("tree or node ids are too far apart")
-        tree0 = tree - tree.min()
-        key = tree0 * span + (node - low)
-        order = np.argsort(key, kind="stable")
-        self._sorted, self._order, self._span, self._low, self._tmin = key[order], order, span, low, tree.min()
-        if np.any(self._sorted[1:] == self._sorted[:-1]):
-            raise ValueError("a (tree id, node id) pair appears twice")
-        own = np.arange(count)
         inner = ~self.leaf
-        self.true_next = own.copy()
-        self.false_next = own.copy()
-        self.true_next[inner] = self._find(tree[inner], _ints(truenodeids)[inner], "nodes_truenodeids")
-        self.false_next[inner] = self._find(tree[inner], _ints(falsenodeids)[inner], "nodes_falsenodeids")
-        track = _ints(missing)
-        self.missing = np.zeros(count, dtype=bool) if track.size == 0 else track.astype(bool)
-        if self.missing.size != count:
-            raise ValueError("nodes_missing_value_tracks_true must have one entry per node")
-        self.has_missing = bool(self.missing[inner].any())
-        self.needed_features = int(self.feature[inner].max()) + 1 if inner.any() else 0
+        own = np.arange(count)
+        self.true_next = np.where(inner, true_next, own).astype(np.int64)
+        self.false_next = np.where(inner, false_next, own).astype(np.int64)
+        for side, nxt in (("true", self.true_next), ("false", self.false_next)):
+            if nxt.min() < 0 or nxt.max() >= count:
+                raise ValueError(f"a node's {side} branch leads outside the {count} nodes")
+        self.missing = missing.astype(bool) & inner
+        self.has_missing = bool(self.missing.any())
         if inner.any() and self.feature[inner].min() < 0:
             raise ValueError("a negative feature id")
-        used = np.unique(self.mode[inner])
-        self.modes_used = used.tolist()
-        # Trees in ascending id order, each rooted at its first node in attribute order (as ORT does).
-        _, first = np.unique(tree, return_index=True)
-        self.roots = first
-        # Leaf weights: every (tree, node) named by a weight must be a node of the ensemble.
-        w_node = self._find(_ints(w_treeids), _ints(w_nodeids), "the weights' node ids")
-        w_ids = _ints(w_ids)
-        if not (w_node.size == w_ids.size == weights.size):
-            raise ValueError("the weights' tree ids, node ids, target ids and values must have equal lengths")
-        worder = np.argsort(w_node, kind="stable")
-        self.w_target, self.w_value = w_ids[worder], weights[worder]
+        self.needed_features = int(self.feature[inner].max()) + 1 if inner.any() else 0
+        self.modes_used = np.unique(self.mode[inner]).tolist()
+        self.roots = roots.astype(np.int64)
+        if self.roots.size == 0 or self.roots.min() < 0 or self.roots.max() >= count:
+            raise ValueError(f"a tree root lies outside the {count} nodes")
+        self._members(member_sets or [])
+        if w_node.size and (w_node.min() < 0 or w_node.max() >= count):
+            raise ValueError(f"a weight names a node outside the {count} nodes")
+        if not (w_node.size == w_target.size == w_value.size):
+            raise ValueError("the weights' node ids, target ids and values must have equal lengths")
+        order = np.argsort(w_node, kind="stable")
+        self.w_target, self.w_value = w_target[order].astype(np.int64), w_value[order].astype(np.float64)
         self.w_count = np.bincount(w_node, minlength=count)
-        self.w_start = np.concatenate([[0], np.cumsum(self.w_count)[:-1]])
-        self.weights_positive = bool(weights.size == 0 or weights.min() >= 0)
-        self.target_ids = np.unique(w_ids)
+        self.w_start = np.concatenate([[0], np.cumsum(self.w_count)[:-1]]).astype(np.int64)
+        self.weights_positive = bool(w_value.size == 0 or w_value.min() >= 0)
+        self.target_ids = np.unique(w_target)
+        self.depth = self._depth()
 
-    def _find(self, tree: np.ndarray, node: np.ndarray, what: str) -> np.ndarray:
-        key = (tree - self._tmin) * self._span + (node - self._low)
-        pos = np.searchsorted(self._sorted, key)
-        pos_ok = np.minimum(pos, self._sorted.size - 1)
-        bad = (pos >= self._sorted.size) | (self._sorted[pos_ok] != key)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{what}: tree {int(tree[i])} has no node {int(node[i])}")
-        return self._order[pos_ok]
+    def _members(self, sets: list[np.ndarray]) -> None:
+        """Each BRANCH_MEMBER node's set, in node order, as a sorted run of ``member_values``."""
+        self.member = self.mode == _MEMBER
+        nodes = np.flatnonzero(self.member)
+        if len(sets) < nodes.size:
+            raise ValueError(f"{nodes.size} BRANCH_MEMBER nodes but {len(sets)} sets in membership_values")
+        runs = [np.unique(np.asarray(s, dtype=np.float64)) for s in sets[:nodes.size]]
+        self.member_count = np.zeros(self.mode.size, dtype=np.int64)
+        self.member_count[nodes] = [r.size for r in runs]
+        self.member_start = np.zeros(self.mode.size, dtype=np.int64)
+        self.member_start[nodes] = np.cumsum([0] + [r.size for r in runs])[:-1]
+        self.member_values = np.concatenate(runs) if runs else np.zeros(0)
+        # lower_bound over n sorted values takes bit_length(n) halvings
+        self.member_steps = int(self.member_count.max(initial=0)).bit_length()
+
+    def _depth(self) -> int:
+        """The most branch nodes on a path from a root to a leaf, found level by level; a path longer than the
+        node count revisits a node: the "trees" contain a cycle."""
+        frontier = np.unique(self.roots)
+        for depth in range(self.mode.size + 1):
+            frontier = frontier[~self.leaf[frontier]]
+            if frontier.size == 0:
+                return depth
+            frontier = np.unique(np.concatenate([self.true_next[frontier], self.false_next[frontier]]))
+        raise ValueError("the trees contain a cycle")
 
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """The leaf each row reaches in each tree, (N, trees): all rows and trees step down together,
@@ -237,27 +244,58 @@ class _Forest:
         active = np.flatnonzero(~self.leaf[current])
         flat = X.reshape(-1)
         single = self.modes_used[0] if len(self.modes_used) == 1 else None
-        for _ in range(self.mode.size + 1):  # a path visits each node once; longer means a cycle
+        for _ in range(self.depth):
             if active.size == 0:
-                return current.reshape(rows, trees)
+                break
             node = current[active]
             value = flat[row_of[active] * features + self.feature[node]]
-            threshold = self.threshold[node]
             if single is not None:
-                go = _compare(single, value, threshold)
+                go = self._branch(single, node, value)
             else:
                 mode = self.mode[node]
                 go = np.zeros(node.size, dtype=bool)
                 for code in self.modes_used:
                     hit = mode == code
-                    go[hit] = _compare(code, value[hit], threshold[hit])
+                    go[hit] = self._branch(code, node[hit], value[hit])
             if self.has_missing:
                 # As ORT: the comparison's own result, or true where the value is NaN and the node says so.
                 go |= self.missing[node] & np.isnan(value)
             step = np.where(go, self.true_next[node], self.false_next[node])
             current[active] = step
             active = active[~self.leaf[step]]
-        raise ValueError("the trees contain a cycle")
+        return current.reshape(rows, trees)
+
+    def _branch(self, mode: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Whether each value takes its node's true branch under ``mode`` (NaN compares false but for NEQ)."""
+        if mode == _MEMBER:
+            return self._is_member(node, value)
+        threshold = self.threshold[node]
+        if mode == 0:
+            return value <= threshold
+        if mode == 1:
+            return value < threshold
+        if mode == 2:
+            return value >= threshold
+        if mode == 3:
+            return value > threshold
+        if mode == 4:
+            return value == threshold
+        return value != threshold
+
+    def _is_member(self, node: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Whether each value is in its node's set: a lower-bound binary search of all values at once."""
+        lo = self.member_start[node]
+        end = lo + self.member_count[node]
+        hi = end.copy()
+        table = self.member_values if self.member_values.size else np.zeros(1)
+        last = table.size - 1
+        for _ in range(self.member_steps):
+            open_ = lo < hi
+            mid = (lo + hi) // 2
+            less = table[np.minimum(mid, last)] < value
+            lo = np.where(open_ & less, mid + 1, lo)
+            hi = np.where(open_ & ~less, mid, hi)
+        return (lo < end) & (table[np.minimum(lo, last)] == value)
 
     def aggregate(self, leaves: np.ndarray, targets: int, how: str) -> tuple[np.ndarray, np.ndarray]:
         """Per row and target: the aggregated leaf weights (float64) and whether any weight reached it."""
@@ -286,114 +324,208 @@ class _Forest:
         return np.where(hits, scores, 0.0), hits
 
 
-def _compare(mode: int, value: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-    if mode == 0:
-        return value <= threshold
-    if mode == 1:
-        return value < threshold
-    if mode == 2:
-        return value >= threshold
-    if mode == 3:
-        return value > threshold
-    if mode == 4:
-        return value == threshold
-    return value != threshold
+def classic_forest(treeids: Any, nodeids: Any, modes: Any, featureids: Any, values: np.ndarray, truenodeids: Any,
+                   falsenodeids: Any, missing: Any, w_treeids: Any, w_nodeids: Any, w_ids: Any,
+                   weights: np.ndarray) -> Forest:
+    """The Forest of TreeEnsembleRegressor/Classifier's attributes: nodes named by (tree id, node id), each tree
+    rooted at its first node in attribute order (as ORT does), weights naming their leaf the same way."""
+    tree, node = _ints(treeids), _ints(nodeids)
+    count = tree.size
+    if count == 0:
+        raise ValueError("the ensemble has no nodes")
+    fields = {"nodes_nodeids": nodeids, "nodes_modes": modes, "nodes_featureids": featureids,
+              "nodes_values": values, "nodes_truenodeids": truenodeids, "nodes_falsenodeids": falsenodeids}
+    for name, field in fields.items():
+        if field is None or len(field) != count:
+            raise ValueError(f"{name} must have one entry per node ({count})")
+    try:
+        mode = np.array([_MODES[_text(m)] for m in modes], dtype=np.int8)
+    except KeyError as exc:
+        raise ValueError(f"unknown node mode {exc}") from None
+    true_ids, false_ids = _ints(truenodeids), _ints(falsenodeids)
+    # (tree, node) pairs as one sortable key; Python ints first, so the span product never overflows.
+    low = int(min(node.min(), true_ids.min(), false_ids.min(), 0))
+    span = int(max(node.max(), true_ids.max(), false_ids.max())) - low + 1
+    tmin = int(tree.min())
+    if (int(tree.max()) - tmin + 1) * span >= 2**62:
+        raise ValueError("tree or node ids are too far apart")
+    key = (tree - tmin) * span + (node - low)
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    if np.any(ordered[1:] == ordered[:-1]):
+        raise ValueError("a (tree id, node id) pair appears twice")
+
+    def find(t: np.ndarray, n: np.ndarray, what: str) -> np.ndarray:
+        wanted = (t - tmin) * span + (n - low)
+        pos = np.minimum(np.searchsorted(ordered, wanted), ordered.size - 1)
+        bad = ordered[pos] != wanted
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{what}: tree {int(t[i])} has no node {int(n[i])}")
+        return order[pos]
+
+    inner = mode != _LEAF
+    true_next = np.arange(count)
+    false_next = np.arange(count)
+    true_next[inner] = find(tree[inner], true_ids[inner], "nodes_truenodeids")
+    false_next[inner] = find(tree[inner], false_ids[inner], "nodes_falsenodeids")
+    track = _ints(missing)
+    if track.size not in (0, count):
+        raise ValueError("nodes_missing_value_tracks_true must have one entry per node")
+    _, roots = np.unique(tree, return_index=True)  # trees in ascending id order
+    w_node = find(_ints(w_treeids), _ints(w_nodeids), "the weights' node ids")
+    return Forest(mode, _ints(featureids), values, true_next, false_next,
+                  track if track.size else np.zeros(count, dtype=bool), roots, w_node, _ints(w_ids), weights)
 
 
-def _forest(ctx: Any, key: str, build: Any) -> _Forest:
-    """The layer's forest, built once: every attribute is a constant of the layer."""
-    cache = getattr(ctx, "cache", None)
-    if cache is None:
-        return build()
-    forest = cache.get(key)
-    if forest is None:
-        forest = cache[key] = build()
-    return forest
+def _tensor_values(value: Any) -> np.ndarray:
+    return np.zeros(0) if value is None else np.asarray(value).reshape(-1)
+
+
+def v5_forest(attrs: dict[str, Any]) -> Forest:
+    """The Forest of TreeEnsemble (ai.onnx.ml 5): branch nodes 0..N-1 in nodes_* order, then one node per
+    leaf (N + its leaf_* index), each holding its single (target, weight)."""
+    features = _ints(attrs.get("nodes_featureids"))
+    count = features.size
+    leaf_weights = _tensor_values(attrs.get("leaf_weights")).astype(np.float64)
+    leaves = leaf_weights.size
+    fields = ("nodes_modes", "nodes_splits", "nodes_truenodeids", "nodes_falsenodeids", "nodes_trueleafs",
+              "nodes_falseleafs")
+    for name in fields:
+        if _tensor_values(attrs.get(name)).size != count:
+            raise ValueError(f"{name} must have one entry per node ({count})")
+    codes = _tensor_values(attrs.get("nodes_modes")).astype(np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() >= len(_V5_MODES)):
+        raise ValueError(f"unknown node mode {int(codes[(codes < 0) | (codes >= len(_V5_MODES))][0])}")
+    mode = np.concatenate([np.asarray(_V5_MODES, dtype=np.int8)[codes], np.full(leaves, _LEAF, dtype=np.int8)])
+    targets = _ints(attrs.get("leaf_targetids"))
+    if targets.size != leaves:
+        raise ValueError(f"leaf_targetids must have one entry per leaf ({leaves})")
+
+    def branch(ids_name: str, leafs_name: str) -> np.ndarray:
+        ids = _ints(attrs.get(ids_name))
+        to_leaf = _ints(attrs.get(leafs_name)).astype(bool)
+        bound = np.where(to_leaf, leaves, count)
+        if ids.size and (ids.min() < 0 or np.any(ids >= bound)):
+            raise ValueError(f"{ids_name}: an id lies outside the nodes or leaves it indexes")
+        return np.where(to_leaf, count + ids, ids)
+
+    true_next = np.concatenate([branch("nodes_truenodeids", "nodes_trueleafs"), np.zeros(leaves, np.int64)])
+    false_next = np.concatenate([branch("nodes_falsenodeids", "nodes_falseleafs"), np.zeros(leaves, np.int64)])
+    track = _ints(attrs.get("nodes_missing_value_tracks_true"))
+    if track.size not in (0, count):
+        raise ValueError("nodes_missing_value_tracks_true must have one entry per node")
+    missing = np.concatenate([track if track.size else np.zeros(count, np.int64), np.zeros(leaves, np.int64)])
+    # membership_values: the sets of the BRANCH_MEMBER nodes in node order, each ended by a NaN (or the end).
+    members = _tensor_values(attrs.get("membership_values")).astype(np.float64)
+    cuts = np.flatnonzero(np.isnan(members))
+    sets = np.split(members, cuts)
+    sets = [s[~np.isnan(s)] for s in sets]
+    if sets and sets[-1].size == 0:
+        sets.pop()  # the NaN that ends the last set
+    splits = np.concatenate([_tensor_values(attrs.get("nodes_splits")).astype(np.float64), np.zeros(leaves)])
+    return Forest(mode, np.concatenate([features, np.zeros(leaves, np.int64)]), splits, true_next, false_next,
+                  missing, _ints(attrs.get("tree_roots")), np.arange(count, count + leaves), targets, leaf_weights,
+                  sets)
+
+
+@dataclass
+class TreeModel:
+    """A tree ensemble layer resolved from its attributes: what the numpy kernel and the GPU programs run."""
+
+    forest: Forest
+    targets: int  # score columns (a classifier's: its class count, at least 2)
+    aggregate: str  # SUM, AVERAGE, MIN or MAX
+    post: str  # post_transform
+    base: np.ndarray  # float64 base values: none, one, or one per target (a binary classifier: one or two)
+    labels: np.ndarray | None  # a classifier's class labels (int64, or an object array of str); None: scores only
+
+    @property
+    def binary(self) -> bool:
+        """A classifier with at most two labels: decided as ORT does (``_binary_tree_classifier``)."""
+        return self.labels is not None and self.labels.size <= 2
+
+
+def tree_model(op_type: str, attrs: dict[str, Any]) -> TreeModel:
+    """The TreeModel of a TreeEnsembleRegressor, TreeEnsembleClassifier or TreeEnsemble layer's attributes."""
+    get = attrs.get
+    if op_type == "TreeEnsemble":
+        forest = v5_forest(attrs)
+        targets = get("n_targets")
+        targets = int(targets) if targets is not None else int(forest.target_ids.max(initial=0)) + 1
+        return TreeModel(forest, targets, _code(get("aggregate_function", 1), _V5_AGGREGATES, "aggregate_function"),
+                         _code(get("post_transform", 0), _V5_POST_TRANSFORMS, "post_transform"), np.zeros(0), None)
+    prefix = "class" if op_type == "TreeEnsembleClassifier" else "target"
+    forest = classic_forest(
+        get("nodes_treeids"), get("nodes_nodeids"), get("nodes_modes"), get("nodes_featureids"),
+        _floats(get("nodes_values"), get("nodes_values_as_tensor")), get("nodes_truenodeids"),
+        get("nodes_falsenodeids"), get("nodes_missing_value_tracks_true"), get(f"{prefix}_treeids"),
+        get(f"{prefix}_nodeids"), get(f"{prefix}_ids"), _floats(get(f"{prefix}_weights"),
+                                                                get(f"{prefix}_weights_as_tensor")))
+    post = _choice(get("post_transform", "NONE"), _POST_TRANSFORMS, "post_transform")
+    base = _floats(get("base_values"), get("base_values_as_tensor"))
+    if prefix == "target":
+        targets = get("n_targets")
+        targets = int(targets) if targets is not None else int(forest.target_ids.max(initial=0)) + 1
+        how = _choice(get("aggregate_function", "SUM"), _AGGREGATES, "aggregate_function")
+        return TreeModel(forest, targets, how, post, _base(base, targets), None)
+    labels, _ = _labels(get("classlabels_int64s"), get("classlabels_strings"))
+    if labels.size == 0:
+        raise ValueError("TreeEnsembleClassifier needs classlabels_int64s or classlabels_strings")
+    targets = max(labels.size, 2)
+    return TreeModel(forest, targets, "SUM", post, base if labels.size <= 2 else _base(base, targets), labels)
+
+
+def _code(value: Any, names: tuple[str, ...], what: str) -> str:
+    """The name of an enum attribute given as its integer code (TreeEnsemble's)."""
+    code = int(value)
+    if not 0 <= code < len(names):
+        raise ValueError(f"unsupported {what} {code} (expected 0..{len(names) - 1})")
+    return names[code]
 
 
 def _base(values: np.ndarray, count: int) -> np.ndarray:
     if values.size == 0:
-        return np.zeros(count)
+        return values
     if values.size not in (1, count):
         raise ValueError(f"base_values has {values.size} entries, expected {count}")
-    return np.broadcast_to(values, (count,))
+    return np.broadcast_to(values, (count,)).copy()
 
 
-def _tree_regressor(ctx, X, aggregate_function, base_values, base_values_as_tensor, n_targets, nodes_falsenodeids,
-                    nodes_featureids, nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids, nodes_treeids,
-                    nodes_truenodeids, nodes_values, nodes_values_as_tensor, post_transform, target_ids,
-                    target_nodeids, target_treeids, target_weights, target_weights_as_tensor) -> np.ndarray:
-    how = _choice(aggregate_function, _AGGREGATES, "aggregate_function")
-    post = _choice(post_transform, _POST_TRANSFORMS, "post_transform")
-    forest = _forest(ctx, "regressor", lambda: _Forest(
-        nodes_treeids, nodes_nodeids, nodes_modes, nodes_featureids, _floats(nodes_values, nodes_values_as_tensor),
-        nodes_truenodeids, nodes_falsenodeids, nodes_missing_value_tracks_true, target_treeids, target_nodeids,
-        target_ids, _floats(target_weights, target_weights_as_tensor)))
-    targets = int(n_targets) if n_targets is not None else int(forest.target_ids.max(initial=0)) + 1
-    rows = _rows(X)
-    scores, _ = forest.aggregate(forest.leaves(rows), targets, how)
-    if how == "AVERAGE":
-        scores /= forest.roots.size
-    scores += _base(_floats(base_values, base_values_as_tensor), targets)
-    return _post_transform(scores, post).astype(np.float32)
+def run_tree_model(model: TreeModel, X: np.ndarray) -> Any:
+    """The layer's outputs: the (N, targets) float64 scores of a regressor or TreeEnsemble, or a classifier's
+    (labels, float32 scores)."""
+    forest = model.forest
+    scores, hits = forest.aggregate(forest.leaves(_rows(X)), model.targets, model.aggregate)
+    if model.labels is None:
+        if model.aggregate == "AVERAGE":
+            scores /= forest.roots.size
+        if model.base.size:
+            # As ORT: a target no weight reached scores 0, without its base value.
+            scores = np.where(hits, scores + model.base, 0.0)
+        return _post_transform(scores, model.post)
+    if model.binary:
+        return _binary_tree_classifier(forest, model.labels, scores, hits, model.base, model.post)
+    if model.base.size:
+        scores += model.base
+        hits[:] = True
+    # The winner among the classes that received a score (ORT skips the others), first on ties.
+    winner = np.argmax(np.where(hits, scores, -np.inf), axis=1)
+    return _pick(model.labels, winner), _post_transform(scores, model.post).astype(np.float32)
 
 
-@register("TreeEnsembleRegressor", 1, domain=ML_DOMAIN)
-def tree_ensemble_regressor_1(ctx, X, *, aggregate_function="SUM", base_values=None, n_targets=None,
-                              nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
-                              nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_nodeids=None,
-                              nodes_treeids=None, nodes_truenodeids=None, nodes_values=None, post_transform="NONE",
-                              target_ids=None, target_nodeids=None, target_treeids=None, target_weights=None):
-    """Regression by a tree ensemble (float attributes only)."""
-    return _tree_regressor(ctx, X, aggregate_function, base_values, None, n_targets, nodes_falsenodeids,
-                           nodes_featureids, nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids,
-                           nodes_treeids, nodes_truenodeids, nodes_values, None, post_transform, target_ids,
-                           target_nodeids, target_treeids, target_weights, None)
+def _tree_model(ctx: Any, op_type: str, attrs: dict[str, Any]) -> TreeModel:
+    """The layer's TreeModel, built once: every attribute is a constant of the layer."""
+    cache = getattr(ctx, "cache", None)
+    if cache is None:
+        return tree_model(op_type, attrs)
+    model = cache.get("tree_model")
+    if model is None:
+        model = cache["tree_model"] = tree_model(op_type, attrs)
+    return model
 
 
-@register("TreeEnsembleRegressor", 3, domain=ML_DOMAIN)
-def tree_ensemble_regressor(ctx, X, *, aggregate_function="SUM", base_values=None, base_values_as_tensor=None,
-                            n_targets=None, nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
-                            nodes_hitrates_as_tensor=None, nodes_missing_value_tracks_true=None, nodes_modes=None,
-                            nodes_nodeids=None, nodes_treeids=None, nodes_truenodeids=None, nodes_values=None,
-                            nodes_values_as_tensor=None, post_transform="NONE", target_ids=None, target_nodeids=None,
-                            target_treeids=None, target_weights=None, target_weights_as_tensor=None):
-    """Regression by a tree ensemble; the *_as_tensor attributes carry double thresholds and weights."""
-    return _tree_regressor(ctx, X, aggregate_function, base_values, base_values_as_tensor, n_targets,
-                           nodes_falsenodeids, nodes_featureids, nodes_missing_value_tracks_true, nodes_modes,
-                           nodes_nodeids, nodes_treeids, nodes_truenodeids, nodes_values, nodes_values_as_tensor,
-                           post_transform, target_ids, target_nodeids, target_treeids, target_weights,
-                           target_weights_as_tensor)
-
-
-def _tree_classifier(ctx, X, base_values, base_values_as_tensor, class_ids, class_nodeids, class_treeids,
-                     class_weights, class_weights_as_tensor, classlabels_int64s, classlabels_strings,
-                     nodes_falsenodeids, nodes_featureids, nodes_missing_value_tracks_true, nodes_modes,
-                     nodes_nodeids, nodes_treeids, nodes_truenodeids, nodes_values, nodes_values_as_tensor,
-                     post_transform) -> tuple[np.ndarray, np.ndarray]:
-    post = _choice(post_transform, _POST_TRANSFORMS, "post_transform")
-    labels, _ = _labels(classlabels_int64s, classlabels_strings)
-    if labels.size == 0:
-        raise ValueError("TreeEnsembleClassifier needs classlabels_int64s or classlabels_strings")
-    forest = _forest(ctx, "classifier", lambda: _Forest(
-        nodes_treeids, nodes_nodeids, nodes_modes, nodes_featureids, _floats(nodes_values, nodes_values_as_tensor),
-        nodes_truenodeids, nodes_falsenodeids, nodes_missing_value_tracks_true, class_treeids, class_nodeids,
-        class_ids, _floats(class_weights, class_weights_as_tensor)))
-    classes = max(labels.size, 2)
-    rows = _rows(X)
-    scores, hits = forest.aggregate(forest.leaves(rows), classes, "SUM")
-    base = _floats(base_values, base_values_as_tensor)
-    if labels.size > 2:
-        if base.size:
-            scores += _base(base, classes)
-            hits[:] = True
-        # The winner among the classes that received a score (ORT skips the others), first on ties.
-        winner = np.argmax(np.where(hits, scores, -np.inf), axis=1)
-        return _pick(labels, winner), _post_transform(scores, post).astype(np.float32)
-    return _binary_tree_classifier(forest, labels, scores, hits, base, post)
-
-
-def _binary_tree_classifier(forest: _Forest, labels: np.ndarray, scores: np.ndarray, hits: np.ndarray,
+def _binary_tree_classifier(forest: Forest, labels: np.ndarray, scores: np.ndarray, hits: np.ndarray,
                             base: np.ndarray, post: str) -> tuple[np.ndarray, np.ndarray]:
     """Two classes, as ONNX Runtime decides them (the spec is silent): a row whose class 1 got no weight
     has a single score, compared with 0.5 when every weight is positive (a probability) else with 0,
@@ -430,6 +562,34 @@ def _single_scores(score: np.ndarray, post: str, one_id: bool, positive: bool) -
     return np.stack([-score, score], axis=1)
 
 
+def _attributes(bound: dict[str, Any]) -> dict[str, Any]:
+    """A kernel's attributes from its ``locals()``: every keyword-only argument (ctx and X dropped)."""
+    return {k: v for k, v in bound.items() if k not in ("ctx", "X")}
+
+
+@register("TreeEnsembleRegressor", 1, domain=ML_DOMAIN)
+def tree_ensemble_regressor_1(ctx, X, *, aggregate_function="SUM", base_values=None, n_targets=None,
+                              nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
+                              nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_nodeids=None,
+                              nodes_treeids=None, nodes_truenodeids=None, nodes_values=None, post_transform="NONE",
+                              target_ids=None, target_nodeids=None, target_treeids=None, target_weights=None):
+    """Regression by a tree ensemble (float attributes only)."""
+    model = _tree_model(ctx, "TreeEnsembleRegressor", _attributes(locals()))
+    return run_tree_model(model, X).astype(np.float32)
+
+
+@register("TreeEnsembleRegressor", 3, domain=ML_DOMAIN)
+def tree_ensemble_regressor(ctx, X, *, aggregate_function="SUM", base_values=None, base_values_as_tensor=None,
+                            n_targets=None, nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
+                            nodes_hitrates_as_tensor=None, nodes_missing_value_tracks_true=None, nodes_modes=None,
+                            nodes_nodeids=None, nodes_treeids=None, nodes_truenodeids=None, nodes_values=None,
+                            nodes_values_as_tensor=None, post_transform="NONE", target_ids=None, target_nodeids=None,
+                            target_treeids=None, target_weights=None, target_weights_as_tensor=None):
+    """Regression by a tree ensemble; the *_as_tensor attributes carry double thresholds and weights."""
+    model = _tree_model(ctx, "TreeEnsembleRegressor", _attributes(locals()))
+    return run_tree_model(model, X).astype(np.float32)
+
+
 @register("TreeEnsembleClassifier", 1, domain=ML_DOMAIN)
 def tree_ensemble_classifier_1(ctx, X, *, base_values=None, class_ids=None, class_nodeids=None, class_treeids=None,
                                class_weights=None, classlabels_int64s=None, classlabels_strings=None,
@@ -437,10 +597,7 @@ def tree_ensemble_classifier_1(ctx, X, *, base_values=None, class_ids=None, clas
                                nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_nodeids=None,
                                nodes_treeids=None, nodes_truenodeids=None, nodes_values=None, post_transform="NONE"):
     """The top class and the class scores of each row by a tree ensemble (float attributes only)."""
-    return _tree_classifier(ctx, X, base_values, None, class_ids, class_nodeids, class_treeids, class_weights, None,
-                            classlabels_int64s, classlabels_strings, nodes_falsenodeids, nodes_featureids,
-                            nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids, nodes_treeids,
-                            nodes_truenodeids, nodes_values, None, post_transform)
+    return run_tree_model(_tree_model(ctx, "TreeEnsembleClassifier", _attributes(locals())), X)
 
 
 @register("TreeEnsembleClassifier", 3, domain=ML_DOMAIN)
@@ -452,11 +609,21 @@ def tree_ensemble_classifier(ctx, X, *, base_values=None, base_values_as_tensor=
                              nodes_treeids=None, nodes_truenodeids=None, nodes_values=None,
                              nodes_values_as_tensor=None, post_transform="NONE"):
     """The top class and the class scores of each row; *_as_tensor attributes carry doubles."""
-    return _tree_classifier(ctx, X, base_values, base_values_as_tensor, class_ids, class_nodeids, class_treeids,
-                            class_weights, class_weights_as_tensor, classlabels_int64s, classlabels_strings,
-                            nodes_falsenodeids, nodes_featureids, nodes_missing_value_tracks_true, nodes_modes,
-                            nodes_nodeids, nodes_treeids, nodes_truenodeids, nodes_values, nodes_values_as_tensor,
-                            post_transform)
+    return run_tree_model(_tree_model(ctx, "TreeEnsembleClassifier", _attributes(locals())), X)
+
+
+@register("TreeEnsemble", 5, domain=ML_DOMAIN)
+def tree_ensemble(ctx, X, *, aggregate_function=1, leaf_targetids=None, leaf_weights=None, membership_values=None,
+                  n_targets=None, nodes_falseleafs=None, nodes_falsenodeids=None, nodes_featureids=None,
+                  nodes_hitrates=None, nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_splits=None,
+                  nodes_trueleafs=None, nodes_truenodeids=None, post_transform=0, tree_roots=None):
+    """The one tree ensemble op of ai.onnx.ml 5: a leaf holds one (target, weight); branch nodes compare (or,
+    BRANCH_MEMBER, test set membership) in X's own type; Y has X's type."""
+    model = _tree_model(ctx, "TreeEnsemble", _attributes(locals()))
+    x = np.asarray(X)
+    if x.dtype.kind != "f":
+        raise TypeError(f"TreeEnsemble takes a float tensor, got {x.dtype}")
+    return run_tree_model(model, x).astype(x.dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -831,6 +998,157 @@ def dict_vectorizer(ctx, X, *, int64_vocabulary=None, string_vocabulary=None):
     return out
 
 
+@register("Binarizer", 1, domain=ML_DOMAIN)
+def binarizer(ctx, X, *, threshold=0.0):
+    """1 where X > threshold, else 0, in X's type. A NaN is refused, as ORT refuses it (it is neither)."""
+    x = np.asarray(X)
+    if x.dtype.kind == "f" and np.isnan(x).any():
+        raise ValueError(f"X holds a NaN at flat index {int(np.flatnonzero(np.isnan(x.reshape(-1)))[0])}")
+    return (x > np.asarray(threshold, dtype=np.float32).astype(x.dtype)).astype(x.dtype)
+
+
+@register("ArrayFeatureExtractor", 1, domain=ML_DOMAIN)
+def array_feature_extractor(ctx, X, Y):
+    """X's last-axis entries at indices Y (0 .. last dim - 1, as ORT checks them); a 1-D X gives (1, k)."""
+    x = np.asarray(X)
+    index = np.asarray(Y).astype(np.int64, copy=False).reshape(-1)
+    check_indices(ctx, index, x.shape[-1], "Y", negative_ok=False)
+    selected = x[..., index]
+    return selected.reshape(1, -1) if x.ndim == 1 else selected
+
+
+def _typed_values(plain_floats: Any, plain_ints: Any, plain_strings: Any, tensor: Any, what: str) -> np.ndarray:
+    """LabelEncoder's keys or values: float32, int64 or str (an object array), or a *_tensor's own type."""
+    if tensor is not None:
+        array = np.asarray(tensor).reshape(-1)
+        return _string_keys(array) if array.dtype.kind in "OUS" else array
+    if plain_floats is not None:
+        return np.asarray(plain_floats, dtype=np.float32)
+    if plain_ints is not None:
+        return _ints(plain_ints)
+    if plain_strings is not None:
+        return _string_keys(np.asarray(plain_strings, dtype=object))
+    raise ValueError(f"LabelEncoder needs a {what}_* attribute")
+
+
+def _encode(X: np.ndarray, keys: np.ndarray, values: np.ndarray, default: Any, nan_key: bool = False) -> np.ndarray:
+    """Each element of X replaced by the value of the first equal key, else ``default``; a NaN key matches a NaN
+    element where ``nan_key`` (opset 4; before it, as in ORT's kernel, NaN equals nothing)."""
+    x = np.asarray(X)
+    if keys.size != values.size:
+        raise ValueError(f"{keys.size} keys but {values.size} values")
+    if keys.dtype == object:
+        if x.dtype.kind not in "OUS":
+            raise TypeError(f"string keys need a string input, got {x.dtype}")
+        index = _lookup(_string_keys(x), keys)
+    else:
+        if x.dtype.kind not in "fiub":
+            raise TypeError(f"numeric keys need a numeric input, got {x.dtype}")
+        flat = x.reshape(-1)
+        nan_keys = np.flatnonzero(np.isnan(keys)) if keys.dtype.kind == "f" else np.zeros(0, np.int64)
+        plain = np.flatnonzero(~np.isnan(keys)) if keys.dtype.kind == "f" else np.arange(keys.size)
+        found = _lookup(flat.astype(keys.dtype), keys[plain])
+        index = np.where(found >= 0, plain[np.maximum(found, 0)], -1)
+        if nan_key and nan_keys.size and flat.dtype.kind == "f":
+            index = np.where(np.isnan(flat), nan_keys[0], index)
+    if values.dtype == object:
+        out = np.empty(index.size, dtype=object)
+        out[:] = default
+        hit = np.flatnonzero(index >= 0)
+        out[hit] = values[index[hit]]
+        return out.reshape(x.shape)
+    return np.where(index >= 0, values[np.maximum(index, 0)] if values.size else default,
+                    np.asarray(default).astype(values.dtype)).astype(values.dtype).reshape(x.shape)
+
+
+@register("LabelEncoder", 1, domain=ML_DOMAIN)
+def label_encoder_1(ctx, X, *, classes_strings=None, default_int64=-1, default_string="_Unused"):
+    """Strings to their index in classes_strings (default_int64 when absent), or int64 indices to strings."""
+    classes = _string_keys(np.asarray(classes_strings or [], dtype=object))
+    positions = np.arange(classes.size, dtype=np.int64)
+    if np.asarray(X).dtype.kind in "OUS":
+        return _encode(X, classes, positions, int(default_int64))
+    return _encode(X, positions, classes, _text(default_string))
+
+
+def _label_default(values: np.ndarray, default_tensor: Any, default_float: Any, default_int64: Any,
+                   default_string: Any) -> Any:
+    """The value for a missing key: default_tensor's when given, else the default_* of the values' type."""
+    if default_tensor is not None:
+        value = np.asarray(default_tensor).reshape(-1)[0]
+        return _text(value) if values.dtype == object else value
+    if values.dtype == object:
+        return _text(default_string)
+    if values.dtype.kind == "f":
+        return float(default_float)
+    return int(default_int64)
+
+
+@register("LabelEncoder", 2, domain=ML_DOMAIN)
+def label_encoder_2(ctx, X, *, default_float=-0.0, default_int64=-1, default_string="_Unused", keys_floats=None,
+                    keys_int64s=None, keys_strings=None, values_floats=None, values_int64s=None, values_strings=None):
+    """Map keys to values: one keys_* and one values_* attribute (float32, int64 or strings)."""
+    keys = _typed_values(keys_floats, keys_int64s, keys_strings, None, "keys")
+    values = _typed_values(values_floats, values_int64s, values_strings, None, "values")
+    return _encode(X, keys, values, _label_default(values, None, default_float, default_int64, default_string))
+
+
+@register("LabelEncoder", 4, domain=ML_DOMAIN)
+def label_encoder(ctx, X, *, default_float=-0.0, default_int64=-1, default_string="_Unused", default_tensor=None,
+                  keys_floats=None, keys_int64s=None, keys_strings=None, keys_tensor=None, values_floats=None,
+                  values_int64s=None, values_strings=None, values_tensor=None):
+    """Map keys to values; keys_tensor / values_tensor / default_tensor carry any of the spec's types."""
+    keys = _typed_values(keys_floats, keys_int64s, keys_strings, keys_tensor, "keys")
+    values = _typed_values(values_floats, values_int64s, values_strings, values_tensor, "values")
+    default = _label_default(values, default_tensor, default_float, default_int64, default_string)
+    return _encode(X, keys, values, default, nan_key=True)
+
+
+_CAST_MAP_TYPES = {"TO_FLOAT": np.float32, "TO_INT64": np.int64, "TO_STRING": object}
+
+
+def _cast_map_value(value: Any, to: str) -> Any:
+    """One map value converted as ORT converts it: floats print as C's %f, strings parse as stof/stoll do."""
+    if to == "TO_STRING":
+        return _text(value) if isinstance(value, str | bytes) else f"{float(value):f}"
+    if isinstance(value, str | bytes):
+        text = _text(value)
+        if to == "TO_FLOAT":
+            return float(text)
+        try:
+            return int(text)
+        except ValueError:
+            return int(float(text))
+    return float(value) if to == "TO_FLOAT" else int(value)  # int() truncates toward zero, as a C cast
+
+
+@register("CastMap", 1, domain=ML_DOMAIN)
+def cast_map(ctx, X, *, cast_to="TO_FLOAT", map_form="DENSE", max_map=1):
+    """A map int64 -> string|float (a dict) as a (1, n) tensor of ``cast_to``'s type: DENSE, the values in key
+    order; SPARSE, a row of max_map entries with each value at its key (keys past the row are dropped, absent
+    keys are 0, or "0.f" for strings, as ORT writes them)."""
+    if not isinstance(X, dict):
+        raise TypeError(f"CastMap expects a map (dict), got {type(X).__name__}")
+    to = _choice(cast_to, tuple(_CAST_MAP_TYPES), "cast_to")
+    form = _choice(map_form, ("DENSE", "SPARSE"), "map_form")
+    items = sorted((int(k), v) for k, v in X.items())
+    dtype = _CAST_MAP_TYPES[to]
+    if form == "DENSE":
+        values = [_cast_map_value(v, to) for _, v in items]
+        out = _object_array(values) if dtype is object else np.array(values, dtype=dtype)
+        return out.reshape(1, -1)
+    width = int(max_map)
+    if width < 0:
+        raise ValueError(f"max_map must not be negative, got {width}")
+    if items and items[0][0] < 0:
+        raise ValueError(f"a SPARSE map's keys are indices: key {items[0][0]} is negative")
+    out = _object_array(["0.f"] * width) if dtype is object else np.zeros(width, dtype=dtype)
+    for key, value in items:
+        if key < width:
+            out[key] = _cast_map_value(value, to)
+    return out.reshape(1, width)
+
+
 # ----------------------------------------------------------------------------------------------
 # size rules: the ops whose output can outgrow their input (a category count, a class or target count,
 # an input dimension: attributes a few bytes long can name millions)
@@ -884,6 +1202,13 @@ def _linear_regressor_size(layer: Any, args: list[Any]) -> list[tuple[tuple[int,
 def _feature_vectorizer_size(layer: Any, args: list[Any]) -> list[tuple[tuple[int, ...], int, str]]:
     shape = (_batch(args[0]), sum(int(d) for d in layer.attrs.get("inputdimensions") or []))
     return [(shape, math.prod(shape) * 4, "")]
+
+
+@size_rule("CastMap", domain=ML_DOMAIN)
+def _cast_map_size(layer: Any, args: list[Any]) -> list[tuple[tuple[int, ...], int, str]]:
+    sparse = _text(layer.attrs.get("map_form", "DENSE")).upper() == "SPARSE"
+    width = int(layer.attrs.get("max_map", 1)) if sparse else len(args[0]) if isinstance(args[0], dict) else 1
+    return [((1, width), width * 8, "")]
 
 
 @size_rule("DictVectorizer", domain=ML_DOMAIN)

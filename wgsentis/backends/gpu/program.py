@@ -404,6 +404,12 @@ class GPUProgram(HostSync):
                 self._retain(t)
             else:
                 env[name] = value
+                # Values that stay on the host (strings, maps, sequences) are baked into what the plan ran on them:
+                # a replay must see the same values, or the run is recorded anew.
+                if isinstance(value, np.ndarray):
+                    plan.host_read_inputs[name] = np.array(value, copy=True)
+                elif value is not None:
+                    cacheable = False
         for name in list(env):
             if placer.last_use.get(name, -1) < 0 and name not in self.output_names:
                 self._drop(env[name])
