@@ -5,6 +5,8 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     attention,
     cast,
     cast_gpu,
+    contrib,
+    contrib_gpu,
     control,
     conv,
     conv_gpu,

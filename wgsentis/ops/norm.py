@@ -99,6 +99,9 @@ def batch_normalization(ctx, X, scale, B, mean, var, *, consumed_inputs=None, ep
 # LayerNormalization / RMSNormalization
 # --------------------------------------------------------------------------------------------
 
+# ONNX Runtime registers LayerNormalization in the ONNX domain from version 1 (its optimizer writes it into
+# models of opsets before 17): the same operator.
+@register("LayerNormalization", 1)
 @register("LayerNormalization", 17)
 def layer_normalization(ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):
     """LayerNormalization over dims [axis, rank); outputs Y, Mean and InvStdDev (stash dtype)."""

@@ -240,12 +240,21 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
         return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
     words = [X.size, inner, c, float(epsilon), int(per_position), *act_params]
     grid = _plane_grid(n, c, inner, rec.ctx.max_workgroups)
+    folded = all(h is not None for h in hosts)
+    if folded:
+        # Constant parameters: a and b folded on the host (exactly the CPU's), in SCALE's and BIAS's places.
+        shape = (count,)
+        a_b = rec.derived(("bn_affine", float(epsilon), shape), (hosts[0], *hosts[1:]),
+                          lambda: _bn_affine(hosts, epsilon))
+        a_t, b_t = (rec.upload(np.ascontiguousarray(a_b[k]), f"{layer.name}:{'ab'[k]}") for k in (0, 1))
+        params = [a_t, b_t, a_t, b_t]
     rec.dispatch("compute/batchnorm.wgsl", [X, *params], [y], words, grid or X.size, workgroup=GRID_WG,
-                 constants={"GRID": grid is not None}, subs={"ACT": act_expr})
+                 constants={"GRID": grid is not None, "FOLDED": folded}, subs={"ACT": act_expr})
     return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
 
 
 # -- LayerNormalization / RMSNormalization ----------------------------------------------------------------
+@register("LayerNormalization", 1, backend=GPU_COMPUTE)
 @register("LayerNormalization", 17, backend=GPU_COMPUTE)
 def layer_normalization(rec, layer, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1, **attrs):
     if not _is_gpu(X) or X.dtype != np.float32:

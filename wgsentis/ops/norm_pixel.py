@@ -180,6 +180,7 @@ def instance_normalization(rec, layer, input, scale, B, *, epsilon=1e-5, **attrs
     return _normalized(rec, x, set(range(2, x.ndim)), epsilon, s, b)
 
 
+@register("LayerNormalization", 1, backend=GPU_PIXEL)
 @register("LayerNormalization", 17, backend=GPU_PIXEL)
 def layer_normalization(rec, layer, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1, **attrs):
     x = texture(X)
