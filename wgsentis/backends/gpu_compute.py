@@ -48,6 +48,7 @@ class Recorder:
         self._scratch_held: list[GTexture] = []
         self.steps: list[Dispatch | Copy] = []
         self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
+        self.scope: Any = None  # a control-flow builder's outer scope (GPUProgram.record_subgraph sets it)
         self.index_checks: list[IndexCheck] = []  # the recording's fault slots (the plan's)
 
     # tensors

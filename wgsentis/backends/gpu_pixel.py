@@ -68,6 +68,7 @@ class PixelRecorder:
         self.layer_index = -1
         self.steps: list[Any] = []
         self.layer_allocs: list[Allocation] = []
+        self.scope: Any = None  # a control-flow builder's outer scope (GPUProgram.record_subgraph sets it)
         self.index_checks: list[IndexCheck] = []
 
     def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32, axis: int = -1) -> GTensor:

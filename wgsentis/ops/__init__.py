@@ -8,6 +8,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     contrib,
     contrib_gpu,
     control,
+    control_gpu,
     conv,
     conv_gpu,
     conv_pixel,

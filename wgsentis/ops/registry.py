@@ -60,6 +60,8 @@ class GPUImpl:
     # True: the builder takes narrow-typed tensors (float16, int8...) as they are; else it sees them widened
     # (float32, int32) and the program narrows its results (backends/gpu/dtypes.py).
     narrow_types: bool = False
+    # True: a control-flow builder whose subgraphs read outer-scope tensors through ``rec.scope``.
+    reads_scope: bool = False
 
 
 # backend -> (domain, op_type) -> since -> implementation (OpImpl for "cpu", GPUImpl for the others)
@@ -81,11 +83,13 @@ def _check_backend(backend: str) -> None:
 
 def register(op_type: str, since: int = 1, domain: str = "", *, backend: str = CPU,
              deterministic: bool | Callable[[list[Any]], bool] = True,
-             host_inputs: tuple[int, ...] = (), narrow_types: bool = False) -> Callable[[Kernel], Kernel]:
+             host_inputs: tuple[int, ...] = (), narrow_types: bool = False,
+             reads_scope: bool = False) -> Callable[[Kernel], Kernel]:
     """Register ``fn`` for ``op_type`` from opset ``since`` on (for ``domain``) on ``backend``: the numpy
     kernel for "cpu" (``deterministic``: False or a predicate for random ops), else that backend's
     program builder (``host_inputs``: the inputs it needs as host arrays; ``narrow_types``: it takes float16 and
-    8/16-bit integer tensors as they are, not widened). Returns ``fn`` unchanged."""
+    8/16-bit integer tensors as they are, not widened; ``reads_scope``: a control-flow builder reading outer-scope
+    tensors through ``rec.scope``). Returns ``fn`` unchanged."""
     _check_backend(backend)
     domain = _normalize_domain(domain)
     if backend == CPU and host_inputs:
@@ -98,7 +102,7 @@ def register(op_type: str, since: int = 1, domain: str = "", *, backend: str = C
         if backend == CPU:
             impl = _cpu_impl(op_type, since, domain, fn, deterministic)
         else:
-            impl = GPUImpl(op_type, domain, since, fn, tuple(host_inputs), narrow_types)
+            impl = GPUImpl(op_type, domain, since, fn, tuple(host_inputs), narrow_types, reads_scope)
         _REGISTRY[backend].setdefault((domain, op_type), {})[since] = impl
         return fn
 

@@ -34,13 +34,22 @@ from wgsentis.backends.gpu.dtypes import (
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
+from wgsentis.backends.cpu import LayerStep
 from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
 from wgsentis.backends.gpu.report import RunReport, program_stats
 from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Fallback, Placement, Plan, PlanInvalid, Transfer
 from wgsentis.backends.gpu.streams import CommandStream
-from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture, aligned, reserved_bytes
+from wgsentis.backends.gpu.tensors import (
+    Allocation,
+    GTensor,
+    GTexture,
+    NeedsDeviceValues,
+    SubgraphDeclined,
+    aligned,
+    reserved_bytes,
+)
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
@@ -97,6 +106,15 @@ class GPUProgram(HostSync):
         self.faults = FaultBuffer(self.ctx)
         self.queries = QuerySets(self.ctx)
         self.plans = PlanCache(max_plans)
+        # Numpy steps of subgraph layers computed on the host (record_subgraph), by layer identity (the layer is
+        # kept alongside, so its id is never another's).
+        self._subgraph_steps: dict[int, tuple[Layer, Any]] = {}
+        self._env: dict[str, Any] = {}
+        self._stream: Any = None
+        self._plan: Plan | None = None
+        self._feeds: dict[str, Any] = {}
+        self._encoded = 0
+        self._reads_device = False
         self.placer = Placer(graph, self.backend, lambda: self.control)
         self.last_plan: Plan | None = None
         self.last_run = RunReport()
@@ -417,7 +435,11 @@ class GPUProgram(HostSync):
         plan.index_checks = rec.index_checks  # filled as checking layers are recorded
         self.faults.start(rec.index_checks)
         stream = None if trace else self.make_stream(True)
-        encoded = 0  # steps of rec already encoded
+        # What control-flow builders reach through the program (record_subgraph, read_scalar): the recording's
+        # values, stream and plan, and the steps of rec already encoded.
+        self._env, self._stream, self._plan, self._feeds = env, stream, plan, feeds
+        self._encoded = 0
+        self._reads_device = False  # a builder read a device value: the plan is recorded anew on every run
         for i, layer in enumerate(self.graph.layers):
             self._layer_index = i
             rec.layer, rec.layer_index = layer, i
@@ -430,8 +452,8 @@ class GPUProgram(HostSync):
                     if n in plan.input_tensors and (kind == "host" or n in host_read(layer, args, env)):
                         plan.host_read_inputs[n] = np.array(feeds[n], copy=True)
             if kind == "gpu":
-                new = rec.steps[encoded:]
-                encoded = len(rec.steps)
+                new = rec.steps[self._encoded:]
+                self._encoded = len(rec.steps)
                 if stream is not None:
                     self._emit_layer(stream, i, new)
                 plan.steps.extend(new)
@@ -457,6 +479,7 @@ class GPUProgram(HostSync):
             for name, value in zip(layer.outputs, outputs, strict=False):
                 if name and name not in placer.last_use:
                     self._drop(value)
+        cacheable = cacheable and not self._reads_device
         plan.outputs = {n: env[n] for n in self.output_names}
         end = len(self.graph.layers)
         plan.allocations = self._allocations
@@ -508,12 +531,19 @@ class GPUProgram(HostSync):
         narrow_in = {a.dtype for a in args if isinstance(a, GTensor | np.ndarray) and a.dtype in NARROW_TYPES}
         if narrow_in and not gpu.narrow_types:
             args = [_widened(rec, a) for a in args]
+        if gpu.reads_scope and getattr(rec, "scope", None) is None:
+            rec.scope = lambda name: self._value(name, self._env)  # a top-level layer's outer scope
         try:
             outputs = gpu.build(rec, layer, *args, **layer.attrs)
             if outputs is NotImplemented:
                 reason = "its program declined these inputs (dtype, rank or attributes)"
         except TooLargeForDevice as exc:
             outputs, reason = NotImplemented, f"past a device limit: {exc}"
+        except NeedsDeviceValues as exc:
+            # Tracing cannot read the device: this run is recorded as it runs instead (the read is a sync).
+            outputs, reason = NotImplemented, str(exc)
+        except SubgraphDeclined as exc:
+            outputs, reason = NotImplemented, f"its subgraph cannot run on the GPU: {exc}"
         except PASS_THROUGH_ERRORS:
             raise
         except WgSentisError as exc:
@@ -553,6 +583,87 @@ class GPUProgram(HostSync):
         if layer.op_type in VALUE_PRESERVING_OPS and not layer.domain:
             return rec.retype(out, want)
         return rec.narrowed(out, want)
+
+    # -- control flow (what the If, Loop and Scan programs call) ----------------------------------------------------
+    def record_subgraph(self, rec: Any, graph: Graph, inputs: list[Any], scope: Any) -> list[Any]:
+        """Record ``graph``'s layers into ``rec`` as part of the current layer, its inputs bound to ``inputs`` and
+        the names it does not define looked up in ``scope`` (a function of a name): every layer a GPU program or
+        a host computation; SubgraphDeclined where one would fall back (the enclosing layer then runs on the
+        host as a whole). Returns the subgraph's outputs (device tensors or host values)."""
+        env: dict[str, Any] = {info.name: value for info, value in zip(graph.inputs, inputs, strict=False)}
+
+        def value(name: str) -> Any:
+            if name in env:
+                return env[name]
+            if name in graph.constants:
+                return graph.constants[name]
+            return scope(name)
+
+        outer_scope = getattr(rec, "scope", None)
+        for layer in graph.layers:
+            args = [value(n) if n else None for n in layer.inputs]
+            scoped = [isinstance(a, GTensor) for a in args]
+            if self.control is not None:
+                self.control.before_layer(layer, args)
+            outer_allocs = rec.layer_allocs
+            rec.scope = value
+            try:
+                kind, reason, outputs = self._place(rec, layer, args)
+            finally:
+                rec.scope = outer_scope
+            kept = [o.alloc for o in (outputs or ()) if isinstance(o, GTensor) and o.alloc is not None]
+            rec.layer_allocs = outer_allocs + kept
+            if kind == "host":
+                outputs = self._run_subgraph_host(layer, [host_of(a) for a in args])
+            elif kind != "gpu":
+                raise SubgraphDeclined(f"{layer.op_type} '{layer.name}' would fall back ({reason})")
+            # An input of the run that a layer of the subgraph read on the host is part of the plan's signature.
+            for n, a, was_device in zip(layer.inputs, args, scoped, strict=False):
+                if was_device and isinstance(a, np.ndarray) and n in self._plan.input_tensors and n not in env:
+                    self._plan.host_read_inputs[n] = np.array(self._feeds[n], copy=True)
+            for name, out in zip(layer.outputs, outputs, strict=False):
+                if name:
+                    env[name] = out
+        return [value(info.name) for info in graph.outputs]
+
+    def _run_subgraph_host(self, layer: Layer, args: list[Any]) -> tuple[Any, ...]:
+        """A subgraph layer whose inputs are all host values: its numpy kernel, as a host layer runs."""
+        step = self._subgraph_steps.get(id(layer))
+        if step is None:
+            step = self._subgraph_steps[id(layer)] = (layer, LayerStep(layer, self.placer.host_program))
+        try:
+            with np.errstate(all="ignore"):
+                result = step[1].run(args)
+        except PASS_THROUGH_ERRORS:
+            raise
+        except WgSentisError as exc:
+            raise LayerError(layer.name, layer.op_type, str(exc)) from exc
+        except Exception as exc:
+            raise LayerError(layer.name, layer.op_type, f"{type(exc).__name__}: {exc}") from exc
+        result = result if isinstance(result, tuple) else (result,)
+        return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
+
+    def read_scalar(self, rec: Any, value: Any, what: str) -> np.ndarray:
+        """The host value of a small device tensor a control-flow program branches on (an If's condition, a Loop
+        body's): one download, counted with the run's transfers, after the work recorded so far is submitted.
+        Tracing cannot read the device (NeedsDeviceValues: the run is recorded as it runs instead), and a plan
+        that read one is recorded anew on every run, since its steps depend on the value."""
+        if not isinstance(value, GTensor):
+            return np.asarray(value)
+        if value.host is not None:
+            for name, t in self._plan.input_tensors.items():
+                if t is value:  # an input of the run: its value is part of the plan's signature
+                    self._plan.host_read_inputs[name] = np.array(self._feeds[name], copy=True)
+            return value.host
+        if self._stream is None:
+            raise NeedsDeviceValues(f"its {what} is computed on the device: recorded as it runs, with one read")
+        pending = rec.steps[self._encoded:]
+        self._encoded = len(rec.steps)
+        self._emit_layer(self._stream, self._layer_index, pending)
+        self._plan.steps.extend(pending)
+        self._reads_device = True
+        value.name = value.name or what
+        return self.download([value], self._stream.take(), rec.layer.name)[0]
 
     def _value(self, name: str, env: dict[str, Any]) -> Any:
         if name in env:

@@ -1,6 +1,6 @@
 """Device tensors and the small rules every GPU program shares: allocations (a buffer, or a slice of a planned
 arena), GTensor and GTexture, binding sizes, workgroup grids, loop-pass counting, pipeline keys and uniform
-parameter packing."""
+parameter packing, and the runtime's internal signals to control-flow programs."""
 
 from __future__ import annotations
 
@@ -24,6 +24,15 @@ LINEAR_SHIFT = 10
 LINEAR_TEXELS = 1 << LINEAR_SHIFT
 ALIGN = 256  # bytes: storage-buffer offset alignment (WebGPU's minimum) and the reservation granule
 
+
+
+class NeedsDeviceValues(Exception):  # noqa: N818 - internal: a tracing builder needs a value only the device has
+    """Raised by ``GPUProgram.read_scalar`` while tracing: the layer cannot be traced past, the run is recorded
+    as it runs instead."""
+
+
+class SubgraphDeclined(Exception):  # noqa: N818 - internal: a control-flow layer runs on the host instead
+    """A layer of an If branch or Loop body would fall back: the control-flow layer falls back as a whole."""
 
 def aligned(n: int, a: int = ALIGN) -> int:
     """``n`` rounded up to a multiple of ``a``."""
