@@ -83,7 +83,7 @@ class Placer:
         gpu = self.builder(layer)
         if gpu is None:
             return "fallback", f"no {self.backend} program for {layer.op_type}"
-        if captured_names(layer):
+        if captured_names(layer) and not gpu.reads_scope:
             return "fallback", "its subgraphs read outer-scope tensors"
         for pos in gpu.host_inputs:
             if pos < len(args) and isinstance(args[pos], GTensor):
