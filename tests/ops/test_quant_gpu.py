@@ -284,3 +284,21 @@ def test_qdq_model_requantizes_alike_on_every_backend(orientation_models):
         for name in quantized:
             got, want = results[backend][name].astype(np.int32), results["cpu"][name].astype(np.int32)
             assert np.mean(got != want) < 1e-3 and np.abs(got - want).max() <= 2, (backend, name)
+
+
+def test_a_float16_model_from_onnxruntimes_converter_runs_on_the_gpu():
+    """The orientation model converted by ONNX Runtime's own float16 tool (weights and every layer float16, Casts
+    at the inputs and outputs): no fallback layer anywhere, and as close to ORT's float16 run as ORT's float16
+    run is to its float32 one."""
+    zoo = pytest.importorskip("zoo")
+    float16 = pytest.importorskip("onnxruntime.transformers.float16")
+    proto = zoo.load_proto("orientation")
+    feeds = zoo.input_feeds("orientation", proto)
+    model = float16.convert_float_to_float16(proto, keep_io_types=True)
+    assert sum(t.data_type == T.FLOAT16 for t in model.graph.initializer) > 10
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0].astype(np.float64)
+    for backend, (outputs, stats) in _every_backend(model, feeds).items():
+        assert stats.get("fallback_layers", []) == [], (backend, stats.get("fallback_layers"))
+        got = next(iter(outputs.values())).astype(np.float64)
+        assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < 1e-2, backend
