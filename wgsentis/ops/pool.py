@@ -311,7 +311,7 @@ def global_average_pool(ctx, X):
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
     if x.dtype != np.float32:
         return np.asarray(x.mean(axis=axes, keepdims=True)).astype(X.dtype, copy=False)
-    rows = x.reshape(x.shape[0] * x.shape[1], -1)
+    rows = x.reshape(x.shape[0] * x.shape[1], math.prod(x.shape[2:]))  # (N * C, spatial); N * C may be 0
     means = lane_sums(rows) / np.float32(rows.shape[1])
     return means.reshape(*X.shape[:2], *([1] * len(axes)))
 

@@ -126,9 +126,9 @@ def _dequantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, o
     shape = tuple(x.shape)
     s = _param(rec, scale, shape, axis, block_size)
     z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
-    # (x - zero point) * scale in float32, as the CPU kernel computes it; a float16 output is rounded by the
-    # program (its float32 result narrowed).
-    return map3(rec, [x, s, z], "(f32(a) - f32(c)) * f32(b)", np.float32)
+    # (x - zero point) * scale in float32, as the CPU kernel computes it; a float16 output rounded from that.
+    y = map3(rec, [x, s, z], "(f32(a) - f32(c)) * f32(b)", np.float32)
+    return rec.narrowed(y, out) if out == np.float16 else y
 
 
 def _declining(fn):

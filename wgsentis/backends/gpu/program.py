@@ -65,6 +65,12 @@ VALUE_PRESERVING_OPS = frozenset({
 _WIDE = (np.dtype(np.float32), np.dtype(np.int32))
 
 
+def _narrow_host_inputs(args: list[Any]) -> bool:
+    """Whether every device argument is a narrow-typed tensor with a host copy (and there is one)."""
+    device = [a for a in args if isinstance(a, GTensor)]
+    return bool(device) and all(a.host is not None and a.dtype in NARROW_TYPES for a in device)
+
+
 def _widened(rec: Any, value: Any) -> Any:
     """A narrow-typed argument as its wide type, for builders that know only float32 and int32: a device tensor
     retyped in place (the words already hold the wide values), a host array converted."""
@@ -462,6 +468,11 @@ class GPUProgram(HostSync):
             elif trace:
                 return None, None
             else:
+                if _narrow_host_inputs(args):
+                    # Its device inputs are narrow-typed inputs of the run (float16, int8...), whose host copies
+                    # serve: no sync, at record and at replay alike. Before such inputs lived on the device too,
+                    # this layer ran on the host from them, a host layer; it still is.
+                    kind, reason = "host", f"{reason}; its float16/8-bit inputs' host copies serve, no sync"
                 outputs, step = self._fallback_record(i, layer, args, stream.take(), env)
                 plan.steps.append(step)
                 # Outputs kept on the host (sequences, types the GPU lacks) make later layers depend
@@ -562,9 +573,11 @@ class GPUProgram(HostSync):
         if outputs is NotImplemented:
             del rec.steps[start:]
             return "fallback", reason, None
-        if narrow_in or any(isinstance(o, GTensor) and o.dtype in NARROW_TYPES for o in outputs):
-            outputs = tuple(self._narrowed(rec, layer, o, n, narrow_in) for o, n in zip(
-                outputs, layer.outputs, strict=False))
+        if (narrow_in and not gpu.narrow_types) or any(isinstance(o, GTensor) and o.dtype in NARROW_TYPES
+                                                       for o in outputs):
+            # (A builder that takes narrow types as they are gives its outputs their dtypes itself.)
+            outputs = tuple(self._narrowed(rec, layer, o, n, set() if gpu.narrow_types else narrow_in)
+                            for o, n in zip(outputs, layer.outputs, strict=False))
         return "gpu", "", outputs
 
     def _narrowed(self, rec: Any, layer: Layer, out: Any, name: str, narrow_in: set[np.dtype]) -> Any:
