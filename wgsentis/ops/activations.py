@@ -313,10 +313,13 @@ _TABLE = (
     Activation("Tanh", lambda x: np.tanh(x), versions=(1, 6, 13), legacy=True, wgsl="tanh_safe(v)",
                rnn_name="Tanh", fusable=True),
     Activation("HardSigmoid", _hard_sigmoid, {"alpha": 0.2, "beta": 0.5}, (1, 6, 22), legacy=True,
-               wgsl="select(clamp(alpha * v + beta, 0.0, 1.0), v, is_nan_f32(v))", rnn_name="HardSigmoid",
+               # The product rounded on its own (opaque: never an FMA with the add), as numpy computes it.
+               wgsl="select(clamp(opaque(alpha * v, opaque_zero()) + beta, 0.0, 1.0), v, is_nan_f32(v))",
+               rnn_name="HardSigmoid",
                fusable=True),
     Activation("HardSwish", lambda x: _hard_swish(x), versions=(14, 22),
-               wgsl="v * clamp(v / 6.0 + 0.5, 0.0, 1.0)", fusable=True),
+               # x * float32(1/6), rounded on its own, + 0.5: the CPU kernel's (and ONNX Runtime's) steps.
+               wgsl="v * clamp(opaque(v * 0.16666667, opaque_zero()) + 0.5, 0.0, 1.0)", fusable=True),
     Activation("Elu", _elu, {"alpha": 1.0}, (1, 6, 22), legacy=True,
                wgsl="select(alpha * expm1_accurate(v), v, v >= 0.0)", rnn_name="Elu", fusable=True),
     Activation("Selu", _selu, {"alpha": _SELU_ALPHA, "gamma": _SELU_GAMMA}, (1, 6, 22), legacy=True,
