@@ -25,6 +25,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     misc,
     ml,
     ml_gpu,
+    ml_pixel,
     norm,
     norm_gpu,
     norm_pixel,

@@ -12,6 +12,7 @@
 // Override POST: 0 none, 1 softmax, 2 logistic, 3 softmax_zero, 4 probit.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
+#include "compute/ml_post.wgsl"
 
 override KIND: u32 = 0u;
 override POST: u32 = 0u;
@@ -27,23 +28,6 @@ fn base_value(c: u32) -> f32 {
     let count = pu(3u);
     if (count == 0u) { return 0.0; }
     return bitcast<f32>(T[pu(4u) + select(c, 0u, count == 1u)]);
-}
-
-// Logistic without overflow: exp of -|x| only, the sign picking the side.
-fn logistic(x: f32) -> f32 {
-    let e = 1.0 / (1.0 + exp_accurate(-abs(x)));
-    return select(e, 1.0 - e, x < 0.0);
-}
-
-// sqrt(2) erfinv(2x - 1) by the closed-form erfinv approximation (a = 0.147) in f32, as ONNX Runtime.
-fn probit(x: f32) -> f32 {
-    let y = x * 2.0 - 1.0;
-    let w = (1.0 - y) * (1.0 + y);
-    let l = log1p_accurate(w - 1.0);  // w - 1 is exact; drivers' log is coarse near 1, where this cancels
-    let v = 2.0 / (3.14159 * 0.147) + 0.5 * l;
-    let v2 = 1.0 / 0.147 * l;
-    let inv = select(1.0, -1.0, y < 0.0) * sqrt(-v + sqrt(v * v - v2));
-    return 1.41421356 * inv;
 }
 
 // The post transform of the ``count`` scores at Y[at..], in place.

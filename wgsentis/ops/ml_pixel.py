@@ -1,0 +1,256 @@
+"""gpu-pixel programs of the ai.onnx.ml operators, from the host preparation that ops/ml_gpu.py shares with the
+gpu-compute programs (the same exactness rules, the same declined cases: they run the numpy kernel).
+
+Tree ensembles: the ensemble's table (ml_gpu.tree_table) is a constant int32 texture of four words a texel (a
+node's four words are one texel); wgsl/pixel/tree_scores.wgsl walks every tree for four targets of a row per
+fragment and gathers the leaves' weights into two render targets (sums, hits), in blocks of trees that fit
+the loop limit, each block starting from the previous one's; wgsl/pixel/tree_finish.wgsl draws the scores, and
+the int64 labels in a second draw. Linear and SVM models: pixel/ml_dot.wgsl draws the kernel stage and the
+scores four columns a fragment, pixel/ml_finish.wgsl the outputs (the rules of compute/ml_rows.wgsl). The
+elementwise transforms are ml_gpu's broadcast maps (lane draws here), ArrayFeatureExtractor the pixel Gather,
+Normalizer pixel/ml_normalize.wgsl, FeatureVectorizer one map draw over its inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import GTensor, loop_passes
+from wgsentis.backends.pixel_layout import MAX_RANK
+from wgsentis.ops import ml, ml_gpu
+from wgsentis.ops import tensor_pixel as _tensor_pixel
+from wgsentis.ops.ml_gpu import (H_BASE, H_BASE_COUNT, H_CODES, H_DEPTH, H_FEATURES, H_LABELS, H_MAX_WEIGHTS,
+                                 H_ROOTS, H_STEPS, H_TARGETS, H_TREES, H_WEIGHTS, HEADER, KIND_BINARY, KIND_SCORES)
+from wgsentis.ops.registry import GPU_PIXEL, register
+
+MAX_INPUTS = 8  # textures one FeatureVectorizer draw reads
+
+
+def _pixel(op: str):
+    return register(op, 1 if op != "TreeEnsemble" else 5, domain=ml.ML_DOMAIN, backend=GPU_PIXEL)
+
+
+def matrix_texture(rec, X: Any, rows: int, features: int, name: str = "") -> GTensor | None:
+    """X as a (rows, features) texture tensor blocked along the features, or None."""
+    t = rec.tensor(X, name, axis=-1)
+    if t is None or len(t.shape) > MAX_RANK:
+        return None
+    t = rec.reshape(t, (rows, features), axis=-1)
+    return t if t.layout.axis == 1 else rec.relayout(t, 1)
+
+
+# -- tree ensembles -----------------------------------------------------------------------------------------------
+
+
+def tree_blocks(rec, trees: int, depth: int, steps: int, max_weights: int) -> list[tuple[int, int]] | None:
+    """Blocks of trees a tree_scores.wgsl fragment walks and gathers within the device's loop limit, or None."""
+    inner = loop_passes(depth, steps) + loop_passes(max_weights)
+    per = trees
+    while per > 0 and not rec.loops_fit(loop_passes(per, inner)):
+        per //= 2
+    if per == 0:
+        return None
+    return [(t, min(trees, t + per)) for t in range(0, trees, per)]
+
+
+def _tree_build(rec, layer, X) -> Any:
+    """Record a tree ensemble layer: the gathering draws, then the scores (and the labels)."""
+    table = ml_gpu._model_table(rec, layer)
+    dims = ml_gpu.rows_of(X) if getattr(X, "dtype", None) == np.float32 else None
+    if table is None or dims is None or dims[0] == 0:
+        return NotImplemented
+    h = table[:HEADER].astype(np.int64)
+    codes = int(h[H_CODES])
+    if not codes & ml_gpu.F_EXACT or dims[1] < h[H_FEATURES]:
+        return NotImplemented  # the numpy kernel runs (and names a missing feature)
+    rows, features = dims
+    kind, aggregate, post = codes & 15, codes >> 4 & 15, codes >> 8 & 15
+    trees, depth, steps = int(h[H_TREES]), int(h[H_DEPTH]), int(h[H_STEPS])
+    targets = int(h[H_TARGETS])
+    columns = 2 if kind == KIND_BINARY else targets
+    blocks = tree_blocks(rec, trees, depth, steps, int(h[H_MAX_WEIGHTS]))
+    if blocks is None or not rec.loops_fit(4 * loop_passes(targets) + loop_passes(4)):
+        return NotImplemented
+    x = matrix_texture(rec, X, rows, features, f"{layer.name}:X")
+    if x is None:
+        return NotImplemented
+    tab = rec.upload(table, f"{layer.name}.trees")
+    sums, hits = x, tab  # the first block reads no previous sums: stand-ins of the right texel kinds
+    for first, end in blocks:
+        new_sums = rec.alloc((rows, targets), np.float32, -1)
+        new_hits = rec.alloc((rows, targets), np.int32, -1)
+        rec.draw("pixel/tree_scores.wgsl", [x, tab, sums, hits], [new_sums, new_hits],
+                 [new_sums.layout.texels, targets, features, first, end, depth, steps, int(h[H_ROOTS]),
+                  int(h[H_WEIGHTS]), new_sums.layout.shift, x.layout.shift, tab.layout.shift],
+                 constants={"AGG": aggregate, "FIRST": int(first == 0)})
+        sums, hits = new_sums, new_hits
+    threshold = 0.5 if codes & ml_gpu.F_ONE_ID and codes & ml_gpu.F_POSITIVE else 0.0
+    flags = ((1 if codes & ml_gpu.F_ONE_ID else 0) | (2 if codes & ml_gpu.F_POSITIVE else 0)
+             | (4 if codes & ml_gpu.F_AVERAGE else 0))
+    common = [rows, targets, trees, int(h[H_BASE_COUNT]), int(h[H_BASE]), int(h[H_LABELS]), threshold, flags]
+    outputs = [rec.alloc((rows, columns), np.float32, -1)]
+    if kind != KIND_SCORES:
+        outputs.insert(0, rec.alloc((rows,), np.int64, -1))
+    for out in outputs:
+        scores = out.dtype == np.float32
+        rec.draw("pixel/tree_finish.wgsl", [sums, hits, tab], [out],
+                 [*common, out.layout.texels, columns, out.layout.shift, sums.layout.shift, tab.layout.shift],
+                 constants={"KIND": kind, "POST": post, "OUTPUT": 0 if scores else 1},
+                 subs={"OUT": "f32" if scores else "i32"})
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+@_pixel("TreeEnsembleRegressor")
+def tree_ensemble_regressor(rec, layer, X, **attrs):
+    return _tree_build(rec, layer, X)
+
+
+@_pixel("TreeEnsembleClassifier")
+def tree_ensemble_classifier(rec, layer, X, **attrs):
+    return _tree_build(rec, layer, X)
+
+
+@_pixel("TreeEnsemble")
+def tree_ensemble(rec, layer, X, **attrs):
+    return _tree_build(rec, layer, X)
+
+
+# -- linear and SVM models ------------------------------------------------------------------------------------------
+
+
+def _dot(rec, a: GTensor, columns_first: np.ndarray, bias: np.ndarray, model: ml_gpu.ScoreModel, kernel: bool,
+         name: str) -> GTensor:
+    """One ml_dot.wgsl draw: (rows, C) = kernel(a, W) + bias, W given (C, K) and uploaded transposed."""
+    w_t = rec.derived(("ml_pixel", "transposed"), (columns_first,), lambda: columns_first.T.copy())
+    count = columns_first.shape[0]
+    w = rec.upload(w_t, f"{name}.w")
+    b = rec.upload(bias, f"{name}.b")
+    out = rec.alloc((a.shape[0], count), np.float32, -1)
+    params = [out.layout.texels, count, a.shape[1], model.gamma if kernel else 1.0, model.coef0 if kernel else 0.0,
+              model.degree if kernel else 1, out.layout.shift, a.layout.shift, w.layout.shift, b.layout.shift]
+    rec.draw("pixel/ml_dot.wgsl", [a, w, b], [out], params, constants={"KERNEL": model.kernel if kernel else 0})
+    return out
+
+
+def _score_build(rec, layer, X) -> Any:
+    """Record a linear or SVM layer: kernel stage, scores, outputs (labels in a second draw)."""
+    dims = ml_gpu.rows_of(X) if getattr(X, "dtype", None) == np.float32 else None
+    if dims is None or dims[0] == 0:
+        return NotImplemented
+    rows, features = dims
+    model = ml_gpu.score_model(rec, layer, features)
+    if model is None or not model.fits(rec):
+        return NotImplemented
+    a = matrix_texture(rec, X, rows, features, f"{layer.name}:X")
+    if a is None:
+        return NotImplemented
+    if model.vectors is not None:
+        count = model.vectors.shape[0]
+        zeros = rec.derived(("ml_zeros", count), (), lambda: np.zeros(count, np.float32))
+        a = _dot(rec, a, model.vectors, zeros, model, True, f"{layer.name}.vectors")
+    scores = _dot(rec, a, model.weights, model.bias, model, False, f"{layer.name}.weights")
+    labels = rec.upload(model.labels, f"{layer.name}.labels")
+    outputs = [rec.alloc((rows, model.out_columns), np.float32, -1)]
+    if model.labelled:
+        outputs.insert(0, rec.alloc((rows,), np.int64, -1))
+    for out in outputs:
+        first = out.dtype == np.float32
+        rec.draw("pixel/ml_finish.wgsl", [scores, labels], [out],
+                 [rows, model.columns, model.classes, model.flags, model.out_columns, out.layout.texels,
+                  out.layout.shift, scores.layout.shift, labels.layout.shift],
+                 constants={"POST": model.post, "WIN": model.win, "OUTPUT": 0 if first else 1},
+                 subs={"OUT": "f32" if first else "i32"})
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+@_pixel("LinearRegressor")
+def linear_regressor(rec, layer, X, **attrs):
+    return _score_build(rec, layer, X)
+
+
+@_pixel("LinearClassifier")
+def linear_classifier(rec, layer, X, **attrs):
+    return _score_build(rec, layer, X)
+
+
+@_pixel("SVMRegressor")
+def svm_regressor(rec, layer, X, **attrs):
+    return _score_build(rec, layer, X)
+
+
+@_pixel("SVMClassifier")
+def svm_classifier(rec, layer, X, **attrs):
+    return _score_build(rec, layer, X)
+
+
+# -- feature transforms ---------------------------------------------------------------------------------------------
+
+
+@_pixel("Scaler")
+def scaler(rec, layer, X, *, offset=None, scale=None, **attrs):
+    return ml_gpu.scaler_map(rec, layer, X, offset, scale)
+
+
+@_pixel("Binarizer")
+def binarizer(rec, layer, X, *, threshold=0.0, **attrs):
+    return ml_gpu.binarizer_map(rec, layer, X, threshold)
+
+
+@_pixel("Imputer")
+def imputer(rec, layer, X, **attrs):
+    return ml_gpu.imputer_map(rec, layer, X, **attrs)
+
+
+@_pixel("OneHotEncoder")
+def one_hot_encoder(rec, layer, X, **attrs):
+    return ml_gpu.one_hot_map(rec, layer, X, **attrs)
+
+
+@_pixel("ArrayFeatureExtractor")
+def array_feature_extractor(rec, layer, X, Y, **attrs):
+    index = ml_gpu.feature_indices(rec, layer, X, Y)
+    if index is None:
+        return NotImplemented
+    y = _tensor_pixel.gather(rec, layer, X, index, axis=-1)
+    if y is NotImplemented or len(X.shape) != 1:
+        return y
+    return rec.reshape(y, (1, index.size))
+
+
+@_pixel("Normalizer")
+def normalizer(rec, layer, X, *, norm="MAX", **attrs):
+    how = ml_gpu._NORMS.get(ml._text(norm).upper())
+    if how is None or getattr(X, "dtype", None) != np.float32 or not 0 < len(X.shape) <= MAX_RANK:
+        return NotImplemented
+    x = rec.tensor(X, f"{layer.name}:X", axis=-1)
+    length = X.shape[-1]
+    if x is None or not length or not rec.loops_fit(loop_passes(-(-length // 4), 4) + loop_passes(4)):
+        return NotImplemented
+    y = rec.alloc(X.shape, np.float32, -1)
+    if y.size:
+        rec.draw("pixel/ml_normalize.wgsl", [x], [y], [y.layout.texels, length, y.layout.shift],
+                 constants={"NORM": how}, subs={"DIV": rec.ctx.division_function})
+    return y
+
+
+@_pixel("FeatureVectorizer")
+def feature_vectorizer(rec, layer, *inputs, inputdimensions=None, **attrs):
+    """One map draw: each output column reads the input it falls in (cut or zero-padded to its width)."""
+    parts = ml_gpu.vectorizer_widths(inputs, inputdimensions)
+    if parts is None or len(inputs) > MAX_INPUTS:
+        return NotImplemented
+    rows, total = parts[0][0], sum(p[2] for p in parts)
+    tensors, lines, offset = [], ["r = 0.0;", "let j = c.c[5];"], 0
+    for k, (value, (_, columns, width)) in enumerate(zip(inputs, parts, strict=True)):
+        t = matrix_texture(rec, value, rows, columns, f"{layer.name}:{k}")
+        if t is None:
+            return NotImplemented
+        tensors.append(t)
+        take = min(width, columns)
+        if take:
+            lines.append(f"if (j >= {offset}u && j < {offset + take}u) {{ var d = c; d.c[5] = j - {offset}u; "
+                         f"r = x{k}(d); }}")
+        offset += width
+    return rec.map(tensors, (rows, total), np.float32, -1, " ".join(lines))
