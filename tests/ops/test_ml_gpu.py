@@ -17,6 +17,7 @@ from test_ml_ops import _classifier, _model, _regressor, _tensor
 
 import gpu_check
 import wgsentis as ws
+from wgsentis.errors import LayerError
 from ml_models import to_tree_ensemble
 from wgsentis.dtypes import NUMPY_TO_ONNX
 from wgsentis.ops import ml_gpu, ml_pixel
@@ -314,6 +315,21 @@ def test_binarizer(dtype):
     # ORT has no integer Binarizer
     _everywhere(_ml_model(node, {"X": X}, [("Y", NUMPY_TO_ONNX[np.dtype(dtype)])]), {"X": X}, rtol=0, atol=0,
                 with_ort=dtype == np.float32)
+
+
+def test_binarizer_refuses_a_nan_with_the_cpu_kernels_error_on_every_backend():
+    node = h.make_node("Binarizer", ["X"], ["Y"], domain="ai.onnx.ml", threshold=0.25)
+    X = np.random.default_rng(31).standard_normal((40, 9)).astype(np.float32)
+    bad = X.copy()
+    bad[7, 2] = bad[3, 5] = np.nan  # flat indices 65 and 32: the smaller is named
+    model = _ml_model(node, {"X": X}, [("Y", T.FLOAT)])
+    for backend in ("cpu", *gpu_check.GPU_BACKENDS):
+        with ws.Worker(ws.load_model(model), backend) as worker:
+            with pytest.raises(LayerError, match=r"Binarizer.*X holds a NaN at flat index 32"):
+                worker.run({"X": bad})
+            # The fault is the run's: the next run, NaN-free, answers (a replay of the same plan on the GPU).
+            assert np.array_equal(worker.run({"X": X})["Y"], (X > 0.25).astype(np.float32))
+            assert worker.stats().get("fallback_layers", []) == []
 
 
 @pytest.mark.parametrize("kind", ["float_nan", "float_value", "int"])

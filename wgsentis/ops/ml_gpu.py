@@ -495,12 +495,27 @@ def scaler_map(rec, layer, X, offset=None, scale=None) -> Any:
     return map3(rec, [X, off, mul], "(a - b) * c", np.float32)
 
 
+# The numpy kernel's error for a NaN, as LayerError wraps it (the device raises it through a value fault).
+BINARIZER_NAN_ERROR = "ValueError: X holds a NaN at flat index {index}"
+
+
 def binarizer_map(rec, layer, X, threshold=0.0) -> Any:
-    """1 where X > threshold (threshold as X's type), else 0. A NaN element stays NaN: the numpy kernel (and ORT)
-    refuse it with an error, which a GPU program cannot raise; NaN marks the element as neither."""
+    """1 where X > threshold (threshold as X's type), else 0. A NaN is refused with the numpy kernel's (and ORT's)
+    error: the program records it in the fault buffer (a value check), raised when the run's outputs are read."""
     if _f32_input(X):
-        th = rec.derived(("binarizer",), (layer.attrs,), lambda: np.array([threshold], dtype=np.float32))
-        return map3(rec, [X, th], "select(select(0.0, 1.0, a > b), a, is_nan_f32(a))", np.float32)
+        x = device_tensor(rec, X)
+        if x is None or x.size >= (1 << 30):
+            return NotImplemented
+        slot = rec.check_indices([1], "values", value_error=BINARIZER_NAN_ERROR)
+        th = float(np.float32(threshold))
+        if rec.program.backend == GPU_PIXEL:
+            body = ("let v = x0(c); if (is_nan_f32(v)) { value_fault(linear_of(0u, c), pe(0u)); } "
+                    "r = select(0.0, 1.0, v > pef(1u));")
+            t = rec.tensor(x)
+            return rec.map([t], t.shape, np.float32, t.layout.axis if t.shape else 0, body, [slot, th], faults=True)
+        y = rec.alloc(x.shape, np.float32)
+        rec.dispatch("compute/ml_binarize.wgsl", [x], [y], [x.size, th, slot], x.size, workgroup=256, faults=True)
+        return y
     if _int_input(X):
         value = int(np.asarray(threshold, dtype=np.float32).astype(np.int64))
         if not _INT32[0] <= value <= _INT32[1]:

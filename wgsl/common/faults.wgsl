@@ -20,3 +20,9 @@ fn checked_index(v: i32, len: i32, slot: u32) -> i32 {
     }
     return select(v, v + len, v < 0);
 }
+
+// A value a program must refuse (a NaN fed to Binarizer): flat element index ``flat`` (below 2^30) recorded in slot
+// word ``slot`` so that the smallest one wins (IndexCheck.value_error turns it into the CPU kernel's error).
+fn value_fault(flat: u32, slot: u32) {
+    atomicMax(&FAULTS[slot], 0x40000000u - flat);
+}

@@ -11,9 +11,10 @@ import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice
-from wgsentis.errors import IndexOutOfRangeError
+from wgsentis.errors import IndexOutOfRangeError, LayerError
 
 FAULT_SLOTS = 1024  # bounds-checked index slots a plan may hold (two words each); beyond, layers fall back
+VALUE_FAULT_BASE = 1 << 30  # value_fault's word: this minus the flat index (so atomicMax keeps the smallest index)
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,17 @@ class IndexCheck:
     op_type: str
     bound: int
     what: str = "indices"
+    # A value check instead (wgsl/common/faults.wgsl value_fault): the CPU kernel's error text, with {index} the
+    # smallest flat index at fault.
+    value_error: str = ""
 
-    def error(self, above: int, below: int) -> IndexOutOfRangeError | None:
+    def error(self, above: int, below: int) -> IndexOutOfRangeError | LayerError | None:
         """The error a slot's two words report (None when both are zero): the largest index past the end,
-        else the smallest below -bound, as the CPU kernels' ``check_indices`` names it."""
+        else the smallest below -bound, as the CPU kernels' ``check_indices`` names it; for a value check, the
+        CPU kernel's error at the smallest flat index at fault."""
+        if self.value_error:
+            return LayerError(self.layer, self.op_type, self.value_error.format(index=VALUE_FAULT_BASE - above)) \
+                if above else None
         if above:
             return IndexOutOfRangeError(self.layer, self.op_type, self.bound + above - 1, self.bound, self.what)
         if below:
@@ -37,7 +45,7 @@ class IndexCheck:
         return None
 
 
-def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeError | None:
+def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeError | LayerError | None:
     """The error of the first faulted slot among ``checks``, given the bytes of their fault words (two u32
     per slot) as read back; None when none faulted."""
     raw = raw[: 8 * len(checks)]
@@ -48,17 +56,18 @@ def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeErr
     return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
 
 
-def reserve_checks(recorder: Any, bounds: list[int], what: str = "indices") -> int:
+def reserve_checks(recorder: Any, bounds: list[int], what: str = "indices", value_error: str = "") -> int:
     """Reserve one fault slot per bound for ``recorder``'s current layer's data-driven indices, which must lie
     in [-bound, bound) (wgsl/common/faults.wgsl); returns the first slot's word, a parameter of the checking
     program (slot j at that word + 2j), which binds the fault buffer. A violation raises IndexOutOfRangeError
-    when the run's outputs (or a fallback's inputs) are read. Every GPU backend's recorder checks this way."""
+    when the run's outputs (or a fallback's inputs) are read. Every GPU backend's recorder checks this way.
+    ``value_error``: a value check instead (one slot, written by value_fault), raising the CPU kernel's error."""
     first = len(recorder.index_checks)
     if first + len(bounds) > FAULT_SLOTS:
         raise TooLargeForDevice(f"more than {FAULT_SLOTS} bounds-checked index slots in one plan")
     layer = recorder.layer
     name, op_type = (layer.name, layer.op_type) if layer is not None else ("", "")
-    recorder.index_checks.extend(IndexCheck(name, op_type, int(b), what) for b in bounds)
+    recorder.index_checks.extend(IndexCheck(name, op_type, int(b), what, value_error) for b in bounds)
     recorder.program.faults.clear(first, len(bounds))  # before this run's first submit that can write them
     return 2 * first
 
