@@ -56,6 +56,7 @@ class Placer:
         self.last_use = last_uses(graph, [o.name for o in graph.outputs])
         self.host_program = HostProgram(graph, control_of)
         self.cpu_steps = [LayerStep(layer, self.host_program) for layer in graph.layers]
+        self._subgraph_steps: dict[int, tuple[Layer, LayerStep]] = {}
 
     def builder(self, layer: Layer) -> Any:
         """The backend's program builder for ``layer`` (registry.GPUImpl), or None."""
@@ -94,18 +95,14 @@ class Placer:
 
     def run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
         """Layer ``index``'s numpy kernel on host ``args``; errors name the layer."""
-        step = self.cpu_steps[index]
-        try:
-            with np.errstate(all="ignore"):  # IEEE results (see backends/cpu.py _run_step)
-                result = step.run(args)
-        except PASS_THROUGH_ERRORS:
-            raise
-        except WgSentisError as exc:
-            raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
-        except Exception as exc:
-            raise LayerError(step.layer.name, step.layer.op_type, f"{type(exc).__name__}: {exc}") from exc
-        result = result if isinstance(result, tuple) else (result,)
-        return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
+        return run_step(self.cpu_steps[index], args)
+
+    def subgraph_step(self, layer: Layer) -> LayerStep:
+        """The numpy step of a subgraph's layer (an If branch's, a Loop body's), made once per layer."""
+        step = self._subgraph_steps.get(id(layer))
+        if step is None:  # (the layer is kept with its step, so its id is never another layer's)
+            step = self._subgraph_steps[id(layer)] = (layer, LayerStep(layer, self.host_program))
+        return step[1]
 
     def set_outer_scope(self, index: int, names: list[str], values: list[Any]) -> None:
         """The outer-scope tensors layer ``index``'s subgraphs read, for its next host run."""
@@ -135,6 +132,21 @@ class HostProgram:
 
     def close(self) -> None:
         self._cpu.close()
+
+
+def run_step(step: LayerStep, args: list[Any]) -> tuple[Any, ...]:
+    """A layer's numpy step on host ``args``, its outputs as a tuple; errors name the layer."""
+    try:
+        with np.errstate(all="ignore"):  # IEEE results (see backends/cpu.py _run_step)
+            result = step.run(args)
+    except PASS_THROUGH_ERRORS:
+        raise
+    except WgSentisError as exc:
+        raise LayerError(step.layer.name, step.layer.op_type, str(exc)) from exc
+    except Exception as exc:
+        raise LayerError(step.layer.name, step.layer.op_type, f"{type(exc).__name__}: {exc}") from exc
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
 
 
 def all_host(args: list[Any]) -> bool:

@@ -34,8 +34,7 @@ from wgsentis.backends.gpu.dtypes import (
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
-from wgsentis.backends.cpu import LayerStep
-from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read
+from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read, run_step
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
 from wgsentis.backends.gpu.report import RunReport, program_stats
@@ -112,9 +111,6 @@ class GPUProgram(HostSync):
         self.faults = FaultBuffer(self.ctx)
         self.queries = QuerySets(self.ctx)
         self.plans = PlanCache(max_plans)
-        # Numpy steps of subgraph layers computed on the host (record_subgraph), by layer identity (the layer is
-        # kept alongside, so its id is never another's).
-        self._subgraph_steps: dict[int, tuple[Layer, Any]] = {}
         self._env: dict[str, Any] = {}
         self._stream: Any = None
         self._plan: Plan | None = None
@@ -627,7 +623,7 @@ class GPUProgram(HostSync):
             kept = [o.alloc for o in (outputs or ()) if isinstance(o, GTensor) and o.alloc is not None]
             rec.layer_allocs = outer_allocs + kept
             if kind == "host":
-                outputs = self._run_subgraph_host(layer, [host_of(a) for a in args])
+                outputs = run_step(self.placer.subgraph_step(layer), [host_of(a) for a in args])
             elif kind != "gpu":
                 raise SubgraphDeclined(f"{layer.op_type} '{layer.name}' would fall back ({reason})")
             # An input of the run that a layer of the subgraph read on the host is part of the plan's signature.
@@ -638,23 +634,6 @@ class GPUProgram(HostSync):
                 if name:
                     env[name] = out
         return [value(info.name) for info in graph.outputs]
-
-    def _run_subgraph_host(self, layer: Layer, args: list[Any]) -> tuple[Any, ...]:
-        """A subgraph layer whose inputs are all host values: its numpy kernel, as a host layer runs."""
-        step = self._subgraph_steps.get(id(layer))
-        if step is None:
-            step = self._subgraph_steps[id(layer)] = (layer, LayerStep(layer, self.placer.host_program))
-        try:
-            with np.errstate(all="ignore"):
-                result = step[1].run(args)
-        except PASS_THROUGH_ERRORS:
-            raise
-        except WgSentisError as exc:
-            raise LayerError(layer.name, layer.op_type, str(exc)) from exc
-        except Exception as exc:
-            raise LayerError(layer.name, layer.op_type, f"{type(exc).__name__}: {exc}") from exc
-        result = result if isinstance(result, tuple) else (result,)
-        return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in result)
 
     def read_scalar(self, rec: Any, value: Any, what: str) -> np.ndarray:
         """The host value of a small device tensor a control-flow program branches on (an If's condition, a Loop
