@@ -333,28 +333,10 @@ def _check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], quantized
 
 
 @pytest.fixture(scope="module")
-def orientation_qoperator(tmp_path_factory):
-    """The orientation reference model quantized statically in the QOperator format."""
-    zoo = pytest.importorskip("zoo")
-    quantization = pytest.importorskip("onnxruntime.quantization")
-    proto = zoo.load_proto("orientation")
-    feeds = zoo.input_feeds("orientation", proto)
-    folder = tmp_path_factory.mktemp("orientation")
-    source = folder / "float.onnx"
-    onnx.save(proto, source)
-
-    class Calibration(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            rng = np.random.default_rng(5)
-            self.batches = iter([{k: v + rng.standard_normal(v.shape).astype(np.float32) * 0.1
-                                  for k, v in feeds.items()} for _ in range(3)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    path = folder / "static_qoperator.onnx"
-    quantization.quantize_static(source, path, Calibration(), quant_format=quantization.QuantFormat.QOperator)
-    return onnx.load(str(path)), feeds
+def orientation_qoperator(orientation_models):
+    """The orientation reference model quantized statically in the QOperator format (conftest's)."""
+    paths, feeds = orientation_models
+    return onnx.load(str(paths["QOperator"])), feeds
 
 
 def test_orientation_qoperator_runs_whole_on_the_gpu(orientation_qoperator) -> None:
