@@ -26,9 +26,11 @@ from wgsentis.backends.gpu.tensors import (
     GTensor,
     GTexture,
     binding_size,
+    fits_binding,
     fold_groups,
     pack_params,
     pipeline_key,
+    window_grain,
 )
 from wgsentis.errors import DeviceError
 from wgsentis.model import Layer
@@ -50,26 +52,60 @@ class Recorder:
         self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
         self.scope: Any = None  # a control-flow builder's outer scope (GPUProgram.record_subgraph sets it)
         self.index_checks: list[IndexCheck] = []  # the recording's fault slots (the plan's)
+        self._tile_allocs: list[Allocation] | None = None  # temporaries of the tiles so far (begin_tile)
+        self._tile_cursor = 0
+        self._tile_layer = -2  # the layer _tile_allocs belongs to
 
     # tensors
     def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> GTensor:
-        """A new device tensor for an output (or a temporary) of the current layer."""
+        """A new device tensor for an output (or a temporary) of the current layer. It may be as large as the
+        device's largest buffer: past the binding limit, a program binds windows of it (``window``), and one
+        that binds it whole makes the layer fall back (``dispatch``)."""
         dtype = np.dtype(dtype)
         if dtype not in GPU_TYPES:
             raise DeviceError(f"dtype {dtype.name} cannot live on the GPU")
         t = GTensor(None, tuple(shape), dtype)
-        if t.nbytes > self.ctx.max_binding:
+        if self._tile_allocs is not None and self._tile_layer != self.layer_index:
+            self.end_tiles()  # left open by a layer that gave up: never another layer's temporaries
+        if self._tile_allocs is not None:  # a tile after the first: the earlier tiles' temporaries, in order
+            reused = self._tile_allocs[self._tile_cursor] if self._tile_cursor < len(self._tile_allocs) else None
+            if reused is not None and reused.nbytes >= t.nbytes:
+                self._tile_cursor += 1
+                t.alloc = reused
+                return t
+        # Past both limits the layer falls back; a device whose buffers are smaller than its bindings reports
+        # a tensor it cannot make as out of memory (``new_allocation``), naming it.
+        if t.nbytes > max(self.ctx.max_binding, self.ctx.max_buffer):
             raise TooLargeForDevice(f"tensor of shape {list(t.shape)} ({t.nbytes} bytes) exceeds the device's "
-                                    f"binding limit of {self.ctx.max_binding} bytes")
+                                    f"buffer size limit of {self.ctx.max_buffer} bytes")
         layer = self.layer
         t.alloc = self.program.new_allocation(
             t.nbytes, f"an output {list(t.shape)} of layer '{layer.name}' ({layer.op_type})" if layer else "", layer)
         self.layer_allocs.append(t.alloc)
+        if self._tile_allocs is not None:
+            self._tile_allocs[self._tile_cursor:self._tile_cursor + 1] = [t.alloc]
+            self._tile_cursor += 1
         return t
+
+    def begin_tile(self) -> None:
+        """The current layer starts another tile of its work (a program whose operands pass the binding limit
+        runs tile after tile): the temporaries (``alloc``) and scratch textures (``scratch_texture``) the tile
+        asks for are those the tiles before it had, in the order asked for, where large enough. A tile's work is
+        ordered after theirs, so what they held is free by then. ``end_tiles`` closes the layer's tiles."""
+        if self._tile_allocs is None or self._tile_layer != self.layer_index:
+            self._tile_allocs, self._tile_layer = [], self.layer_index
+        self._tile_cursor = 0
+        self._scratch_layer, self._scratch_held = self.layer_index, []
+
+    def end_tiles(self) -> None:
+        """The current layer's tiles are recorded (see ``begin_tile``): temporaries are its own again."""
+        self._tile_allocs = None
+        self._tile_cursor = 0
 
     def view(self, t: GTensor, shape: tuple[int, ...] | list[int], dtype: Any = None) -> GTensor:
         """The same data under another shape (Reshape, Flatten, Squeeze, Unsqueeze): no copy."""
-        new = GTensor(t.alloc, tuple(shape), t.dtype if dtype is None else dtype, host=None, chunks=t.chunks)
+        new = GTensor(t.alloc, tuple(shape), t.dtype if dtype is None else dtype, host=None, chunks=t.chunks,
+                      first=t.first)
         if new.size != t.size:
             raise ValueError(f"view of {list(t.shape)} as {list(shape)} changes the element count")
         if gpu_type_of(new.dtype) != t.gpu_type:
@@ -77,6 +113,37 @@ class Recorder:
         if t.host is not None:
             new.host = t.host.reshape(new.shape).astype(new.dtype, copy=False)
         return new
+
+    @property
+    def window_align(self) -> int:
+        """Bytes a window's offset is a multiple of: the device's storage-offset alignment, and at least 16 (a
+        window may reach a linear texture by a transfer copy, whose offsets are whole texels)."""
+        return max(self.ctx.storage_align, 16)
+
+    def window(self, t: GTensor, first: int, shape: tuple[int, ...] | list[int]) -> GTensor:
+        """Elements ``first`` .. ``first + prod(shape)`` of ``t`` as a tensor of ``shape`` that a dispatch binds
+        from there on (no copy): how a program whose operands pass the binding limit binds each tile's part of
+        them. ``4 * first`` must be a multiple of ``window_align`` (``window_grain`` gives tile steps that keep
+        it one); the window is bound up to the binding limit, so a part past it is refused when dispatched."""
+        if t.alloc is None:
+            raise TooLargeForDevice(f"tensor '{t.name}' {list(t.shape)} is split in row blocks: no window of it")
+        new = GTensor(t.alloc, tuple(shape), t.dtype, t.name, first=t.first + int(first))
+        if first < 0 or first + new.size > t.size:
+            raise ValueError(f"window [{first}, {first + new.size}) of {list(t.shape)} runs past the tensor")
+        if (4 * new.first) % self.window_align:
+            raise ValueError(f"window at element {new.first}: its byte offset is not a multiple of "
+                             f"{self.window_align}")
+        return new
+
+    def element_blocks(self, count: int, tensors: list[GTensor]) -> list[tuple[int, int]]:
+        """(first, count) ranges covering ``count`` elements: all of them where every one of ``tensors`` fits a
+        binding whole, else blocks whose windows (``window``) of each fit one: the most elements the binding
+        limit holds, a multiple of four (vec4 kernels) and of the window alignment."""
+        if all(fits_binding(t, self.ctx.max_binding) for t in tensors) or count <= 0:
+            return [(0, count)]
+        grain = math.lcm(4, window_grain(self.window_align, 1))
+        per = self.ctx.max_binding // 16 * 16 // 4 // grain * grain
+        return [(first, min(per, count - first)) for first in range(0, count, per)]
 
     def retype(self, t: GTensor, dtype: Any) -> GTensor:
         """The same words under another logical dtype of the same storage (a narrow type and its wide one)."""
@@ -87,8 +154,11 @@ class Recorder:
         integer wrap-around, as a numpy conversion does."""
         dtype = np.dtype(dtype)
         y = self.alloc(t.shape, dtype)
-        self.dispatch("compute/unary.wgsl", [t], [y], [t.size, 0.0, 0.0, 0.0], t.size,
-                      subs={"EXPR": narrowing_expr(dtype), "TX": t.gpu_type, "TY": y.gpu_type}, workgroup=256)
+        for first, count in self.element_blocks(t.size, [t, y]):  # windows of both past the binding limit
+            part_t, part_y = (t, y) if count == t.size else (self.window(t, first, (count,)),
+                                                             self.window(y, first, (count,)))
+            self.dispatch("compute/unary.wgsl", [part_t], [part_y], [count, 0.0, 0.0, 0.0], count,
+                          subs={"EXPR": narrowing_expr(dtype), "TX": t.gpu_type, "TY": y.gpu_type}, workgroup=256)
         return y
 
     def copy(self, src: GTensor, src_offset: int, dst: GTensor, dst_offset: int, count: int) -> None:
@@ -97,6 +167,8 @@ class Recorder:
             return
         if src.alloc is None or dst.alloc is None:
             raise DeviceError("copy: a split tensor cannot be copied as one slab")
+        src_offset += src.first  # offsets count from a window's first element
+        dst_offset += dst.first
         if (src_offset + count) * 4 > src.alloc.reserved or (dst_offset + count) * 4 > dst.alloc.reserved:
             raise DeviceError(f"copy of {count} elements runs past a buffer (offsets {src_offset}, {dst_offset})")
         self.steps.append(Copy(src.alloc, 4 * src_offset, dst.alloc, 4 * dst_offset, 4 * count, self.layer_index))
@@ -104,12 +176,12 @@ class Recorder:
     def copy_to_texture(self, src: GTensor, tex: GTexture) -> None:
         """Record a transfer copy of all of ``src`` (float32, a multiple of 4 elements) into the linear
         texture ``tex`` (``scratch_texture``)."""
-        if src.alloc is None or src.nbytes % 16 or tex.shape[1] != 4 * LINEAR_TEXELS or \
+        if src.alloc is None or src.nbytes % 16 or (4 * src.first) % 16 or tex.shape[1] != 4 * LINEAR_TEXELS or \
                 src.nbytes > self.program.scratch.rows(tex) * LINEAR_TEXELS * 16:
             raise DeviceError(f"copy of {src.nbytes} bytes into texture '{tex.name}' {list(tex.shape)}: "
                               "not a linear texture that holds it")
         if src.nbytes:
-            self.steps.append(TextureCopy(src.alloc, 0, tex, 0, src.nbytes, self.layer_index))
+            self.steps.append(TextureCopy(src.alloc, 4 * src.first, tex, 0, src.nbytes, self.layer_index))
 
     def upload(self, value: np.ndarray, name: str = "") -> GTensor:
         """A host array as a device tensor (constants are uploaded once per program and kept)."""
@@ -194,7 +266,9 @@ class Recorder:
             raise DeviceError(f"dispatch grid {groups} exceeds {self.ctx.max_workgroups} per dimension")
         # A tensor this dispatch cannot bind (split in row blocks, or over the binding limit) makes the layer
         # run on the host: placement turns TooLargeForDevice into a fallback, never a rejected bind group.
+        # A window is bound from its first element (Recorder.window).
         sizes = [binding_size(t, self.ctx.max_binding) for t in [*inputs, *outputs]]
+        offsets = [4 * t.first for t in [*inputs, *outputs]]
         consts = {"WG": workgroup, **(constants or {})}
         key = pipeline_key(shader, subs or {}, consts, [(t.gpu_type, t.ndim) for t in inputs]
                            + [("texture", 2) for _ in textures or []], faults=faults)
@@ -210,7 +284,7 @@ class Recorder:
             extra.append({"buffer": buf, "offset": 0, "size": buf.size})
         step = Dispatch(pipeline, None, groups, self.layer_index, bgl,
                         [(t.alloc, size) for t, size in zip([*inputs, *outputs], sizes, strict=True)], extra, label,
-                        len(inputs))
+                        len(inputs), offsets if any(offsets) else [])
         if not self.program.tracing:  # a traced plan's steps are bound once the planner has laid it out
             try:
                 step.bind(self.ctx.device)

@@ -18,8 +18,11 @@ Where a path's scratch (columns, shifted copies, Winograd's V and products) woul
 binding limit (a storage buffer) or texture size (a scratch texture), the path runs in tiles
 (``_tiles``): blocks of whole images, else of output rows of one image (Winograd: rows of tiles), each
 tile's scratch filled from X (the rows it needs, halo included) and its products stored into its part
-of Y; the scratch is made once, for the largest tile, and reused. X and Y are bound whole (a tensor
-past the binding limit is split or on the host before a convolution sees it).
+of Y; the scratch is made once, for the largest tile, and reused. Where X or Y itself passes the binding
+limit, the convolution runs in tiles one level up (``_conv_operand_tiles``): blocks of whole images binding
+windows of X and Y (``Recorder.window``), else output rows of one image whose input rows (with the halo) are
+copied into a staging tensor and whose outputs are copied back, each tile a convolution of its own that
+picks its path as above.
 Weights and bias are read on the host (``host_inputs``; they are initializers in practice) and
 repacked once ((C_out, K) rows padded to a multiple of 4); the matmul reads them through a texture
 where one fits (``matmul_gpu.const_operand``).
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, aligned, loop_passes
+from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, aligned, fits_binding, loop_passes
 from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
@@ -160,10 +163,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
         return NotImplemented
     strides, dilations, pads = spatial_attrs(nd, kernel_shape, strides, dilations, pads)
     begins, _ends, outs = conv_geometry(X.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
-    x_shape, w_shape, st, dl, pd = _as_2d(X.shape, w.shape, strides, dilations, begins + begins, nd)
-    h, wd = x_shape[2:]
-    kh, kw = w_shape[2:]
-    oh, ow = (1, outs[0]) if nd == 1 else outs
+    _x_shape, _w_shape, st, dl, pd = _as_2d(X.shape, w.shape, strides, dilations, begins + begins, nd)
     acc = residual is not None
     if acc and (not isinstance(residual, GTensor) or residual.alloc is None or residual.dtype != np.float32
                 or tuple(residual.shape) != (n, m, *outs)):
@@ -172,11 +172,113 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     if y.size == 0:
         return y
     act = fused(layer)
-    p = oh * ow
-    cg, mg = c // group, m // group
     bias_t = None if b is None else rec.upload(b, f"{layer.name}:B")
     if acc:
         rec.copy(residual, 0, y, 0, y.size)
+    limit = rec.ctx.max_binding
+    if fits_binding(X, limit) and fits_binding(y, limit):
+        done = _conv_paths(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc)
+    else:
+        done = _conv_operand_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc)
+    return y if done else NotImplemented
+
+
+def _conv_operand_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> bool:
+    """A convolution whose X or Y passes the binding limit, in tiles (``_tiles``): blocks of whole images, else
+    blocks of output rows of one image, each tile's part of X (its input rows, halo included) and of Y within the
+    limit, each run by ``_conv_paths`` as a convolution of its own (its top padding what lies above its first
+    input row). A block of whole images that starts where a binding may binds its windows of X and Y
+    (``Recorder.window``); any other tile's X part is copied into a staging tensor (a transfer copy per image,
+    or per channel for rows of one image, whose parts of X are strided), and its outputs computed there and
+    copied into Y (after the residual is copied in, with ``acc``). Returns False when not even one output row of
+    one image fits, or a tile's convolution has no path that takes it."""
+    n, c = X.shape[:2]
+    m = y.shape[1]
+    h, wd = X.shape[2:] if X.ndim == 4 else (1, X.shape[2])
+    oh, ow = y.shape[2:] if y.ndim == 4 else (1, y.shape[2])
+    span = (w.shape[2] - 1) * dl[0] + 1 if w.ndim == 4 else 1  # input rows one output row reads
+    limit = rec.ctx.max_binding // 16 * 16
+
+    def input_rows(row0: int, rows: int) -> tuple[int, int]:
+        """The input rows [first, last) output rows row0 .. row0 + rows read (within X)."""
+        if rows == oh:
+            return 0, h
+        top = row0 * st[0] - pd[0]
+        return max(0, top), min(h, top + (rows - 1) * st[0] + span)
+
+    def fits(images: int, rows: int) -> bool:
+        ih = h if rows == oh else min(h, (rows - 1) * st[0] + span)
+        return 4 * images * c * ih * wd <= limit and 4 * images * m * rows * ow <= limit
+
+    tiles = _tiles(n, oh, fits)
+    if tiles is None:
+        return False
+
+    def windowed(tile: _Tile) -> tuple[bool, bool]:
+        """Whether the tile binds windows of X and of Y (whole images starting where a binding may)."""
+        if tile.rows != oh:
+            return False, False
+        return ((4 * tile.image0 * c * h * wd) % rec.window_align == 0,
+                (4 * tile.image0 * m * oh * ow) % rec.window_align == 0)
+
+    x_stage = max((t.images * c * (input_rows(t.row0, t.rows)[1] - input_rows(t.row0, t.rows)[0]) * wd
+                   for t in tiles if not windowed(t)[0]), default=0)
+    y_stage = max((t.images * m * t.rows * ow for t in tiles if not windowed(t)[1]), default=0)
+    xs = rec.alloc((x_stage,), np.float32) if x_stage else None  # made once, for the largest tile
+    ys = rec.alloc((y_stage,), np.float32) if y_stage else None
+    try:
+        for tile in tiles:
+            rec.begin_tile()
+            iy0, iy1 = input_rows(tile.row0, tile.rows)
+            ih = iy1 - iy0
+            x_shape = (tile.images, c, ih, wd) if X.ndim == 4 else (tile.images, c, wd)
+            y_shape = (tile.images, m, tile.rows, ow) if y.ndim == 4 else (tile.images, m, ow)
+            x_window, y_window = windowed(tile)
+            x_first, y_first = tile.image0 * c * h * wd, tile.image0 * m * oh * ow
+            if x_window:
+                x_part = rec.window(X, x_first, x_shape)
+            else:
+                x_part = rec.window(xs, 0, x_shape)
+                _copy_planes(rec, X, x_first + iy0 * wd, h * wd, x_part, 0, ih * wd, tile.images * c)
+            y_part = rec.window(y, y_first, y_shape) if y_window else rec.window(ys, 0, y_shape)
+            y_at = y_first + tile.row0 * ow
+            if acc and not y_window:  # the residual (already in Y) is where this tile accumulates
+                _copy_planes(rec, y, y_at, oh * ow, y_part, 0, tile.rows * ow, tile.images * m)
+            top = pd[0] - tile.row0 * st[0] + iy0  # rows of padding above the tile's first input row
+            if not _conv_paths(rec, layer, x_part, y_part, w, b, bias_t, group, st, dl, [top, pd[1], top, pd[1]],
+                               act, acc):
+                return False
+            if not y_window:
+                _copy_planes(rec, y_part, 0, tile.rows * ow, y, y_at, oh * ow, tile.images * m)
+    finally:
+        rec.end_tiles()
+    return True
+
+
+def _copy_planes(rec, src, src_at: int, src_plane: int, dst, dst_at: int, dst_plane: int, planes: int) -> None:
+    """Copy ``planes`` runs of elements between a tensor and a tile's staging part (a transfer copy each): from
+    ``src`` element ``src_at`` on, one run every ``src_plane`` elements, to ``dst`` from ``dst_at``, one every
+    ``dst_plane``; each run as long as the shorter stride (the staging side's). Runs of whole planes lie one
+    after another: one copy."""
+    run = min(src_plane, dst_plane)
+    if src_plane == dst_plane:
+        rec.copy(src, src_at, dst, dst_at, planes * run)
+        return
+    for k in range(planes):
+        rec.copy(src, src_at + k * src_plane, dst, dst_at + k * dst_plane, run)
+
+
+def _conv_paths(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> bool:
+    """Record the convolution of X into y (both bound whole: tensors, or a tile's windows or staging parts) by
+    the first path that applies (see the module docstring); ``pd`` the top and left padding, twice, and
+    ``acc`` whether y holds a residual to accumulate onto. Returns False when none does."""
+    n, c = X.shape[:2]
+    m = y.shape[1]
+    h, wd = X.shape[2:] if X.ndim == 4 else (1, X.shape[2])
+    kh, kw = w.shape[2:] if w.ndim == 4 else (1, w.shape[2])
+    oh, ow = y.shape[2:] if y.ndim == 4 else (1, y.shape[2])
+    p = oh * ow
+    cg, mg = c // group, m // group
 
     if group == c and cg == 1:  # depthwise (channel multiplier mg)
         wt = rec.upload(w, f"{layer.name}:W")
@@ -191,7 +293,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
                      [y], params, grid, workgroup=64, subs={"ACT": act[0]},
                      constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "OW4": ow4,
                                 "M": m, "MULT": mg}, loops=loop_passes(kh, kw) + loop_passes(4))
-        return y
+        return True
 
     k = cg * kh * kw
     kp = _pad4(k)
@@ -199,23 +301,21 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     y3 = rec.view(y, (n, m, p))
     pointwise = kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1
     if pointwise and _pointwise_texture(rec, layer, X, w_mat, y3, st, (oh, ow), bias_t, act, acc):
-        return y
+        return True
     if pointwise and st == [1, 1] and (p % 4 == 0 or _NO_IMPLICIT):
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         a_op = const_operand(rec, w_mat, f"{layer.name}:W")
         _image_gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, c, bias_t, act, acc)
-        return y
+        return True
     if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act, acc):
-        return y
+        return True
     if group == 1 and _im2col_texture(rec, layer, X, w_mat, y3, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd,
                                       bias_t, act, acc):
-        return y
+        return True
     if _implicit(rec, layer, X, w, b, bias_t, y3, group, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act, acc):
-        return y
-    if _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act,
-               acc):
-        return y
-    return NotImplemented
+        return True
+    return _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd, act,
+                   acc)
 
 
 def _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, hw, ksize, outs, st, dl, pd, act, acc=False) -> bool:

@@ -1,7 +1,8 @@
 """gpu-compute programs of the elementwise family: unary functions, activations (their WGSL expressions
 are the records' in activations.py; the same expressions are fused into Conv/Gemm/MatMul), broadcasting
 binary ops, comparisons, logic, variadic Sum/Max/Min/Mean, Where, and the integer ops (Mod, BitShift,
-Bitwise*, integer Abs/Neg/Sign/Clip)."""
+Bitwise*, integer Abs/Neg/Sign/Clip). Unary and binary ops whose tensors pass the binding limit run in blocks
+of elements, each binding its windows of them (``Recorder.element_blocks``)."""
 
 from __future__ import annotations
 
@@ -62,21 +63,29 @@ def _bind_division(rec, expr: str) -> str:
     return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
 
 
+def _part(rec, t, first: int, count: int):
+    """Elements ``first`` .. ``first + count`` of ``t``: ``t`` itself when that is all of it, else a window."""
+    return t if count == t.size else rec.window(t, first, (count,))
+
+
 def unary(rec, x, expr: str, params: list[float], out_dtype=None, in_type: str | None = None):
-    """Record y = expr(x) elementwise; returns y."""
+    """Record y = expr(x) elementwise; returns y. Past the binding limit, one dispatch per block of elements
+    (``Recorder.element_blocks``), each binding its windows of x and y."""
     if not _is_gpu(x) and not isinstance(x, np.ndarray):
         return NotImplemented
     x = _as_gpu(rec, x)
     y = rec.alloc(x.shape, out_dtype or x.dtype)
     expr = _bind_division(rec, expr)
-    if _vec4_ok(x, y) and in_type is None:
-        # Four elements per invocation: lavapipe loads a vec4 at once where it scalarises f32 loads
-        # (10 Relus over 800k floats: 24 -> 13 ms).
-        rec.dispatch("compute/unary4.wgsl", [x], [y], [x.size // 4, *params], x.size // 4,
-                     subs={"EXPR": expr}, workgroup=256)
-        return y
-    rec.dispatch("compute/unary.wgsl", [x], [y], [x.size, *params], x.size,
-                 subs={"EXPR": expr, "TX": in_type or x.gpu_type, "TY": y.gpu_type}, workgroup=256)
+    for first, count in rec.element_blocks(x.size, [x, y]):
+        part_x, part_y = _part(rec, x, first, count), _part(rec, y, first, count)
+        if _vec4_ok(x, y) and in_type is None:
+            # Four elements per invocation: lavapipe loads a vec4 at once where it scalarises f32 loads
+            # (10 Relus over 800k floats: 24 -> 13 ms).
+            rec.dispatch("compute/unary4.wgsl", [part_x], [part_y], [count // 4, *params], count // 4,
+                         subs={"EXPR": expr}, workgroup=256)
+        else:
+            rec.dispatch("compute/unary.wgsl", [part_x], [part_y], [count, *params], count,
+                         subs={"EXPR": expr, "TX": in_type or x.gpu_type, "TY": y.gpu_type}, workgroup=256)
     return y
 
 
@@ -255,11 +264,16 @@ def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, st
     inner = math.prod(out_shape[axes[0] + 1:])
     if inner % 4:
         return None
-    return "f32", f"return vec4<f32>({var}[(i * 4u / {var}_INNER) % {var}_DIM]);", (inner, shape[axes[0]])
+    # Group i of a dispatch is group i + params[4] of the output (a block of it, see binary).
+    return ("f32", f"return vec4<f32>({var}[((i + pu(4u)) * 4u / {var}_INNER) % {var}_DIM]);",
+            (inner, shape[axes[0]]))
 
 
 def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list[float]] | None = None):
-    """Record Y = act(expr(a, b)) with broadcasting; returns Y (or NotImplemented past MAX_RANK)."""
+    """Record Y = act(expr(a, b)) with broadcasting; returns Y (or NotImplemented past MAX_RANK). Past the
+    binding limit, one dispatch per block of output elements (``Recorder.element_blocks``): Y and an operand
+    of Y's size bind their windows of the block, a broadcast operand is bound whole (its part of a block is
+    not contiguous) and must fit a binding."""
     a = _as_gpu(rec, a, f"{name}:a")
     b = _as_gpu(rec, b, f"{name}:b")
     out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
@@ -269,17 +283,29 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     expr = _bind_division(rec, expr)
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
     modes = [_vec4_operand(t, out_shape, name) for t, name in ((a, "A"), (b, "B"))]
+    blocks = rec.element_blocks(y.size, [t for t in (a, b, y) if t.size == y.size])
+
+    def operand(t, first: int, count: int):
+        return _part(rec, t, first, count) if t.size == y.size else t
+
     if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):
         # Four elements per invocation (see unary), broadcasting a scalar or one axis per group of four.
         (ta, load_a, a_geom), (tb, load_b, b_geom) = modes
         geometry = {"A_INNER": a_geom[0], "A_DIM": a_geom[1], "B_INNER": b_geom[0], "B_DIM": b_geom[1]}
-        rec.dispatch("compute/binary4.wgsl", [a, b], [y], [y.size // 4, *act_params], y.size // 4, workgroup=256,
-                     subs={"EXPR": expr, "ACT": act_expr, "TA": ta, "TB": tb, "LOAD_A": load_a, "LOAD_B": load_b},
-                     constants=geometry)
+        for first, count in blocks:
+            rec.dispatch("compute/binary4.wgsl", [operand(a, first, count), operand(b, first, count)],
+                         [_part(rec, y, first, count)], [count // 4, *act_params, first // 4], count // 4,
+                         workgroup=256, constants=geometry,
+                         subs={"EXPR": expr, "ACT": act_expr, "TA": ta, "TB": tb, "LOAD_A": load_a,
+                               "LOAD_B": load_b})
         return y
     params = [*broadcast_params(a, b, out_shape), *act_params]
-    rec.dispatch("compute/binary.wgsl", [a, b], [y], params, y.size, workgroup=256,
-                 subs={"EXPR": expr, "ACT": act_expr, "TA": a.gpu_type, "TB": b.gpu_type, "TY": y.gpu_type})
+    for first, count in blocks:
+        # The block's first output element, and where the bound part of each operand starts (binary.wgsl).
+        bases = [first, first if a.size == y.size else 0, first if b.size == y.size else 0]
+        rec.dispatch("compute/binary.wgsl", [operand(a, first, count), operand(b, first, count)],
+                     [_part(rec, y, first, count)], [count, *params[1:], *bases], count, workgroup=256,
+                     subs={"EXPR": expr, "ACT": act_expr, "TA": a.gpu_type, "TB": b.gpu_type, "TY": y.gpu_type})
     return y
 
 

@@ -10,17 +10,21 @@ texture where one fits (``matmul_ta.wgsl`` / ``matmul_tb.wgsl`` / ``matmul_tab.w
 with A, B or both bound as textures), which lavapipe fetches far faster. Products of one or two rows
 use ``gemv*.wgsl``, the same body with a 1x4 tile. The epilogue (bias, activation) stores whole vec4s
 where the output rows allow. With ``Worker(precision="float16")`` constant operands are held in half
-precision. The conv family reuses :func:`gemm` for all of its matmul paths.
+precision. The conv family reuses :func:`gemm` for all of its matmul paths. Where A or Y (or a batched
+B) passes the binding limit, MatMul and Gemm run in blocks of rows or batches (``_blocks``), each binding its
+windows of the operands (``Recorder.window``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fold_groups, loop_passes
+from wgsentis.backends.gpu.tensors import (LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fits_binding, fold_groups, loop_passes,
+                                           window_grain)
 from wgsentis.ops.activations import activation_expr
 from wgsentis.ops.elementwise_gpu import broadcast_strides
 from wgsentis.ops.registry import GPU_COMPUTE, register
@@ -335,6 +339,10 @@ def matmul(rec, layer, A, B):
         return _fill_zero_then_act(rec, y, layer)
     a_bs = broadcast_strides(a_shape[:-2], batch) if batch else []
     b_bs = broadcast_strides(b_shape[:-2], batch) if batch else []
+    limit = rec.ctx.max_binding
+    if not all(fits_binding(t, limit) for t in (a_dev, b_dev, y) if t is not None):
+        return y if _matmul_blocks(rec, layer, a_dev, b_dev, b_host, y, (m, k, n, b_ncols), batch, a_bs,
+                                   b_bs) else NotImplemented
     a_batch, b_batch = [s * m * k for s in a_bs], [s * k * b_ncols for s in b_bs]
     a_op = device_operand(rec, a_dev, k, a_batch, f"{layer.name}:A") if a_dev is not None else \
         const_operand(rec, a_host, f"{layer.name}:A", a_batch)
@@ -343,6 +351,84 @@ def matmul(rec, layer, A, B):
     y_batch = [s * m * n for s in broadcast_strides(batch, batch)] if batch else []
     gemm(rec, a_op, b_op, y, m, n, k, y_row=n, y_batch=y_batch, batch_shape=list(batch), act=fused(layer))
     return y
+
+
+def _blocks(count: int, rows: int, fits: Callable[[int, int], bool], count_grain: int,
+            row_grain: int) -> list[tuple[int, int, int, int]] | None:
+    """The fewest blocks (first matrix, matrices, first row, rows) covering ``count`` matrices of ``rows`` rows
+    whose parts fit (``fits(matrices, rows)``): all, else runs of whole matrices (a multiple of ``count_grain``),
+    else runs of rows (a multiple of ``row_grain``) of one matrix, where each matrix starts on a window boundary
+    (``count_grain`` 1). Every block but the last starts a whole number of grains after the one before it, so
+    its windows start where a binding may. None where no block fits."""
+    if fits(count, rows):
+        return [(0, count, 0, rows)]
+    per = max((g for g in range(count_grain, count, count_grain) if fits(g, rows)), default=0) if \
+        fits(count_grain, rows) else 0
+    if per:
+        return [(first, min(per, count - first), 0, rows) for first in range(0, count, per)]
+    if count_grain != 1 and count > 1:
+        return None
+    lo, hi = 0, rows // row_grain  # the most grains of rows that fit: fits shrinks as rows grow
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(1, mid * row_grain):
+            lo = mid
+        else:
+            hi = mid - 1
+    per = lo * row_grain
+    if per == 0:
+        return None
+    return [(first, 1, r, min(per, rows - r)) for first in range(count) for r in range(0, rows, per)]
+
+
+def _matmul_blocks(rec, layer, a_dev, b_dev, b_host, y, dims: tuple[int, int, int, int], batch: tuple[int, ...],
+                   a_bs: list[int], b_bs: list[int]) -> bool:
+    """MatMul whose A or Y (or a batched B) passes the binding limit, in blocks (``_blocks``) that bind windows
+    of them (``Recorder.window``): blocks of rows of A and Y where B is one matrix for every batch (A's batches
+    then fold into its rows), else blocks of batches (each batch's part of A, B and Y), else rows of one batch.
+    A must be a device tensor, each operand either one matrix for all batches or one per batch. Returns False
+    where it does not apply (the layer falls back)."""
+    m, k, n, b_ncols = dims
+    nbatch = math.prod(batch)
+    a_full, b_full = nbatch > 1 and any(a_bs), nbatch > 1 and any(b_bs)  # one matrix per batch
+    if a_dev is None or (a_full and a_dev.size != nbatch * m * k) or (b_full and b_dev is None) or \
+            (b_full and b_dev.size != nbatch * k * b_ncols) or (not a_full and not b_full and nbatch > 1):
+        return False  # a constant A, an operand broadcast along some batch dims only, or one product repeated
+    count, rows = (1, nbatch * m) if not b_full else (nbatch, m)  # (count, rows) matrices of Y's rows
+    align = rec.window_align
+    row_grain = math.lcm(window_grain(align, k), window_grain(align, n))
+    count_grain = math.lcm(window_grain(align, m * n), window_grain(align, m * k) if a_full else 1,
+                           window_grain(align, k * b_ncols))
+    limit = rec.ctx.max_binding // 16 * 16
+
+    def fits(matrices: int, block_rows: int) -> bool:
+        a_bytes = 4 * (matrices if a_full else 1) * block_rows * k
+        b_bytes = 0 if b_dev is None else 4 * matrices * k * b_ncols if b_full else b_dev.nbytes
+        return max(a_bytes, b_bytes, 4 * matrices * block_rows * n) <= limit and matrices <= rec.ctx.max_workgroups
+
+    blocks = _blocks(count, rows, fits, count_grain, row_grain)
+    if blocks is None:
+        return False
+    try:
+        for first, matrices, row0, block_rows in blocks:
+            rec.begin_tile()  # each block's operand textures are the last block's
+            batched = matrices > 1
+            # A's rows of the block: of its matrices, or of the one matrix every batch shares (rows of folded
+            # batches, where B is one matrix).
+            a_part = rec.window(a_dev, ((first * m if a_full else 0) + row0) * k,
+                                ((matrices if a_full else 1) * block_rows * k,))
+            a_op = device_operand(rec, a_part, k, [m * k if a_full else 0] if batched else [], f"{layer.name}:A")
+            if b_dev is None:
+                b_op = const_operand(rec, b_host, f"{layer.name}:B")
+            else:
+                b_part = rec.window(b_dev, first * k * b_ncols, (matrices * k * b_ncols,)) if b_full else b_dev
+                b_op = device_operand(rec, b_part, b_ncols, [k * b_ncols] if batched else [], f"{layer.name}:B")
+            y_part = rec.window(y, (first * m + row0) * n, (matrices * block_rows * n,))
+            gemm(rec, a_op, b_op, y_part, block_rows, n, k, y_row=n, y_batch=[m * n] if batched else [],
+                 batch_shape=[matrices] if batched else [], act=fused(layer))
+    finally:
+        rec.end_tiles()
+    return True
 
 
 def _fill_zero_then_act(rec, y: GTensor, layer, bias=None, bias_strides=(0, 0), beta=1.0):
@@ -382,6 +468,9 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
     if k == 0:
         return _fill_zero_then_act(rec, y, layer, bias, bias_strides, beta)
     act = fused(layer)
+    limit = rec.ctx.max_binding
+    if not all(fits_binding(t, limit) for t in (_device(A), _device(B), y) if t is not None):
+        return y if _gemm_blocks(rec, layer, A, B, y, bias, bias_strides, alpha, beta, transB) else NotImplemented
     # A: constants are repacked to (M, K) rows; a device A^T is read with strides.
     a_host = host_value(A)
     if a_host is not None:
@@ -391,13 +480,20 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
         a_op = Operand(A, 1, m, [])
     else:
         a_op = device_operand(rec, A, k, [], f"{layer.name}:A")
+    _gemm_b(rec, layer, a_op, B, y, m, n, k, bias, bias_strides, alpha, beta, transB, act)
+    return y
+
+
+def _gemm_b(rec, layer, a_op: Operand, B, y: GTensor, m: int, n: int, k: int, bias, bias_strides, alpha, beta,
+            transB, act) -> None:
+    """Record Gemm's products of the A rows ``a_op`` (``m`` of them) with B into ``y`` (those rows of Y): a device
+    B whole, a constant B in (K, N) column blocks, each within the binding limit, padded to vec4 rows."""
     b_host = host_value(B)
     if b_host is None:
         b_op = Operand(B, 1, k, []) if transB else device_operand(rec, B, n, [], f"{layer.name}:B")
         gemm(rec, a_op, b_op, y, m, n, k, y_row=n, bias=bias, bias_strides=bias_strides, alpha=alpha,
              beta=beta, act=act)
-        return y
-    # Constant B: (K, N) column blocks, each within the binding limit, padded to vec4 rows.
+        return
     per = max(4, (rec.ctx.max_binding // (4 * max(k, 1))) // 4 * 4)
     for c0 in range(0, n, per):
         c1 = min(n, c0 + per)
@@ -410,7 +506,46 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
         b_op = const_operand(rec, b_mat, f"{layer.name}:B[{c0}:{c1}]")
         gemm(rec, a_op, b_op, y, m, c1 - c0, k, y_row=n, y_col0=c0, bias=bias,
              bias_strides=bias_strides, alpha=alpha, beta=beta, act=act)
-    return y
+
+
+def _gemm_blocks(rec, layer, A, B, y: GTensor, bias, bias_strides, alpha, beta, transB) -> bool:
+    """Gemm whose A or Y passes the binding limit, in blocks of rows (``_blocks``), each binding its windows of
+    A, Y and a bias that varies along the rows (``Recorder.window``). A must be a device tensor, not transposed
+    (a block of op(A)'s rows is then contiguous), and a device B must fit a binding. Returns False where it does
+    not apply (the layer falls back)."""
+    a_dev = _device(A)
+    m, n = y.shape
+    k = A.shape[1]
+    b_dev = _device(B)
+    if a_dev is None or A.ndim != 2 or a_dev.size != m * k or \
+            (b_dev is not None and not fits_binding(b_dev, rec.ctx.max_binding)):
+        return False
+    bias_row = bias_strides[0] if bias is not None else 0
+
+    def bias_span(rows: int) -> int:
+        """Elements of the bias that ``rows`` rows of Y read."""
+        return (rows - 1) * bias_row + (n - 1) * bias_strides[1] + 1
+    align = rec.window_align
+    row_grain = math.lcm(window_grain(align, k), window_grain(align, n), window_grain(align, bias_row))
+    limit = rec.ctx.max_binding // 16 * 16
+
+    def fits(_matrices: int, rows: int) -> bool:
+        return max(4 * rows * k, 4 * rows * n, 4 * bias_span(rows) if bias_row else 0) <= limit
+
+    blocks = _blocks(1, m, fits, 1, row_grain)
+    if blocks is None or (bias_row and (bias is None or bias.alloc is None)):
+        return False
+    act = fused(layer)
+    try:
+        for _first, _one, row0, rows in blocks:
+            rec.begin_tile()
+            a_op = device_operand(rec, rec.window(a_dev, row0 * k, (rows, k)), k, [], f"{layer.name}:A")
+            bias_part = rec.window(bias, row0 * bias_row, (bias_span(rows),)) if bias_row else bias
+            _gemm_b(rec, layer, a_op, B, rec.window(y, row0 * n, (rows, n)), rows, n, k, bias_part, bias_strides,
+                    alpha, beta, transB, act)
+    finally:
+        rec.end_tiles()
+    return True
 
 
 __all__ = ["IDENTITY", "MAX_TAPS", "Operand", "const_operand", "device_operand", "fused", "gemm", "host_value",

@@ -8,7 +8,9 @@
 //             multiple of 4, so the group's four elements share the element (4i / inner) % dim.
 // An axis operand's inner extent and dim are pipeline constants (A_INNER, A_DIM, B_INNER, B_DIM):
 // dividing by them costs little, where a runtime integer division is slow on lavapipe.
-// Params: 0 n / 4, 1 alpha, 2 beta, 3 gamma (the fused activation's).
+// Params: 0 n / 4, 1 alpha, 2 beta, 3 gamma (the fused activation's), 4 the output group of this dispatch's
+// group 0: an output past the binding limit runs in blocks, a full operand and Y bound as windows of the
+// block (indexed by i), a broadcast operand bound whole (an axis operand's loader adds params[4] to i).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 

@@ -14,8 +14,10 @@ from wgsentis.backends.gpu.tensors import LINEAR_TEXELS, Allocation, GTensor, GT
 @dataclass
 class Dispatch:
     """One compute dispatch of a layer, ready to replay. ``storage`` are its storage bindings in binding order
-    (allocation, bytes bound), ``extra`` the entries after them (uniforms, textures, the fault buffer):
-    ``bind`` (re)makes the bind group from them wherever the allocations now live."""
+    (allocation, bytes bound), ``offsets`` the byte offset of each binding within its allocation (a window of a
+    larger tensor, ``Recorder.window``; none given: 0), ``extra`` the entries after them (uniforms, textures,
+    the fault buffer): ``bind`` (re)makes the bind group from them wherever the allocations now live (an
+    allocation's own offset in its arena, a multiple of 256, plus the window's)."""
 
     pipeline: Any
     bind_group: Any
@@ -26,10 +28,12 @@ class Dispatch:
     extra: list[Any] = field(default_factory=list, repr=False)
     label: str = ""
     reads: int = 0  # how many of ``storage`` are read-only (the inputs, bound first)
+    offsets: list[int] = field(default_factory=list, repr=False)
 
     def bind(self, device: Any) -> None:
-        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": a.offset, "size": size}}
-                   for i, (a, size) in enumerate(self.storage)]
+        offsets = self.offsets or [0] * len(self.storage)
+        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": a.offset + within, "size": size}}
+                   for i, ((a, size), within) in enumerate(zip(self.storage, offsets, strict=True))]
         entries.extend({"binding": len(self.storage) + j, "resource": r.view if isinstance(r, GTexture) else r}
                        for j, r in enumerate(self.extra))
         self.bind_group = device.create_bind_group(layout=self.layout, entries=entries, label=self.label)

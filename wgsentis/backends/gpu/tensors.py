@@ -77,12 +77,17 @@ class GTensor:
     constants), so layers that need it on the host never sync. ``chunks`` splits a tensor above
     the binding limit into row blocks, each its own allocation. ``layout`` is a texture tensor's
     place in its texture (gpu-pixel's ``pixel_layout.TextureLayout``; a view has its own), None in a buffer.
+    ``first`` is the element of ``alloc`` where this tensor's element 0 lies: 0, except for a *window*
+    (``Recorder.window``), a part of a larger tensor that a dispatch binds from there on (its byte offset a
+    multiple of the device's storage-offset alignment). Windows only ever reach bindings and copies, never a
+    layer's outputs (readback and uploads address whole allocations).
     """
 
-    __slots__ = ("alloc", "chunks", "dtype", "host", "layout", "name", "shape")
+    __slots__ = ("alloc", "chunks", "dtype", "first", "host", "layout", "name", "shape")
 
     def __init__(self, alloc: Allocation | None, shape: tuple[int, ...], dtype: np.dtype, name: str = "",
-                 host: np.ndarray | None = None, chunks: list[tuple[int, int, Allocation]] | None = None) -> None:
+                 host: np.ndarray | None = None, chunks: list[tuple[int, int, Allocation]] | None = None,
+                 first: int = 0) -> None:
         self.alloc = alloc
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
@@ -90,6 +95,7 @@ class GTensor:
         self.host = host
         self.chunks = chunks  # (row_start, row_count, allocation)
         self.layout: Any = None
+        self.first = int(first)
 
     @property
     def size(self) -> int:
@@ -131,18 +137,32 @@ class GTexture:
 
 
 def binding_size(t: GTensor, limit: int) -> int:
-    """Bytes of ``t``'s allocation to bind: all it reserves, or the binding limit when that is larger than the
-    tensor needs. Raises TooLargeForDevice for a split tensor or one over the limit."""
+    """Bytes of ``t``'s allocation to bind from ``t.first`` on: all it reserves from there, or the binding limit
+    when that is larger than the tensor needs (a window's bytes past its end belong to the same larger tensor;
+    a shader may read them, never write them). Raises TooLargeForDevice for a split tensor or one over the
+    limit."""
     if t.alloc is None:
         raise TooLargeForDevice(f"tensor '{t.name}' {list(t.shape)} is split in row blocks; this program binds it "
                                 "whole")
-    size = max(4, t.alloc.reserved)
+    size = max(4, t.alloc.reserved - 4 * t.first)
     if size <= limit:
         return size
-    if t.nbytes > limit:
+    if t.nbytes > limit // 16 * 16:
         raise TooLargeForDevice(f"tensor '{t.name}' {list(t.shape)} ({t.nbytes} bytes) exceeds the device's "
                                 f"binding limit of {limit} bytes")
     return limit // 16 * 16  # a reservation past the limit for a tensor within it: bind the part within
+
+
+def fits_binding(t: GTensor, limit: int) -> bool:
+    """Whether a dispatch can bind ``t`` (``binding_size`` would not raise)."""
+    return t.alloc is not None and t.nbytes <= limit // 16 * 16
+
+
+def window_grain(align: int, stride: int) -> int:
+    """The smallest count of ``stride``-element steps whose bytes are a multiple of ``align``: windows that start
+    a whole number of such steps into a tensor start where a binding may (``Recorder.window``)."""
+    words = max(1, align // 4)
+    return words // math.gcd(words, max(int(stride), 1))
 
 
 def fold_groups(groups: int, limit: int) -> tuple[int, int, int]:
