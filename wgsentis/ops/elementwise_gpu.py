@@ -400,16 +400,23 @@ def where(rec, layer, cond, x, y):
     if _dtype(cond) != np.bool_ or _dtype(x) != _dtype(y) or _dtype(x) not in (np.float32, np.int32, np.int64):
         return NotImplemented
     c, a, b = (_as_gpu(rec, t, f"{layer.name}:{k}") for k, t in enumerate((cond, x, y)))
-    out_shape = tuple(np.broadcast_shapes(c.shape, a.shape, b.shape))
+    return ternary(rec, [c, a, b], "select(c, b, a != 0u)", a.dtype)
+
+
+def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
+    """Y = ``expr`` of ``a``, ``b``, ``c`` (three device tensors) broadcast together (compute/map3.wgsl): Where,
+    and the quantization family's (x, scale, zero point) maps; NotImplemented past MAX_RANK."""
+    out_shape = tuple(np.broadcast_shapes(*(t.shape for t in inputs)))
     if len(out_shape) > MAX_RANK:
         return NotImplemented
-    out = rec.alloc(out_shape, a.dtype)
-    shape = list(out_shape) or [1]
-    params = [out.size, max(1, len(out_shape)), *_pad6(shape)]
-    for t in (c, a, b):
+    y = rec.alloc(out_shape, out_dtype)
+    params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1])]
+    for t in inputs:
         params += _pad6(broadcast_strides(t.shape, out_shape) or [0])
-    rec.dispatch("compute/where.wgsl", [c, a, b], [out], params, out.size, workgroup=256, subs={"T": a.gpu_type})
-    return out
+    rec.dispatch("compute/map3.wgsl", inputs, [y], params, y.size, workgroup=256,
+                 subs={"EXPR": _bind_division(rec, expr), "TA": inputs[0].gpu_type, "TB": inputs[1].gpu_type,
+                       "TC": inputs[2].gpu_type, "TY": y.gpu_type})
+    return y
 
 
 # -- integer ops ----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
 from wgsentis.ops.quant import _expand_param, requant_multiplier
-from wgsentis.ops.elementwise_gpu import _bind_division, _pad6, broadcast_strides
+from wgsentis.ops.elementwise_gpu import _bind_division, ternary
 from wgsentis.ops.elementwise_pixel import elementwise
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import MAX_RANK
@@ -68,14 +68,7 @@ def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
         return out
     tensors = [x if isinstance(x, GTensor) else rec.upload(x, f"{rec.layer.name}:q{k}")
                for k, x in enumerate(inputs)]
-    y = rec.alloc(out_shape, out_dtype)
-    params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1])]
-    for t in tensors:
-        params += _pad6(broadcast_strides(t.shape, out_shape) or [0])
-    rec.dispatch("compute/map3.wgsl", tensors, [y], params, y.size, workgroup=256,
-                 subs={"EXPR": expr, "TA": tensors[0].gpu_type, "TB": tensors[1].gpu_type,
-                       "TC": tensors[2].gpu_type, "TY": y.gpu_type})
-    return y
+    return ternary(rec, tensors, expr, out_dtype)
 
 
 def _param(rec, value: Any, shape: tuple[int, ...], axis: int, block_size: int) -> Any:

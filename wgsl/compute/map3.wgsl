@@ -1,5 +1,5 @@
 // Y[i] = {{EXPR}} of `a`, `b` and `c` (X, S and Z) with numpy broadcasting of all three through zero strides:
-// the quantization family's one program (x, its scale, its zero point).
+// Where (condition, x, y) and the quantization family's maps (x, its scale, its zero point).
 // Params: 0 n, 1 rank, 2..7 out shape, 8..13 x strides, 14..19 s strides, 20..25 z strides.
 #include "common/params.wgsl"
 #include "common/math.wgsl"
