@@ -50,7 +50,7 @@ from wgsentis.backends.gpu.tensors import (
     reserved_bytes,
 )
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
-from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, WgSentisError
+from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, RunInterruptedError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 
 
@@ -609,6 +609,15 @@ class GPUProgram(HostSync):
             return scope(name)
 
         outer_scope = getattr(rec, "scope", None)
+        try:
+            self._record_subgraph_layers(rec, graph, env, value, outer_scope)
+        except RunInterruptedError as exc:
+            exc.inside(rec.layer.name, rec.layer.op_type)  # name the path down to the layer, as the CPU does
+            raise
+        return [value(info.name) for info in graph.outputs]
+
+    def _record_subgraph_layers(self, rec: Any, graph: Graph, env: dict[str, Any], value: Any,
+                                outer_scope: Any) -> None:
         for layer in graph.layers:
             args = [value(n) if n else None for n in layer.inputs]
             scoped = [isinstance(a, GTensor) for a in args]
@@ -633,7 +642,6 @@ class GPUProgram(HostSync):
             for name, out in zip(layer.outputs, outputs, strict=False):
                 if name:
                     env[name] = out
-        return [value(info.name) for info in graph.outputs]
 
     def read_scalar(self, rec: Any, value: Any, what: str) -> np.ndarray:
         """The host value of a small device tensor a control-flow program branches on (an If's condition, a Loop
