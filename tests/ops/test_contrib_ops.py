@@ -1,7 +1,7 @@
-"""ONNX Runtime's com.microsoft contrib operators (wgsentis.ops.contrib) against ONNX Runtime itself: one-node
-models built with onnx.helper, then models written by ORT's own tools (the transformer optimizer, the dynamic
-and static quantizers, an optimized-model save), run on the cpu backend; the float ops' GPU programs
-(contrib_gpu.py) against the cpu backend on gpu-compute and gpu-pixel."""
+"""ONNX Runtime's com.microsoft contrib operators (wgsentis.ops.contrib, and contrib_quant for the quantized
+ones) against ONNX Runtime itself: one-node models built with onnx.helper, then models written by ORT's own tools
+(the transformer optimizer, the dynamic and static quantizers, an optimized-model save), run on the cpu backend;
+the float ops' GPU programs (contrib_gpu.py) against the cpu backend on gpu-compute and gpu-pixel."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The GPU programs of ONNX Runtime's quantized com.microsoft operators (contrib_gpu.py) on gpu-compute and
-gpu-pixel: each op with no fallback layer, bit for bit equal to the cpu backend where the CPU kernel does
+"""The GPU programs of ONNX Runtime's quantized com.microsoft operators (contrib_quant_gpu.py) on gpu-compute
+and gpu-pixel: each op with no fallback layer, bit for bit equal to the cpu backend where the CPU kernel does
 elementwise float32 arithmetic and exact integer sums, within one quantization step in rare elements where a
 float32 sum may be reassociated (softmax, window averages), within float32 rounding for the float products
 (MatMulNBits, QAttention's attention); and against ONNX Runtime as the CPU kernels are checked in

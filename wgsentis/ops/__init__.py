@@ -7,6 +7,8 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     cast_gpu,
     contrib,
     contrib_gpu,
+    contrib_quant,
+    contrib_quant_gpu,
     control,
     control_gpu,
     conv,
