@@ -20,7 +20,7 @@ import wgsentis as ws
 from wgsentis.errors import LayerError
 from ml_models import to_tree_ensemble
 from wgsentis.dtypes import NUMPY_TO_ONNX
-from wgsentis.ops import ml_gpu, ml_pixel
+from wgsentis.ops import ml_trees_gpu, ml_trees_pixel
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -134,11 +134,11 @@ def test_tree_blocks_split_under_the_loop_limit():
         def loops_fit(self, passes: int) -> bool:
             return passes <= self.limit
 
-    blocks = ml_gpu._tree_blocks(Limited(2000), 1000, 10, 3)
+    blocks = ml_trees_gpu._tree_blocks(Limited(2000), 1000, 10, 3)
     assert blocks is not None and len(blocks) > 1
     assert blocks[0][0] == 0 and blocks[-1][1] == 1000
     assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
-    assert ml_gpu._tree_blocks(Limited(10), 1000, 10, 3) is None
+    assert ml_trees_gpu._tree_blocks(Limited(10), 1000, 10, 3) is None
 
 
 @pytest.mark.parametrize("case", ["string_labels", "double_thresholds", "double_input"])
@@ -172,10 +172,10 @@ def test_pixel_tree_blocks_split_under_the_loop_limit():
         def loops_fit(self, passes: int) -> bool:
             return passes <= 3000
 
-    blocks = ml_pixel.tree_blocks(Limited(), 100, 8, 0, 10)
+    blocks = ml_trees_pixel.tree_blocks(Limited(), 100, 8, 0, 10)
     assert blocks is not None and len(blocks) > 1 and blocks[-1][1] == 100
     assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
-    assert ml_pixel.tree_blocks(Limited(), 100, 3000, 0, 10) is None
+    assert ml_trees_pixel.tree_blocks(Limited(), 100, 3000, 0, 10) is None
 
 
 # -- linear and SVM models, feature transforms: both GPU backends vs the numpy kernel and ONNX Runtime ------------

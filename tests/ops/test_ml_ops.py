@@ -1,6 +1,6 @@
-"""The ai.onnx.ml kernels of wgsentis.ops.ml (tree ensembles, linear and SVM models, feature transforms,
-ZipMap) checked against ONNX Runtime on models built with onnx.helper, run through load_model and a cpu
-Worker."""
+"""The ai.onnx.ml kernels of wgsentis.ops.ml and wgsentis.ops.ml_trees (tree ensembles, linear and SVM models,
+feature transforms, ZipMap) checked against ONNX Runtime on models built with onnx.helper, run through load_model
+and a cpu Worker."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import wgsentis as ws
-from wgsentis.ops import ml
+from wgsentis.ops import ml, ml_trees
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -514,8 +514,8 @@ def test_tree_ensemble_v5_post_transform(post):
         model = _model(node, [_tensor("X", T.FLOAT, [None, 3])], [_tensor("Y", T.FLOAT, None)], ml_opset=5)
         with ws.Worker(ws.load_model(model.SerializeToString()), "cpu") as worker:
             outputs[code] = worker.run({"X": X})["Y"]
-    name = ml._V5_POST_TRANSFORMS[post]
-    _close(outputs[post], ml._post_transform(outputs[0].astype(np.float64), name))
+    name = ml_trees.V5_POST_TRANSFORMS[post]
+    _close(outputs[post], ml.apply_post_transform(outputs[0].astype(np.float64), name))
 
 
 def test_tree_ensemble_v5_set_membership():

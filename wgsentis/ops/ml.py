@@ -1,9 +1,9 @@
-"""Numpy kernels of the ``ai.onnx.ml`` operators that skl2onnx and onnxmltools emit: tree ensembles
-(TreeEnsembleClassifier and TreeEnsembleRegressor 1 and 3, TreeEnsemble 5, all evaluated through one ``Forest``
-that the GPU programs in ops/ml_gpu.py share), linear and SVM models, the feature transforms (Scaler,
-Normalizer, Imputer, Binarizer, OneHotEncoder, LabelEncoder, ArrayFeatureExtractor, FeatureVectorizer,
-CategoryMapper, DictVectorizer, CastMap) and ZipMap, with the size rules of the ones whose output can outgrow
-their input.
+"""Numpy kernels of the ``ai.onnx.ml`` operators that skl2onnx and onnxmltools emit, the tree ensembles aside
+(ops/ml_trees.py): linear and SVM models, the feature transforms (Scaler, Normalizer, Imputer, Binarizer,
+OneHotEncoder, LabelEncoder, ArrayFeatureExtractor, FeatureVectorizer, CategoryMapper, DictVectorizer, CastMap)
+and ZipMap; the helpers every ML family shares (attribute readers, the post transforms, label picking), which
+ops/ml_trees.py and the GPU programs (ops/ml_gpu.py, ops/ml_pixel.py) import; and the size rules of the ops
+whose output can outgrow their input, the tree ensembles' included.
 
 Semantics follow the ONNX ai.onnx.ml specs and, where the spec is vague (binary classifiers' single score,
 SOFTMAX_ZERO, PROBIT, CastMap's fill values), what ONNX Runtime computes, since models exported by those
@@ -14,7 +14,6 @@ converters are validated against it. Maps are Python dicts: DictVectorizer and C
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,11 +24,7 @@ from wgsentis.ops.tensor import check_indices
 
 ML_DOMAIN = "ai.onnx.ml"
 
-_POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
-_AGGREGATES = ("SUM", "AVERAGE", "MIN", "MAX")
-_MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
-          "LEAF": 6}
-_LEAF = 6
+POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -37,18 +32,18 @@ _LEAF = 6
 # ----------------------------------------------------------------------------------------------
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
-    name = _text(value).upper()
+def choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
+    name = text(value).upper()
     if name not in allowed:
         raise ValueError(f"unsupported {what} {name!r} (expected one of {', '.join(allowed)})")
     return name
 
 
-def _rows(X: np.ndarray) -> np.ndarray:
+def as_rows(X: np.ndarray) -> np.ndarray:
     """X as a float64 (N, F) matrix: 1-D inputs are one row, as the ML ops' specs say."""
     X = np.asarray(X)
     if X.dtype.kind not in "fiub":
@@ -57,7 +52,7 @@ def _rows(X: np.ndarray) -> np.ndarray:
     return X.astype(np.float64, copy=False)
 
 
-def _floats(plain: Any, tensor: Any = None) -> np.ndarray:
+def floats(plain: Any, tensor: Any = None) -> np.ndarray:
     """A float attribute as float64: its *_as_tensor (double) form when given, else the float list."""
     if tensor is not None:
         return np.asarray(tensor, dtype=np.float64).reshape(-1)
@@ -67,15 +62,15 @@ def _floats(plain: Any, tensor: Any = None) -> np.ndarray:
     return np.asarray(plain, dtype=np.float32).astype(np.float64)
 
 
-def _ints(values: Any) -> np.ndarray:
+def ints(values: Any) -> np.ndarray:
     return np.zeros(0, dtype=np.int64) if values is None else np.asarray(values, dtype=np.int64).reshape(-1)
 
 
-def _labels(ints: Any, strings: Any) -> tuple[np.ndarray, bool]:
+def class_labels(numbers: Any, strings: Any) -> tuple[np.ndarray, bool]:
     """The class labels (int64 or object array) and whether they are strings."""
     if strings is not None and len(strings):
-        return _object_array([_text(s) for s in strings]), True
-    return _ints(ints), False
+        return _object_array([text(s) for s in strings]), True
+    return ints(numbers), False
 
 
 def _object_array(values: list) -> np.ndarray:
@@ -84,13 +79,13 @@ def _object_array(values: list) -> np.ndarray:
     return out
 
 
-def _logistic(x: np.ndarray) -> np.ndarray:
+def logistic(x: np.ndarray) -> np.ndarray:
     # exp of -|x| never overflows; the sign picks the side, as ORT's ComputeLogistic does.
     e = 1.0 / (1.0 + np.exp(-np.abs(x)))
     return np.where(x < 0, 1.0 - e, e)
 
 
-def _probit(x: np.ndarray) -> np.ndarray:
+def probit(x: np.ndarray) -> np.ndarray:
     """sqrt(2) * erfinv(2x - 1) with the closed-form erfinv approximation (a = 0.147) that ORT evaluates in
     float32: its -v + sqrt(v^2 - v2) cancels, so only the same float32 steps agree with it to 1e-5."""
     f32 = np.float32
@@ -116,16 +111,16 @@ def _softmax_zero(s: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _post_transform(scores: np.ndarray, name: str) -> np.ndarray:
+def apply_post_transform(scores: np.ndarray, name: str) -> np.ndarray:
     """Apply ``post_transform`` to (N, C) scores (C >= 2, or a regressor's targets)."""
     if name == "LOGISTIC":
-        return _logistic(scores)
+        return logistic(scores)
     if name == "SOFTMAX":
         return _softmax(scores)
     if name == "SOFTMAX_ZERO":
         return _softmax_zero(scores)
     if name == "PROBIT":
-        return _probit(scores)
+        return probit(scores)
     return scores
 
 
@@ -134,357 +129,22 @@ def _binary_scores(score: np.ndarray, name: str, complement: bool) -> np.ndarray
     score is a probability (``complement``), else [-s, s], each through ``post_transform``; PROBIT keeps
     one column."""
     if name == "PROBIT":
-        return _probit(score)[:, None]
+        return probit(score)[:, None]
     if complement:
         return np.stack([1.0 - score, score], axis=1)
     if name == "LOGISTIC":
-        return np.stack([_logistic(-score), _logistic(score)], axis=1)
+        return np.stack([logistic(-score), logistic(score)], axis=1)
     pair = np.stack([-score, score], axis=1)
     if name in ("SOFTMAX", "SOFTMAX_ZERO"):
-        return _post_transform(pair, name)
+        return apply_post_transform(pair, name)
     return pair
 
 
-def _pick(labels: np.ndarray, index: np.ndarray) -> np.ndarray:
+def pick(labels: np.ndarray, index: np.ndarray) -> np.ndarray:
     return labels[index] if labels.dtype != object else _object_array(labels[index].tolist())
 
 
-# ----------------------------------------------------------------------------------------------
-# tree ensembles
-# ----------------------------------------------------------------------------------------------
-
-
-_MEMBER = 7  # BRANCH_MEMBER (TreeEnsemble's mode 6): true when the value is one of the node's set
-_V5_MODES = (0, 1, 2, 3, 4, 5, _MEMBER)  # TreeEnsemble's nodes_modes codes 0..6 as the codes above
-_V5_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")  # TreeEnsemble's aggregate_function codes
-_V5_POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
-
-
-class Forest:
-    """The nodes of a tree ensemble as flat arrays indexed by node position: each node's mode, feature and
-    threshold, the positions its two branches lead to (a leaf leads to itself), the trees' roots, each leaf's
-    run of (target, weight) pairs, and each set-membership node's run of sorted member values. Built from the
-    classic ops' (tree id, node id) attributes by ``classic_forest`` or from TreeEnsemble's indices by
-    ``v5_forest``; the numpy kernels and the GPU programs (ops/ml_gpu.py) both evaluate this one form."""
-
-    def __init__(self, mode: np.ndarray, feature: np.ndarray, threshold: np.ndarray, true_next: np.ndarray,
-                 false_next: np.ndarray, missing: np.ndarray, roots: np.ndarray, w_node: np.ndarray,
-                 w_target: np.ndarray, w_value: np.ndarray, member_sets: list[np.ndarray] | None = None) -> None:
-        count = mode.size
-        if count == 0:
-            raise ValueError("the ensemble has no nodes")
-        self.mode = mode.astype(np.int8)
-        self.feature = feature.astype(np.int64)
-        self.threshold = threshold.astype(np.float64)
-        self.leaf = self.mode == _LEAF
-        inner = ~self.leaf
-        own = np.arange(count)
-        self.true_next = np.where(inner, true_next, own).astype(np.int64)
-        self.false_next = np.where(inner, false_next, own).astype(np.int64)
-        for side, nxt in (("true", self.true_next), ("false", self.false_next)):
-            if nxt.min() < 0 or nxt.max() >= count:
-                raise ValueError(f"a node's {side} branch leads outside the {count} nodes")
-        self.missing = missing.astype(bool) & inner
-        self.has_missing = bool(self.missing.any())
-        if inner.any() and self.feature[inner].min() < 0:
-            raise ValueError("a negative feature id")
-        self.needed_features = int(self.feature[inner].max()) + 1 if inner.any() else 0
-        self.modes_used = np.unique(self.mode[inner]).tolist()
-        self.roots = roots.astype(np.int64)
-        if self.roots.size == 0 or self.roots.min() < 0 or self.roots.max() >= count:
-            raise ValueError(f"a tree root lies outside the {count} nodes")
-        self._members(member_sets or [])
-        if w_node.size and (w_node.min() < 0 or w_node.max() >= count):
-            raise ValueError(f"a weight names a node outside the {count} nodes")
-        if not (w_node.size == w_target.size == w_value.size):
-            raise ValueError("the weights' node ids, target ids and values must have equal lengths")
-        order = np.argsort(w_node, kind="stable")
-        self.w_target, self.w_value = w_target[order].astype(np.int64), w_value[order].astype(np.float64)
-        self.w_count = np.bincount(w_node, minlength=count)
-        self.w_start = np.concatenate([[0], np.cumsum(self.w_count)[:-1]]).astype(np.int64)
-        self.weights_positive = bool(w_value.size == 0 or w_value.min() >= 0)
-        self.target_ids = np.unique(w_target)
-        self.depth = self._depth()
-
-    def _members(self, sets: list[np.ndarray]) -> None:
-        """Each BRANCH_MEMBER node's set, in node order, as a sorted run of ``member_values``."""
-        self.member = self.mode == _MEMBER
-        nodes = np.flatnonzero(self.member)
-        if len(sets) < nodes.size:
-            raise ValueError(f"{nodes.size} BRANCH_MEMBER nodes but {len(sets)} sets in membership_values")
-        runs = [np.unique(np.asarray(s, dtype=np.float64)) for s in sets[:nodes.size]]
-        self.member_count = np.zeros(self.mode.size, dtype=np.int64)
-        self.member_count[nodes] = [r.size for r in runs]
-        self.member_start = np.zeros(self.mode.size, dtype=np.int64)
-        self.member_start[nodes] = np.cumsum([0] + [r.size for r in runs])[:-1]
-        self.member_values = np.concatenate(runs) if runs else np.zeros(0)
-        # lower_bound over n sorted values takes bit_length(n) halvings
-        self.member_steps = int(self.member_count.max(initial=0)).bit_length()
-
-    def _depth(self) -> int:
-        """The most branch nodes on a path from a root to a leaf, found level by level; a path longer than the
-        node count revisits a node: the "trees" contain a cycle."""
-        frontier = np.unique(self.roots)
-        for depth in range(self.mode.size + 1):
-            frontier = frontier[~self.leaf[frontier]]
-            if frontier.size == 0:
-                return depth
-            frontier = np.unique(np.concatenate([self.true_next[frontier], self.false_next[frontier]]))
-        raise ValueError("the trees contain a cycle")
-
-    def leaves(self, X: np.ndarray) -> np.ndarray:
-        """The leaf each row reaches in each tree, (N, trees): all rows and trees step down together,
-        one level per iteration, over the (row, tree) pairs not at a leaf yet."""
-        rows, features = X.shape
-        if features < self.needed_features:
-            raise ValueError(f"the trees read feature {self.needed_features - 1}, X has {features} features")
-        trees = self.roots.size
-        current = np.tile(self.roots, rows)
-        row_of = np.repeat(np.arange(rows), trees)
-        active = np.flatnonzero(~self.leaf[current])
-        flat = X.reshape(-1)
-        single = self.modes_used[0] if len(self.modes_used) == 1 else None
-        for _ in range(self.depth):
-            if active.size == 0:
-                break
-            node = current[active]
-            value = flat[row_of[active] * features + self.feature[node]]
-            if single is not None:
-                go = self._branch(single, node, value)
-            else:
-                mode = self.mode[node]
-                go = np.zeros(node.size, dtype=bool)
-                for code in self.modes_used:
-                    hit = mode == code
-                    go[hit] = self._branch(code, node[hit], value[hit])
-            if self.has_missing:
-                # As ORT: the comparison's own result, or true where the value is NaN and the node says so.
-                go |= self.missing[node] & np.isnan(value)
-            step = np.where(go, self.true_next[node], self.false_next[node])
-            current[active] = step
-            active = active[~self.leaf[step]]
-        return current.reshape(rows, trees)
-
-    def _branch(self, mode: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:
-        """Whether each value takes its node's true branch under ``mode`` (NaN compares false but for NEQ)."""
-        if mode == _MEMBER:
-            return self._is_member(node, value)
-        threshold = self.threshold[node]
-        if mode == 0:
-            return value <= threshold
-        if mode == 1:
-            return value < threshold
-        if mode == 2:
-            return value >= threshold
-        if mode == 3:
-            return value > threshold
-        if mode == 4:
-            return value == threshold
-        return value != threshold
-
-    def _is_member(self, node: np.ndarray, value: np.ndarray) -> np.ndarray:
-        """Whether each value is in its node's set: a lower-bound binary search of all values at once."""
-        lo = self.member_start[node]
-        end = lo + self.member_count[node]
-        hi = end.copy()
-        table = self.member_values if self.member_values.size else np.zeros(1)
-        last = table.size - 1
-        for _ in range(self.member_steps):
-            open_ = lo < hi
-            mid = (lo + hi) // 2
-            less = table[np.minimum(mid, last)] < value
-            lo = np.where(open_ & less, mid + 1, lo)
-            hi = np.where(open_ & ~less, mid, hi)
-        return (lo < end) & (table[np.minimum(lo, last)] == value)
-
-    def aggregate(self, leaves: np.ndarray, targets: int, how: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per row and target: the aggregated leaf weights (float64) and whether any weight reached it."""
-        rows = leaves.shape[0]
-        flat = leaves.reshape(-1)
-        counts = self.w_count[flat]
-        total = int(counts.sum())
-        # Expand each reached leaf into its run of weights (a vectorised ragged gather).
-        starts = np.repeat(self.w_start[flat] - (np.cumsum(counts) - counts), counts) + np.arange(total)
-        row_of = np.repeat(np.repeat(np.arange(rows), leaves.shape[1]), counts)
-        target = self.w_target[starts]
-        if target.size and (target.min() < 0 or target.max() >= targets):
-            raise ValueError(f"a weight's target/class id lies outside 0..{targets - 1}")
-        slot = row_of * targets + target
-        hits = np.bincount(slot, minlength=rows * targets).reshape(rows, targets) > 0
-        values = self.w_value[starts]
-        if how in ("SUM", "AVERAGE"):
-            scores = np.bincount(slot, weights=values, minlength=rows * targets)
-        elif how == "MIN":
-            scores = np.full(rows * targets, np.inf)
-            np.minimum.at(scores, slot, values)
-        else:
-            scores = np.full(rows * targets, -np.inf)
-            np.maximum.at(scores, slot, values)
-        scores = scores.reshape(rows, targets)
-        return np.where(hits, scores, 0.0), hits
-
-
-def classic_forest(treeids: Any, nodeids: Any, modes: Any, featureids: Any, values: np.ndarray, truenodeids: Any,
-                   falsenodeids: Any, missing: Any, w_treeids: Any, w_nodeids: Any, w_ids: Any,
-                   weights: np.ndarray) -> Forest:
-    """The Forest of TreeEnsembleRegressor/Classifier's attributes: nodes named by (tree id, node id), each tree
-    rooted at its first node in attribute order (as ORT does), weights naming their leaf the same way."""
-    tree, node = _ints(treeids), _ints(nodeids)
-    count = tree.size
-    if count == 0:
-        raise ValueError("the ensemble has no nodes")
-    fields = {"nodes_nodeids": nodeids, "nodes_modes": modes, "nodes_featureids": featureids,
-              "nodes_values": values, "nodes_truenodeids": truenodeids, "nodes_falsenodeids": falsenodeids}
-    for name, field in fields.items():
-        if field is None or len(field) != count:
-            raise ValueError(f"{name} must have one entry per node ({count})")
-    try:
-        mode = np.array([_MODES[_text(m)] for m in modes], dtype=np.int8)
-    except KeyError as exc:
-        raise ValueError(f"unknown node mode {exc}") from None
-    true_ids, false_ids = _ints(truenodeids), _ints(falsenodeids)
-    # (tree, node) pairs as one sortable key; Python ints first, so the span product never overflows.
-    low = int(min(node.min(), true_ids.min(), false_ids.min(), 0))
-    span = int(max(node.max(), true_ids.max(), false_ids.max())) - low + 1
-    tmin = int(tree.min())
-    if (int(tree.max()) - tmin + 1) * span >= 2**62:
-        raise ValueError("tree or node ids are too far apart")
-    key = (tree - tmin) * span + (node - low)
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    if np.any(ordered[1:] == ordered[:-1]):
-        raise ValueError("a (tree id, node id) pair appears twice")
-
-    def find(t: np.ndarray, n: np.ndarray, what: str) -> np.ndarray:
-        wanted = (t - tmin) * span + (n - low)
-        pos = np.minimum(np.searchsorted(ordered, wanted), ordered.size - 1)
-        bad = ordered[pos] != wanted
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{what}: tree {int(t[i])} has no node {int(n[i])}")
-        return order[pos]
-
-    inner = mode != _LEAF
-    true_next = np.arange(count)
-    false_next = np.arange(count)
-    true_next[inner] = find(tree[inner], true_ids[inner], "nodes_truenodeids")
-    false_next[inner] = find(tree[inner], false_ids[inner], "nodes_falsenodeids")
-    track = _ints(missing)
-    if track.size not in (0, count):
-        raise ValueError("nodes_missing_value_tracks_true must have one entry per node")
-    _, roots = np.unique(tree, return_index=True)  # trees in ascending id order
-    w_node = find(_ints(w_treeids), _ints(w_nodeids), "the weights' node ids")
-    return Forest(mode, _ints(featureids), values, true_next, false_next,
-                  track if track.size else np.zeros(count, dtype=bool), roots, w_node, _ints(w_ids), weights)
-
-
-def _tensor_values(value: Any) -> np.ndarray:
-    return np.zeros(0) if value is None else np.asarray(value).reshape(-1)
-
-
-def v5_forest(attrs: dict[str, Any]) -> Forest:
-    """The Forest of TreeEnsemble (ai.onnx.ml 5): branch nodes 0..N-1 in nodes_* order, then one node per
-    leaf (N + its leaf_* index), each holding its single (target, weight)."""
-    features = _ints(attrs.get("nodes_featureids"))
-    count = features.size
-    leaf_weights = _tensor_values(attrs.get("leaf_weights")).astype(np.float64)
-    leaves = leaf_weights.size
-    fields = ("nodes_modes", "nodes_splits", "nodes_truenodeids", "nodes_falsenodeids", "nodes_trueleafs",
-              "nodes_falseleafs")
-    for name in fields:
-        if _tensor_values(attrs.get(name)).size != count:
-            raise ValueError(f"{name} must have one entry per node ({count})")
-    codes = _tensor_values(attrs.get("nodes_modes")).astype(np.int64)
-    if codes.size and (codes.min() < 0 or codes.max() >= len(_V5_MODES)):
-        raise ValueError(f"unknown node mode {int(codes[(codes < 0) | (codes >= len(_V5_MODES))][0])}")
-    mode = np.concatenate([np.asarray(_V5_MODES, dtype=np.int8)[codes], np.full(leaves, _LEAF, dtype=np.int8)])
-    targets = _ints(attrs.get("leaf_targetids"))
-    if targets.size != leaves:
-        raise ValueError(f"leaf_targetids must have one entry per leaf ({leaves})")
-
-    def branch(ids_name: str, leafs_name: str) -> np.ndarray:
-        ids = _ints(attrs.get(ids_name))
-        to_leaf = _ints(attrs.get(leafs_name)).astype(bool)
-        bound = np.where(to_leaf, leaves, count)
-        if ids.size and (ids.min() < 0 or np.any(ids >= bound)):
-            raise ValueError(f"{ids_name}: an id lies outside the nodes or leaves it indexes")
-        return np.where(to_leaf, count + ids, ids)
-
-    true_next = np.concatenate([branch("nodes_truenodeids", "nodes_trueleafs"), np.zeros(leaves, np.int64)])
-    false_next = np.concatenate([branch("nodes_falsenodeids", "nodes_falseleafs"), np.zeros(leaves, np.int64)])
-    track = _ints(attrs.get("nodes_missing_value_tracks_true"))
-    if track.size not in (0, count):
-        raise ValueError("nodes_missing_value_tracks_true must have one entry per node")
-    missing = np.concatenate([track if track.size else np.zeros(count, np.int64), np.zeros(leaves, np.int64)])
-    # membership_values: the sets of the BRANCH_MEMBER nodes in node order, each ended by a NaN (or the end).
-    members = _tensor_values(attrs.get("membership_values")).astype(np.float64)
-    cuts = np.flatnonzero(np.isnan(members))
-    sets = np.split(members, cuts)
-    sets = [s[~np.isnan(s)] for s in sets]
-    if sets and sets[-1].size == 0:
-        sets.pop()  # the NaN that ends the last set
-    splits = np.concatenate([_tensor_values(attrs.get("nodes_splits")).astype(np.float64), np.zeros(leaves)])
-    return Forest(mode, np.concatenate([features, np.zeros(leaves, np.int64)]), splits, true_next, false_next,
-                  missing, _ints(attrs.get("tree_roots")), np.arange(count, count + leaves), targets, leaf_weights,
-                  sets)
-
-
-@dataclass
-class TreeModel:
-    """A tree ensemble layer resolved from its attributes: what the numpy kernel and the GPU programs run."""
-
-    forest: Forest
-    targets: int  # score columns (a classifier's: its class count, at least 2)
-    aggregate: str  # SUM, AVERAGE, MIN or MAX
-    post: str  # post_transform
-    base: np.ndarray  # float64 base values: none, one, or one per target (a binary classifier: one or two)
-    labels: np.ndarray | None  # a classifier's class labels (int64, or an object array of str); None: scores only
-
-    @property
-    def binary(self) -> bool:
-        """A classifier with at most two labels: decided as ORT does (``_binary_tree_classifier``)."""
-        return self.labels is not None and self.labels.size <= 2
-
-
-def tree_model(op_type: str, attrs: dict[str, Any]) -> TreeModel:
-    """The TreeModel of a TreeEnsembleRegressor, TreeEnsembleClassifier or TreeEnsemble layer's attributes."""
-    get = attrs.get
-    if op_type == "TreeEnsemble":
-        forest = v5_forest(attrs)
-        targets = get("n_targets")
-        targets = int(targets) if targets is not None else int(forest.target_ids.max(initial=0)) + 1
-        return TreeModel(forest, targets, _code(get("aggregate_function", 1), _V5_AGGREGATES, "aggregate_function"),
-                         _code(get("post_transform", 0), _V5_POST_TRANSFORMS, "post_transform"), np.zeros(0), None)
-    prefix = "class" if op_type == "TreeEnsembleClassifier" else "target"
-    forest = classic_forest(
-        get("nodes_treeids"), get("nodes_nodeids"), get("nodes_modes"), get("nodes_featureids"),
-        _floats(get("nodes_values"), get("nodes_values_as_tensor")), get("nodes_truenodeids"),
-        get("nodes_falsenodeids"), get("nodes_missing_value_tracks_true"), get(f"{prefix}_treeids"),
-        get(f"{prefix}_nodeids"), get(f"{prefix}_ids"), _floats(get(f"{prefix}_weights"),
-                                                                get(f"{prefix}_weights_as_tensor")))
-    post = _choice(get("post_transform", "NONE"), _POST_TRANSFORMS, "post_transform")
-    base = _floats(get("base_values"), get("base_values_as_tensor"))
-    if prefix == "target":
-        targets = get("n_targets")
-        targets = int(targets) if targets is not None else int(forest.target_ids.max(initial=0)) + 1
-        how = _choice(get("aggregate_function", "SUM"), _AGGREGATES, "aggregate_function")
-        return TreeModel(forest, targets, how, post, _base(base, targets), None)
-    labels, _ = _labels(get("classlabels_int64s"), get("classlabels_strings"))
-    if labels.size == 0:
-        raise ValueError("TreeEnsembleClassifier needs classlabels_int64s or classlabels_strings")
-    targets = max(labels.size, 2)
-    return TreeModel(forest, targets, "SUM", post, base if labels.size <= 2 else _base(base, targets), labels)
-
-
-def _code(value: Any, names: tuple[str, ...], what: str) -> str:
-    """The name of an enum attribute given as its integer code (TreeEnsemble's)."""
-    code = int(value)
-    if not 0 <= code < len(names):
-        raise ValueError(f"unsupported {what} {code} (expected 0..{len(names) - 1})")
-    return names[code]
-
-
-def _base(values: np.ndarray, count: int) -> np.ndarray:
+def base(values: np.ndarray, count: int) -> np.ndarray:
     if values.size == 0:
         return values
     if values.size not in (1, count):
@@ -492,161 +152,27 @@ def _base(values: np.ndarray, count: int) -> np.ndarray:
     return np.broadcast_to(values, (count,)).copy()
 
 
-def run_tree_model(model: TreeModel, X: np.ndarray) -> Any:
-    """The layer's outputs: the (N, targets) float64 scores of a regressor or TreeEnsemble, or a classifier's
-    (labels, float32 scores)."""
-    forest = model.forest
-    scores, hits = forest.aggregate(forest.leaves(_rows(X)), model.targets, model.aggregate)
-    if model.labels is None:
-        if model.aggregate == "AVERAGE":
-            scores /= forest.roots.size
-        if model.base.size:
-            # As ORT: a target no weight reached scores 0, without its base value.
-            scores = np.where(hits, scores + model.base, 0.0)
-        return _post_transform(scores, model.post)
-    if model.binary:
-        return _binary_tree_classifier(forest, model.labels, scores, hits, model.base, model.post)
-    if model.base.size:
-        scores += model.base
-        hits[:] = True
-    # The winner among the classes that received a score (ORT skips the others), first on ties.
-    winner = np.argmax(np.where(hits, scores, -np.inf), axis=1)
-    return _pick(model.labels, winner), _post_transform(scores, model.post).astype(np.float32)
-
-
-def _tree_model(ctx: Any, op_type: str, attrs: dict[str, Any]) -> TreeModel:
-    """The layer's TreeModel, built once: every attribute is a constant of the layer."""
-    cache = getattr(ctx, "cache", None)
-    if cache is None:
-        return tree_model(op_type, attrs)
-    model = cache.get("tree_model")
-    if model is None:
-        model = cache["tree_model"] = tree_model(op_type, attrs)
-    return model
-
-
-def _binary_tree_classifier(forest: Forest, labels: np.ndarray, scores: np.ndarray, hits: np.ndarray,
-                            base: np.ndarray, post: str) -> tuple[np.ndarray, np.ndarray]:
-    """Two classes, as ONNX Runtime decides them (the spec is silent): a row whose class 1 got no weight
-    has a single score, compared with 0.5 when every weight is positive (a probability) else with 0,
-    and its two columns are derived from it; other rows keep two scores and compare class 1's."""
-    p0, p1 = scores[:, 0].copy(), scores[:, 1].copy()
-    has0, has1 = hits[:, 0].copy(), hits[:, 1].copy()
-    if base.size == 2:
-        # ORT: with a class-1 score, class 1 becomes base[1] + class 0's score and class 0 its negation.
-        p1 = np.where(has1, base[1] + p0, p1)  # ORT 1.32 adds no base to a class that got no weight
-        p0 = np.where(has1, -p1, p0 + base[0])
-    elif base.size == 1:
-        p0 = p0 + base[0]
-    single = ~has1 if base.size != 2 else np.zeros_like(has1)
-    positive_weight = np.where(has1, p1, np.where(has0, p0, 0.0))
-    one_id = forest.target_ids.size == 1
-    threshold = 0.5 if one_id and forest.weights_positive else 0.0
-    win = positive_weight > threshold
-    label = _pick(labels, win.astype(np.int64))
-    z = _post_transform(np.stack([p0, p1], axis=1), post)
-    if single.any():
-        z[single] = _single_scores(p0[single], post, one_id, forest.weights_positive)
-    return label, z.astype(np.float32)
-
-
-def _single_scores(score: np.ndarray, post: str, one_id: bool, positive: bool) -> np.ndarray:
-    """The two columns ORT writes from one score: [1 - s, s] for probabilities, else [-s, s] (logistic of
-    each under LOGISTIC); PROBIT fills the first column only (ORT leaves the second unset: 0 here)."""
-    if post == "PROBIT":
-        return np.stack([_probit(score), np.zeros_like(score)], axis=1)
-    if one_id and positive:
-        return np.stack([1.0 - score, score], axis=1)
-    if post == "LOGISTIC":
-        return np.stack([_logistic(-score), _logistic(score)], axis=1)
-    return np.stack([-score, score], axis=1)
-
-
-def _attributes(bound: dict[str, Any]) -> dict[str, Any]:
-    """A kernel's attributes from its ``locals()``: every keyword-only argument (ctx and X dropped)."""
-    return {k: v for k, v in bound.items() if k not in ("ctx", "X")}
-
-
-@register("TreeEnsembleRegressor", 1, domain=ML_DOMAIN)
-def tree_ensemble_regressor_1(ctx, X, *, aggregate_function="SUM", base_values=None, n_targets=None,
-                              nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
-                              nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_nodeids=None,
-                              nodes_treeids=None, nodes_truenodeids=None, nodes_values=None, post_transform="NONE",
-                              target_ids=None, target_nodeids=None, target_treeids=None, target_weights=None):
-    """Regression by a tree ensemble (float attributes only)."""
-    model = _tree_model(ctx, "TreeEnsembleRegressor", _attributes(locals()))
-    return run_tree_model(model, X).astype(np.float32)
-
-
-@register("TreeEnsembleRegressor", 3, domain=ML_DOMAIN)
-def tree_ensemble_regressor(ctx, X, *, aggregate_function="SUM", base_values=None, base_values_as_tensor=None,
-                            n_targets=None, nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
-                            nodes_hitrates_as_tensor=None, nodes_missing_value_tracks_true=None, nodes_modes=None,
-                            nodes_nodeids=None, nodes_treeids=None, nodes_truenodeids=None, nodes_values=None,
-                            nodes_values_as_tensor=None, post_transform="NONE", target_ids=None, target_nodeids=None,
-                            target_treeids=None, target_weights=None, target_weights_as_tensor=None):
-    """Regression by a tree ensemble; the *_as_tensor attributes carry double thresholds and weights."""
-    model = _tree_model(ctx, "TreeEnsembleRegressor", _attributes(locals()))
-    return run_tree_model(model, X).astype(np.float32)
-
-
-@register("TreeEnsembleClassifier", 1, domain=ML_DOMAIN)
-def tree_ensemble_classifier_1(ctx, X, *, base_values=None, class_ids=None, class_nodeids=None, class_treeids=None,
-                               class_weights=None, classlabels_int64s=None, classlabels_strings=None,
-                               nodes_falsenodeids=None, nodes_featureids=None, nodes_hitrates=None,
-                               nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_nodeids=None,
-                               nodes_treeids=None, nodes_truenodeids=None, nodes_values=None, post_transform="NONE"):
-    """The top class and the class scores of each row by a tree ensemble (float attributes only)."""
-    return run_tree_model(_tree_model(ctx, "TreeEnsembleClassifier", _attributes(locals())), X)
-
-
-@register("TreeEnsembleClassifier", 3, domain=ML_DOMAIN)
-def tree_ensemble_classifier(ctx, X, *, base_values=None, base_values_as_tensor=None, class_ids=None,
-                             class_nodeids=None, class_treeids=None, class_weights=None, class_weights_as_tensor=None,
-                             classlabels_int64s=None, classlabels_strings=None, nodes_falsenodeids=None,
-                             nodes_featureids=None, nodes_hitrates=None, nodes_hitrates_as_tensor=None,
-                             nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_nodeids=None,
-                             nodes_treeids=None, nodes_truenodeids=None, nodes_values=None,
-                             nodes_values_as_tensor=None, post_transform="NONE"):
-    """The top class and the class scores of each row; *_as_tensor attributes carry doubles."""
-    return run_tree_model(_tree_model(ctx, "TreeEnsembleClassifier", _attributes(locals())), X)
-
-
-@register("TreeEnsemble", 5, domain=ML_DOMAIN)
-def tree_ensemble(ctx, X, *, aggregate_function=1, leaf_targetids=None, leaf_weights=None, membership_values=None,
-                  n_targets=None, nodes_falseleafs=None, nodes_falsenodeids=None, nodes_featureids=None,
-                  nodes_hitrates=None, nodes_missing_value_tracks_true=None, nodes_modes=None, nodes_splits=None,
-                  nodes_trueleafs=None, nodes_truenodeids=None, post_transform=0, tree_roots=None):
-    """The one tree ensemble op of ai.onnx.ml 5: a leaf holds one (target, weight); branch nodes compare (or,
-    BRANCH_MEMBER, test set membership) in X's own type; Y has X's type."""
-    model = _tree_model(ctx, "TreeEnsemble", _attributes(locals()))
-    x = np.asarray(X)
-    if x.dtype.kind != "f":
-        raise TypeError(f"TreeEnsemble takes a float tensor, got {x.dtype}")
-    return run_tree_model(model, x).astype(x.dtype)
-
-
 # ----------------------------------------------------------------------------------------------
 # linear models
 # ----------------------------------------------------------------------------------------------
 
 
-def _matrix(values: Any, rows: int, what: str) -> np.ndarray:
-    flat = _floats(values)
+def matrix(values: Any, rows: int, what: str) -> np.ndarray:
+    flat = floats(values)
     if rows <= 0 or flat.size % rows:
         raise ValueError(f"{what} has {flat.size} entries, not a multiple of {rows}")
     return flat.reshape(rows, -1)
 
 
 def _linear_scores(X: np.ndarray, coefficients: Any, intercepts: Any, count: int) -> np.ndarray:
-    coef = _matrix(coefficients, count, "coefficients")
-    rows = _rows(X)
+    coef = matrix(coefficients, count, "coefficients")
+    rows = as_rows(X)
     if rows.shape[1] != coef.shape[1]:
         raise ValueError(f"X has {rows.shape[1]} features, the coefficients {coef.shape[1]}")
     scores = rows @ coef.T
-    bias = _floats(intercepts)
+    bias = floats(intercepts)
     if bias.size:
-        scores += _base(bias, count)
+        scores += base(bias, count)
     return scores
 
 
@@ -654,9 +180,9 @@ def _linear_scores(X: np.ndarray, coefficients: Any, intercepts: Any, count: int
 def linear_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None, coefficients=None,
                       intercepts=None, multi_class=0, post_transform="NONE"):
     """Scores X @ coefficients.T + intercepts, one per class; a single score is a binary margin."""
-    post = _choice(post_transform, _POST_TRANSFORMS, "post_transform")
-    labels, strings = _labels(classlabels_ints, classlabels_strings)
-    bias = _floats(intercepts)
+    post = choice(post_transform, POST_TRANSFORMS, "post_transform")
+    labels, strings = class_labels(classlabels_ints, classlabels_strings)
+    bias = floats(intercepts)
     count = bias.size if bias.size else max(labels.size, 1)
     scores = _linear_scores(X, coefficients, intercepts, count)
     if count == 1:
@@ -664,22 +190,22 @@ def linear_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None
         if labels.size != 2:
             labels = _object_array(["0", "1"]) if strings else np.array([0, 1], dtype=np.int64)
         score = scores[:, 0]
-        label = _pick(labels, (score > 0).astype(np.int64))
+        label = pick(labels, (score > 0).astype(np.int64))
         if (classlabels_strings and len(classlabels_strings) == 2) or (
                 not strings and classlabels_ints and len(classlabels_ints) == 2):
             return label, _binary_scores(score, post, post != "LOGISTIC").astype(np.float32)
-        return label, _post_transform(scores, post).astype(np.float32)
+        return label, apply_post_transform(scores, post).astype(np.float32)
     if labels.size != count:
         raise ValueError(f"{count} score columns but {labels.size} class labels")
-    return _pick(labels, np.argmax(scores, axis=1)), _post_transform(scores, post).astype(np.float32)
+    return pick(labels, np.argmax(scores, axis=1)), apply_post_transform(scores, post).astype(np.float32)
 
 
 @register("LinearRegressor", 1, domain=ML_DOMAIN)
 def linear_regressor(ctx, X, *, coefficients=None, intercepts=None, post_transform="NONE", targets=1):
     """Y = X @ coefficients.T + intercepts for ``targets`` targets, then ``post_transform``."""
-    post = _choice(post_transform, _POST_TRANSFORMS, "post_transform")
+    post = choice(post_transform, POST_TRANSFORMS, "post_transform")
     scores = _linear_scores(X, coefficients, intercepts, int(targets))
-    return _post_transform(scores, post).astype(np.float32)
+    return apply_post_transform(scores, post).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -703,8 +229,8 @@ def _kernel(X: np.ndarray, vectors: np.ndarray, kind: str, params: Any) -> np.nd
 
 
 def _svm_inputs(X: np.ndarray, support_vectors: Any, count: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = _rows(X)
-    vectors = _matrix(support_vectors, count, "support_vectors")
+    rows = as_rows(X)
+    vectors = matrix(support_vectors, count, "support_vectors")
     if vectors.shape[1] != rows.shape[1]:
         raise ValueError(f"X has {rows.shape[1]} features, the support vectors {vectors.shape[1]}")
     return rows, vectors
@@ -714,20 +240,20 @@ def _svm_inputs(X: np.ndarray, support_vectors: Any, count: int) -> tuple[np.nda
 def svm_regressor(ctx, X, *, coefficients=None, kernel_params=None, kernel_type="LINEAR", n_supports=0,
                   one_class=0, post_transform="NONE", rho=None, support_vectors=None):
     """sum_j coef_j K(x, sv_j) + rho (or a linear model when n_supports is 0); one-class gives +1/-1."""
-    post = _choice(post_transform, _POST_TRANSFORMS, "post_transform")
-    kind = _choice(kernel_type, ("LINEAR", "POLY", "RBF", "SIGMOID"), "kernel_type")
-    coef = _floats(coefficients)
-    bias = _floats(rho)
+    post = choice(post_transform, POST_TRANSFORMS, "post_transform")
+    kind = choice(kernel_type, ("LINEAR", "POLY", "RBF", "SIGMOID"), "kernel_type")
+    coef = floats(coefficients)
+    bias = floats(rho)
     offset = bias[0] if bias.size else 0.0
     if int(n_supports) > 0:
         rows, vectors = _svm_inputs(X, support_vectors, int(n_supports))
         score = _kernel(rows, vectors, kind, kernel_params) @ coef[:vectors.shape[0]] + offset
     else:
-        rows = _rows(X)
+        rows = as_rows(X)
         score = rows @ coef.reshape(-1, rows.shape[1])[0] + offset
     if int(one_class):
         score = np.where(score > 0, 1.0, -1.0)
-    return _post_transform(score[:, None], post).astype(np.float32)
+    return apply_post_transform(score[:, None], post).astype(np.float32)
 
 
 def _pairwise_probabilities(decisions: np.ndarray, prob_a: np.ndarray, prob_b: np.ndarray,
@@ -776,13 +302,13 @@ def svm_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None, c
                    support_vectors=None, vectors_per_class=None):
     """One-vs-one SVC (support vectors per class, votes, optional Platt probabilities) or, without support
     vectors, a linear SVM with one score per class."""
-    post = _choice(post_transform, _POST_TRANSFORMS, "post_transform")
-    kind = _choice(kernel_type, ("LINEAR", "POLY", "RBF", "SIGMOID"), "kernel_type")
-    labels, strings = _labels(classlabels_ints, classlabels_strings)
+    post = choice(post_transform, POST_TRANSFORMS, "post_transform")
+    kind = choice(kernel_type, ("LINEAR", "POLY", "RBF", "SIGMOID"), "kernel_type")
+    labels, strings = class_labels(classlabels_ints, classlabels_strings)
     classes = max(labels.size, 1)
-    per_class = _ints(vectors_per_class)
-    coef = _floats(coefficients)
-    bias = _floats(rho)
+    per_class = ints(vectors_per_class)
+    coef = floats(coefficients)
+    bias = floats(rho)
     positive = bool(coef.size == 0 or coef.min() >= 0)
     if per_class.sum() > 0:
         total = int(per_class.sum())
@@ -805,12 +331,12 @@ def svm_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None, c
         scores = np.stack(decisions, axis=1) if decisions else np.zeros((rows.shape[0], 0))
         has_proba = prob_a is not None and len(prob_a) > 0
         if has_proba:
-            scores = _pairwise_probabilities(scores, _floats(prob_a)[: scores.shape[1]],
-                                             _floats(prob_b)[: scores.shape[1]], classes)
+            scores = _pairwise_probabilities(scores, floats(prob_a)[: scores.shape[1]],
+                                             floats(prob_b)[: scores.shape[1]], classes)
         winner = np.argmax(votes, axis=1)
         best = votes[np.arange(votes.shape[0]), winner].astype(np.float64)
     else:
-        rows = _rows(X)
+        rows = as_rows(X)
         scores = rows @ coef.reshape(classes, -1).T + (bias[0] if bias.size else 0.0)
         has_proba = False
         winner = np.argmax(scores, axis=1)
@@ -819,13 +345,13 @@ def svm_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None, c
         if labels.size == 2:
             if not has_proba and positive:
                 winner = np.where(best >= 0.5, 1, winner)
-            label = _pick(labels, winner)
+            label = pick(labels, winner)
             if scores.shape[1] == 1:
                 return label, _binary_scores(scores[:, 0], post, False).astype(np.float32)
-            return label, _post_transform(scores, post).astype(np.float32)
+            return label, apply_post_transform(scores, post).astype(np.float32)
         fallback = _object_array(["0", "1"]) if strings else np.array([0, 1], dtype=np.int64)
-        return _pick(fallback, (best > 0).astype(np.int64)), _post_transform(scores, post).astype(np.float32)
-    return _pick(labels, winner), _post_transform(scores, post).astype(np.float32)
+        return pick(fallback, (best > 0).astype(np.int64)), apply_post_transform(scores, post).astype(np.float32)
+    return pick(labels, winner), apply_post_transform(scores, post).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -845,7 +371,7 @@ def scaler(ctx, X, *, offset=None, scale=None):
 @register("Normalizer", 1, domain=ML_DOMAIN)
 def normalizer(ctx, X, *, norm="MAX"):
     """Each row divided by its max, its L1 norm or its L2 norm; a row whose divisor is 0 is kept as is."""
-    how = _choice(norm, ("MAX", "L1", "L2"), "norm")
+    how = choice(norm, ("MAX", "L1", "L2"), "norm")
     x = np.asarray(X).astype(np.float32)
     rows = x.reshape(1, -1) if x.ndim <= 1 else x
     if how == "MAX":
@@ -878,7 +404,7 @@ def imputer(ctx, X, *, imputed_value_floats=None, imputed_value_int64s=None, rep
 
 
 def _string_keys(X: np.ndarray) -> np.ndarray:
-    return np.array([_text(v) for v in X.reshape(-1).tolist()], dtype=object)
+    return np.array([text(v) for v in X.reshape(-1).tolist()], dtype=object)
 
 
 def _lookup(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -900,12 +426,12 @@ def one_hot_encoder(ctx, X, *, cats_int64s=None, cats_strings=None, zeros=1):
     if cats_strings is not None and len(cats_strings):
         if x.dtype.kind not in "OUS":
             raise TypeError("cats_strings needs a string input")
-        index = _lookup(_string_keys(x), np.array([_text(c) for c in cats_strings], dtype=object))
+        index = _lookup(_string_keys(x), np.array([text(c) for c in cats_strings], dtype=object))
         count = len(cats_strings)
     elif cats_int64s is not None and len(cats_int64s):
         if x.dtype.kind not in "fiub":
             raise TypeError("cats_int64s needs a numeric input")
-        index = _lookup(x.reshape(-1).astype(np.int64), _ints(cats_int64s))
+        index = _lookup(x.reshape(-1).astype(np.int64), ints(cats_int64s))
         count = len(cats_int64s)
     else:
         raise ValueError("OneHotEncoder needs cats_int64s or cats_strings")
@@ -922,7 +448,7 @@ def one_hot_encoder(ctx, X, *, cats_int64s=None, cats_strings=None, zeros=1):
 def zip_map(ctx, X, *, classlabels_int64s=None, classlabels_strings=None):
     """One dict per row of X, label -> score: a sequence of maps, returned as a list of dicts (wgsentis
     has no map tensor; a list is how it carries sequences)."""
-    labels, strings = _labels(classlabels_int64s, classlabels_strings)
+    labels, strings = class_labels(classlabels_int64s, classlabels_strings)
     x = np.asarray(X)
     rows = x.reshape(1, -1) if x.ndim <= 1 else x.reshape(x.shape[0], -1)
     if rows.shape[1] != labels.size:
@@ -934,7 +460,7 @@ def zip_map(ctx, X, *, classlabels_int64s=None, classlabels_strings=None):
 @register("FeatureVectorizer", 1, domain=ML_DOMAIN)
 def feature_vectorizer(ctx, *inputs, inputdimensions=None):
     """The inputs as (N, C) float32 blocks, each cut or zero-padded to its input dimension, side by side."""
-    dims = _ints(inputdimensions)
+    dims = ints(inputdimensions)
     if dims.size != len(inputs):
         raise ValueError(f"{len(inputs)} inputs but {dims.size} inputdimensions")
     blocks = []
@@ -953,18 +479,18 @@ def feature_vectorizer(ctx, *inputs, inputdimensions=None):
 @register("CategoryMapper", 1, domain=ML_DOMAIN)
 def category_mapper(ctx, X, *, cats_int64s=None, cats_strings=None, default_int64=-1, default_string="_Unused"):
     """Strings to their paired int64 (default_int64 when absent), or int64 to their paired string."""
-    ints = _ints(cats_int64s)
-    strings = np.array([_text(s) for s in (cats_strings or [])], dtype=object)
-    if ints.size != strings.size:
+    codes = ints(cats_int64s)
+    strings = np.array([text(s) for s in (cats_strings or [])], dtype=object)
+    if codes.size != strings.size:
         raise ValueError("cats_int64s and cats_strings must have the same length")
     x = np.asarray(X)
     if x.dtype.kind in "OUS":
         index = _lookup(_string_keys(x), strings)
-        return np.where(index >= 0, ints[np.maximum(index, 0)] if ints.size else 0,
+        return np.where(index >= 0, codes[np.maximum(index, 0)] if codes.size else 0,
                         int(default_int64)).astype(np.int64).reshape(x.shape)
-    index = _lookup(x.reshape(-1).astype(np.int64), ints)
+    index = _lookup(x.reshape(-1).astype(np.int64), codes)
     out = np.empty(index.size, dtype=object)
-    out[:] = _text(default_string)
+    out[:] = text(default_string)
     found = np.flatnonzero(index >= 0)
     out[found] = strings[index[found]]
     return out.reshape(x.shape)
@@ -975,8 +501,8 @@ def dict_vectorizer(ctx, X, *, int64_vocabulary=None, string_vocabulary=None):
     """A map (dict) to a (1, len(vocabulary)) row holding each key's value at its vocabulary index, zeros
     elsewhere; a list of maps gives one row each. Keys outside the vocabulary are ignored, as ORT does."""
     if string_vocabulary is not None and len(string_vocabulary):
-        vocabulary: dict[Any, int] = {_text(k): i for i, k in reversed(list(enumerate(string_vocabulary)))}
-        key_of, width = _text, len(string_vocabulary)
+        vocabulary: dict[Any, int] = {text(k): i for i, k in reversed(list(enumerate(string_vocabulary)))}
+        key_of, width = text, len(string_vocabulary)
     elif int64_vocabulary is not None and len(int64_vocabulary):
         vocabulary = {int(k): i for i, k in reversed(list(enumerate(int64_vocabulary)))}
         key_of, width = int, len(int64_vocabulary)
@@ -1025,7 +551,7 @@ def _typed_values(plain_floats: Any, plain_ints: Any, plain_strings: Any, tensor
     if plain_floats is not None:
         return np.asarray(plain_floats, dtype=np.float32)
     if plain_ints is not None:
-        return _ints(plain_ints)
+        return ints(plain_ints)
     if plain_strings is not None:
         return _string_keys(np.asarray(plain_strings, dtype=object))
     raise ValueError(f"LabelEncoder needs a {what}_* attribute")
@@ -1068,7 +594,7 @@ def label_encoder_1(ctx, X, *, classes_strings=None, default_int64=-1, default_s
     positions = np.arange(classes.size, dtype=np.int64)
     if np.asarray(X).dtype.kind in "OUS":
         return _encode(X, classes, positions, int(default_int64))
-    return _encode(X, positions, classes, _text(default_string))
+    return _encode(X, positions, classes, text(default_string))
 
 
 def _label_default(values: np.ndarray, default_tensor: Any, default_float: Any, default_int64: Any,
@@ -1076,9 +602,9 @@ def _label_default(values: np.ndarray, default_tensor: Any, default_float: Any, 
     """The value for a missing key: default_tensor's when given, else the default_* of the values' type."""
     if default_tensor is not None:
         value = np.asarray(default_tensor).reshape(-1)[0]
-        return _text(value) if values.dtype == object else value
+        return text(value) if values.dtype == object else value
     if values.dtype == object:
-        return _text(default_string)
+        return text(default_string)
     if values.dtype.kind == "f":
         return float(default_float)
     return int(default_int64)
@@ -1110,15 +636,15 @@ _CAST_MAP_TYPES = {"TO_FLOAT": np.float32, "TO_INT64": np.int64, "TO_STRING": ob
 def _cast_map_value(value: Any, to: str) -> Any:
     """One map value converted as ORT converts it: floats print as C's %f, strings parse as stof/stoll do."""
     if to == "TO_STRING":
-        return _text(value) if isinstance(value, str | bytes) else f"{float(value):f}"
+        return text(value) if isinstance(value, str | bytes) else f"{float(value):f}"
     if isinstance(value, str | bytes):
-        text = _text(value)
+        string = text(value)
         if to == "TO_FLOAT":
-            return float(text)
+            return float(string)
         try:
-            return int(text)
+            return int(string)
         except ValueError:
-            return int(float(text))
+            return int(float(string))
     return float(value) if to == "TO_FLOAT" else int(value)  # int() truncates toward zero, as a C cast
 
 
@@ -1129,8 +655,8 @@ def cast_map(ctx, X, *, cast_to="TO_FLOAT", map_form="DENSE", max_map=1):
     keys are 0, or "0.f" for strings, as ORT writes them)."""
     if not isinstance(X, dict):
         raise TypeError(f"CastMap expects a map (dict), got {type(X).__name__}")
-    to = _choice(cast_to, tuple(_CAST_MAP_TYPES), "cast_to")
-    form = _choice(map_form, ("DENSE", "SPARSE"), "map_form")
+    to = choice(cast_to, tuple(_CAST_MAP_TYPES), "cast_to")
+    form = choice(map_form, ("DENSE", "SPARSE"), "map_form")
     items = sorted((int(k), v) for k, v in X.items())
     dtype = _CAST_MAP_TYPES[to]
     if form == "DENSE":
@@ -1206,7 +732,7 @@ def _feature_vectorizer_size(layer: Any, args: list[Any]) -> list[tuple[tuple[in
 
 @size_rule("CastMap", domain=ML_DOMAIN)
 def _cast_map_size(layer: Any, args: list[Any]) -> list[tuple[tuple[int, ...], int, str]]:
-    sparse = _text(layer.attrs.get("map_form", "DENSE")).upper() == "SPARSE"
+    sparse = text(layer.attrs.get("map_form", "DENSE")).upper() == "SPARSE"
     width = int(layer.attrs.get("max_map", 1)) if sparse else len(args[0]) if isinstance(args[0], dict) else 1
     return [((1, width), width * 8, "")]
 

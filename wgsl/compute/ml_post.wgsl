@@ -1,4 +1,4 @@
-// The post transforms of the ai.onnx.ml models (ops/ml.py _logistic, _probit), in float32: included by the
+// The post transforms of the ai.onnx.ml models (ops/ml.py logistic, probit), in float32: included by the
 // tree, linear and SVM programs of both GPU backends (compute/tree_finish.wgsl, compute/ml_rows.wgsl).
 #include "common/math.wgsl"
 

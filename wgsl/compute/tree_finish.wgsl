@@ -1,10 +1,10 @@
 // Tree ensembles, step 3 of 3: a row's scores from its gathered weights (tree_scores.wgsl), as the numpy
-// kernel (ops/ml.py run_tree_model) computes them; one invocation per row.
+// kernel (ops/ml_trees.py run_tree_model) computes them; one invocation per row.
 // KIND 0, scores (TreeEnsembleRegressor, TreeEnsemble): AVERAGE divides by the tree count, base values are
 //   added, a target no weight reached scores 0 (no base either, as ORT); then the post transform.
 // KIND 1, a classifier with more than two classes: base values are added (every class then counts as
 //   scored); the label is that of the best scored class (the first on ties); then the post transform.
-// KIND 2, a binary classifier, decided as ONNX Runtime decides it (ml.py _binary_tree_classifier): a row
+// KIND 2, a binary classifier, decided as ONNX Runtime decides it (ml_trees.py _binary_tree_classifier): a row
 //   whose class 1 got no weight has one score, compared with the threshold (0.5 for probabilities, else 0),
 //   and its two columns are derived from it; other rows keep two scores and compare class 1's.
 // Params: 0 rows, 1 targets, 2 trees, 3 base values (count), 4 the word where they start, 5 the word where

@@ -1,5 +1,5 @@
 // Tree ensembles, step 1 of 3: the leaf each row reaches in each tree; one invocation per (row, tree).
-// T is the ensemble's table (ops/ml_gpu.py tree_table), built once from the layer's attributes: after a
+// T is the ensemble's table (ops/ml_trees_gpu.py tree_table), built once from the layer's attributes: after a
 // 16-word header, 4 words per node:
 //   0 the feature a branch reads (a leaf: the start of its weight run)
 //   1 the threshold's f32 bits (BRANCH_MEMBER: the word where its set starts; a leaf: its weight count)
@@ -7,7 +7,7 @@
 //   3 the false branch's node
 // Modes: 0 <=, 1 <, 2 >=, 3 >, 4 ==, 5 !=, 6 leaf, 7 member; a set is its count, then its sorted values.
 // A NaN value compares false (true for !=) and takes the true branch where the node tracks missing
-// values, as the numpy kernel (ops/ml.py Forest.leaves) and ONNX Runtime do; NaN is tested on the bits.
+// values, as the numpy kernel (ops/ml_trees.py Forest.leaves) and ONNX Runtime do; NaN is tested on the bits.
 // Params: 0 rows * trees, 1 trees, 2 features (X's row length), 3 depth (the most branches on a path),
 // 4 binary-search halvings of the largest set, 5 the word where the roots start.
 #include "common/params.wgsl"

@@ -5,7 +5,7 @@
 // target) are two render targets (rows, targets), blocked along the targets; a block of trees after the first
 // starts from the previous block's PS and PH (one draw per block where all trees would pass lavapipe's loop
 // limit).
-// T is the ensemble's table (ops/ml_gpu.py tree_table) as an int32 texture, four words a texel: a node's four
+// T is the ensemble's table (ops/ml_trees_gpu.py tree_table) as an int32 texture, four words a texel: a node's four
 // words (see compute/tree_leaves.wgsl) are texel 4 + node, a weight's two (target, f32 bits) one half texel.
 // X (rows, features) is blocked along the features.
 // Params: 0 output texels, 1 targets, 2 features, 3 first_tree, 4 end_tree, 5 depth, 6 binary-search halvings of
