@@ -150,3 +150,66 @@ def test_a_branch_layer_without_a_gpu_program_makes_the_if_fall_back_whole():
                 np.testing.assert_allclose(worker.run(feeds)["y"], session.run(None, feeds)[0], rtol=1e-6)
                 fallen = worker.stats()["fallback_layers"]
                 assert len(fallen) == (1 if cond else 0), (backend, cond, fallen)  # the else branch: on the device
+
+
+def test_a_loop_giving_up_midway_falls_back_cleanly():
+    """At iteration 5 a nested If takes a branch with no GPU program: the Loop, which had already read its device
+    condition (work submitted) for four iterations, falls back whole; the layers after it still read right values
+    (nothing it had recorded is replayed, nothing it freed is handed out twice)."""
+    then_branch = h.make_graph([h.make_node("SequenceConstruct", ["s_out"], ["seq"]),
+                                h.make_node("ConcatFromSequence", ["seq"], ["t"], axis=0)], "then", [],
+                               [h.make_tensor_value_info("t", T.FLOAT, None)])
+    else_branch = h.make_graph([h.make_node("Identity", ["s_out"], ["e"])], "else", [],
+                               [h.make_tensor_value_info("e", T.FLOAT, None)])
+    body = h.make_graph(
+        [h.make_node("Mul", ["s_in", "k"], ["s_out"]), h.make_node("Equal", ["i", "five"], ["is_five"]),
+         h.make_node("If", ["is_five"], ["s_next"], then_branch=then_branch, else_branch=else_branch),
+         h.make_node("ReduceMax", ["s_next"], ["top"], keepdims=0), h.make_node("Greater", ["top", "limit"], ["c"])],
+        "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                 h.make_tensor_value_info("s_in", T.FLOAT, None)],
+        [h.make_tensor_value_info("c", T.BOOL, []), h.make_tensor_value_info("s_next", T.FLOAT, None)],
+        [nh.from_array(np.array(0.9, np.float32), "k"), nh.from_array(np.array(0.01, np.float32), "limit"),
+         nh.from_array(np.array(5, np.int64), "five")])
+    nodes = [h.make_node("Sigmoid", ["xin"], ["x"]), h.make_node("Loop", ["", "go", "x"], ["y"], body=body),
+             h.make_node("Relu", ["y"], ["r"]), h.make_node("Add", ["r", "x"], ["z"])]
+    model = _model(nodes, [h.make_tensor_value_info("xin", T.FLOAT, [2, 8])], ["y", "z"], {"go": np.array(True)})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((2, 8)).astype(np.float32)
+    for backend in gpu_check.GPU_BACKENDS:
+        with ws.Worker(ws.load_model(model), backend) as worker:
+            for feeds in ({"xin": x}, {"xin": 3 * x}):
+                got = worker.run(feeds)
+                for name, want in zip(["y", "z"], session.run(None, feeds), strict=True):
+                    np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6, err_msg=f"{backend} {name}")
+                assert len(worker.stats()["fallback_layers"]) == 1, backend
+
+
+def test_a_long_loop_over_a_large_body_runs_on_the_host_without_recording_it():
+    """A trip count times body layers past control_gpu.MAX_UNROLLED_LAYERS: the Loop falls back before recording an
+    iteration (laying out every iteration's tensors would take the planner minutes)."""
+    from wgsentis.ops import control_gpu
+
+    layers = [h.make_node("Identity", ["cond_in"], ["cond_out"])]
+    previous = "s_in"
+    for k in range(12):
+        layers.append(h.make_node("Mul", [previous, "k"], [f"m{k}"]))
+        previous = f"m{k}"
+    layers.append(h.make_node("Identity", [previous], ["s_out"]))
+    body = h.make_graph(layers, "body", [h.make_tensor_value_info("i", T.INT64, []),
+                                          h.make_tensor_value_info("cond_in", T.BOOL, []),
+                                          h.make_tensor_value_info("s_in", T.FLOAT, None)],
+                        [h.make_tensor_value_info("cond_out", T.BOOL, []),
+                         h.make_tensor_value_info("s_out", T.FLOAT, None)],
+                        [nh.from_array(np.array(1.0001, np.float32), "k")])
+    trips = control_gpu.MAX_UNROLLED_LAYERS // 14 + 1
+    nodes = [h.make_node("Sigmoid", ["xin"], ["x"]), h.make_node("Loop", ["trips", "", "x"], ["y"], body=body)]
+    model = _model(nodes, [h.make_tensor_value_info("xin", T.FLOAT, [2, 8])], ["y"],
+                   {"trips": np.array(trips, np.int64)})
+    x = RNG.standard_normal((2, 8)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"xin": x})[0]
+    for backend in gpu_check.GPU_BACKENDS:
+        with ws.Worker(ws.load_model(model), backend) as worker:
+            np.testing.assert_allclose(worker.run({"xin": x})["y"], expected, rtol=1e-4)
+            assert worker.stats()["fallback_layers"] == ["Loop_1"], backend
+            assert "past" in str(worker.stats()["placements"]), backend  # the reason names the bound

@@ -51,6 +51,7 @@ class Recorder:
         self.steps: list[Dispatch | Copy] = []
         self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
         self.scope: Any = None  # a control-flow builder's outer scope (GPUProgram.record_subgraph sets it)
+        self.made_and_kept: list[Allocation] = []  # the last builder's own outputs (GPUProgram._place)
         self.index_checks: list[IndexCheck] = []  # the recording's fault slots (the plan's)
         self._tile_allocs: list[Allocation] | None = None  # temporaries of the tiles so far (begin_tile)
         self._tile_cursor = 0

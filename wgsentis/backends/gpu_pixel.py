@@ -69,6 +69,7 @@ class PixelRecorder:
         self.steps: list[Any] = []
         self.layer_allocs: list[Allocation] = []
         self.scope: Any = None  # a control-flow builder's outer scope (GPUProgram.record_subgraph sets it)
+        self.made_and_kept: list[Allocation] = []  # the last builder's own outputs (GPUProgram._place)
         self.index_checks: list[IndexCheck] = []
 
     def alloc(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32, axis: int = -1) -> GTensor:
@@ -342,6 +343,8 @@ class PixelProgram(GPUProgram):
         return alloc
 
     def free_allocation(self, alloc: Allocation) -> None:
+        if alloc.dies is not None:
+            return  # freed already (see GPUProgram.free_allocation)
         super().free_allocation(alloc)
         if isinstance(alloc, TextureAllocation) and alloc.texture.texture is not None and not self.tracing:
             self._textures.release(alloc.layout, alloc.texture.texture)

@@ -30,6 +30,19 @@ from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 
 # Scan outputs are stacked by Concat in groups of at most this many (bindings per program are limited).
 _CONCAT_GROUP = 6
+# The most body layers one Loop or Scan records across its iterations (trip count x body layers, judged before
+# the first iteration): the plan holds every iteration's steps and tensors inside the one layer, and laying out
+# tens of thousands of them (a 501-step decoder loop with a 100-layer body) takes the planner minutes. Past this
+# the loop runs on the host, as a fallback layer. A loop with no trip count is not bounded here (its condition
+# ends it; the run's timeout still applies).
+MAX_UNROLLED_LAYERS = 4096
+
+
+def _check_unrolled(body, iterations: int) -> None:
+    recorded = iterations * len(body.layers)
+    if recorded > MAX_UNROLLED_LAYERS:
+        raise SubgraphDeclined(f"{iterations} iterations of a {len(body.layers)}-layer body would record {recorded} "
+                               f"layers, past {MAX_UNROLLED_LAYERS}: the loop runs on the host")
 
 
 def _on_both(op: str, since: int):
@@ -103,6 +116,8 @@ def loop(rec, layer, M=None, cond=None, *v_initial, body=None, **attrs):
     unbounded = trip_count is None or trip_count >= _UNBOUNDED_TRIP_COUNT
     carried = list(v_initial)
     scans: list[list[Any]] = [[] for _ in range(n_scan)]
+    if trip_count is not None and not unbounded:
+        _check_unrolled(body, trip_count)
     iteration = 0
     while keep_going and (trip_count is None or iteration < trip_count):
         if program.control is not None:
@@ -150,6 +165,7 @@ def scan(rec, layer, *inputs, body=None, num_scan_inputs=None, scan_input_axes=N
     gather = _standard(rec, "Gather", 13)
     program = rec.program
     collected: list[list[Any]] = [[] for _ in range(n_out)]
+    _check_unrolled(body, steps)
     for t in range(steps):
         if program.control is not None:
             program.control.check(layer)

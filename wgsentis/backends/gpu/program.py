@@ -64,6 +64,17 @@ VALUE_PRESERVING_OPS = frozenset({
 _WIDE = (np.dtype(np.float32), np.dtype(np.int32))
 
 
+def _without_run_host_copy(value: Any) -> Any:
+    """A device argument as its builder may see it: without the host copy of a value of this run (an input, a
+    view of one), which a builder would bake into the plan, replayed on other values; host inputs a builder
+    reads are declared (``host_inputs``) and so part of the plan's signature. Constants keep theirs."""
+    if not isinstance(value, GTensor) or value.host is None or value.alloc is None or value.alloc.persistent:
+        return value
+    bare = GTensor(value.alloc, value.shape, value.dtype, value.name, chunks=value.chunks, first=value.first)
+    bare.layout = value.layout
+    return bare
+
+
 def _narrow_host_inputs(args: list[Any]) -> bool:
     """Whether every device argument is a narrow-typed tensor with a host copy (and there is one)."""
     device = [a for a in args if isinstance(a, GTensor)]
@@ -242,7 +253,10 @@ class GPUProgram(HostSync):
         return alloc
 
     def free_allocation(self, alloc: Allocation) -> None:
-        """``alloc`` is dead after the current layer: its pool buffer serves later layers."""
+        """``alloc`` is dead after the current layer: its pool buffer serves later layers (once: a second free,
+        from a control-flow layer giving up on its body, must not hand the buffer out twice)."""
+        if alloc.dies is not None:
+            return
         alloc.dies = self._layer_index
         self._live_bytes -= alloc.reserved
         if self._pool is not None and alloc.buffer is not None:
@@ -538,6 +552,8 @@ class GPUProgram(HostSync):
         narrow_in = {a.dtype for a in args if isinstance(a, GTensor | np.ndarray) and a.dtype in NARROW_TYPES}
         if narrow_in and not gpu.narrow_types:
             args = [_widened(rec, a) for a in args]
+        if not gpu.reads_scope:  # (control flow reads its conditions through read_scalar, which registers them)
+            args = [_without_run_host_copy(a) for a in args]
         if gpu.reads_scope and getattr(rec, "scope", None) is None:
             rec.scope = lambda name: self._value(name, self._env)  # a top-level layer's outer scope
         try:
@@ -563,11 +579,17 @@ class GPUProgram(HostSync):
         # that gave up): free them now. Later layers reusing them run after this layer's dispatches.
         kept = {id(o.alloc) for o in outputs if isinstance(o, GTensor)} if outputs is not NotImplemented else set()
         for alloc in rec.layer_allocs:
-            if id(alloc) not in kept and alloc.refs == 0:
+            if id(alloc) not in kept and alloc.refs == 0 and not alloc.persistent:
                 self.free_allocation(alloc)
+        # What this builder made and returned (record_subgraph hands it to the enclosing layer's temporaries;
+        # a returned view of an outer tensor or a constant is not the builder's to free).
+        rec.made_and_kept = [alloc for alloc in rec.layer_allocs if id(alloc) in kept]
         rec.layer_allocs = []
         if outputs is NotImplemented:
             del rec.steps[start:]
+            # Steps a control-flow program already encoded before it gave up (read_scalar) have run; what is encoded
+            # next starts where the kept steps end.
+            self._encoded = min(self._encoded, start)
             return "fallback", reason, None
         if (narrow_in and not gpu.narrow_types) or any(isinstance(o, GTensor) and o.dtype in NARROW_TYPES
                                                        for o in outputs):
@@ -629,8 +651,7 @@ class GPUProgram(HostSync):
                 kind, reason, outputs = self._place(rec, layer, args)
             finally:
                 rec.scope = outer_scope
-            kept = [o.alloc for o in (outputs or ()) if isinstance(o, GTensor) and o.alloc is not None]
-            rec.layer_allocs = outer_allocs + kept
+            rec.layer_allocs = outer_allocs + rec.made_and_kept
             if kind == "host":
                 outputs = run_step(self.placer.subgraph_step(layer), [host_of(a) for a in args])
             elif kind != "gpu":
