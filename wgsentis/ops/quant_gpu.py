@@ -79,6 +79,16 @@ def _param(rec, value: Any, shape: tuple[int, ...], axis: int, block_size: int) 
         return _wide_host(_expand_param(np.asarray(host), shape, axis, block_size))
     if isinstance(value, GTensor) and value.size == 1:
         return value  # a device scalar (DynamicQuantizeLinear's) broadcasts as it is
+    if isinstance(value, GTensor) and not block_size and value.ndim == 1 and shape:
+        # A per-axis parameter computed on the device (or fed as an input): its values laid along ``axis``.
+        axis = axis + len(shape) if axis < 0 else axis
+        if not 0 <= axis < len(shape) or value.shape[0] != shape[axis]:
+            raise _Decline  # the CPU kernel names the mismatch
+        dims = np.array([1] * axis + [shape[axis]] + [1] * (len(shape) - axis - 1), np.int64)
+        laid = _standard(rec, "Reshape", 14)(rec, rec.layer, value, dims)
+        if laid is NotImplemented:
+            raise _Decline
+        return laid
     raise _Decline
 
 
