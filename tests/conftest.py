@@ -1,4 +1,5 @@
-"""Shared test set-up: the --runslow switch, the skip of GPU tests without an adapter, paths to tools/."""
+"""Shared test set-up: the --runslow switch, the skip of GPU tests without an adapter, paths to tools/, and the
+``shaders`` fixture (the gpu-compute dispatches a test recorded)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture
+def shaders(monkeypatch):
+    """The shader of every gpu-compute dispatch recorded while the test runs."""
+    from wgsentis.backends import gpu_compute
+
+    seen: list[str] = []
+    dispatch = gpu_compute.Recorder.dispatch
+
+    def spy(self, shader, *args, **kwargs):
+        seen.append(shader)
+        return dispatch(self, shader, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_compute.Recorder, "dispatch", spy)
+    return seen

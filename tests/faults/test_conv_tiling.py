@@ -23,7 +23,6 @@ from onnx import helper
 from ops.gpu_check import compare, node_model
 
 import wgsentis as ws
-from wgsentis.backends import gpu_compute
 from wgsentis.backends.gpu.device import GPUContext
 from wgsentis.backends.gpu_compute import ComputeProgram
 from wgsentis.backends.gpu_pixel import PixelProgram
@@ -51,20 +50,6 @@ def tiny_textures() -> GPUContext:
     """Textures of at most 128 texels a side: no linear scratch texture at all (gpu-compute), and gpu-pixel
     tensors of at most 65536 floats."""
     return GPUContext(limits={"max-texture-dimension-2d": 128})
-
-
-@pytest.fixture
-def shaders(monkeypatch) -> list[str]:
-    """The shader of every gpu-compute dispatch recorded while the test runs."""
-    seen: list[str] = []
-    dispatch = gpu_compute.Recorder.dispatch
-
-    def spy(self, shader, *args, **kwargs):
-        seen.append(shader)
-        return dispatch(self, shader, *args, **kwargs)
-
-    monkeypatch.setattr(gpu_compute.Recorder, "dispatch", spy)
-    return seen
 
 
 def _conv_model(x_shape: tuple[int, ...], w_shape: tuple[int, ...], *, residual: bool = False, relu: bool = False,

@@ -1,27 +1,11 @@
-"""Fixtures shared by the op tests: the dispatches a gpu-compute test recorded, and the orientation reference model
-quantized by ONNX Runtime's own tools."""
+"""Fixtures shared by the op tests: the orientation reference model quantized by ONNX Runtime's own tools (the
+``shaders`` fixture is tests/conftest.py's)."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import pytest
-
-from wgsentis.backends import gpu_compute
-
-
-@pytest.fixture
-def shaders(monkeypatch):
-    """The shader of every dispatch recorded while the test runs."""
-    seen: list[str] = []
-    dispatch = gpu_compute.Recorder.dispatch
-
-    def spy(self, shader, *args, **kwargs):
-        seen.append(shader)
-        return dispatch(self, shader, *args, **kwargs)
-
-    monkeypatch.setattr(gpu_compute.Recorder, "dispatch", spy)
-    return seen
 
 
 @pytest.fixture(scope="session")
