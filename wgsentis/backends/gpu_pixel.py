@@ -332,7 +332,7 @@ class PixelProgram(GPUProgram):
     def new_texture(self, layout: TextureLayout, what: str, layer: Layer | None = None) -> TextureAllocation:
         """A texture tensor of the recording in progress (virtual while tracing)."""
         control = self.control
-        alloc = TextureAllocation(layout, self._layer_index)
+        alloc = TextureAllocation(layout, self._tick)
         if layer is not None and control is not None and control.memory_limit is not None:
             control.check_bytes(layer, None, self._live_bytes + alloc.reserved,
                                 f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
@@ -423,23 +423,29 @@ class PixelProgram(GPUProgram):
                             conflicts.setdefault(r, set()).add(w)
                             conflicts.setdefault(w, set()).add(r)
         spans = [(a.born, end if a.dies is None else a.dies) for a in allocs]
-        objects: list[tuple[tuple[str, int, int], Any, list[int]]] = []
+        # Per layout class, its textures: [texture, members, the last tick any member is alive]. Tensors come
+        # earliest first, so one is apart from every member of a texture exactly when it is born after the
+        # texture's last member died (a check that does not grow with the members: a Loop's unrolled
+        # iterations give tens of thousands of tensors).
+        objects: dict[tuple[str, int, int], list[list[Any]]] = {}
         total = 0
         for i in sorted(range(len(allocs)), key=lambda k: (spans[k][0], k)):
             layout = allocs[i].layout
             cls = (layout.format, layout.width, layout.height)
-            for obj_cls, _texture, members in objects:
-                if obj_cls == cls and not conflicts.get(i, set()) & set(members) and all(
-                        spans[j][1] < spans[i][0] or spans[i][1] < spans[j][0] for j in members):
-                    members.append(i)
+            against = conflicts.get(i, set())
+            for obj in objects.setdefault(cls, []):
+                if obj[2] < spans[i][0] and not against & obj[1]:
+                    obj[1].add(i)
+                    obj[2] = max(obj[2], spans[i][1])
                     break
             else:
                 texture = self.make_texture(layout, f"a tensor texture of '{self.graph.name}'")
-                objects.append((cls, texture, [i]))
+                objects[cls].append([texture, {i}, spans[i][1]])
                 total += layout.width * layout.height * 16
-        for _cls, texture, members in objects:
-            for i in members:
-                allocs[i].texture.replace(texture, allocs[i].texture.shape)
+        for textures in objects.values():
+            for texture, members, _last in textures:
+                for i in members:
+                    allocs[i].texture.replace(texture, allocs[i].texture.shape)
         plan.arenas, plan.arena_bytes = [], total
 
     def close(self) -> None:

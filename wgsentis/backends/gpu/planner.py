@@ -50,33 +50,55 @@ def assign_offsets(allocs: list[Allocation], end: int, capacity: int,
         rank = sorted(range(len(allocs)), key=lambda i: (-allocs[i].reserved, spans[i][0] - spans[i][1], i))
     else:
         rank = sorted(range(len(allocs)), key=lambda i: (-allocs[i].reserved, spans[i][0], i))
-    placed: list[list[tuple[int, int, int]]] = []  # per arena: (offset, size, alloc index)
+    # Each arena indexes its short-lived members by spans of the clock (``width`` ticks a bucket), so that
+    # finding the tensors alive beside a new one costs about what overlaps it, not the whole arena: a Loop's
+    # unrolled iterations give tens of thousands of short-lived tensors. Members spanning more than
+    # _LONG_BUCKETS buckets (model outputs, scan outputs kept to the loop's end) are kept in one list instead.
+    width = max(1, (end + 2) // 1024)
+    buckets: list[dict[int, list[int]]] = []  # per arena: bucket -> short-lived member indices (key -1: long)
     members_of: list[set[int]] = []
     extent: list[int] = []
     where: list[tuple[int, int]] = [(0, 0)] * len(allocs)
     for i in rank:
         size = allocs[i].reserved
         first, last = spans[i]
+        lo, hi = (first + 1) // width, (last + 1) // width
         against = conflicts.get(i, set())
         best: tuple[int, int, int] | None = None  # (growth, offset, arena)
-        for arena, members in enumerate(placed):
-            if against & members_of[arena]:
+        for arena, members in enumerate(members_of):
+            if against & members:
                 continue
-            offset = _first_fit(members, spans, first, last, size, capacity)
+            alive = _alive_beside(buckets[arena], lo, hi, spans, first, last)
+            offset = _first_fit(alive, where, allocs, size, capacity)
             if offset is not None:
                 choice = (max(0, offset + size - extent[arena]), offset, arena)
                 best = choice if best is None or choice < best else best
         if best is None or best[0] >= size:
-            placed.append([])
+            buckets.append({})
             members_of.append(set())
             extent.append(0)
-            best = (size, 0, len(placed) - 1)
+            best = (size, 0, len(members_of) - 1)
         _growth, offset, arena = best
-        placed[arena].append((offset, size, i))
+        for b in (range(lo, hi + 1) if hi - lo < _LONG_BUCKETS else (-1,)):
+            buckets[arena].setdefault(b, []).append(i)
         members_of[arena].add(i)
         extent[arena] = max(extent[arena], offset + size)
         where[i] = (arena, offset)
     return where
+
+
+_LONG_BUCKETS = 8
+
+
+def _alive_beside(buckets: dict[int, list[int]], lo: int, hi: int, spans: list[tuple[int, int]], first: int,
+                  last: int) -> set[int]:
+    """The members of an arena (indexed by clock buckets ``lo``..``hi``) whose lifetimes meet ``first``..``last``."""
+    alive: set[int] = set()
+    for b in (-1, *range(lo, hi + 1)) if hi - lo < len(buckets) else buckets:
+        for j in buckets.get(b, ()):
+            if spans[j][0] <= last and first <= spans[j][1]:
+                alive.add(j)
+    return alive
 
 
 def step_conflicts(steps: list[Any], allocs: list[Allocation]) -> dict[int, set[int]]:
@@ -102,11 +124,11 @@ def step_conflicts(steps: list[Any], allocs: list[Allocation]) -> dict[int, set[
     return out
 
 
-def _first_fit(members: list[tuple[int, int, int]], spans: list[tuple[int, int]], first: int, last: int,
-               size: int, capacity: int) -> int | None:
-    """The lowest offset in an arena where ``size`` bytes overlap none of the ``members`` alive at the same
-    time, within ``capacity``; None when there is none."""
-    busy = sorted((off, off + sz) for off, sz, j in members if spans[j][0] <= last and first <= spans[j][1])
+def _first_fit(alive: set[int], where: list[tuple[int, int]], allocs: list[Allocation], size: int,
+               capacity: int) -> int | None:
+    """The lowest offset in an arena where ``size`` bytes overlap none of the ``alive`` members (placed at
+    ``where``), within ``capacity``; None when there is none."""
+    busy = sorted((where[j][1], where[j][1] + allocs[j].reserved) for j in alive)
     offset = 0
     for start, stop in busy:
         if offset + size <= start:

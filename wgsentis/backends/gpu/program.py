@@ -128,6 +128,7 @@ class GPUProgram(HostSync):
         self._feeds: dict[str, Any] = {}
         self._encoded = 0
         self._reads_device = False
+        self._deaths: dict[int, tuple[Graph, list[list[str]]]] = {}  # _subgraph_deaths' cache
         self.placer = Placer(graph, self.backend, lambda: self.control)
         self.last_plan: Plan | None = None
         self.last_run = RunReport()
@@ -141,6 +142,10 @@ class GPUProgram(HostSync):
         self._allocations: list[Allocation] = []
         self._live_bytes = 0
         self._layer_index = -1
+        # The recording's clock: one tick per layer placed, a subgraph's layers included (a Loop's iterations
+        # each take their body's ticks). Allocation lifetimes and scratch requests are in ticks, so the
+        # intermediates of one iteration share memory with the next's.
+        self._tick = -1
         self.scratch_requests: dict[int, int] = {}
         self._download_pools: dict[int, StagingPool] = {}  # fallbacks' staging buffers by size
         self.tracing = False  # a plan is being traced: allocations are virtual, nothing runs on the device
@@ -242,12 +247,12 @@ class GPUProgram(HostSync):
             if reserved > limit:
                 raise allocation_error(what or "a tensor", reserved, ValueError(
                     f"Buffer size {reserved} is greater than the maximum buffer size ({limit})"))
-            alloc = Allocation(None, nbytes, reserved=reserved, born=self._layer_index)
+            alloc = Allocation(None, nbytes, reserved=reserved, born=self._tick)
         else:
             if self._pool is None:  # a builder used outside a recording (tests of the builder API)
                 self._pool = BufferPool(self.ctx)
             alloc = Allocation(self._pool.acquire(nbytes, what), nbytes, reserved=reserved_bytes(nbytes),
-                               born=self._layer_index)
+                               born=self._tick)
         self._allocations.append(alloc)
         self._live_bytes += alloc.reserved
         return alloc
@@ -257,7 +262,7 @@ class GPUProgram(HostSync):
         from a control-flow layer giving up on its body, must not hand the buffer out twice)."""
         if alloc.dies is not None:
             return
-        alloc.dies = self._layer_index
+        alloc.dies = self._tick
         self._live_bytes -= alloc.reserved
         if self._pool is not None and alloc.buffer is not None:
             self._pool.release(alloc.buffer)
@@ -270,7 +275,7 @@ class GPUProgram(HostSync):
 
     def note_scratch(self, nbytes: int) -> None:
         """The current layer asked for ``nbytes`` of scratch textures (counted in the plan's live-set bound)."""
-        self.scratch_requests[self._layer_index] = self.scratch_requests.get(self._layer_index, 0) + nbytes
+        self.scratch_requests[self._tick] = self.scratch_requests.get(self._tick, 0) + nbytes
 
     def _retain(self, value: Any) -> None:
         if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
@@ -367,8 +372,8 @@ class GPUProgram(HostSync):
         return int(prepared.nbytes)
 
     def layout_memory(self, plan: Plan, end: int) -> None:
-        """Lay ``plan``'s intermediates out for its replays (``end``: one past the last layer): arenas of storage
-        buffers by lifetime (``planner.plan_arenas``); the caller then binds every step."""
+        """Lay ``plan``'s intermediates out for its replays (``end``: one past the recording's last tick): arenas of
+        storage buffers by lifetime (``planner.plan_arenas``); the caller then binds every step."""
         plan.arenas, plan.arena_bytes = plan_arenas(self.ctx, plan.allocations, plan.steps, end,
                                                     f"'{self.graph.name}'")
 
@@ -419,6 +424,7 @@ class GPUProgram(HostSync):
         self._allocations = []
         self._live_bytes = 0
         self._layer_index = -1
+        self._tick = -1
         self.scratch_requests = {}
         placer = self.placer
         plan = Plan(uniforms=self._uniforms)
@@ -458,6 +464,7 @@ class GPUProgram(HostSync):
         self._reads_device = False  # a builder read a device value: the plan is recorded anew on every run
         for i, layer in enumerate(self.graph.layers):
             self._layer_index = i
+            self._tick += 1
             rec.layer, rec.layer_index = layer, i
             args = [self._value(n, env) if n else None for n in layer.inputs]
             if self.control is not None:
@@ -502,7 +509,7 @@ class GPUProgram(HostSync):
                     self._drop(value)
         cacheable = cacheable and not self._reads_device
         plan.outputs = {n: env[n] for n in self.output_names}
-        end = len(self.graph.layers)
+        end = self._tick + 1  # one past the last tick: when the outputs die
         plan.allocations = self._allocations
         plan.peak_live_bytes = live_peak(plan.allocations, end, self.scratch_requests)
         readback = None
@@ -544,6 +551,7 @@ class GPUProgram(HostSync):
     def _place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:
         """Where a layer runs, why, and (on the GPU) the outputs its builder recorded."""
         kind, reason = self.placer.decide(layer, args)
+        rec.made_and_kept = []
         if kind != "gpu":
             return kind, reason, None
         gpu = self.placer.builder(layer)
@@ -640,7 +648,13 @@ class GPUProgram(HostSync):
 
     def _record_subgraph_layers(self, rec: Any, graph: Graph, env: dict[str, Any], value: Any,
                                 outer_scope: Any) -> None:
-        for layer in graph.layers:
+        # The subgraph's own intermediates are freed after their last reader, as the top level's are: a Loop's
+        # iterations then reuse one another's memory instead of holding every iteration's at once.
+        dead_after = self._subgraph_deaths(graph)
+        made: set[int] = set()  # allocations the subgraph's layers made and returned
+        holders: dict[int, int] = {}  # such an allocation's id -> names bound to it (views share one)
+        for index, layer in enumerate(graph.layers):
+            self._tick += 1
             args = [value(n) if n else None for n in layer.inputs]
             scoped = [isinstance(a, GTensor) for a in args]
             if self.control is not None:
@@ -652,6 +666,7 @@ class GPUProgram(HostSync):
             finally:
                 rec.scope = outer_scope
             rec.layer_allocs = outer_allocs + rec.made_and_kept
+            made.update(id(alloc) for alloc in rec.made_and_kept)
             if kind == "host":
                 outputs = run_step(self.placer.subgraph_step(layer), [host_of(a) for a in args])
             elif kind != "gpu":
@@ -663,6 +678,44 @@ class GPUProgram(HostSync):
             for name, out in zip(layer.outputs, outputs, strict=False):
                 if name:
                     env[name] = out
+                    if isinstance(out, GTensor) and id(out.alloc) in made:
+                        holders[id(out.alloc)] = holders.get(id(out.alloc), 0) + 1
+            for name in dead_after[index]:
+                out = env.get(name)
+                if isinstance(out, GTensor) and id(out.alloc) in holders:
+                    holders[id(out.alloc)] -= 1
+                    if holders[id(out.alloc)] == 0 and out.alloc.refs == 0 and not out.alloc.persistent:
+                        self.free_allocation(out.alloc)
+
+    def _subgraph_deaths(self, graph: Graph) -> list[list[str]]:
+        """Per layer of ``graph``: the names its layers make that are dead once it has run (read last by it, or
+        never read), graph outputs excepted. Cached per graph: a Loop asks once per iteration."""
+        cached = self._deaths.get(id(graph))
+        if cached is not None and cached[0] is graph:
+            return cached[1]
+        last: dict[str, int] = {}
+        for index, layer in enumerate(graph.layers):
+            for name in set(layer.inputs) | captured_names(layer):
+                if name:
+                    last[name] = index
+        kept = {info.name for info in graph.outputs}
+        deaths: list[list[str]] = [[] for _ in graph.layers]
+        for index, layer in enumerate(graph.layers):
+            for name in layer.outputs:
+                if name and name not in kept:
+                    deaths[max(index, last.get(name, index))].append(name)
+        self._deaths[id(graph)] = (graph, deaths)
+        return deaths
+
+    def release(self, rec: Any, values: list[Any], keep: set[int]) -> None:
+        """Free the allocations of ``values`` that the current layer's builder made (itself or through
+        record_subgraph: a Loop's carried values once the next iteration has read them), except those whose id
+        is in ``keep``."""
+        mine = {id(alloc) for alloc in rec.layer_allocs}
+        for v in values:
+            if (isinstance(v, GTensor) and id(v.alloc) in mine and id(v.alloc) not in keep and v.alloc.refs == 0
+                    and not v.alloc.persistent):
+                self.free_allocation(v.alloc)
 
     def read_scalar(self, rec: Any, value: Any, what: str) -> np.ndarray:
         """The host value of a small device tensor a control-flow program branches on (an If's condition, a Loop
