@@ -123,6 +123,22 @@ def test_gather_nd(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["Gather", "GatherND"])
+def test_a_gather_of_empty_slices_still_checks_its_indices(backend, op):
+    """Data (12, 0): every slice is empty, so the output is too, and no element of the gather reads an index;
+    the GPU programs check them anyway (a YOLO export with NMS gathers from such a tensor when nothing is
+    detected), and run on the GPU rather than fall back."""
+    x = np.zeros((12, 0), np.float32)
+    idx = np.array([1, 11, -12], np.int64) if op == "Gather" else np.array([[1], [11], [-12]], np.int64)
+    feeds = {"x": x, "i": idx}
+    bad = [(_with(feeds, i=[1, 12, 0]), 12, 12), (_with(feeds, i=[-13, 0, 0]), -13, 12),
+           (_with(feeds, i=[2**40, 0, 0]), 2**40, 12)]
+    worker = _exercise(backend, _model(op, feeds), feeds, np.zeros((3, 0), np.float32), bad)
+    if backend != "cpu":
+        assert worker.stats()["fallback_layers"] == [], worker.stats()["placements"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_gather_nd_batch_dims(backend):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     idx = np.array([[[2, 3]], [[-1, 0]]], np.int64)  # (batch 2, 1 tuple, k 2)

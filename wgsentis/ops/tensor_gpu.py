@@ -525,6 +525,38 @@ def space_to_depth(rec, layer, x, *, blocksize=None, mode="DCR", **attrs):
     return _space_to_depth(rec, x, blocksize, mode)
 
 
+def reverse_sequence_plan(shape, sequence_lens, batch_axis, time_axis) -> tuple[int, int, np.ndarray] | None:
+    """(batch axis, time axis, lengths as int32) of a ReverseSequence the GPU programs run: None where the CPU
+    kernel raises (equal axes, a length outside [0, T], a count that is not the batch size)."""
+    rank = len(shape)
+    if rank < 2 or not -rank <= batch_axis < rank or not -rank <= time_axis < rank:
+        return None
+    batch_axis, time_axis = batch_axis % rank, time_axis % rank
+    lens = np.asarray(sequence_lens).reshape(-1)
+    if batch_axis == time_axis or lens.size != shape[batch_axis] or lens.dtype.kind not in "iu":
+        return None
+    if lens.size and (lens.min() < 0 or lens.max() > shape[time_axis]):
+        return None
+    return batch_axis, time_axis, lens.astype(np.int32)
+
+
+@gpu("ReverseSequence", 10, host_inputs=(1,))
+def reverse_sequence(rec, layer, data, sequence_lens, *, batch_axis=1, time_axis=0, **attrs):
+    x = device_tensor(rec, data, f"{layer.name}:input")
+    plan = None if x is None else reverse_sequence_plan(x.shape, sequence_lens, batch_axis, time_axis)
+    if plan is None:
+        return NotImplemented
+    batch_axis, time_axis, lens = plan
+    y = rec.alloc(x.shape, x.dtype)
+    if y.size:
+        strides = row_strides(x.shape)
+        lengths = device_tensor(rec, lens, f"{layer.name}:sequence_lens")
+        rec.dispatch("compute/reverse_sequence.wgsl", [x, lengths], [y],
+                     [y.size, strides[time_axis], x.shape[time_axis], strides[batch_axis], x.shape[batch_axis]],
+                     y.size, workgroup=256, subs={"T": x.gpu_type})
+    return y
+
+
 # -- pad ----------------------------------------------------------------------------------------
 _PAD_MODE = {"constant": 0, "edge": 1, "reflect": 2, "wrap": 3}
 
@@ -603,15 +635,22 @@ def gather(rec, layer, data, indices, *, axis=0, **attrs):
     if not _host_indices_ok(indices, length):
         return NotImplemented
     out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
-    if idx.size and not math.prod(out_shape):
-        return NotImplemented  # no invocation would read (and check) the indices: the CPU kernel does
     y = rec.alloc(out_shape, x.dtype)
-    if y.size:
+    if idx.size and not y.size:
+        check_only(rec, idx, [length])  # no invocation of the gather would read (and check) the indices
+    elif y.size:
         inner = math.prod(x.shape[axis + 1:])
         slot = rec.check_indices([length])
         rec.dispatch("compute/gather.wgsl", [x, idx], [y], [y.size, inner, idx.size, length, slot], y.size,
                      workgroup=256, subs={"T": x.gpu_type}, faults=True)
     return y
+
+
+def check_only(rec, idx, dims: list[int]) -> None:
+    """Bounds-check the index tuples ``idx`` (last axis: ``len(dims)`` components) without gathering: a gather
+    whose output is empty still raises, as the CPU kernel does, on an index outside its axis."""
+    params = [idx.size, len(dims), *pad6(dims), rec.check_indices(dims)]
+    rec.dispatch("compute/check_indices.wgsl", [idx], [], params, idx.size, workgroup=256, faults=True)
 
 
 def _elements(rec, layer, data, indices, updates, axis):
@@ -691,11 +730,15 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
     batch_stride = math.prod(x.shape[b:])
     dims = list(x.shape[b:b + k])
     tail = [0] * (MAX_RANK - k)
-    if idx.size and not s:
+    if idx.size and not s and updates is not None:
         return NotImplemented  # empty slices: no invocation would read (and check) the indices
     params = [0, s, max(m, 1), batch_stride, k, *dims, *tail, *st[b:b + k], *tail]
     if updates is None:
         y = rec.alloc([*idx.shape[:-1], *x.shape[b + k:]], x.dtype)
+        if not y.size:
+            if idx.size and k:
+                check_only(rec, idx, dims)  # empty slices: no invocation of the gather would check the indices
+            return y
         params[0] = y.size
         params.append(rec.check_indices(dims))  # one slot per tuple component, in order
         rec.dispatch("compute/gather_nd.wgsl", [x, idx], [y], params, y.size, workgroup=256,

@@ -26,6 +26,7 @@ from wgsentis.ops.elementwise_pixel import unary
 from wgsentis.ops.image_gpu import _resize_plan
 from wgsentis.ops.registry import GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import (
+    reverse_sequence_plan,
     _squeezed,
     _unsqueezed,
     depth_to_space_plan,
@@ -325,6 +326,22 @@ def space_to_depth(rec, layer, data, *, blocksize=None, mode="DCR", **attrs):
     return NotImplemented if plan is None else _permute(rec, x, *plan)
 
 
+@pixel("ReverseSequence", 10, host_inputs=(1,))
+def reverse_sequence(rec, layer, data, sequence_lens, *, batch_axis=1, time_axis=0, **attrs):
+    """Each element reads time L[b] - 1 - t of its batch b where t < L[b], else its own (L: a lengths tensor)."""
+    x = _tensor_of(rec, data, f"{layer.name}:input")
+    plan = None if x is None else reverse_sequence_plan(x.shape, sequence_lens, batch_axis, time_axis)
+    if plan is None:
+        return NotImplemented
+    batch_axis, time_axis, lens = plan
+    lengths = _tensor_of(rec, lens, f"{layer.name}:sequence_lens")
+    frame = MAX_RANK - len(x.shape)
+    b, t = frame + batch_axis, frame + time_axis
+    body = (f"var e: Coords; e.c[{MAX_RANK - 1}] = c.c[{b}]; let n = u32(x1(e)); var d = c; "
+            f"if (c.c[{t}] < n) {{ d.c[{t}] = n - 1u - c.c[{t}]; }} r = x0(d);")
+    return rec.map([x, lengths], x.shape, x.dtype, x.layout.axis, body)
+
+
 # -- concat -------------------------------------------------------------------------------------------------------
 _CONCAT_PER_DRAW = 6  # inputs one draw binds: 14 addressing words each, within the 128 parameter words
 
@@ -463,6 +480,20 @@ def _zero(kind: str) -> str:
     return f"{kind}(0)"
 
 
+def _check_only(rec, idx: GTensor, dims: list[int], tuples: bool) -> None:
+    """Bounds-check the indices ``idx`` without gathering (a draw whose target is thrown away): a gather whose
+    output is empty still raises, as the CPU kernel does, on an index outside its axis. ``tuples``: the last
+    axis of ``idx`` holds the components of index tuples (GatherND), component j checked against dims[j]."""
+    slot = rec.check_indices(dims)
+    if tuples:
+        bound = " ".join(f"if (c.c[{MAX_RANK - 1}] == {j}u) {{ dim = {d}; }}" for j, d in enumerate(dims))
+        body = (f"var dim = 0; {bound} _ = checked_index(i32(x0(c)), dim, pe(0u) + 2u * c.c[{MAX_RANK - 1}]); "
+                "r = i32(0);")
+    else:
+        body = f"_ = checked_index(i32(x0(c)), {dims[0]}, pe(0u)); r = i32(0);"
+    rec.map([idx], idx.shape, np.int32, idx.layout.axis, body, [slot], faults=True)
+
+
 @pixel("Gather", 1)
 def gather(rec, layer, data, indices, *, axis=0, **attrs):
     x = _tensor_of(rec, data, f"{layer.name}:data")
@@ -476,8 +507,11 @@ def gather(rec, layer, data, indices, *, axis=0, **attrs):
         return NotImplemented
     q = len(idx.shape)
     out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
-    if len(out_shape) > MAX_RANK or (idx.size and not math.prod(out_shape)):
-        return NotImplemented  # no fragment would read (and check) the indices: the CPU kernel does
+    if len(out_shape) > MAX_RANK:
+        return NotImplemented
+    if idx.size and not math.prod(out_shape):
+        _check_only(rec, idx, [dim], False)  # no fragment of the gather would read (and check) the indices
+        return rec.alloc(out_shape, x.dtype)
     lo, ld, li = MAX_RANK - len(out_shape), MAX_RANK - rank, MAX_RANK - q
     slot = rec.check_indices([dim]) if math.prod(out_shape) else 0
     lines = ["var d: Coords; var e: Coords;"]
@@ -566,8 +600,12 @@ def _nd(rec, layer, data, indices, updates, batch_dims, reduction: str = "none")
     ld, li = MAX_RANK - rank, MAX_RANK - q
     if updates is None:
         out_shape = [*idx.shape[:-1], *x.shape[b + k:]]
-        if len(out_shape) > MAX_RANK or (idx.size and not math.prod(out_shape)):
-            return NotImplemented  # empty slices: no fragment would read (and check) the indices
+        if len(out_shape) > MAX_RANK:
+            return NotImplemented
+        if idx.size and not math.prod(out_shape):
+            if k:
+                _check_only(rec, idx, dims, True)  # empty slices: no fragment of the gather would check them
+            return rec.alloc(out_shape, x.dtype)
         lo = MAX_RANK - len(out_shape)
         slot = rec.check_indices(dims) if math.prod(out_shape) else 0
         lines = ["var d: Coords; var e: Coords; var bad = false;"]
