@@ -627,15 +627,16 @@ def _index_tensor(rec, indices, name):
 def gather(rec, layer, data, indices, *, axis=0, **attrs):
     x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:indices")
-    if x is None or idx is None:
+    # (Empty data, such as the rows an NMS selected when it selected none, has no buffer: none is read.)
+    if idx is None or (x is None and (getattr(data, "size", None) != 0 or data.dtype not in STORAGE)):
         return NotImplemented
-    rank = len(x.shape)
-    axis = _tensor._axis(axis, rank)
-    length = x.shape[axis]
+    shape = tuple(data.shape)
+    axis = _tensor._axis(axis, len(shape))
+    length = shape[axis]
     if not _host_indices_ok(indices, length):
         return NotImplemented
-    out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
-    y = rec.alloc(out_shape, x.dtype)
+    out_shape = [*shape[:axis], *idx.shape, *shape[axis + 1:]]
+    y = rec.alloc(out_shape, data.dtype)
     if idx.size and not y.size:
         check_only(rec, idx, [length])  # no invocation of the gather would read (and check) the indices
     elif y.size:
