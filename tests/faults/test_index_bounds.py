@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 from helpers import BACKENDS, make_model
 from onnx import TensorProto, helper
@@ -237,3 +238,21 @@ def test_compress_condition_longer_than_the_axis(backend, axis):
     for _ in range(2):
         got = worker.run({"x": x, "c": np.array([1, 0, 1, 0, 1], bool)})["y"]
         np.testing.assert_array_equal(got, [1, 3])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_gather_from_an_empty_host_made_tensor_runs_on_the_gpu(backend):
+    """NonZero of an all-negative input is (2, 0) and lives on the host (its size is data-dependent); the Gather
+    after it (an NMS's selected rows, when it selected none) has no element to read and runs on the GPU."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["nz"]),
+             helper.make_node("Gather", ["nz", "k"], ["y"], name="node", axis=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [3, 4])],
+                              [helper.make_tensor_value_info("y", I64, None)],
+                              [onnx.numpy_helper.from_array(np.array(1, np.int64), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        for x in (-np.ones((3, 4), np.float32), np.eye(3, 4, dtype=np.float32)):
+            np.testing.assert_array_equal(worker.run({"x": x})["y"], np.nonzero(np.maximum(x, 0))[1])
+            if backend != "cpu":
+                assert worker.stats()["fallback_layers"] == ["NonZero_1"], worker.stats()["placements"]
