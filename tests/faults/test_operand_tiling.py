@@ -4,7 +4,7 @@ A tensor may be as large as the device's largest buffer; a dispatch binds a *win
 an element offset that becomes the binding's byte offset, added to the allocation's own offset in its arena).
 Convolutions run over blocks of whole images (windows of X and Y) or over output rows of one image (the input
 rows with their halo copied into a staging tensor, the outputs copied back), every path; elementwise unary and
-binary ops over contiguous blocks of elements; MatMul and Gemm over blocks of rows of A and Y, or of batches.
+binary ops, Where and the quantization maps over contiguous blocks of elements; MatMul and Gemm over blocks of rows of A and Y, or of batches.
 The cases lower the binding limit to 1 MiB on a second device on the same adapter, so that small tensors need
 tiles, and compare with the CPU kernels with no fallback layer, recorded and replayed (the replay runs on the
 planner's arenas). What still cannot tile falls back cleanly. The reported 128-channel convolution (X and Y of
@@ -217,6 +217,17 @@ def _elementwise_cases() -> dict[str, tuple[list, dict, dict]]:
                        {"c": np.array(1.7, np.float32)}),
         "max-variadic": ([helper.make_node("Max", ["x", "z", "w"], ["y"])],
                          {"x": r(300_000), "z": r(300_000), "w": r(300_000)}, {}),
+        # three operands (compute/map3.wgsl): Where, and the quantization maps
+        "where-same-shape": ([helper.make_node("Greater", ["x", "z"], ["m"]),
+                              helper.make_node("Where", ["m", "x", "z"], ["y"])],
+                             {"x": r(3, 100_001), "z": r(3, 100_001)}, {}),
+        "where-broadcast-operand": ([helper.make_node("Greater", ["x", "c"], ["m"]),
+                                     helper.make_node("Where", ["m", "x", "c"], ["y"])],
+                                    {"x": r(3, 4, 100_000)}, {"c": r(4, 1)}),
+        "quantize-dequantize": ([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"]),
+                                 helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"])],
+                                {"x": r(3, 100_001)}, {"s": np.array(0.02, np.float32),
+                                                       "zp": np.array(3, np.uint8)}),
     }
 
 
@@ -274,9 +285,6 @@ def test_matmul_operands_over_the_binding_limit_run_in_row_blocks(small_binding,
     ([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1)],
      {"a": np.random.default_rng(5).standard_normal((100, 3000)).astype(np.float32)},
      {"b": np.ones((100, 120), np.float32), "c": np.ones(120, np.float32)}),
-    # Where binds its operands whole
-    ([helper.make_node("Greater", ["x", "z"], ["m"]), helper.make_node("Where", ["m", "x", "z"], ["y"])],
-     {"x": np.arange(300_000, dtype=np.float32), "z": np.full(300_000, 7.0, np.float32)}, {}),
 ])
 def test_ops_that_cannot_tile_fall_back_cleanly(small_binding, nodes, feeds, inits):
     model = _model(nodes, feeds, inits)

@@ -405,7 +405,8 @@ def where(rec, layer, cond, x, y):
 
 def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
     """Y = ``expr`` of ``a``, ``b``, ``c`` (three device tensors) broadcast together (compute/map3.wgsl): Where,
-    and the quantization family's (x, scale, zero point) maps; NotImplemented past MAX_RANK."""
+    and the quantization family's (x, scale, zero point) maps; NotImplemented past MAX_RANK. Past the binding
+    limit, blocks of output elements as ``binary`` runs them."""
     out_shape = tuple(np.broadcast_shapes(*(t.shape for t in inputs)))
     if len(out_shape) > MAX_RANK:
         return NotImplemented
@@ -413,9 +414,14 @@ def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
     params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1])]
     for t in inputs:
         params += _pad6(broadcast_strides(t.shape, out_shape) or [0])
-    rec.dispatch("compute/map3.wgsl", inputs, [y], params, y.size, workgroup=256,
-                 subs={"EXPR": _bind_division(rec, expr), "TA": inputs[0].gpu_type, "TB": inputs[1].gpu_type,
-                       "TC": inputs[2].gpu_type, "TY": y.gpu_type})
+    subs = {"EXPR": _bind_division(rec, expr), "TA": inputs[0].gpu_type, "TB": inputs[1].gpu_type,
+            "TC": inputs[2].gpu_type, "TY": y.gpu_type}
+    for first, count in rec.element_blocks(y.size, [t for t in (*inputs, y) if t.size == y.size]):
+        whole = [t.size == y.size for t in inputs]
+        parts = [_part(rec, t, first, count) if w else t for t, w in zip(inputs, whole, strict=True)]
+        params[0] = count
+        rec.dispatch("compute/map3.wgsl", parts, [_part(rec, y, first, count)],
+                     [*params, first, *(first if w else 0 for w in whole)], count, workgroup=256, subs=subs)
     return y
 
 
