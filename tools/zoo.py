@@ -146,6 +146,25 @@ def catalog_path(name: str, cache: Path = DEFAULT_CACHE) -> Path:
     return path
 
 
+def _test_table(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A white page (N, 3, H, W) with a ruled table over its middle (lines every ~5% of the page) and dark
+    text-like marks in it, normalized by ImageNet's mean and std: random pixels give a document detector
+    nothing to find, and an output of no boxes compares nothing."""
+    _batch, c, height, width = shape
+    page = np.ones((height, width, c), np.float32)
+    top, bottom, left, right = height * 2 // 9, height * 7 // 9, width // 6, width * 5 // 6
+    line = max(1, height // 300)
+    for y in range(top, bottom + 1, max(2, height // 18)):
+        page[y:y + line, left:right] = 0
+    for x in range(left, right + 1, max(2, width // 10)):
+        page[top:bottom, x:x + line] = 0
+    for _ in range(400):
+        y, x = rng.integers(top + 10, bottom - 10), rng.integers(left + 10, right - 20)
+        page[y:y + height // 150, x:x + width // 80] = 0.2
+    mean, std = np.array([0.485, 0.456, 0.406])[:c], np.array([0.229, 0.224, 0.225])[:c]
+    return np.broadcast_to(((page - mean) / std).transpose(2, 0, 1), shape).copy()
+
+
 def _test_audio(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """A 16 kHz waveform in [-1, 1] laid along the last non-unit axis: two tones, a chirp and some noise,
     so that spectral front ends see energy in many bins (white noise alone would make every frame alike)."""
@@ -184,6 +203,8 @@ def catalog_feeds(name: str, proto: onnx.ModelProto, seed: int = 0) -> dict[str,
             value = rng.uniform(args[1], args[2], args[0])
         elif kind == "tokens":
             value = rng.integers(args[1], args[2], args[0])
+        elif kind == "table":
+            value = _test_table(args[0], rng)
         elif kind == "zeros":
             value = np.zeros(args[0])
         elif kind == "ones":

@@ -15,9 +15,10 @@ from helpers import BACKENDS, make_model
 from onnx import TensorProto, helper
 
 # Small files from small packages, and between them an audio front end with a CQT, an STFT-as-Conv front end,
-# an LSTM with If, a GRU, control flow in a head, and int32 and int64 token inputs.
+# an LSTM with If, a GRU, control flow in a head, int32 and int64 token inputs, and a mixed-float16 model whose
+# RNN is two Loops.
 QUICK = ["oww_melspectrogram", "oww_hey_jarvis", "silero_vad_legacy", "magika", "fsmn_vad", "romanizer_encoder",
-         "basic_pitch"]
+         "basic_pitch", "mk8dx_digits"]
 
 # Catalog models this engine does not run as ONNX Runtime does, with the reason (docs/models.md lists them):
 # expected to fail until the engine changes.
@@ -30,12 +31,15 @@ KNOWN_FAILURES: dict[str, str] = {
 # past 1e-3 (docs/models.md): the bar is a little above that self-difference.
 ILL_CONDITIONED: dict[str, float] = {
     "ddddocr_old": 3e-2,  # dynamic quantization: ORT vs nudged ORT 1.3e-2 (rounding ties re-quantized 22 times)
+    "table_det_quantized": 5e-3,  # dynamic quantization, 140 DynamicQuantizeLinear: ORT vs nudged ORT 1.1e-3
 }
 
 
 # Layers a catalog model runs on the host by design, with the reason (docs/models.md's notes).
 HOST_LAYERS: dict[str, tuple[str, ...]] = {
-    "slanet_table": ("Loop",),  # 501 iterations x a 166-layer body: past control_gpu.MAX_UNROLLED_LAYERS
+    # Data-dependent output shapes (README, "Data-dependent shapes"): the host sizes what follows.
+    "mk8dx_players": ("NonZero", "NonMaxSuppression"),
+    "table_det_quantized": ("NonMaxSuppression",),
 }
 
 
@@ -58,7 +62,7 @@ def test_catalog_is_large_and_varied():
     assert len(CATALOG) >= 30
     assert len(packages) >= 15
     tags = {tag for entry in CATALOG.values() for tag in entry.tags}
-    assert {"quantized", "transformer", "audio", "rnn", "detection", "segmentation", "classic-ml"} <= tags
+    assert {"quantized", "float16", "transformer", "audio", "rnn", "detection", "segmentation", "classic-ml"} <= tags
     for entry in CATALOG.values():  # exact versions only: the page's numbers are for those files
         assert ("==" in entry.package) if entry.registry == "pypi" else ("@" in entry.package.lstrip("@"))
     assert set(QUICK) <= set(CATALOG) and set(KNOWN_FAILURES) <= set(CATALOG) and set(ILL_CONDITIONED) <= set(CATALOG)
