@@ -127,6 +127,12 @@ CONV_CASES: dict[str, tuple[tuple, tuple, dict, bool, str]] = {
     "im2col-buffer-rows": ((1, 4, 200, 400), (4, 2, 11, 11), {"pads": [5] * 4, "group": 2}, False, "staged"),
     # a 1-D convolution over blocks of whole images
     "conv1d-images": ((3, 16, 8200), (16, 16, 3), {"pads": [1, 1]}, False, "windows"),
+    # one 1-D image past the limit: blocks of output columns, each channel's input columns staged
+    "conv1d-columns": ((1, 16, 20000), (16, 16, 3), {"pads": [1, 1]}, False, "staged"),
+    "conv1d-columns-strided-fused": ((2, 8, 40001), (16, 8, 10), {"pads": [4, 3], "strides": [5]}, True, "staged"),
+    "conv1d-columns-dilated-depthwise": ((1, 16, 20000), (16, 1, 3), {"pads": [3, 3], "dilations": [3],
+                                                                      "group": 16}, False, "staged"),
+    "conv1d-columns-one-channel-in": ((1, 1, 300_000), (64, 1, 10), {"strides": [5]}, False, "staged"),
 }
 
 
@@ -141,9 +147,10 @@ def test_conv_operands_over_the_binding_limit_run_in_tiles(small_binding, case):
         assert steps.copies > 0
 
 
-def test_conv_whose_one_image_row_passes_the_limit_falls_back_cleanly(small_binding):
-    """A 1-D convolution with one image of 1.3 MB has no rows to tile: it runs on the host, correctly."""
-    model, feeds = _conv_model((1, 16, 20000), (16, 16, 3), pads=[1, 1])
+def test_conv_whose_one_output_column_passes_the_limit_falls_back_cleanly(small_binding):
+    """A 1-D convolution dilated by 300,000: one output column reads input columns 1.2 MB apart, past 1 MiB,
+    so nothing tiles it; it runs on the host, correctly."""
+    model, feeds = _conv_model((1, 1, 600_000), (1, 1, 2), dilations=[300_000])
     got, _plan, fallback = _run(small_binding, model, feeds)
     assert fallback == ["conv"]
     np.testing.assert_allclose(got, _cpu(model, feeds), rtol=1e-4, atol=2e-4)

@@ -212,7 +212,7 @@ def _conv_operand_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, 
 
     tiles = _tiles(n, oh, fits)
     if tiles is None:
-        return False
+        return X.ndim == 3 and _conv_column_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc)
 
     def windowed(tile: _Tile) -> tuple[bool, bool]:
         """Whether the tile binds windows of X and of Y (whole images starting where a binding may)."""
@@ -250,6 +250,53 @@ def _conv_operand_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, 
                 return False
             if not y_window:
                 _copy_planes(rec, y_part, 0, tile.rows * ow, y, y_at, oh * ow, tile.images * m)
+    finally:
+        rec.end_tiles()
+    return True
+
+
+def _conv_column_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> bool:
+    """A 1-D convolution whose one image (its single row) passes the binding limit across its channels (a minute
+    of audio into a 512-channel front end): blocks of output columns of one image, each tile's input columns
+    (halo included) copied into a staging tensor per channel, its outputs computed there by ``_conv_paths`` (its
+    left padding what lies before its first input column) and copied into Y per channel. Returns False when not
+    even one output column fits."""
+    n, c, wd = X.shape
+    m, ow = y.shape[1:]
+    span = (w.shape[2] - 1) * dl[1] + 1  # input columns one output column reads
+    limit = rec.ctx.max_binding // 16 * 16
+
+    def input_cols(col0: int, cols: int) -> tuple[int, int]:
+        """The input columns [first, last) output columns col0 .. col0 + cols read (within X)."""
+        left = col0 * st[1] - pd[1]
+        return max(0, left), min(wd, left + (cols - 1) * st[1] + span)
+
+    def fits(cols: int) -> bool:
+        return 4 * c * min(wd, (cols - 1) * st[1] + span) <= limit and 4 * m * cols <= limit
+
+    per = _largest(fits, ow)
+    if per == 0:
+        return False
+    per = -(-ow // -(-ow // per))  # as many blocks, as even as they go
+    xs = rec.alloc((c * min(wd, (per - 1) * st[1] + span),), np.float32)
+    ys = rec.alloc((m * per,), np.float32)
+    try:
+        for image in range(n):
+            for col0 in range(0, ow, per):
+                rec.begin_tile()
+                cols = min(per, ow - col0)
+                ix0, ix1 = input_cols(col0, cols)
+                x_part = rec.window(xs, 0, (1, c, ix1 - ix0))
+                _copy_planes(rec, X, image * c * wd + ix0, wd, x_part, 0, ix1 - ix0, c)
+                y_part = rec.window(ys, 0, (1, m, cols))
+                y_at = image * m * ow + col0
+                if acc:  # the residual (already in Y) is where this tile accumulates
+                    _copy_planes(rec, y, y_at, ow, y_part, 0, cols, m)
+                left = pd[1] - col0 * st[1] + ix0  # columns of padding before the tile's first input column
+                if not _conv_paths(rec, layer, x_part, y_part, w, b, bias_t, group, st, dl, [pd[0], left, pd[0], left],
+                                   act, acc):
+                    return False
+                _copy_planes(rec, y_part, 0, cols, y, y_at, ow, m)
     finally:
         rec.end_tiles()
     return True
