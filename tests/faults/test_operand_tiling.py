@@ -274,6 +274,12 @@ def _matmul_cases() -> dict[str, tuple[list, dict, dict, int]]:
             [helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=2.0, transB=1)], {"a": r(3000, 100)},
             {"b": r(120, 100), "c": r(3000, 1)}, 2),
         "gemm-rows-device-b-full-bias": (gemm, {"a": r(3000, 100), "b": r(100, 120), "c": r(3000, 120)}, {}, 2),
+        # a transposed A is transposed first, in tiles of windows (its rows of op(A) are strided)
+        "gemm-transposed-a": ([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1)], {"a": r(100, 3000)},
+                              {"b": r(100, 120), "c": r(120)}, 2),
+        "gemm-transposed-a-odd-sizes": ([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1,
+                                                          alpha=0.5)],
+                                        {"a": r(301, 1999), "b": r(121, 301)}, {"c": r(1999, 1)}, 2),
     }
 
 
@@ -288,10 +294,10 @@ def test_matmul_operands_over_the_binding_limit_run_in_row_blocks(small_binding,
 
 
 @pytest.mark.parametrize("nodes,feeds,inits", [
-    # a transposed A's rows are strided: no windows of them
-    ([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1)],
-     {"a": np.random.default_rng(5).standard_normal((100, 3000)).astype(np.float32)},
-     {"b": np.ones((100, 120), np.float32), "c": np.ones(120, np.float32)}),
+    # a ConvTranspose's output past the limit
+    ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])],
+     {"x": np.random.default_rng(5).standard_normal((1, 8, 100, 100)).astype(np.float32)},
+     {"w": np.random.default_rng(6).standard_normal((8, 8, 2, 2)).astype(np.float32)}),
 ])
 def test_ops_that_cannot_tile_fall_back_cleanly(small_binding, nodes, feeds, inits):
     model = _model(nodes, feeds, inits)

@@ -27,6 +27,7 @@ from wgsentis.backends.gpu.tensors import (LINEAR_SHIFT, LINEAR_TEXELS, GTensor,
                                            window_grain)
 from wgsentis.ops.activations import activation_expr
 from wgsentis.ops.elementwise_gpu import broadcast_strides
+from wgsentis.ops.tensor_gpu import dispatch_copy
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 TILE_M, TILE_N = 8, 16  # outputs per invocation (see matmul.wgsl)
@@ -470,6 +471,10 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
     act = fused(layer)
     limit = rec.ctx.max_binding
     if not all(fits_binding(t, limit) for t in (_device(A), _device(B), y) if t is not None):
+        if transA:  # op(A)'s rows are A's columns, strided: transposed first, in tiles of windows
+            A = _transposed_in_tiles(rec, A)
+            if A is None:
+                return NotImplemented
         return y if _gemm_blocks(rec, layer, A, B, y, bias, bias_strides, alpha, beta, transB) else NotImplemented
     # A: constants are repacked to (M, K) rows; a device A^T is read with strides.
     a_host = host_value(A)
@@ -506,6 +511,33 @@ def _gemm_b(rec, layer, a_op: Operand, B, y: GTensor, m: int, n: int, k: int, bi
         b_op = const_operand(rec, b_mat, f"{layer.name}:B[{c0}:{c1}]")
         gemm(rec, a_op, b_op, y, m, c1 - c0, k, y_row=n, y_col0=c0, bias=bias,
              bias_strides=bias_strides, alpha=alpha, beta=beta, act=act)
+
+
+def _transposed_in_tiles(rec, A) -> GTensor | None:
+    """A device matrix A (K, M) past the binding limit transposed into a new (M, K) tensor: tiles of K rows of A
+    by M rows of the result, each a strided copy between a window of A's rows and a window of the result's (both
+    starting where a binding may). None where A is not a device tensor or not even one grain of rows fits."""
+    a_dev = _device(A)
+    if a_dev is None or A.ndim != 2:
+        return None
+    k, m = A.shape
+    limit = rec.ctx.max_binding // 16 * 16
+    align = rec.window_align
+    k_grain, m_grain = window_grain(align, m), window_grain(align, k)
+    k_per = (limit // (4 * max(m, 1))) // k_grain * k_grain
+    m_per = (limit // (4 * max(k, 1))) // m_grain * m_grain
+    if not k_per or not m_per:
+        return None
+    at = rec.alloc((m, k), np.float32)
+    for k0 in range(0, k, k_per):
+        kb = min(k_per, k - k0)
+        a_part = rec.window(a_dev, k0 * m, (kb * m,))
+        for m0 in range(0, m, m_per):
+            mb = min(m_per, m - m0)
+            at_part = rec.window(at, m0 * k, (mb * k,))
+            # at_part[i * k + k0 + j] = a_part[j * m + m0 + i], i < mb, j < kb
+            dispatch_copy(rec, a_part, at_part, [(mb, 1, k, 0), (kb, m, 1, 0)], in_base=m0, out_base=k0)
+    return at
 
 
 def _gemm_blocks(rec, layer, A, B, y: GTensor, bias, bias_strides, alpha, beta, transB) -> bool:
