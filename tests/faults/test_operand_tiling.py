@@ -222,6 +222,12 @@ def _elementwise_cases() -> dict[str, tuple[list, dict, dict]]:
                                   {"c": r(3, 1)}),
         "div-scalar": ([helper.make_node("Div", ["x", "c"], ["y"])], {"x": r(3, 100_001)},
                        {"c": np.array(1.7, np.float32)}),
+        # ConvTranspose: its output in blocks of elements (the gather kernel), X bound whole
+        "conv-transpose-output-blocks": ([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2],
+                                                           pads=[1, 0, 0, 1], output_padding=[1, 0])],
+                                         {"x": r(1, 8, 100, 100)}, {"w": r(8, 8, 3, 3), "b": r(8)}),
+        "conv-transpose-1d-groups": ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[4], group=2)],
+                                     {"x": r(2, 4, 20_000)}, {"w": r(4, 3, 4)}),
         "max-variadic": ([helper.make_node("Max", ["x", "z", "w"], ["y"])],
                          {"x": r(300_000), "z": r(300_000), "w": r(300_000)}, {}),
         # three operands (compute/map3.wgsl): Where, and the quantization maps
@@ -294,10 +300,10 @@ def test_matmul_operands_over_the_binding_limit_run_in_row_blocks(small_binding,
 
 
 @pytest.mark.parametrize("nodes,feeds,inits", [
-    # a ConvTranspose's output past the limit
-    ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])],
-     {"x": np.random.default_rng(5).standard_normal((1, 8, 100, 100)).astype(np.float32)},
-     {"w": np.random.default_rng(6).standard_normal((8, 8, 2, 2)).astype(np.float32)}),
+    # a ConvTranspose whose input passes the limit and whose output's channel products do not fit one block
+    ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], group=2)],
+     {"x": np.random.default_rng(5).standard_normal((1, 8, 200, 200)).astype(np.float32)},
+     {"w": np.random.default_rng(6).standard_normal((8, 1, 2, 2)).astype(np.float32)}),
 ])
 def test_ops_that_cannot_tile_fall_back_cleanly(small_binding, nodes, feeds, inits):
     model = _model(nodes, feeds, inits)

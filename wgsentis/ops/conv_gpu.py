@@ -776,7 +776,9 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     # Blocks of whole images whose products fit a buffer (each block's images copied out of X first).
     tiles = _tiles(n, 1, lambda images, _rows: _buffer_fits(rec, images * m * taps * plane)
                    and (images == n or _buffer_fits(rec, images * c * plane)))
-    if group == 1 and tiles is not None:
+    # (The product path binds Y whole, and X whole unless its images are copied out in blocks.)
+    if group == 1 and tiles is not None and fits_binding(y, rec.ctx.max_binding) and \
+            (len(tiles) > 1 or fits_binding(X, rec.ctx.max_binding)):
         # The channel sums as one product, (M * kh * kw, C) @ (C, H * W) per image, then a gather of
         # at most ceil(kh / sh) * ceil(kw / sw) products per output pixel (conv_transpose_cols.wgsl).
         w_rows = rec.derived(("convTW",), (w,), lambda: padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
@@ -802,11 +804,17 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
                                                           "OH": oh},
                          loops=loop_passes(kh, kw))
         return y
+    if not fits_binding(X, rec.ctx.max_binding):
+        return NotImplemented  # every output block may read any input pixel
     wt = rec.upload(w, f"{layer.name}:W")
     params = [y.size, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1], c, c // group, mg,
-              int(b is not None), *act[1]]
-    rec.dispatch("compute/conv_transpose.wgsl", [X, wt, bias_t], [y], params, y.size, workgroup=64,
-                 subs={"ACT": act[0]}, loops=loop_passes(kh, kw, c // group))
+              int(b is not None), *act[1], 0]
+    # An output past the binding limit: blocks of output elements, each binding its window of Y.
+    for first, count in rec.element_blocks(y.size, [y]):
+        params[0], params[-1] = count, first
+        rec.dispatch("compute/conv_transpose.wgsl", [X, wt, bias_t],
+                     [y if count == y.size else rec.window(y, first, (count,))], params, count, workgroup=64,
+                     subs={"ACT": act[0]}, loops=loop_passes(kh, kw, c // group))
     return y
 
 

@@ -2,7 +2,8 @@
 // lands on it: oy = iy*sh - ph + ky*dh, i.e. iy = (oy + ph - ky*dh) / sh when that divides exactly.
 // Params: 0 total, 1 M (output channels), 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw, 8 sh, 9 sw, 10 ph, 11 pw,
 // 12 dh, 13 dw, 14 C (input channels), 15 channels per group (input), 16 output channels per group,
-// 17 has bias, 18..20 activation alpha/beta/gamma. W is (C, M/group, kh, kw).
+// 17 has bias, 18..20 activation alpha/beta/gamma, 21 the output element of this dispatch's element 0 (an
+// output past the binding limit runs in blocks, Y bound as a window of each). W is (C, M/group, kh, kw).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
@@ -16,11 +17,12 @@
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
+    let o = i + pu(21u);
     let ow = pu(3u);
     let oh = pu(2u);
-    let ox = i32(i % ow);
-    let oy = i32((i / ow) % oh);
-    let nm = i / (ow * oh);
+    let ox = i32(o % ow);
+    let oy = i32((o / ow) % oh);
+    let nm = o / (ow * oh);
     let m = nm % pu(1u);
     let n = nm / pu(1u);
     let mg = pu(16u);
