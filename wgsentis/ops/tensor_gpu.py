@@ -525,9 +525,13 @@ def space_to_depth(rec, layer, x, *, blocksize=None, mode="DCR", **attrs):
     return _space_to_depth(rec, x, blocksize, mode)
 
 
-def reverse_sequence_plan(shape, sequence_lens, batch_axis, time_axis) -> tuple[int, int, np.ndarray] | None:
-    """(batch axis, time axis, lengths as int32) of a ReverseSequence the GPU programs run: None where the CPU
-    kernel raises (equal axes, a length outside [0, T], a count that is not the batch size)."""
+def reverse_sequence_plan(x, sequence_lens, batch_axis, time_axis) -> tuple[int, int, np.ndarray] | None:
+    """(batch axis, time axis, lengths as int32) of a ReverseSequence of the device tensor ``x`` the GPU programs
+    run: None where there is no such tensor or the CPU kernel raises (equal axes, a length outside [0, T], a count
+    that is not the batch size)."""
+    if x is None:
+        return None
+    shape = x.shape
     rank = len(shape)
     if rank < 2 or not -rank <= batch_axis < rank or not -rank <= time_axis < rank:
         return None
@@ -543,12 +547,12 @@ def reverse_sequence_plan(shape, sequence_lens, batch_axis, time_axis) -> tuple[
 @gpu("ReverseSequence", 10, host_inputs=(1,))
 def reverse_sequence(rec, layer, data, sequence_lens, *, batch_axis=1, time_axis=0, **attrs):
     x = device_tensor(rec, data, f"{layer.name}:input")
-    plan = None if x is None else reverse_sequence_plan(x.shape, sequence_lens, batch_axis, time_axis)
+    plan = reverse_sequence_plan(x, sequence_lens, batch_axis, time_axis)
     if plan is None:
         return NotImplemented
-    batch_axis, time_axis, lens = plan
     y = rec.alloc(x.shape, x.dtype)
     if y.size:
+        batch_axis, time_axis, lens = plan
         strides = row_strides(x.shape)
         lengths = device_tensor(rec, lens, f"{layer.name}:sequence_lens")
         rec.dispatch("compute/reverse_sequence.wgsl", [x, lengths], [y],

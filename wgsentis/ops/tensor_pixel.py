@@ -330,13 +330,12 @@ def space_to_depth(rec, layer, data, *, blocksize=None, mode="DCR", **attrs):
 def reverse_sequence(rec, layer, data, sequence_lens, *, batch_axis=1, time_axis=0, **attrs):
     """Each element reads time L[b] - 1 - t of its batch b where t < L[b], else its own (L: a lengths tensor)."""
     x = _tensor_of(rec, data, f"{layer.name}:input")
-    plan = None if x is None else reverse_sequence_plan(x.shape, sequence_lens, batch_axis, time_axis)
+    plan = reverse_sequence_plan(x, sequence_lens, batch_axis, time_axis)
     if plan is None:
         return NotImplemented
-    batch_axis, time_axis, lens = plan
-    lengths = _tensor_of(rec, lens, f"{layer.name}:sequence_lens")
     frame = MAX_RANK - len(x.shape)
-    b, t = frame + batch_axis, frame + time_axis
+    b, t = frame + plan[0], frame + plan[1]
+    lengths = _tensor_of(rec, plan[2], f"{layer.name}:sequence_lens")
     body = (f"var e: Coords; e.c[{MAX_RANK - 1}] = c.c[{b}]; let n = u32(x1(e)); var d = c; "
             f"if (c.c[{t}] < n) {{ d.c[{t}] = n - 1u - c.c[{t}]; }} r = x0(d);")
     return rec.map([x, lengths], x.shape, x.dtype, x.layout.axis, body)
