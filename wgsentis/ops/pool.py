@@ -8,8 +8,11 @@ contiguous run, reduced separably (rows, then columns: kh + kw passes instead of
 strided, separably on the padded planes (each row's taps at the column stride, then the rows').
 A window covering the whole unpadded input is a plain reduction. Other ranks, integer inputs
 and MaxPool's Indices take the general strided-slice loop.
-Averages scale by the reciprocal of a count that is separable per spatial dim (pads and the
-ceil-mode overhang are boxes), computed once as an outer product, in the pool's last pass.
+Averages divide by a count that is separable per spatial dim (pads and the ceil-mode overhang are boxes),
+computed once as an outer product, in the pool's last pass. ONNX leaves an average's summation order open;
+AveragePool follows ONNX Runtime's (MLAS, ``average_order``): column sums first where its vector kernel runs
+(2-D and 3-D, a last stride of at most 2, windows of at most 32), a row-major running sum elsewhere; then a
+division, so that quantized models that re-round every pooled value stay with ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -89,22 +92,20 @@ _PARALLEL_MIN_ELEMENTS = 1 << 19
 
 
 def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduce: np.ufunc, pad_value,
-                  threads: int, scale: np.ndarray | None = None) -> np.ndarray | None:
+                  threads: int, divisor: np.ndarray | None = None,
+                  columns_first: bool = False) -> np.ndarray | None:
     """``reduce`` (np.maximum or np.add) over every window of a 2-D float ``x`` (N, C, H, W) padded with
-    ``pad_value``, times ``scale`` (an (oh, ow) plane, e.g. an average's reciprocal counts) if given;
-    None where the flat form does not apply (another rank, dtype, or a negative pad)."""
+    ``pad_value``, separably: each row's taps, then the rows' (``columns_first``: each column's, then the
+    columns'), divided by ``divisor`` (an (oh, ow) plane, an average's counts) if given; None where the flat
+    form does not apply (another rank, dtype, or a negative pad)."""
     if x.ndim != 4 or x.dtype not in _FLOAT_KINDS or any(b < 0 for b in begins) or 0 in x.shape:
         return None
     n, c, h, w = x.shape
     planes = x.reshape(n * c, h, w)
-    if (list(kernel) == [h, w] and list(outs) == [1, 1] and not any(begins)
+    if (reduce is np.maximum and list(kernel) == [h, w] and list(outs) == [1, 1] and not any(begins)
             and all(k == 1 or d == 1 for k, d in zip(kernel, dilations, strict=True))):
         # one window over the whole plane: a reduction, not k*k passes
-        flat = planes.reshape(n * c, h * w)
-        y = flat.max(axis=1) if reduce is np.maximum else flat.sum(axis=1)
-        if scale is not None:
-            y *= scale.reshape(())
-        return y.reshape(n, c, 1, 1)
+        return planes.reshape(n * c, h * w).max(axis=1).reshape(n, c, 1, 1)
     geo = FlatWindows((h, w), kernel, strides, dilations, begins, outs)
     kh, kw = kernel
     sh, sw = strides
@@ -130,16 +131,19 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
         rows = hi - lo
         plane = geo.hq * geo.wq
         flat = geo.phases(planes[lo:hi], pad_value, "pool").reshape(rows * plane)
-        row_span = rows * plane - (kw - 1) * dw
-        row_red = scratch("pool_rows", (row_span,), x.dtype)
-        fold(row_red, [flat[j * dw:j * dw + row_span] for j in range(kw)])
+        # (tap offsets in the flat run, in folding order: along a row, then down the rows, or the reverse)
+        steps = [[j * dw for j in range(kw)], [i * dh * geo.wq for i in range(kh)]]
+        first, second = steps[::-1] if columns_first else steps
+        part_span = rows * plane - first[-1]
+        part = scratch("pool_rows", (part_span,), x.dtype)
+        fold(part, [flat[o:o + part_span] for o in first])
         acc = scratch("pool_acc", (rows, geo.hq, geo.wq), x.dtype)
-        span = row_span - (kh - 1) * dh * geo.wq
-        fold(acc.reshape(rows * plane)[:span], [row_red[i * dh * geo.wq:i * dh * geo.wq + span] for i in range(kh)])
-        if scale is None:
+        span = part_span - second[-1]
+        fold(acc.reshape(rows * plane)[:span], [part[o:o + span] for o in second])
+        if divisor is None:
             y[lo:hi] = acc[:, :oh, :ow]
         else:
-            np.multiply(acc[:, :oh, :ow], scale, out=y[lo:hi])
+            np.divide(acc[:, :oh, :ow], divisor, out=y[lo:hi])
 
     def strided(lo: int, hi: int) -> None:
         # Separable on the padded planes (the input itself when no window leaves it): the kw taps of each
@@ -148,11 +152,16 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
         span_w, span_h = (ow - 1) * sw + 1, (oh - 1) * sh + 1
         inside = not any(begins) and span_h + (kh - 1) * dh <= h and span_w + (kw - 1) * dw <= w
         padded = planes[lo:hi] if inside else geo.padded(planes[lo:hi], pad_value, "pool")
-        row_red = scratch("pool_rows", (hi - lo, padded.shape[1], ow), x.dtype)
-        fold(row_red, [padded[:, :, j * dw:j * dw + span_w:sw] for j in range(kw)])
-        fold(y[lo:hi], [row_red[:, i * dh:i * dh + span_h:sh] for i in range(kh)])
-        if scale is not None:
-            y[lo:hi] *= scale
+        if columns_first:
+            col_red = scratch("pool_rows", (hi - lo, oh, padded.shape[2]), x.dtype)
+            fold(col_red, [padded[:, i * dh:i * dh + span_h:sh] for i in range(kh)])
+            fold(y[lo:hi], [col_red[:, :, j * dw:j * dw + span_w:sw] for j in range(kw)])
+        else:
+            row_red = scratch("pool_rows", (hi - lo, padded.shape[1], ow), x.dtype)
+            fold(row_red, [padded[:, :, j * dw:j * dw + span_w:sw] for j in range(kw)])
+            fold(y[lo:hi], [row_red[:, i * dh:i * dh + span_h:sh] for i in range(kh)])
+        if divisor is not None:
+            y[lo:hi] /= divisor
 
     big = x.size >= _PARALLEL_MIN_ELEMENTS
     run_split(n * c, threads if big else 1, unit_stride if (sh, sw) == (1, 1) else strided)
@@ -244,18 +253,27 @@ def _window_counts(in_spatial, kernel, strides, dilations, begins, ends, outs, i
 
 
 def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: int = 1,
-              scale: np.ndarray | None = None):
-    """Sum over each window (zero padding) of x, or of |x|**power, times ``scale`` (an outputs-shaped
-    plane) if given."""
+              divisor: np.ndarray | None = None, order: str = "rows"):
+    """Sum over each window (zero padding) of x, or of |x|**power, divided by ``divisor`` (an outputs-shaped
+    plane) if given. ``order`` (of a plain sum): "columns" sums each window column by column and then the
+    columns (2-D on flat planes; other ranks: the last axis's taps outermost), "generic" one running sum in
+    row-major tap order, "rows" whatever is fastest (separable rows-then-columns on 2-D planes)."""
     if 0 in outs:
         return np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
-    if power is None:
-        y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.add, 0, threads, scale)
+    if power is None and order != "generic":
+        y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.add, 0, threads, divisor,
+                          columns_first=order == "columns")
         if y is not None:
             return y
     xp = _padded(x, begins, outs, kernel, strides, dilations, 0)
     y = np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
-    for tap in _taps(kernel):
+    if power is None and order == "columns":
+        for last in range(kernel[-1]):
+            column = np.zeros_like(y)
+            for tap in _taps(kernel[:-1]):
+                column += xp[tap_slices((*tap, last), strides, dilations, outs)]
+            y += column
+    for tap in _taps(kernel) if power is not None or order != "columns" else ():
         src = xp[tap_slices(tap, strides, dilations, outs)]
         if power is None:
             y += src
@@ -265,23 +283,41 @@ def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: 
             y += src * src
         else:
             y += np.abs(src) ** power
-    if scale is not None:
-        y *= scale
+    if divisor is not None:
+        y /= divisor
     return y
+
+
+def average_order(in_spatial, kernel, strides, dilations, begins, ends) -> str:
+    """The order in which ONNX Runtime's CPU AveragePool (MLAS ``MlasPool``) sums a window: "columns" where its
+    vector kernel runs (2-D and 3-D, the last stride at most 2, every window dim at most 32, the padded width
+    within its 2045-float reduction buffer: each column's sum down the rows, then the columns'), else "generic"
+    (one running sum in row-major order): its other kernels, a window over the whole unpadded input included
+    (measured: ORT 1.32 sums it in row-major order, not in GlobalAveragePool's), and dilated windows."""
+    if any(d != 1 for d in dilations):
+        return "generic"
+    if list(kernel) == list(in_spatial) and all(s == 1 for s in strides) and not any(begins) and not any(ends):
+        return "generic"
+    if (len(kernel) >= 2 and strides[-1] <= 2 and all(k <= 32 for k in kernel)
+            and begins[-1] + ends[-1] + in_spatial[-1] <= 2045):
+        return "columns"
+    return "generic"
 
 
 @register("AveragePool", 1)
 def average_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                  kernel_shape=None, pads=None, strides=None):
-    """AveragePool with count_include_pad, ceil_mode and dilations (overhang never counts)."""
+    """AveragePool with count_include_pad, ceil_mode and dilations (overhang never counts), summed in ONNX
+    Runtime's order (``average_order``) and divided by the count."""
     kernel, strides, dilations, begins, ends, outs = _resolve(X, kernel_shape, strides, dilations, pads,
                                                               auto_pad, ceil_mode)
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
+    order = average_order(x.shape[2:], kernel, strides, dilations, begins, ends)
     counts = _window_counts(x.shape[2:], kernel, strides, dilations, begins, ends, outs,
                             bool(count_include_pad))
-    # The reciprocal counts ride in the pool's last pass (the crop) instead of a division pass of their own.
-    reciprocal = (1 / np.maximum(counts, 1)).astype(x.dtype)
-    y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=kernel_threads(ctx), scale=reciprocal)
+    divisor = np.maximum(counts, 1).astype(x.dtype)
+    y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=kernel_threads(ctx), divisor=divisor,
+                  order=order)
     return y.astype(X.dtype, copy=False)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.elementwise_gpu import _bind_division
-from wgsentis.ops.pool import pool_geometry
+from wgsentis.ops.pool import average_order, pool_geometry
 from wgsentis.ops.reduce_gpu import reduce_to
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
@@ -109,9 +109,13 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
+        kernel, strides, dilations, begins, ends, _outs = geo
+        # An average sums in ONNX Runtime's order (pool.average_order) and divides, correctly rounded.
+        columns = mode == 1 and average_order(x.shape[2:], kernel, strides, dilations, begins, ends) == "columns"
+        average = _bind_division(rec, "div_f32(acc, f32(max(count, 1)))") if x.gpu_type == "f32" else "acc"
         rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
-                     constants={"MODE": mode, **_window_constants(params)}, subs=_subs(x, p),
-                     loops=_window_passes(params))
+                     constants={"MODE": mode, "COLUMNS": int(columns), **_window_constants(params)},
+                     subs={**_subs(x, p), "AVERAGE": average}, loops=_window_passes(params))
     return y
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.ops.pool import average_order
 from wgsentis.ops.pool_gpu import pad3, window_geometry
 from wgsentis.ops.reduce_pixel import OVERHEAD, reduce_keep, reduction, texture
 from wgsentis.ops.registry import GPU_PIXEL, register
@@ -59,9 +60,14 @@ def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float 
         return y, idx
     powers = {LP2: "v * v", LP1: "abs(v)", LP: "pow(abs(v), vec4<f32>(pf(23u)))"}
     roots = {LP2: "sqrt(acc)", LP: "pow(acc, vec4<f32>(pf(24u)))"}
+    # An average sums in ONNX Runtime's order (pool.average_order) and divides each lane, correctly rounded.
+    div = rec.ctx.division_function
+    average = "vec4<f32>(" + ", ".join(f"{div}(opaque_zero(), acc.{c}, f32(max(count, 1)))" for c in "xyzw") + ")"
+    columns = mode == AVERAGE and average_order(spatial, kernel, strides, dilations, begins, ends) == "columns"
     subs.update(NANCHK=_NANCHK[kind], POW=powers.get(mode, "v"), ROOT=roots.get(mode, "acc"),
-                AVERAGE="acc * (1.0 / f32(max(count, 1)))" if kind == "f32" else "acc")
-    rec.draw("pixel/pool.wgsl", [x], [y], params, constants={**consts, "MODE": mode}, subs=subs)
+                AVERAGE=average if kind == "f32" else "acc")
+    rec.draw("pixel/pool.wgsl", [x], [y], params, constants={**consts, "MODE": mode, "COLUMNS": int(columns)},
+             subs=subs)
     return y
 
 

@@ -4,11 +4,15 @@
 // Params: 0 n outputs, 1..3 input spatial, 4..6 output spatial, 7..9 kernel, 10..12 strides,
 //         13..15 dilations, 16..18 begin pads (i32), 19..21 / 22..24 the range of positions an
 //         average counts (i32, [lo, hi) per dim), 25 p (f32), 26 1/p (f32), 29 planes (N * C).
-// Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with any p.
+// Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with any p. An average sums in ONNX Runtime's order
+// (pool.average_order): one running sum in row-major order, or with COLUMNS each window column's sum down its
+// rows and planes first, then the columns'; then a division (AVERAGE: correctly rounded, see math.wgsl).
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 #include "compute/pool_window.wgsl"
 
 override MODE: u32 = 0u;
+override COLUMNS: bool = false;
 
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
@@ -30,6 +34,28 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var acc = {{T}}(0);
     if (MODE == 0u) { acc = {{LOWEST}}; }
     var count = 0;
+    if (MODE == 1u && COLUMNS) {
+        for (var k2 = 0; k2 < KD2; k2++) {
+            let p2 = start.z + k2 * dil.z;
+            let in2 = p2 >= 0 && p2 < in_d.z;
+            var column = {{T}}(0);
+            for (var k0 = 0; k0 < KD0; k0++) {
+                let p0 = start.x + k0 * dil.x;
+                for (var k1 = 0; k1 < KD1; k1++) {
+                    let p1 = start.y + k1 * dil.y;
+                    if (p0 >= lo.x && p0 < hi.x && p1 >= lo.y && p1 < hi.y && p2 >= lo.z && p2 < hi.z) {
+                        count += 1;
+                    }
+                    if (in2 && p0 >= 0 && p0 < in_d.x && p1 >= 0 && p1 < in_d.y) {
+                        column += X[base + u32((p0 * in_d.y + p1) * in_d.z + p2)];
+                    }
+                }
+            }
+            acc += column;
+        }
+        Y[i] = {{AVERAGE}};
+        return;
+    }
     for (var k0 = 0; k0 < KD0; k0++) {
         let p0 = start.x + k0 * dil.x;
         let in0 = p0 >= 0 && p0 < in_d.x;
@@ -55,7 +81,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             }
         }
     }
-    if (MODE == 1u) { acc = acc / {{T}}(max(count, 1)); }
+    if (MODE == 1u) { acc = {{AVERAGE}}; }
     if (MODE == 2u) { acc = {{SQRT}}; }
     if (MODE == 3u) { acc = {{ROOT}}; }
     Y[i] = acc;

@@ -1,12 +1,16 @@
 // MaxPool / AveragePool / LpPool over 1-3 spatial dims on channels-blocked (N, C, D0, D1, D2) textures: one
 // fragment per output texel, four channels at once with vec4 loads, looping over its window
 // (pixel/pool_window.wgsl has the params). Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with p = 1,
-// 4 Lp with any p. Padding lanes (channels past C) and texels past the end are zero.
+// 4 Lp with any p. Padding lanes (channels past C) and texels past the end are zero. An average sums in ONNX
+// Runtime's order (pool.average_order): one running sum in row-major order, or with COLUMNS each window column's
+// sum down its rows and planes first, then the columns'; then a division (AVERAGE: correctly rounded).
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
 #include "pixel/lanes.wgsl"
 
 override MODE: u32 = 0u;
+override COLUMNS: bool = false;
 
 @group(0) @binding(0) var X: texture_2d<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;
@@ -27,6 +31,27 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<{{T}}> {
     var acc = vec4<{{T}}>();
     if (MODE == 0u) { acc = vec4<{{T}}>({{LOWEST}}); }
     var count = 0;
+    if (MODE == 1u && COLUMNS) {
+        for (var k2 = 0; k2 < KD2; k2++) {
+            let p2 = start.z + k2 * dil.z;
+            let in2 = p2 >= 0 && p2 < in_d.z;
+            var column = vec4<{{T}}>();
+            for (var k0 = 0; k0 < KD0; k0++) {
+                let p0 = start.x + k0 * dil.x;
+                for (var k1 = 0; k1 < KD1; k1++) {
+                    let p1 = start.y + k1 * dil.y;
+                    if (p0 >= lo.x && p0 < hi.x && p1 >= lo.y && p1 < hi.y && p2 >= lo.z && p2 < hi.z) {
+                        count += 1;
+                    }
+                    if (in2 && p0 >= 0 && p0 < in_d.x && p1 >= 0 && p1 < in_d.y) {
+                        column += pool_load(site.plane, vec3<i32>(p0, p1, p2), in_d);
+                    }
+                }
+            }
+            acc += column;
+        }
+        return select(vec4<{{T}}>(), {{AVERAGE}}, lane_mask(site.lanes));
+    }
     for (var k0 = 0; k0 < KD0; k0++) {
         let p0 = start.x + k0 * dil.x;
         let in0 = p0 >= 0 && p0 < in_d.x;
