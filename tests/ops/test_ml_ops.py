@@ -1,4 +1,4 @@
-"""The ai.onnx.ml kernels of wgsentis.ops.ml and wgsentis.ops.ml_trees (tree ensembles, linear and SVM models,
+"""The ai.onnx.ml kernels of wgsentis.ops.ml, ml_transforms and ml_trees (tree ensembles, linear and SVM models,
 feature transforms, ZipMap) checked against ONNX Runtime on models built with onnx.helper, run through load_model
 and a cpu Worker."""
 
@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import wgsentis as ws
-from wgsentis.ops import ml, ml_trees
+from wgsentis.ops import ml, ml_transforms, ml_trees
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -416,11 +416,12 @@ def test_cast_map(cast_to, form, max_map):
 def test_cast_map_string_values():
     """Strings parse as ORT's stof / stoll do (the integer part of "2.5")."""
     x = {3: "2.5", 1: "-7", 2: "1e3"}
-    np.testing.assert_array_equal(ml.cast_map(None, x), np.array([[-7.0, 1000.0, 2.5]], np.float32))
-    assert ml.cast_map(None, x, cast_to="TO_INT64", map_form="SPARSE", max_map=4).tolist() == [[0, -7, 1000, 2]]
-    assert ml.cast_map(None, x, cast_to="TO_STRING").tolist() == [["-7", "1e3", "2.5"]]
+    np.testing.assert_array_equal(ml_transforms.cast_map(None, x), np.array([[-7.0, 1000.0, 2.5]], np.float32))
+    assert ml_transforms.cast_map(None, x, cast_to="TO_INT64", map_form="SPARSE",
+                                  max_map=4).tolist() == [[0, -7, 1000, 2]]
+    assert ml_transforms.cast_map(None, x, cast_to="TO_STRING").tolist() == [["-7", "1e3", "2.5"]]
     with pytest.raises(ValueError, match="negative"):
-        ml.cast_map(None, {-1: 1.0}, map_form="SPARSE", max_map=2)
+        ml_transforms.cast_map(None, {-1: 1.0}, map_form="SPARSE", max_map=2)
 
 
 # -- Binarizer, ArrayFeatureExtractor, LabelEncoder ------------------------------------------------------

@@ -1,8 +1,8 @@
 """GPU program builders, for gpu-compute and gpu-pixel alike, of ONNX Runtime's float contrib operators
-(contrib.py): the Gelu family, BiasAdd, BiasSplitGelu, the skip/simplified/embed layer norms and ORT's opset-1
-LayerNormalization, FusedConv, NhwcConv, FusedGemm, FusedMatMul, RotaryEmbedding, Attention / MultiHeadAttention
-without a past; and the composition they are built by (``_Composer``, ``_register``), which contrib_quant_gpu.py's
-builders of the quantized ones share.
+(contrib.py, contrib_attention.py): the Gelu family, BiasAdd, BiasSplitGelu, the skip/simplified/embed layer
+norms and ORT's opset-1 LayerNormalization, FusedConv, NhwcConv, FusedGemm, FusedMatMul, RotaryEmbedding,
+Attention / MultiHeadAttention without a past; and the composition they are built by (``_Composer``,
+``_register``), which contrib_quant_gpu.py's builders of the quantized ones share.
 
 Each is composed from the standard ops' builders of the same backend (``registry.lookup(op, "", opset,
 backend)``), called with a stand-in layer that carries only what they read of one (name, outputs, opset and
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops import contrib, quant_gpu, registry
+from wgsentis.ops import contrib, contrib_attention, quant_gpu, registry
 from wgsentis.ops.contrib import MS_DOMAIN
 from wgsentis.ops.quant_gpu import _Decline as QuantDeclined
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL
@@ -426,7 +426,8 @@ def _key_mask_bias(c: _Composer, mask: Any, batch: int, q_len: int, kv_len: int,
         if getattr(mask, "dtype", None) != np.int32:
             raise _Declined
         if isinstance(mask, np.ndarray):
-            bias = np.asarray(contrib.key_mask(None, mask, batch, q_len, kv_len, 0, False, filter_value), np.float32)
+            bias = np.asarray(contrib_attention.key_mask(None, mask, batch, q_len, kv_len, 0, False, filter_value),
+                              np.float32)
         elif mask.shape == (batch, kv_len):
             keep = c.op("Greater", 13, mask, np.array(0, np.int32))  # (B, T)
             bias = c.op("Where", 16, keep, np.array(0, np.float32), np.array(filter_value, np.float32))

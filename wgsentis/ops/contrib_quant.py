@@ -2,7 +2,8 @@
 DequantizeLinear, DynamicQuantizeMatMul, MatMulIntegerToFloat, MatMulNBits, QLinearAdd/Mul/Sigmoid/LeakyRelu/
 Softmax/Concat/AveragePool/GlobalAveragePool, the NHWC QLinearConv (the graph optimizer's), QGemm, QAttention,
 QEmbedLayerNormalization and DynamicQuantizeLSTM. The float contrib operators, and the parts of them these reuse
-(Attention's core, EmbedLayerNormalization), are contrib.py's.
+(Attention's core, EmbedLayerNormalization), are contrib.py's and
+contrib_attention.py's.
 
 Semantics are what ONNX Runtime's CPU execution provider computes, since these models are made and checked with
 it: requantizing ops compute in float32 and round half to even as ORT's MLAS kernels do, so they agree with it to
@@ -19,16 +20,8 @@ import numpy as np
 from wgsentis.ops import pool as onnx_pool
 from wgsentis.ops import quant as onnx_quant
 from wgsentis.ops.activations import ACTIVATIONS, rnn_activations
-from wgsentis.ops.contrib import (
-    _F32,
-    MS_DOMAIN,
-    _attention_core,
-    _error,
-    _scalar,
-    _softmax,
-    _text,
-    embed_layer_normalization,
-)
+from wgsentis.ops.contrib import _F32, MS_DOMAIN, _error, _scalar, _text, embed_layer_normalization
+from wgsentis.ops.contrib_attention import _attention_core, _softmax
 from wgsentis.ops.quant import dequantize_linear_21, dynamic_quantize_linear, quantize_linear_21, requantize
 from wgsentis.ops.registry import register, register_flops
 
