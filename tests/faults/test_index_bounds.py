@@ -140,6 +140,23 @@ def test_a_gather_of_empty_slices_still_checks_its_indices(backend, op):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_array_feature_extractor(backend):
+    """ai.onnx.ml's ArrayFeatureExtractor takes indices 0 .. last dim - 1 only: on the GPU, a Gather whose device
+    check counts a negative index as out of range too (faults.wgsl checked_nonneg)."""
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([2, 0, 2], np.int64)}
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], name="node", domain="ai.onnx.ml")
+    model = make_model([node], [("x", F, [2, 3]), ("i", I64, [3])], [("y", F, None)],
+                       domains=[("ai.onnx.ml", 3)])
+    bad = [(_with(feeds, i=[0, 3, 1]), 3, 3), (_with(feeds, i=[0, -1, 1]), -1, 3),
+           (_with(feeds, i=[-7, 5, 1]), 5, 3), (_with(feeds, i=[0, -3, 1]), -3, 3)]
+    worker = _exercise(backend, model, feeds, feeds["x"][:, [2, 0, 2]], bad)
+    if backend != "cpu":
+        assert worker.stats()["fallback_layers"] == [], worker.stats()["placements"]
+    with pytest.raises(IndexOutOfRangeError, match=r"valid: 0\.\.2"):
+        worker.run(_with(feeds, i=[0, -1, 1]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_gather_nd_batch_dims(backend):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     idx = np.array([[[2, 3]], [[-1, 0]]], np.int64)  # (batch 2, 1 tuple, k 2)

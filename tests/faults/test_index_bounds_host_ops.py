@@ -1,7 +1,7 @@
 """Data-driven indices of the ops that run only on the host raise IndexOutOfRangeError on every backend.
 
-These kernels (MaxUnpool, RoiAlign, MaxRoiPool, RotaryEmbedding, TensorScatter, ArrayFeatureExtractor, the
-losses, the sequence ops) have no GPU program: on gpu-compute they fall back to the CPU kernel, which must
+These kernels (MaxUnpool, RoiAlign, MaxRoiPool, RotaryEmbedding, TensorScatter, the losses, the sequence
+ops) have no GPU program: on gpu-compute they fall back to the CPU kernel, which must
 raise the same typed error as the cpu backend (same layer, index and bound) instead of letting numpy wrap a
 negative index or read past the end. Each case takes its indices as a graph input, runs valid ones (checked
 against ONNX Runtime), then bad ones twice (record, replay), then valid ones again on the same worker.
@@ -118,13 +118,6 @@ def test_tensor_scatter_circular(backend):
              "w": np.array([9, 3], np.int64)}
     bad = [(_with(feeds, w=[0, -1]), -1, 4, False)]
     _exercise(backend, _model("TensorScatter", feeds, 24, mode="circular"), feeds, bad)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_array_feature_extractor(backend):
-    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([2, 0, 2], np.int64)}
-    bad = [(_with(feeds, i=[0, 3, 1]), 3, 3, False), (_with(feeds, i=[0, -1, 1]), -1, 3, False)]
-    _exercise(backend, _model("ArrayFeatureExtractor", feeds, 17, domains=[ML]), feeds, bad)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

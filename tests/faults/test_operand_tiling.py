@@ -3,9 +3,10 @@
 A tensor may be as large as the device's largest buffer; a dispatch binds a *window* of it (``Recorder.window``:
 an element offset that becomes the binding's byte offset, added to the allocation's own offset in its arena).
 Convolutions run over blocks of whole images (windows of X and Y) or over output rows of one image (the input
-rows with their halo copied into a staging tensor, the outputs copied back), every path; elementwise unary and
-binary ops, Where and the quantization maps over contiguous blocks of elements; MatMul and Gemm over blocks of rows of A and Y, or of batches.
-The cases lower the binding limit to 1 MiB on a second device on the same adapter, so that small tensors need
+rows with their halo copied into a staging tensor, the outputs copied back; 1-D: output columns), every path;
+elementwise unary and binary ops, Where, the quantization maps and ConvTranspose's output over contiguous blocks
+of elements; MatMul and Gemm over blocks of rows of A and Y, or of batches (a transposed A transposed first). The
+cases lower the binding limit to 1 MiB on a second device on the same adapter, so that small tensors need
 tiles, and compare with the CPU kernels with no fallback layer, recorded and replayed (the replay runs on the
 planner's arenas). What still cannot tile falls back cleanly. The reported 128-channel convolution (X and Y of
 148 MB each, past lavapipe's 128 MiB binding) runs at the real limits.

@@ -224,11 +224,12 @@ class Recorder:
         uploaded once per program and kept; None when it exceeds the device's texture size limit."""
         return self.program.constants.texture(value, name, half=half)
 
-    def check_indices(self, bounds: list[int], what: str = "indices", value_error: str = "") -> int:
+    def check_indices(self, bounds: list[int], what: str = "indices", value_error: str = "",
+                      negative_ok: bool = True) -> int:
         """A fault slot per bound for this layer's data-driven indices (``faults.reserve_checks``); the checking
         dispatch binds the fault buffer (``dispatch(..., faults=True)``). ``value_error``: one slot
         for values the program must refuse instead (``value_fault``), raising that CPU kernel error text."""
-        return reserve_checks(self, bounds, what, value_error)
+        return reserve_checks(self, bounds, what, value_error, negative_ok)
 
     def loops_fit(self, passes: int) -> bool:
         """Whether a kernel whose invocations each make at most ``passes`` loop passes (``loop_passes``; the

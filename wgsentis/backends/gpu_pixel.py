@@ -82,12 +82,13 @@ class PixelRecorder:
         self.layer_allocs.append(t.alloc)
         return t
 
-    def check_indices(self, bounds: list[int], what: str = "indices", value_error: str = "") -> int:
+    def check_indices(self, bounds: list[int], what: str = "indices", value_error: str = "",
+                      negative_ok: bool = True) -> int:
         """A fault slot per bound for this layer's data-driven indices (``faults.reserve_checks``): the checking
         draw (``map(..., faults=True)``) calls ``checked_index(v, len, word)`` (wgsl/common/faults.wgsl).
         ``value_error``: one slot for values the program must refuse instead (``value_fault``), raising that CPU
         kernel error text."""
-        return reserve_checks(self, bounds, what, value_error)
+        return reserve_checks(self, bounds, what, value_error, negative_ok)
 
     def loops_fit(self, passes: int) -> bool:
         """Whether a fragment program whose invocations each make at most ``passes`` loop passes (counted with

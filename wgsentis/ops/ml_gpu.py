@@ -9,10 +9,11 @@ finish (the post transform, the int64 label by argmax or one-vs-one votes, the b
 numpy kernels follow); all in float32, where the numpy kernels sum in float64 and ORT in float32: the
 results agree with both to float32 rounding. String labels and SVM probabilities (libsvm's iterative pairwise
 coupling) stay on the numpy kernel. The feature transforms (Scaler, Binarizer, Imputer, OneHotEncoder) are one
-broadcast map each (quant_gpu.map3, which also draws on gpu-pixel), ArrayFeatureExtractor with host-known
-indices is the backend's Gather, Normalizer and FeatureVectorizer have their own small programs. The gpu-pixel
-builders are in ops/ml_pixel.py, from the same host preparation. ``POSTS`` (the shaders' post transform codes)
-and ``rows_of`` serve the tree ensembles' programs too.
+broadcast map each (quant_gpu.map3, which also draws on gpu-pixel), ArrayFeatureExtractor is the backend's
+Gather (indices computed on the device checked where read, negatives out of range), Normalizer and
+FeatureVectorizer have their own small programs. The gpu-pixel builders are in ops/ml_pixel.py, from the same
+host preparation. ``POSTS`` (the shaders' post transform codes) and ``rows_of`` serve the tree ensembles'
+programs too.
 """
 
 from __future__ import annotations
@@ -430,13 +431,18 @@ def one_hot_map(rec, layer, X, cats_int64s=None, cats_strings=None, zeros=1) -> 
     return map3(rec, [x, cats, usable], "select(0.0, 1.0, a == b && c != 0)", np.float32)
 
 
-def feature_indices(rec, layer, X, Y) -> np.ndarray | None:
-    """ArrayFeatureExtractor's host-known indices, flat int64, all within X's last axis; None otherwise (device
-    indices could be negative, which Gather wraps and this op refuses: the numpy kernel checks them)."""
-    host = Y.host if isinstance(Y, GTensor) else Y
-    if host is None or not isinstance(host, np.ndarray) or host.dtype.kind not in "iu" or not X.shape:
+def feature_indices(rec, layer, X, Y) -> np.ndarray | GTensor | None:
+    """ArrayFeatureExtractor's indices: host-known ones flat int64, all within X's last axis; indices computed on
+    the device as their tensor, which the gather checks where it reads them (negatives are out of range too, as
+    the numpy kernel has it: ``gather_along(..., negative_ok=False)``); None where the GPU programs decline."""
+    if getattr(X, "dtype", None) not in (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64)) or \
+            not X.shape:
         return None
-    if getattr(X, "dtype", None) not in (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64)):
+    host = Y.host if isinstance(Y, GTensor) else Y
+    if host is None:
+        ok = isinstance(Y, GTensor) and Y.dtype.kind in "iu" and Y.size > 0 and Y.alloc is not None
+        return Y if ok else None
+    if not isinstance(host, np.ndarray) or host.dtype.kind not in "iu":
         return None
     index = rec.derived(("feature_indices",), (host,), lambda: host.reshape(-1).astype(np.int64))
     if index.size == 0 or index.min() < 0 or index.max() >= X.shape[-1]:
@@ -485,7 +491,9 @@ def array_feature_extractor(rec, layer, X, Y, **attrs):
     index = feature_indices(rec, layer, X, Y)
     if index is None:
         return NotImplemented
-    y = _tensor_gpu.gather(rec, layer, X, index, axis=-1)
+    if isinstance(index, GTensor):
+        index = rec.view(index, (index.size,))
+    y = _tensor_gpu.gather_along(rec, layer, X, index, -1, negative_ok=False, what="Y")
     if y is NotImplemented or len(X.shape) != 1:
         return y
     return rec.view(y, (1, index.size))

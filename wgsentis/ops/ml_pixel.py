@@ -132,7 +132,9 @@ def array_feature_extractor(rec, layer, X, Y, **attrs):
     index = ml_gpu.feature_indices(rec, layer, X, Y)
     if index is None:
         return NotImplemented
-    y = _tensor_pixel.gather(rec, layer, X, index, axis=-1)
+    if isinstance(index, GTensor):
+        index = rec.reshape(index, (index.size,))
+    y = _tensor_pixel.gather_along(rec, layer, X, index, -1, negative_ok=False, what="Y")
     if y is NotImplemented or len(X.shape) != 1:
         return y
     return rec.reshape(y, (1, index.size))

@@ -611,14 +611,15 @@ def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constan
 
 
 # -- gathers and scatters -----------------------------------------------------------------------
-def _host_indices_ok(indices, length: int) -> bool:
-    """Host-known indices in [-length, length) (else the CPU kernel raises its IndexOutOfRangeError).
-    Device-only indices are checked by the kernels themselves (wgsl/common/faults.wgsl)."""
+def _host_indices_ok(indices, length: int, negative_ok: bool = True) -> bool:
+    """Host-known indices in [-length, length), or [0, length) without ``negative_ok`` (else the CPU kernel
+    raises its IndexOutOfRangeError). Device-only indices are checked by the kernels themselves
+    (wgsl/common/faults.wgsl)."""
     host = indices.host if _is_gpu(indices) else indices
     if host is None:
         return True
     host = np.asarray(host)
-    return not host.size or (host.min() >= -length and host.max() < length)
+    return not host.size or (host.min() >= (-length if negative_ok else 0) and host.max() < length)
 
 
 def _index_tensor(rec, indices, name):
@@ -629,33 +630,43 @@ def _index_tensor(rec, indices, name):
 
 @gpu("Gather", 1)
 def gather(rec, layer, data, indices, *, axis=0, **attrs):
+    return gather_along(rec, layer, data, indices, axis)
+
+
+def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True, what: str = "indices"):
+    """Gather's program: ``data``'s slices along ``axis`` at ``indices``, bounds-checked on the device where they
+    are computed there (``negative_ok`` false: negative indices are out of range too, for ArrayFeatureExtractor;
+    ``what`` names the input in the error)."""
     x = device_tensor(rec, data, f"{layer.name}:data")
-    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    idx = _index_tensor(rec, indices, f"{layer.name}:{what}")
     # (Empty data, such as the rows an NMS selected when it selected none, has no buffer: none is read.)
     if idx is None or (x is None and (getattr(data, "size", None) != 0 or data.dtype not in STORAGE)):
         return NotImplemented
     shape = tuple(data.shape)
     axis = _tensor._axis(axis, len(shape))
     length = shape[axis]
-    if not _host_indices_ok(indices, length):
+    if not _host_indices_ok(indices, length, negative_ok):
         return NotImplemented
     out_shape = [*shape[:axis], *idx.shape, *shape[axis + 1:]]
     y = rec.alloc(out_shape, data.dtype)
+    check = "checked_index" if negative_ok else "checked_nonneg"
     if idx.size and not y.size:
-        check_only(rec, idx, [length])  # no invocation of the gather would read (and check) the indices
+        # no invocation of the gather would read (and check) the indices
+        check_only(rec, idx, [length], negative_ok, what)
     elif y.size:
         inner = math.prod(x.shape[axis + 1:])
-        slot = rec.check_indices([length])
+        slot = rec.check_indices([length], what, negative_ok=negative_ok)
         rec.dispatch("compute/gather.wgsl", [x, idx], [y], [y.size, inner, idx.size, length, slot], y.size,
-                     workgroup=256, subs={"T": x.gpu_type}, faults=True)
+                     workgroup=256, subs={"T": x.gpu_type, "CHECK": check}, faults=True)
     return y
 
 
-def check_only(rec, idx, dims: list[int]) -> None:
+def check_only(rec, idx, dims: list[int], negative_ok: bool = True, what: str = "indices") -> None:
     """Bounds-check the index tuples ``idx`` (last axis: ``len(dims)`` components) without gathering: a gather
     whose output is empty still raises, as the CPU kernel does, on an index outside its axis."""
-    params = [idx.size, len(dims), *pad6(dims), rec.check_indices(dims)]
-    rec.dispatch("compute/check_indices.wgsl", [idx], [], params, idx.size, workgroup=256, faults=True)
+    params = [idx.size, len(dims), *pad6(dims), rec.check_indices(dims, what, negative_ok=negative_ok)]
+    rec.dispatch("compute/check_indices.wgsl", [idx], [], params, idx.size, workgroup=256, faults=True,
+                 subs={"CHECK": "checked_index" if negative_ok else "checked_nonneg"})
 
 
 def _elements(rec, layer, data, indices, updates, axis):

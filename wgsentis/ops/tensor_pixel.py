@@ -467,57 +467,68 @@ def _index_input(rec, indices, name: str) -> GTensor | None:
     return _tensor_of(rec, indices, name)
 
 
-def _host_indices_ok(indices, length: int) -> bool:
+def _host_indices_ok(indices, length: int, negative_ok: bool = True) -> bool:
     host = indices.host if isinstance(indices, GTensor) else indices
     if host is None:
         return True
     host = np.asarray(host)
-    return not host.size or (host.min() >= -length and host.max() < length)
+    return not host.size or (host.min() >= (-length if negative_ok else 0) and host.max() < length)
 
 
 def _zero(kind: str) -> str:
     return f"{kind}(0)"
 
 
-def _check_only(rec, idx: GTensor, dims: list[int], tuples: bool) -> None:
+def _check_only(rec, idx: GTensor, dims: list[int], tuples: bool, negative_ok: bool = True,
+                what: str = "indices") -> None:
     """Bounds-check the indices ``idx`` without gathering (a draw whose target is thrown away): a gather whose
     output is empty still raises, as the CPU kernel does, on an index outside its axis. ``tuples``: the last
     axis of ``idx`` holds the components of index tuples (GatherND), component j checked against dims[j]."""
-    slot = rec.check_indices(dims)
+    slot = rec.check_indices(dims, what, negative_ok=negative_ok)
+    check = "checked_index" if negative_ok else "checked_nonneg"
     if tuples:
         bound = " ".join(f"if (c.c[{MAX_RANK - 1}] == {j}u) {{ dim = {d}; }}" for j, d in enumerate(dims))
-        body = (f"var dim = 0; {bound} _ = checked_index(i32(x0(c)), dim, pe(0u) + 2u * c.c[{MAX_RANK - 1}]); "
+        body = (f"var dim = 0; {bound} _ = {check}(i32(x0(c)), dim, pe(0u) + 2u * c.c[{MAX_RANK - 1}]); "
                 "r = i32(0);")
     else:
-        body = f"_ = checked_index(i32(x0(c)), {dims[0]}, pe(0u)); r = i32(0);"
+        body = f"_ = {check}(i32(x0(c)), {dims[0]}, pe(0u)); r = i32(0);"
     rec.map([idx], idx.shape, np.int32, idx.layout.axis, body, [slot], faults=True)
 
 
 @pixel("Gather", 1)
 def gather(rec, layer, data, indices, *, axis=0, **attrs):
+    return gather_along(rec, layer, data, indices, axis)
+
+
+def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True, what: str = "indices"):
+    """Gather's program: ``data``'s slices along ``axis`` at ``indices``, bounds-checked where they are read
+    (``negative_ok`` false: negative indices are out of range too, for ArrayFeatureExtractor; ``what`` names the
+    input in the error)."""
     x = _tensor_of(rec, data, f"{layer.name}:data")
-    idx = _index_input(rec, indices, f"{layer.name}:indices")
+    idx = _index_input(rec, indices, f"{layer.name}:{what}")
     if x is None or idx is None:
         return NotImplemented
     rank = len(x.shape)
     axis = _tensor._axis(axis, rank)
     dim = x.shape[axis]
-    if not _host_indices_ok(indices, dim):
+    if not _host_indices_ok(indices, dim, negative_ok):
         return NotImplemented
     q = len(idx.shape)
     out_shape = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     if idx.size and not math.prod(out_shape):
-        _check_only(rec, idx, [dim], False)  # no fragment of the gather would read (and check) the indices
+        # no fragment of the gather would read (and check) the indices
+        _check_only(rec, idx, [dim], False, negative_ok, what)
         return rec.alloc(out_shape, x.dtype)
     lo, ld, li = MAX_RANK - len(out_shape), MAX_RANK - rank, MAX_RANK - q
-    slot = rec.check_indices([dim]) if math.prod(out_shape) else 0
+    slot = rec.check_indices([dim], what, negative_ok=negative_ok) if math.prod(out_shape) else 0
     lines = ["var d: Coords; var e: Coords;"]
     lines += [f"d.c[{ld + j}] = c.c[{lo + j}];" for j in range(axis)]
     lines += [f"e.c[{li + j}] = c.c[{lo + axis + j}];" for j in range(q)]
     lines += [f"d.c[{ld + j}] = c.c[{lo + q + j - 1}];" for j in range(axis + 1, rank)]
-    lines.append(f"let k = checked_index(i32(x1(e)), {dim}, pe(0u));")
+    check = "checked_index" if negative_ok else "checked_nonneg"
+    lines.append(f"let k = {check}(i32(x1(e)), {dim}, pe(0u));")
     lines.append(f"if (k < 0) {{ r = {_zero(x.layout.kind)}; }} else {{ d.c[{ld + axis}] = u32(k); r = x0(d); }}")
     out_axis = (x.layout.axis if x.layout.axis < axis else x.layout.axis + q - 1) if x.layout.axis != axis else -1
     return rec.map([x, idx], out_shape, x.dtype, out_axis if out_shape else 0, " ".join(lines), [slot],

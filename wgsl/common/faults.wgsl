@@ -21,6 +21,20 @@ fn checked_index(v: i32, len: i32, slot: u32) -> i32 {
     return select(v, v + len, v < 0);
 }
 
+// ``v`` when it lies in [0, len) (an op that gives negative indices no meaning); otherwise -1, recorded in slot
+// word ``slot``: past the end as checked_index does, below 0 as -v in the second word (IndexCheck.negative_ok).
+fn checked_nonneg(v: i32, len: i32, slot: u32) -> i32 {
+    if (v >= len) {
+        atomicMax(&FAULTS[slot], bitcast<u32>(v - len) + 1u);
+        return -1;
+    }
+    if (v < 0) {
+        atomicMax(&FAULTS[slot + 1u], 0u - bitcast<u32>(v));  // -v in (0, 2^31], as u32
+        return -1;
+    }
+    return v;
+}
+
 // A value a program must refuse (a NaN fed to Binarizer): flat element index ``flat`` (below 2^30) recorded in slot
 // word ``slot`` so that the smallest one wins (IndexCheck.value_error turns it into the CPU kernel's error).
 fn value_fault(flat: u32, slot: u32) {

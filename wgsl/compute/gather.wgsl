@@ -1,6 +1,7 @@
 // Gather along one axis: data viewed as (outer, axis_len, inner), indices flattened to (m,);
-// Y (outer, m, inner). Negative indices wrap; out-of-range ones are never read: they are recorded in
-// the fault slot (common/faults.wgsl) and the element is left unwritten (the run raises).
+// Y (outer, m, inner). Negative indices wrap (CHECK checked_index) or are out of range (checked_nonneg:
+// ArrayFeatureExtractor); out-of-range ones are never read: they are recorded in the fault slot
+// (common/faults.wgsl) and the element is left unwritten (the run raises).
 // Params: 0 n, 1 inner, 2 m, 3 axis_len, 4 fault slot word.
 #include "common/params.wgsl"
 #include "common/faults.wgsl"
@@ -22,7 +23,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let t = i / inner;
     let k = i - t * inner;
     let o = t / m;
-    let ix = checked_index(I[t - o * m], len, pu(4u));
+    let ix = {{CHECK}}(I[t - o * m], len, pu(4u));
     if (ix < 0) { return; }
     Y[i] = X[(o * u32(len) + u32(ix)) * inner + k];
 }

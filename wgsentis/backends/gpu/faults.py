@@ -30,6 +30,8 @@ class IndexCheck:
     # A value check instead (wgsl/common/faults.wgsl value_fault): the CPU kernel's error text, with {index} the
     # smallest flat index at fault.
     value_error: str = ""
+    # False: indices must lie in [0, bound) (checked_nonneg: ArrayFeatureExtractor gives negatives no meaning).
+    negative_ok: bool = True
 
     def error(self, above: int, below: int) -> IndexOutOfRangeError | LayerError | None:
         """The error a slot's two words report (None when both are zero): the largest index past the end,
@@ -39,9 +41,12 @@ class IndexCheck:
             return LayerError(self.layer, self.op_type, self.value_error.format(index=VALUE_FAULT_BASE - above)) \
                 if above else None
         if above:
-            return IndexOutOfRangeError(self.layer, self.op_type, self.bound + above - 1, self.bound, self.what)
+            return IndexOutOfRangeError(self.layer, self.op_type, self.bound + above - 1, self.bound, self.what,
+                                        self.negative_ok)
         if below:
-            return IndexOutOfRangeError(self.layer, self.op_type, -self.bound - below, self.bound, self.what)
+            lowest = -self.bound if self.negative_ok else 0
+            return IndexOutOfRangeError(self.layer, self.op_type, lowest - below, self.bound, self.what,
+                                        self.negative_ok)
         return None
 
 
@@ -56,18 +61,20 @@ def index_fault(raw: np.ndarray, checks: list[IndexCheck]) -> IndexOutOfRangeErr
     return checks[slot].error(int(pairs[slot, 0]), int(pairs[slot, 1]))
 
 
-def reserve_checks(recorder: Any, bounds: list[int], what: str = "indices", value_error: str = "") -> int:
+def reserve_checks(recorder: Any, bounds: list[int], what: str = "indices", value_error: str = "",
+                   negative_ok: bool = True) -> int:
     """Reserve one fault slot per bound for ``recorder``'s current layer's data-driven indices, which must lie
-    in [-bound, bound) (wgsl/common/faults.wgsl); returns the first slot's word, a parameter of the checking
-    program (slot j at that word + 2j), which binds the fault buffer. A violation raises IndexOutOfRangeError
-    when the run's outputs (or a fallback's inputs) are read. Every GPU backend's recorder checks this way.
-    ``value_error``: a value check instead (one slot, written by value_fault), raising the CPU kernel's error."""
+    in [-bound, bound) (wgsl/common/faults.wgsl ``checked_index``), or in [0, bound) with ``negative_ok`` false
+    (``checked_nonneg``); returns the first slot's word, a parameter of the checking program (slot j at that
+    word + 2j), which binds the fault buffer. A violation raises IndexOutOfRangeError when the run's outputs (or
+    a fallback's inputs) are read. Every GPU backend's recorder checks this way. ``value_error``: a value check
+    instead (one slot, written by value_fault), raising the CPU kernel's error."""
     first = len(recorder.index_checks)
     if first + len(bounds) > FAULT_SLOTS:
         raise TooLargeForDevice(f"more than {FAULT_SLOTS} bounds-checked index slots in one plan")
     layer = recorder.layer
     name, op_type = (layer.name, layer.op_type) if layer is not None else ("", "")
-    recorder.index_checks.extend(IndexCheck(name, op_type, int(b), what, value_error) for b in bounds)
+    recorder.index_checks.extend(IndexCheck(name, op_type, int(b), what, value_error, negative_ok) for b in bounds)
     recorder.program.faults.clear(first, len(bounds))  # before this run's first submit that can write them
     return 2 * first
 
