@@ -1,7 +1,7 @@
 """Miscellaneous operators (numpy kernels): loss functions (NegativeLogLikelihoodLoss,
 SoftmaxCrossEntropyLoss), string ops (StringNormalizer, StringConcat, StringSplit, RegexFullMatch,
 TfIdfVectorizer) and the ``ai.onnx.preview.training`` optimizers Adam, Adagrad and Momentum (the
-``ai.onnx.ml`` ops live in ops/ml.py and ops/ml_trees.py).
+``ai.onnx.ml`` ops live in ops/ml.py, ops/ml_transforms.py and ops/ml_trees.py).
 """
 
 from __future__ import annotations
