@@ -368,6 +368,27 @@ def test_one_hot_encoder():
     _everywhere(_ml_model(node, {"X": X}, [("Y", T.FLOAT)]), {"X": X}, rtol=0, atol=0)
 
 
+def test_one_hot_encoder_zeros_0_refuses_an_unknown_value_with_the_cpu_kernels_error_on_every_backend():
+    node = h.make_node("OneHotEncoder", ["X"], ["Y"], domain="ai.onnx.ml", cats_int64s=[3, 1, 8, 5, 3, 2**40],
+                       zeros=0)
+    X = np.random.default_rng(33).choice([3, 1, 8, 5], size=(50, 4)).astype(np.int64)
+    bad = X.copy()
+    bad[9, 1], bad[4, 3] = -2, 7  # flat indices 37 and 19: the smaller is named
+    model = _ml_model(node, {"X": X}, [("Y", T.FLOAT)])
+    want = (X[..., None] == np.array([3, 1, 8, 5, -1, -1])).astype(np.float32)
+    want[..., 4] = 0  # the repeated 3 never matches
+    for backend in ("cpu", *gpu_check.GPU_BACKENDS):
+        with ws.Worker(ws.load_model(model), backend) as worker:
+            assert np.array_equal(worker.run({"X": X})["Y"], want)
+            for _ in range(2):  # recorded, then replayed
+                with pytest.raises(LayerError, match=r"OneHotEncoder.*not one of the categories \(zeros=0\) at "
+                                                     r"flat index 19"):
+                    worker.run({"X": bad})
+            assert np.array_equal(worker.run({"X": X})["Y"], want)
+            if backend != "cpu":  # the check ran on the device (2**40, never a device value, is a usable no-match)
+                assert worker.stats()["gpu_layers"] == ["OneHotEncoder_0"], worker.stats()["placements"]
+
+
 def test_feature_vectorizer():
     rng = np.random.default_rng(32)
     feeds = {"A": _x(rng, 1000, 3), "B": _x(rng, 1000, 5), "C": _x(rng, 1000, 1)}

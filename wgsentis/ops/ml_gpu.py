@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
-from wgsentis.ops import ml
+from wgsentis.ops import ml, ml_transforms
 from wgsentis.ops import tensor_gpu as _tensor_gpu
 from wgsentis.ops.quant_gpu import map3
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
@@ -408,10 +408,12 @@ def reshaped(rec, x: Any, shape: tuple[int, ...]) -> Any:
 
 
 def one_hot_map(rec, layer, X, cats_int64s=None, cats_strings=None, zeros=1) -> Any:
-    """int32/int64 X against integer categories (zeros=1: an unknown value gives a row of zeros; zeros=0, which
-    must raise for one, stays on the numpy kernel). A category that repeats an earlier one never matches, as
-    the numpy kernel's first-occurrence lookup has it."""
-    if not _int_input(X) or not cats_int64s or (cats_strings and len(cats_strings)) or not int(zeros):
+    """int32/int64 X against integer categories (zeros=1: an unknown value gives a row of zeros; zeros=0: it is
+    refused, through a value check over X, with the numpy kernel's error naming its flat index). A category
+    that repeats an earlier one never matches, as the numpy kernel's first-occurrence lookup has it."""
+    if not _int_input(X) or not cats_int64s or (cats_strings and len(cats_strings)):
+        return NotImplemented
+    if not int(zeros) and (getattr(X, "size", 0) >= (1 << 30) or not rec.loops_fit(loop_passes(len(cats_int64s)))):
         return NotImplemented
     if len(X.shape) + 1 > MAX_RANK:
         return NotImplemented
@@ -427,8 +429,31 @@ def one_hot_map(rec, layer, X, cats_int64s=None, cats_strings=None, zeros=1) -> 
     words = rec.derived(("one_hot",), (layer.attrs,), table)
     cats = rec.derived(("one_hot", "cats"), (words,), lambda: words[0].copy())
     usable = rec.derived(("one_hot", "usable"), (words,), lambda: words[1].copy())
+    if not int(zeros) and X.size:
+        _refuse_unknown(rec, X, words)
     x = reshaped(rec, X, (*X.shape, 1))
     return map3(rec, [x, cats, usable], "select(0.0, 1.0, a == b && c != 0)", np.float32)
+
+
+def _refuse_unknown(rec, X, words: np.ndarray) -> None:
+    """OneHotEncoder zeros=0's value check: every element of X must be a usable category (``words``: the
+    categories, then their usable flags); the smallest flat index that is none is raised with the numpy
+    kernel's error."""
+    slot = rec.check_indices([1], "values", value_error="ValueError: " + ml_transforms.ONE_HOT_UNKNOWN_ERROR)
+    count = words.shape[1]
+    if rec.program.backend == GPU_PIXEL:
+        t = rec.tensor(X)
+        cats = rec.tensor(rec.derived(("one_hot", "cats"), (words,), lambda: words[0].copy()))
+        usable = rec.tensor(rec.derived(("one_hot", "usable"), (words,), lambda: words[1].copy()))
+        body = (f"let v = x0(c); var known = false; for (var k = 0u; k < {count}u; k++) {{ var e: Coords; "
+                f"e.c[{MAX_RANK - 1}] = k; if (x1(e) == v && x2(e) != 0) {{ known = true; }} }} "
+                "if (!known) { value_fault(linear_of(0u, c), pe(0u)); } r = 0;")
+        rec.map([t, cats, usable], t.shape, np.int32, t.layout.axis if t.shape else 0, body, [slot], faults=True)
+        return
+    x = device_tensor(rec, X)
+    table = device_tensor(rec, rec.derived(("one_hot", "table"), (words,), lambda: words.reshape(-1).copy()))
+    rec.dispatch("compute/ml_category_check.wgsl", [x, table], [], [x.size, count, slot], x.size, workgroup=256,
+                 faults=True, loops=loop_passes(count))
 
 
 def feature_indices(rec, layer, X, Y) -> np.ndarray | GTensor | None:

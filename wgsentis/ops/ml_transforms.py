@@ -87,6 +87,10 @@ def _lookup(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
     return np.where(found, order[pos_ok], -1).astype(np.int64)
 
 
+# A value that is none of OneHotEncoder's categories, with zeros=0: the error of every backend.
+ONE_HOT_UNKNOWN_ERROR = "X holds a value that is not one of the categories (zeros=0) at flat index {index}"
+
+
 @register("OneHotEncoder", 1, domain=ML_DOMAIN)
 def one_hot_encoder(ctx, X, *, cats_int64s=None, cats_strings=None, zeros=1):
     """A new last axis of len(categories) with a 1 at each element's category (numbers cast to int64)."""
@@ -104,8 +108,8 @@ def one_hot_encoder(ctx, X, *, cats_int64s=None, cats_strings=None, zeros=1):
     else:
         raise ValueError("OneHotEncoder needs cats_int64s or cats_strings")
     if not int(zeros) and np.any(index < 0):
-        bad = x.reshape(-1)[int(np.flatnonzero(index < 0)[0])]
-        raise ValueError(f"value {bad!r} is not one of the categories (zeros=0)")
+        # (Named by its place, as the GPU programs' fault words can name it.)
+        raise ValueError(ONE_HOT_UNKNOWN_ERROR.format(index=int(np.flatnonzero(index < 0)[0])))
     out = np.zeros((index.size, count), dtype=np.float32)
     found = np.flatnonzero(index >= 0)
     out[found, index[found]] = 1.0
