@@ -8,38 +8,22 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from contrib_cases import (MS, QLINEAR_AVERAGE_POOL_ATTRS, QLINEAR_SOFTMAX_ATTRS, attention_case, bert_feeds,
+                           dynamic_quantize_lstm_case, dynamic_quantize_matmul_cases, fused_conv_case, lstm_model,
+                           make_model, mask_feed, matmul_nbits_case, mha_bias_mask_inputs, ms_node, optimized_bert,
+                           ort_save, qattention_case, qgemm_case, qlinear_binary_inputs, qlinear_concat_inputs,
+                           qlinear_conv_case, qlinear_pool_inputs, qlinear_unary_inputs, quantize_dequantize, rand,
+                           rotary_embedding_case, save_model, skip_layer_norm_inputs)
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx import numpy_helper
 
 import wgsentis as ws
 
 ort = pytest.importorskip("onnxruntime")
 
-MS = "com.microsoft"
 RTOL = 1e-5
 ATOL = 1e-5
 F = T.FLOAT
-
-
-def _model(nodes: list, inputs: dict[str, np.ndarray], outputs: list[str], constants: dict | None = None,
-           opset: int = 17) -> onnx.ModelProto:
-    """A model of ``nodes``; ``inputs`` become graph inputs (their arrays give type and shape), ``constants``
-    initializers; outputs untyped (shape inference and the runtimes tell)."""
-    graph = h.make_graph(
-        nodes, "contrib",
-        [h.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items()],
-        [h.make_empty_tensor_value_info(o) for o in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in (constants or {}).items()],
-    )
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset), h.make_opsetid(MS, 1)])
-    model.ir_version = 8
-    return model
-
-
-def _node(op: str, inputs: list[str], outputs: list[str], **attrs) -> onnx.NodeProto:
-    return h.make_node(op, inputs, outputs, domain=MS, name=f"{op.lower()}_node", **attrs)
 
 
 def _session(model: onnx.ModelProto, optimize: bool = True) -> ort.InferenceSession:
@@ -77,10 +61,6 @@ def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = R
     return got
 
 
-def _rand(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
 # -- Gelu family, BiasAdd, BiasSplitGelu ---------------------------------------------------------------
 
 
@@ -88,11 +68,11 @@ def _rand(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarr
                                       ("QuickGelu", 0)])
 def test_gelu_family(op: str, extra: int) -> None:
     rng = np.random.default_rng(0)
-    feeds = {"x": _rand(rng, 2, 5, 16, scale=3.0)}
+    feeds = {"x": rand(rng, 2, 5, 16, scale=3.0)}
     if extra:
-        feeds["bias"] = _rand(rng, 16)
+        feeds["bias"] = rand(rng, 16)
     attrs = {"alpha": 1.5} if op == "QuickGelu" else {}
-    _check(_model([_node(op, list(feeds), ["y"], **attrs)], feeds, ["y"]), feeds)
+    _check(make_model([ms_node(op, list(feeds), ["y"], **attrs)], feeds, ["y"]), feeds)
 
 
 def _check_against(model: onnx.ModelProto, reference: onnx.ModelProto, feeds: dict[str, np.ndarray],
@@ -109,15 +89,15 @@ def _check_against(model: onnx.ModelProto, reference: onnx.ModelProto, feeds: di
 def test_bias_add_and_bias_split_gelu() -> None:
     """ORT runs these two on CUDA only: the reference is the same sum in standard ops."""
     rng = np.random.default_rng(1)
-    feeds = {"x": _rand(rng, 2, 6, 8), "bias": _rand(rng, 8), "skip": _rand(rng, 2, 6, 8)}
+    feeds = {"x": rand(rng, 2, 6, 8), "bias": rand(rng, 8), "skip": rand(rng, 2, 6, 8)}
     plain = [h.make_node("Add", ["x", "bias"], ["t"]), h.make_node("Add", ["t", "skip"], ["y"])]
-    _check_against(_model([_node("BiasAdd", ["x", "bias", "skip"], ["y"])], feeds, ["y"]),
-                   _model(plain, feeds, ["y"]), feeds)
-    feeds = {"x": _rand(rng, 2, 6, 16), "bias": _rand(rng, 16)}
+    _check_against(make_model([ms_node("BiasAdd", ["x", "bias", "skip"], ["y"])], feeds, ["y"]),
+                   make_model(plain, feeds, ["y"]), feeds)
+    feeds = {"x": rand(rng, 2, 6, 16), "bias": rand(rng, 16)}
     plain = [h.make_node("Add", ["x", "bias"], ["t"]), h.make_node("Split", ["t"], ["l", "r"], axis=-1, num_outputs=2),
              h.make_node("Gelu", ["r"], ["g"]), h.make_node("Mul", ["l", "g"], ["y"])]
-    _check_against(_model([_node("BiasSplitGelu", ["x", "bias"], ["y"])], feeds, ["y"]),
-                   _model(plain, feeds, ["y"], opset=20), feeds)
+    _check_against(make_model([ms_node("BiasSplitGelu", ["x", "bias"], ["y"])], feeds, ["y"]),
+                   make_model(plain, feeds, ["y"], opset=20), feeds)
 
 
 # -- layer norms --------------------------------------------------------------------------------------------
@@ -126,33 +106,31 @@ def test_bias_add_and_bias_split_gelu() -> None:
 @pytest.mark.parametrize("beta,bias,skip_shape", [(True, True, (2, 5, 32)), (False, False, (2, 5, 32)),
                                                   (True, False, (1, 5, 32)), (True, True, (5, 32))])
 def test_skip_layer_normalization(beta: bool, bias: bool, skip_shape: tuple) -> None:
-    rng = np.random.default_rng(2)
-    feeds = {"x": _rand(rng, 2, 5, 32, scale=2.0), "skip": _rand(rng, *skip_shape)}
-    consts = {"gamma": _rand(rng, 32), "beta": _rand(rng, 32), "bias": _rand(rng, 32)}
+    feeds, consts = skip_layer_norm_inputs(np.random.default_rng(2), skip_shape)
     names = ["x", "skip", "gamma", "beta" if beta else "", "bias" if bias else ""]
     outs = ["y", "mean", "inv_std", "sum"]
-    node = _node("SkipLayerNormalization", names, outs, epsilon=1e-5)
-    _check(_model([node], feeds, outs, consts), feeds)
+    node = ms_node("SkipLayerNormalization", names, outs, epsilon=1e-5)
+    _check(make_model([node], feeds, outs, consts), feeds)
 
 
 def test_skip_simplified_and_simplified_layer_normalization() -> None:
     rng = np.random.default_rng(3)
-    feeds = {"x": _rand(rng, 2, 4, 24), "skip": _rand(rng, 2, 4, 24)}
-    consts = {"gamma": _rand(rng, 24), "bias": _rand(rng, 24)}
+    feeds = {"x": rand(rng, 2, 4, 24), "skip": rand(rng, 2, 4, 24)}
+    consts = {"gamma": rand(rng, 24), "bias": rand(rng, 24)}
     outs = ["y", "", "inv_std", "sum"]
-    node = _node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], outs, epsilon=1e-6)
-    _check(_model([node], feeds, [o for o in outs if o], consts), feeds)
+    node = ms_node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], outs, epsilon=1e-6)
+    _check(make_model([node], feeds, [o for o in outs if o], consts), feeds)
     # ORT registers SimplifiedLayerNormalization in the ONNX domain (version 1).
     node = h.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["y", "inv_std"], epsilon=1e-6, axis=-1)
-    _check(_model([node], {"x": feeds["x"]}, ["y", "inv_std"], {"gamma": consts["gamma"]}), {"x": feeds["x"]})
+    _check(make_model([node], {"x": feeds["x"]}, ["y", "inv_std"], {"gamma": consts["gamma"]}), {"x": feeds["x"]})
 
 
 def test_layer_normalization_before_opset_17() -> None:
     """The optimizer writes LayerNormalization into opset-13 models: ORT's ONNX-domain version 1."""
     rng = np.random.default_rng(4)
-    feeds = {"x": _rand(rng, 3, 7, 16)}
+    feeds = {"x": rand(rng, 3, 7, 16)}
     node = h.make_node("LayerNormalization", ["x", "g", "b"], ["y"], epsilon=1e-5)
-    _check(_model([node], feeds, ["y"], {"g": _rand(rng, 16), "b": _rand(rng, 16)}, opset=13), feeds)
+    _check(make_model([node], feeds, ["y"], {"g": rand(rng, 16), "b": rand(rng, 16)}, opset=13), feeds)
 
 
 @pytest.mark.parametrize("segments,mask,position_ids", [(True, True, False), (False, False, False),
@@ -167,21 +145,21 @@ def test_embed_layer_normalization(segments: bool, mask: bool, position_ids: boo
         feeds["mask"] = np.array([[1] * 6, [1] * 4 + [0] * 2], dtype=np.int32)
     if position_ids:
         feeds["pos"] = np.array([[5, 4, 3, 2, 1, 0]] * batch, dtype=np.int32)
-    consts = {"word": _rand(rng, 30, hidden), "position": _rand(rng, 16, hidden), "segment": _rand(rng, 2, hidden),
-              "gamma": _rand(rng, hidden), "beta": _rand(rng, hidden)}
+    consts = {"word": rand(rng, 30, hidden), "position": rand(rng, 16, hidden), "segment": rand(rng, 2, hidden),
+              "gamma": rand(rng, hidden), "beta": rand(rng, hidden)}
     names = ["ids", "seg" if segments else "", "word", "position", "segment" if segments else "", "gamma", "beta",
              "mask" if mask else "", "pos" if position_ids else ""]
     outs = ["y", "mask_index", "sum"]
-    node = _node("EmbedLayerNormalization", names, outs, epsilon=1e-5)
-    _check(_model([node], feeds, outs, consts), feeds)
+    node = ms_node("EmbedLayerNormalization", names, outs, epsilon=1e-5)
+    _check(make_model([node], feeds, outs, consts), feeds)
 
 
 def test_embed_layer_normalization_refuses_an_id_past_the_vocabulary() -> None:
     rng = np.random.default_rng(6)
     feeds = {"ids": np.array([[1, 2, 40]], dtype=np.int32)}
-    consts = {"word": _rand(rng, 30, 8), "position": _rand(rng, 8, 8), "gamma": _rand(rng, 8), "beta": _rand(rng, 8)}
-    node = _node("EmbedLayerNormalization", ["ids", "", "word", "position", "", "gamma", "beta"], ["y"])
-    with ws.Worker(ws.load_model(_model([node], feeds, ["y"], consts)), "cpu") as worker, \
+    consts = {"word": rand(rng, 30, 8), "position": rand(rng, 8, 8), "gamma": rand(rng, 8), "beta": rand(rng, 8)}
+    node = ms_node("EmbedLayerNormalization", ["ids", "", "word", "position", "", "gamma", "beta"], ["y"])
+    with ws.Worker(ws.load_model(make_model([node], feeds, ["y"], consts)), "cpu") as worker, \
             pytest.raises(ws.errors.IndexOutOfRangeError, match="input_ids"):
         worker.run(feeds)
 
@@ -189,60 +167,37 @@ def test_embed_layer_normalization_refuses_an_id_past_the_vocabulary() -> None:
 # -- attention ----------------------------------------------------------------------------------------------
 
 
-def _mask_feed(form: str, batch: int, total: int, seq: int) -> np.ndarray | None:
-    lengths = np.array([total, total - 2][:batch], dtype=np.int32)
-    if form == "lengths":
-        return lengths
-    if form == "end_start":
-        return np.concatenate([lengths, np.array([0, 1][:batch], dtype=np.int32)])
-    if form == "2d":
-        return (np.arange(total)[None, :] < lengths[:, None]).astype(np.int32)
-    if form == "3d":
-        return np.broadcast_to((np.arange(total)[None, :] < lengths[:, None])[:, None, :],
-                               (batch, seq, total)).astype(np.int32)
-    return None
-
-
 @pytest.mark.parametrize("mask", ["none", "lengths", "end_start", "2d", "3d"])
 @pytest.mark.parametrize("unidirectional", [0, 1])
 def test_attention(mask: str, unidirectional: int) -> None:
-    rng = np.random.default_rng(10)
-    batch, seq, hidden, heads = 2, 5, 16, 4
-    feeds = {"x": _rand(rng, batch, seq, hidden)}
-    m = _mask_feed(mask, batch, seq, seq)
-    if m is not None:
-        feeds["mask"] = m
-    consts = {"w": _rand(rng, hidden, 3 * hidden, scale=0.5), "b": _rand(rng, 3 * hidden)}
-    node = _node("Attention", ["x", "w", "b", "mask" if m is not None else ""], ["y"], num_heads=heads,
-                 unidirectional=unidirectional)
-    _check(_model([node], feeds, ["y"], consts), feeds)
+    _check(*attention_case(np.random.default_rng(10), mask, unidirectional))
 
 
 def test_attention_with_past_bias_and_hidden_sizes() -> None:
     rng = np.random.default_rng(11)
     batch, seq, past, hidden, heads = 2, 3, 4, 16, 2
-    feeds = {"x": _rand(rng, batch, seq, hidden), "past": _rand(rng, 2, batch, heads, past, hidden // heads),
-             "mask": _mask_feed("2d", batch, past + seq, seq)}
-    consts = {"w": _rand(rng, hidden, 3 * hidden, scale=0.5), "b": _rand(rng, 3 * hidden)}
-    node = _node("Attention", ["x", "w", "b", "mask", "past"], ["y", "present"], num_heads=heads,
-                 unidirectional=1, scale=0.3)
-    _check(_model([node], feeds, ["y", "present"], consts), feeds)
+    feeds = {"x": rand(rng, batch, seq, hidden), "past": rand(rng, 2, batch, heads, past, hidden // heads),
+             "mask": mask_feed("2d", batch, past + seq, seq)}
+    consts = {"w": rand(rng, hidden, 3 * hidden, scale=0.5), "b": rand(rng, 3 * hidden)}
+    node = ms_node("Attention", ["x", "w", "b", "mask", "past"], ["y", "present"], num_heads=heads,
+                   unidirectional=1, scale=0.3)
+    _check(make_model([node], feeds, ["y", "present"], consts), feeds)
     # attention_bias (ORT takes it only without a past)
-    feeds = {"x": feeds["x"], "attn_bias": _rand(rng, batch, 1, seq, seq)}
-    node = _node("Attention", ["x", "w", "b", "", "", "attn_bias"], ["y"], num_heads=heads)
-    _check(_model([node], feeds, ["y"], consts), feeds)
+    feeds = {"x": feeds["x"], "attn_bias": rand(rng, batch, 1, seq, seq)}
+    node = ms_node("Attention", ["x", "w", "b", "", "", "attn_bias"], ["y"], num_heads=heads)
+    _check(make_model([node], feeds, ["y"], consts), feeds)
     # Q and K narrower than V (no past: present needs K and V alike).
-    feeds = {"x": _rand(rng, batch, seq, hidden)}
-    consts = {"w": _rand(rng, hidden, 8 + 8 + 16), "b": _rand(rng, 32)}
-    node = _node("Attention", ["x", "w", "b"], ["y"], num_heads=heads, qkv_hidden_sizes=[8, 8, 16])
-    _check(_model([node], feeds, ["y"], consts), feeds)
+    feeds = {"x": rand(rng, batch, seq, hidden)}
+    consts = {"w": rand(rng, hidden, 8 + 8 + 16), "b": rand(rng, 32)}
+    node = ms_node("Attention", ["x", "w", "b"], ["y"], num_heads=heads, qkv_hidden_sizes=[8, 8, 16])
+    _check(make_model([node], feeds, ["y"], consts), feeds)
 
 
 def test_attention_declines_rotary_clearly() -> None:
     rng = np.random.default_rng(12)
-    feeds = {"x": _rand(rng, 1, 2, 8)}
-    node = _node("Attention", ["x", "w"], ["y"], num_heads=2, do_rotary=1)
-    model = _model([node], feeds, ["y"], {"w": _rand(rng, 8, 24)})
+    feeds = {"x": rand(rng, 1, 2, 8)}
+    node = ms_node("Attention", ["x", "w"], ["y"], num_heads=2, do_rotary=1)
+    model = make_model([node], feeds, ["y"], {"w": rand(rng, 8, 24)})
     with ws.Worker(ws.load_model(model), "cpu") as worker, pytest.raises(ws.errors.LayerError, match="do_rotary"):
         worker.run(feeds)
 
@@ -253,28 +208,26 @@ def test_multi_head_attention(form: str) -> None:
     batch, seq, heads, head = 2, 4, 2, 8
     hidden = heads * head
     kv_len = 6 if form == "cross" else seq
-    feeds = {"q": _rand(rng, batch, seq, hidden)}
+    feeds = {"q": rand(rng, batch, seq, hidden)}
     names = ["q", "k", "v"]
     outs = ["y"]
     attrs: dict = {"num_heads": heads}
     if form == "bnsh_kv":
-        feeds["k"] = _rand(rng, batch, heads, kv_len, head)
-        feeds["v"] = _rand(rng, batch, heads, kv_len, head)
+        feeds["k"] = rand(rng, batch, heads, kv_len, head)
+        feeds["v"] = rand(rng, batch, heads, kv_len, head)
     else:
-        feeds["k"] = _rand(rng, batch, kv_len, hidden)
-        feeds["v"] = _rand(rng, batch, kv_len, hidden)
+        feeds["k"] = rand(rng, batch, kv_len, hidden)
+        feeds["v"] = rand(rng, batch, kv_len, hidden)
     if form == "bias_mask":
-        feeds["bias"] = _rand(rng, 3 * hidden)
-        feeds["mask"] = _mask_feed("2d", batch, kv_len, seq)
-        feeds["ab"] = _rand(rng, 1, heads, seq, kv_len)
+        feeds.update(mha_bias_mask_inputs(rng, batch, heads, seq, kv_len, head))
         names += ["bias", "mask", "ab"]
     if form == "past":
-        feeds["pk"] = _rand(rng, batch, heads, 3, head)
-        feeds["pv"] = _rand(rng, batch, heads, 3, head)
+        feeds["pk"] = rand(rng, batch, heads, 3, head)
+        feeds["pv"] = rand(rng, batch, heads, 3, head)
         names += ["", "", "", "pk", "pv"]
         outs = ["y", "present_k", "present_v"]
         attrs["unidirectional"] = 1
-    _check(_model([_node("MultiHeadAttention", names, outs, **attrs)], feeds, outs), feeds)
+    _check(make_model([ms_node("MultiHeadAttention", names, outs, **attrs)], feeds, outs), feeds)
 
 
 @pytest.mark.parametrize("packing", ["qkv", "kv"])
@@ -283,8 +236,8 @@ def test_multi_head_attention_packed(packing: str) -> None:
     V apart."""
     rng = np.random.default_rng(14)
     batch, seq, heads, head = 2, 5, 2, 4
-    packed = _rand(rng, batch, seq, heads, 3, head)
-    bias = _rand(rng, 3 * heads * head)
+    packed = rand(rng, batch, seq, heads, 3, head)
+    bias = rand(rng, 3 * heads * head)
     parts = {n: np.ascontiguousarray(packed[:, :, :, i].reshape(batch, seq, heads * head))
              for i, n in enumerate("qkv")}
     if packing == "qkv":
@@ -293,9 +246,9 @@ def test_multi_head_attention_packed(packing: str) -> None:
     else:
         feeds = {"q": parts["q"], "kv": np.ascontiguousarray(packed[:, :, :, 1:])}
         names = ["q", "kv", "", "bias"]
-    ours = _model([_node("MultiHeadAttention", names, ["y"], num_heads=heads)], feeds, ["y"], {"bias": bias})
-    reference = _model([_node("MultiHeadAttention", ["q", "k", "v", "bias"], ["y"], num_heads=heads)], parts,
-                       ["y"], {"bias": bias})
+    ours = make_model([ms_node("MultiHeadAttention", names, ["y"], num_heads=heads)], feeds, ["y"], {"bias": bias})
+    reference = make_model([ms_node("MultiHeadAttention", ["q", "k", "v", "bias"], ["y"], num_heads=heads)], parts,
+                           ["y"], {"bias": bias})
     expected = _session(reference).run(None, parts)[0]
     with ws.Worker(ws.load_model(ours), "cpu") as worker:
         np.testing.assert_allclose(worker.run(feeds)["y"], expected, rtol=RTOL, atol=ATOL)
@@ -305,14 +258,14 @@ def _gqa_feeds(rng, batch: int, seq: int, heads: int, kv_heads: int, head: int, 
                packed: bool = False) -> dict[str, np.ndarray]:
     feeds: dict[str, np.ndarray] = {}
     if packed:
-        feeds["q"] = _rand(rng, batch, seq, (heads + 2 * kv_heads) * head)
+        feeds["q"] = rand(rng, batch, seq, (heads + 2 * kv_heads) * head)
     else:
-        feeds["q"] = _rand(rng, batch, seq, heads * head)
-        feeds["k"] = _rand(rng, batch, seq, kv_heads * head)
-        feeds["v"] = _rand(rng, batch, seq, kv_heads * head)
+        feeds["q"] = rand(rng, batch, seq, heads * head)
+        feeds["k"] = rand(rng, batch, seq, kv_heads * head)
+        feeds["v"] = rand(rng, batch, seq, kv_heads * head)
     if past:
-        feeds["pk"] = _rand(rng, batch, kv_heads, past, head)
-        feeds["pv"] = _rand(rng, batch, kv_heads, past, head)
+        feeds["pk"] = rand(rng, batch, kv_heads, past, head)
+        feeds["pv"] = rand(rng, batch, kv_heads, past, head)
     feeds["seqlens_k"] = np.array(lens, dtype=np.int32) - 1
     feeds["total"] = np.array(max(lens), dtype=np.int32)
     return feeds
@@ -345,31 +298,14 @@ def test_group_query_attention(case: str) -> None:
     if consts:
         names += ["cos", "sin"]
     outs = ["y", "present_k", "present_v"]
-    got = _check(_model([_node("GroupQueryAttention", names, outs, **attrs)], feeds, outs, consts), feeds)
+    got = _check(make_model([ms_node("GroupQueryAttention", names, outs, **attrs)], feeds, outs, consts), feeds)
     assert got[0].shape == (*feeds["q"].shape[:2], heads * head)
 
 
 @pytest.mark.parametrize("interleaved", [0, 1])
 @pytest.mark.parametrize("form", ["start", "ids", "4d", "partial"])
 def test_rotary_embedding(interleaved: int, form: str) -> None:
-    rng = np.random.default_rng(16)
-    batch, seq, heads, head = 2, 5, 3, 8
-    rot = 4 if form == "partial" else head
-    angles = np.arange(20)[:, None] * (1.0 / 10000 ** (np.arange(rot // 2) / (rot // 2)))[None, :]
-    consts = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
-    attrs: dict = {"interleaved": interleaved}
-    if form == "4d":
-        feeds = {"x": _rand(rng, batch, heads, seq, head)}
-    else:
-        feeds = {"x": _rand(rng, batch, seq, heads * head)}
-    if form == "partial":
-        attrs.update(num_heads=heads, rotary_embedding_dim=rot)
-    if form == "ids":
-        feeds["pos"] = rng.integers(0, 20, (batch, seq)).astype(np.int64)
-    else:
-        consts["pos"] = np.array([3], dtype=np.int64)
-    node = _node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)
-    _check(_model([node], feeds, ["y"], consts), feeds)
+    _check(*rotary_embedding_case(np.random.default_rng(16), interleaved, form))
 
 
 # -- graph-optimizer fusions -----------------------------------------------------------------------------
@@ -380,31 +316,20 @@ def test_rotary_embedding(interleaved: int, form: str) -> None:
                                                (None, None)])
 @pytest.mark.parametrize("residual", [False, True])
 def test_fused_conv(activation: str | None, params: list | None, residual: bool) -> None:
-    rng = np.random.default_rng(20)
-    feeds = {"x": _rand(rng, 1, 4, 7, 7)}
-    if residual:
-        feeds["z"] = _rand(rng, 1, 6, 4, 4)
-    consts = {"w": _rand(rng, 6, 2, 3, 3), "b": _rand(rng, 6)}
-    attrs: dict = {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}
-    if activation:
-        attrs["activation"] = activation
-    if params:
-        attrs["activation_params"] = params
-    node = _node("FusedConv", ["x", "w", "b", "z" if residual else ""], ["y"], **attrs)
-    _check(_model([node], feeds, ["y"], consts), feeds)
+    _check(*fused_conv_case(np.random.default_rng(20), activation, params, residual, stride=2))
 
 
 def test_nhwc_conv() -> None:
     """ORT runs NhwcConv on CUDA only: the reference is Transpose, Conv, Transpose."""
     rng = np.random.default_rng(21)
-    feeds = {"x": _rand(rng, 2, 6, 5, 4)}
-    consts = {"w": _rand(rng, 8, 4, 3, 3), "b": _rand(rng, 8)}
+    feeds = {"x": rand(rng, 2, 6, 5, 4)}
+    consts = {"w": rand(rng, 8, 4, 3, 3), "b": rand(rng, 8)}
     attrs = {"pads": [1, 0, 1, 0], "strides": [1, 2]}
     plain = [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]),
              h.make_node("Conv", ["xt", "w", "b"], ["yt"], **attrs),
              h.make_node("Transpose", ["yt"], ["y"], perm=[0, 2, 3, 1])]
-    _check_against(_model([_node("NhwcConv", ["x", "w", "b"], ["y"], **attrs)], feeds, ["y"], consts),
-                   _model(plain, feeds, ["y"], consts), feeds)
+    _check_against(make_model([ms_node("NhwcConv", ["x", "w", "b"], ["y"], **attrs)], feeds, ["y"], consts),
+                   make_model(plain, feeds, ["y"], consts), feeds)
 
 
 @pytest.mark.parametrize("activation,attrs", [("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.3}),
@@ -412,12 +337,12 @@ def test_nhwc_conv() -> None:
                                               ("Tanh", {})])
 def test_fused_gemm(activation: str, attrs: dict) -> None:
     rng = np.random.default_rng(22)
-    feeds = {"a": _rand(rng, 6, 5)}
-    consts = {"b": _rand(rng, 4, 5), "c": _rand(rng, 4)}
+    feeds = {"a": rand(rng, 6, 5)}
+    consts = {"b": rand(rng, 4, 5), "c": rand(rng, 4)}
     if activation:
         attrs = {**attrs, "activation": activation}
-    node = _node("FusedGemm", ["a", "b", "c"], ["y"], transB=1, alpha=0.7, beta=1.3, **attrs)
-    _check(_model([node], feeds, ["y"], consts), feeds)
+    node = ms_node("FusedGemm", ["a", "b", "c"], ["y"], transB=1, alpha=0.7, beta=1.3, **attrs)
+    _check(make_model([node], feeds, ["y"], consts), feeds)
 
 
 @pytest.mark.parametrize("shapes,attrs", [
@@ -431,8 +356,8 @@ def test_fused_gemm(activation: str, attrs: dict) -> None:
 ])
 def test_fused_matmul(shapes: tuple, attrs: dict) -> None:
     rng = np.random.default_rng(23)
-    feeds = {"a": _rand(rng, *shapes[0]), "b": _rand(rng, *shapes[1])}
-    _check(_model([_node("FusedMatMul", ["a", "b"], ["y"], **attrs)], feeds, ["y"]), feeds)
+    feeds = {"a": rand(rng, *shapes[0]), "b": rand(rng, *shapes[1])}
+    _check(make_model([ms_node("FusedMatMul", ["a", "b"], ["y"], **attrs)], feeds, ["y"]), feeds)
 
 
 # -- quantization ---------------------------------------------------------------------------------------------
@@ -442,161 +367,90 @@ def test_fused_matmul(shapes: tuple, attrs: dict) -> None:
 QUANTUM = 1
 
 
-def _codes(rng, dtype, *shape: int) -> np.ndarray:
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
-
-
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16, "int4", "uint4"])
 def test_quantize_dequantize_linear(dtype) -> None:
     import ml_dtypes
 
     np_type = np.dtype(getattr(ml_dtypes, dtype) if isinstance(dtype, str) else dtype)
     rng = np.random.default_rng(30)
-    feeds = {"x": _rand(rng, 3, 4, 5, scale=4.0)}
+    feeds = {"x": rand(rng, 3, 4, 5, scale=4.0)}
     consts = {"s": np.array(0.05, np.float32), "zp": np.array(3 if np_type.name.startswith("u") else -1, np_type)}
-    nodes = [_node("QuantizeLinear", ["x", "s", "zp"], ["q"]), _node("DequantizeLinear", ["q", "s", "zp"], ["y"])]
+    nodes = quantize_dequantize("x", "s", "zp", "q", "y")
     # ORT's Python API cannot hand out 4-bit tensors: those are checked through their dequantized values.
     outputs = ["y"] if np_type.itemsize == 1 and np_type.kind == "V" else ["q", "y"]
-    _check(_model(nodes, feeds, outputs, consts), feeds, optimize=False)
+    _check(make_model(nodes, feeds, outputs, consts), feeds, optimize=False)
 
 
 def test_quantize_linear_per_axis() -> None:
     rng = np.random.default_rng(31)
-    feeds = {"x": _rand(rng, 3, 4, 5, scale=4.0)}
+    feeds = {"x": rand(rng, 3, 4, 5, scale=4.0)}
     consts = {"s": np.array([0.02, 0.05, 0.1, 0.03], np.float32), "zp": np.array([0, 1, -2, 5], np.int8)}
-    nodes = [_node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=1),
-             _node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=1)]
-    _check(_model(nodes, feeds, ["q", "y"], consts), feeds, optimize=False)
+    nodes = quantize_dequantize("x", "s", "zp", "q", "y", axis=1)
+    _check(make_model(nodes, feeds, ["q", "y"], consts), feeds, optimize=False)
 
 
 @pytest.mark.parametrize("b_type,per_column,bias", [(np.int8, False, True), (np.uint8, True, False),
                                                     (np.int8, True, True)])
 def test_dynamic_quantize_matmul_and_matmul_integer_to_float(b_type, per_column: bool, bias: bool) -> None:
-    rng = np.random.default_rng(32)
-    n = 6
-    feeds = {"a": _rand(rng, 2, 3, 8)}
-    consts = {"b": _codes(rng, b_type, 8, n),
-              "bs": (rng.random(n if per_column else ()) * 0.05 + 0.01).astype(np.float32),
-              "bz": (_codes(rng, b_type, n) if per_column else np.array(0 if b_type == np.int8 else 128, b_type)),
-              "bias": _rand(rng, n)}
-    names = ["a", "b", "bs", "bz", "bias" if bias else ""]
-    # ORT's int8 weights take a zero point of 0 only (its u8s8 kernels have no weight zero point per column).
-    if b_type == np.int8:
-        consts["bz"] = np.zeros_like(consts["bz"])
-    _check(_model([_node("DynamicQuantizeMatMul", names, ["y"])], feeds, ["y"], consts), feeds, optimize=False)
-    feeds = {"a": _codes(rng, np.uint8, 2, 3, 8)}
-    consts.update(az=np.array(120, np.uint8), as_=np.array(0.03, np.float32))
-    consts["as"] = consts.pop("as_")
-    names = ["a", "b", "as", "bs", "az", "bz", "bias" if bias else ""]
-    _check(_model([_node("MatMulIntegerToFloat", names, ["y"])], feeds, ["y"], consts), feeds, optimize=False)
+    for model, feeds in dynamic_quantize_matmul_cases(np.random.default_rng(32), b_type, per_column, bias):
+        _check(model, feeds, optimize=False)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qlinear_add_mul(dtype) -> None:
-    rng = np.random.default_rng(33)
-    feeds = {"a": _codes(rng, dtype, 2, 3, 8), "b": _codes(rng, dtype, 3, 1)}
-    zero = 128 if dtype == np.uint8 else 0
-    consts = {"as": np.array(0.05, np.float32), "az": np.array(zero + 3, dtype), "bs": np.array(0.02, np.float32),
-              "bz": np.array(zero - 5, dtype), "cs": np.array(0.07, np.float32), "cz": np.array(zero + 1, dtype)}
+    feeds, consts = qlinear_binary_inputs(np.random.default_rng(33), dtype)
     for op in ("QLinearAdd", "QLinearMul"):
-        node = _node(op, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], ["y"])
-        _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+        node = ms_node(op, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], ["y"])
+        _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qlinear_sigmoid_leaky_relu_softmax(dtype) -> None:
-    rng = np.random.default_rng(34)
-    feeds = {"x": _codes(rng, dtype, 2, 5, 7)}
-    zero = 128 if dtype == np.uint8 else 0
-    consts = {"xs": np.array(0.06, np.float32), "xz": np.array(zero + 2, dtype), "ys": np.array(1 / 256, np.float32),
-              "yz": np.array(0 if dtype == np.uint8 else -128, dtype), "ls": np.array(0.04, np.float32),
-              "lz": np.array(zero - 10, dtype)}
-    _check(_model([_node("QLinearSigmoid", ["x", "xs", "xz", "ys", "yz"], ["y"])], feeds, ["y"], consts), feeds,
-           quanta=QUANTUM, optimize=False)
-    _check(_model([_node("QLinearLeakyRelu", ["x", "xs", "xz", "ls", "lz"], ["y"], alpha=0.2)], feeds, ["y"], consts),
-           feeds, quanta=QUANTUM, optimize=False)
-    for attrs in ({"axis": -1, "opset": 13}, {"axis": 1, "opset": 13}, {"axis": 1, "opset": 12}):
-        node = _node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], **attrs)
-        _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    feeds, consts = qlinear_unary_inputs(np.random.default_rng(34), dtype)
+    node = ms_node("QLinearSigmoid", ["x", "xs", "xz", "ys", "yz"], ["y"])
+    _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    node = ms_node("QLinearLeakyRelu", ["x", "xs", "xz", "ls", "lz"], ["y"], alpha=0.2)
+    _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    for attrs in QLINEAR_SOFTMAX_ATTRS:
+        node = ms_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], **attrs)
+        _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
 
 
 def test_qlinear_concat() -> None:
-    rng = np.random.default_rng(35)
-    feeds = {"a": _codes(rng, np.uint8, 2, 3, 4), "b": _codes(rng, np.uint8, 2, 5, 4)}
-    consts = {"ys": np.array(0.05, np.float32), "yz": np.array(128, np.uint8), "as": np.array(0.05, np.float32),
-              "az": np.array(128, np.uint8), "bs": np.array(0.031, np.float32), "bz": np.array(100, np.uint8)}
-    node = _node("QLinearConcat", ["ys", "yz", "a", "as", "az", "b", "bs", "bz"], ["y"], axis=1)
-    _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    feeds, consts = qlinear_concat_inputs(np.random.default_rng(35))
+    node = ms_node("QLinearConcat", ["ys", "yz", "a", "as", "az", "b", "bs", "bz"], ["y"], axis=1)
+    _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
 
 
 @pytest.mark.parametrize("channels_last", [0, 1])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qlinear_pools(channels_last: int, dtype) -> None:
-    rng = np.random.default_rng(36)
-    shape = (2, 6, 7, 3) if channels_last else (2, 3, 6, 7)
-    feeds = {"x": _codes(rng, dtype, *shape)}
-    zero = 128 if dtype == np.uint8 else 0
-    consts = {"xs": np.array(0.05, np.float32), "xz": np.array(zero + 4, dtype), "ys": np.array(0.03, np.float32),
-              "yz": np.array(zero - 6, dtype)}
+    feeds, consts = qlinear_pool_inputs(np.random.default_rng(36), dtype, channels_last, 0.05, 0.03)
     names = ["x", "xs", "xz", "ys", "yz"]
-    node = _node("QLinearGlobalAveragePool", names, ["y"], channels_last=channels_last)
-    _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
-    for attrs in ({"kernel_shape": [3, 3], "strides": [2, 2]},
-                  {"kernel_shape": [2, 3], "pads": [1, 1, 0, 1], "count_include_pad": 1},
-                  {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "ceil_mode": 1, "strides": [2, 2]}):
-        node = _node("QLinearAveragePool", names, ["y"], channels_last=channels_last, **attrs)
-        _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    node = ms_node("QLinearGlobalAveragePool", names, ["y"], channels_last=channels_last)
+    _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    for attrs in QLINEAR_AVERAGE_POOL_ATTRS:
+        node = ms_node("QLinearAveragePool", names, ["y"], channels_last=channels_last, **attrs)
+        _check(make_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
 
 
 @pytest.mark.parametrize("quantized_out", [False, True])
 @pytest.mark.parametrize("per_column", [False, True])
 def test_qgemm(quantized_out: bool, per_column: bool) -> None:
-    rng = np.random.default_rng(37)
-    feeds = {"a": _codes(rng, np.uint8, 4, 6)}
-    consts = {"as": np.array(0.04, np.float32), "az": np.array(120, np.uint8), "b": _codes(rng, np.int8, 5, 6),
-              "bs": (rng.random(5 if per_column else ()) * 0.02 + 0.01).astype(np.float32),
-              "bz": np.zeros(5 if per_column else (), np.int8), "c": rng.integers(-500, 500, 5).astype(np.int32),
-              "ys": np.array(0.5, np.float32), "yz": np.array(128, np.uint8)}
-    names = ["a", "as", "az", "b", "bs", "bz", "c"] + (["ys", "yz"] if quantized_out else [])
-    node = _node("QGemm", names, ["y"], transB=1, alpha=0.8)
-    _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    _check(*qgemm_case(np.random.default_rng(37), quantized_out, per_column), quanta=QUANTUM, optimize=False)
 
 
 @pytest.mark.parametrize("mask", ["none", "lengths", "2d"])
 def test_qattention(mask: str) -> None:
-    rng = np.random.default_rng(38)
-    batch, seq, hidden, heads = 2, 4, 16, 2
-    feeds = {"x": _codes(rng, np.uint8, batch, seq, hidden)}
-    m = _mask_feed(mask, batch, seq, seq)
-    if m is not None:
-        feeds["mask"] = m
-    consts = {"w": _codes(rng, np.int8, hidden, 3 * hidden), "b": _rand(rng, 3 * hidden),
-              "xs": np.array(0.01, np.float32), "ws": np.array(0.01, np.float32), "xz": np.array(128, np.uint8),
-              "wz": np.array(0, np.int8)}
-    node = _node("QAttention", ["x", "w", "b", "xs", "ws", "mask" if m is not None else "", "xz", "wz"], ["y"],
-                 num_heads=heads)
-    _check(_model([node], feeds, ["y"], consts), feeds, rtol=1e-4, atol=1e-5, optimize=False)
+    _check(*qattention_case(np.random.default_rng(38), mask), rtol=1e-4, atol=1e-5, optimize=False)
 
 
 @pytest.mark.parametrize("direction,per_column", [("forward", False), ("bidirectional", True), ("reverse", False)])
 def test_dynamic_quantize_lstm(direction: str, per_column: bool) -> None:
-    rng = np.random.default_rng(39)
-    seq, batch, inputs, hidden = 5, 3, 6, 4
-    dirs = 2 if direction == "bidirectional" else 1
-    cols = (dirs, 4 * hidden) if per_column else (dirs,)
-    feeds = {"x": _rand(rng, seq, batch, inputs)}
-    consts = {"w": _codes(rng, np.int8, dirs, inputs, 4 * hidden), "r": _codes(rng, np.int8, dirs, hidden, 4 * hidden),
-              "b": _rand(rng, dirs, 8 * hidden), "ws": (rng.random(cols) * 0.01 + 0.002).astype(np.float32),
-              "wz": np.zeros(cols, np.int8), "rs": (rng.random(cols) * 0.01 + 0.002).astype(np.float32),
-              "rz": np.zeros(cols, np.int8), "h0": _rand(rng, dirs, batch, hidden),
-              "c0": _rand(rng, dirs, batch, hidden)}
-    names = ["x", "w", "r", "b", "", "h0", "c0", "", "ws", "wz", "rs", "rz"]
-    node = _node("DynamicQuantizeLSTM", names, ["y", "yh", "yc"], hidden_size=hidden, direction=direction)
     # Both quantize X (all steps at once) and each step's hidden state (the whole batch: ORT with one thread)
     # from their own range and multiply exactly; only the float32 steps after that may round differently. An
     # ulp in the hidden state could move one of its codes at the next step (not seen here: 1e-5 holds).
-    _check(_model([node], feeds, ["y", "yh", "yc"], consts), feeds, optimize=False)
+    _check(*dynamic_quantize_lstm_case(np.random.default_rng(39), direction, per_column), optimize=False)
 
 
 @pytest.mark.parametrize("bits,k,zero_points,bias,accuracy", [(4, 64, "none", False, 0), (4, 80, "packed", True, 0),
@@ -605,31 +459,10 @@ def test_dynamic_quantize_lstm(direction: str, per_column: bool) -> None:
                                                               (4, 80, "packed", True, 4)])
 def test_matmul_nbits(bits: int, k: int, zero_points: str, bias: bool, accuracy: int) -> None:
     """accuracy_level 4 is ORT's int8 compute (A quantized per block), which wgsentis follows."""
-    rng = np.random.default_rng(40)
-    n, block = 6, 32
-    blocks = -(-k // block)
-    feeds = {"a": _rand(rng, 2, 3, k)}
-    consts = {"b": rng.integers(0, 256, (n, blocks, block * bits // 8)).astype(np.uint8),
-              "s": (rng.random(n * blocks) * 0.1 + 0.01).astype(np.float32), "bias": _rand(rng, n)}
-    if zero_points == "packed":
-        consts["zp"] = rng.integers(0, 256, (n, -(-blocks * bits // 8))).astype(np.uint8)
-    elif zero_points == "float":
-        consts["zp"] = (rng.random(n * blocks) * 15).astype(np.float32)
-    names = ["a", "b", "s", "zp" if "zp" in consts else "", "", "bias" if bias else ""]
-    node = _node("MatMulNBits", names, ["y"], K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy)
-    _check(_model([node], feeds, ["y"], consts), feeds, rtol=1e-5, atol=1e-5)
+    _check(*matmul_nbits_case(np.random.default_rng(40), bits, k, zero_points, bias, accuracy), rtol=1e-5, atol=1e-5)
 
 
 # -- models written by ONNX Runtime's own tools -------------------------------------------------------------
-
-
-def _save(path, nodes: list, inputs: list, outputs: list[str], constants: dict, opset: int = 17) -> str:
-    graph = h.make_graph(nodes, "tool_input", inputs, [h.make_empty_tensor_value_info(o) for o in outputs],
-                         [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return str(path)
 
 
 def _ops(path: str) -> set[tuple[str, str]]:
@@ -647,119 +480,18 @@ def _check_file(path: str, feeds: dict[str, np.ndarray], rtol: float = RTOL, ato
         np.testing.assert_allclose(got[out.name], e, rtol=rtol, atol=atol, err_msg=out.name)
 
 
-def _ort_save(src: str, dst: str, level) -> str:
-    """The model as ORT optimizes it at ``level``, saved by ORT."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = level
-    options.optimized_model_filepath = dst
-    ort.InferenceSession(src, options, providers=["CPUExecutionProvider"])
-    return dst
-
-
-def _bert_like(path, layers: int = 2, batch: int = 2, seq: int = 8, hidden: int = 32, heads: int = 4,
-               vocab: int = 50, ffn: int = 64) -> str:
-    """A BERT encoder in the op patterns a PyTorch export gives (opset 13, layer norms spelled out, attention as
-    MatMul/Reshape/Transpose/Softmax, erf Gelu in the first layer and tanh Gelu in the second), which the
-    transformer optimizer fuses."""
-    rng = np.random.default_rng(50)
-    nodes: list = []
-    consts: dict[str, np.ndarray] = {}
-
-    def const(name: str, value) -> str:
-        consts[name] = np.asarray(value)
-        return name
-
-    def node(op: str, inputs: list[str], **attrs) -> str:
-        out = f"{op}_{len(nodes)}"
-        nodes.append(h.make_node(op, inputs, [out], name=f"{op}_{len(nodes)}", **attrs))
-        return out
-
-    def weight(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
-
-    def layer_norm(x: str, tag: str) -> str:
-        mean = node("ReduceMean", [x], axes=[-1])
-        diff = node("Sub", [x, mean])
-        var = node("ReduceMean", [node("Pow", [diff, const(f"{tag}_2", np.float32(2))])], axes=[-1])
-        std = node("Sqrt", [node("Add", [var, const(f"{tag}_eps", np.float32(1e-12))])])
-        scaled = node("Mul", [node("Div", [diff, std]), const(f"{tag}_g", 1 + weight(hidden))])
-        return node("Add", [scaled, const(f"{tag}_b", weight(hidden))])
-
-    def gelu(x: str, tag: str, tanh: bool) -> str:
-        if tanh:
-            cube = node("Mul", [node("Pow", [x, const(f"{tag}_3", np.float32(3))]),
-                                const(f"{tag}_k", np.float32(0.044715))])
-            inner = node("Mul", [node("Add", [x, cube]), const(f"{tag}_s", np.float32(np.sqrt(2 / np.pi)))])
-            one_plus = node("Add", [node("Tanh", [inner]), const(f"{tag}_1", np.float32(1))])
-            return node("Mul", [node("Mul", [x, const(f"{tag}_h", np.float32(0.5))]), one_plus])
-        erf = node("Erf", [node("Div", [x, const(f"{tag}_r2", np.float32(np.sqrt(2)))])])
-        one_plus = node("Add", [erf, const(f"{tag}_1", np.float32(1))])
-        return node("Mul", [node("Mul", [x, one_plus]), const(f"{tag}_h", np.float32(0.5))])
-
-    words = node("Gather", [const("word_emb", weight(vocab, hidden)), "input_ids"])
-    positions = node("Gather", [const("pos_emb", weight(seq, hidden)),
-                                const("position_ids", np.arange(seq, dtype=np.int64)[None, :])])
-    segments = node("Gather", [const("seg_emb", weight(2, hidden)), "token_type_ids"])
-    x = layer_norm(node("Add", [node("Add", [words, positions]), segments]), "emb")
-    mask = node("Unsqueeze", [node("Unsqueeze", ["attention_mask", const("axis1", np.array([1]))]),
-                              const("axis2", np.array([2]))])
-    mask = node("Mul", [node("Sub", [const("one", np.float32(1)), mask]), const("big", np.float32(-10000))])
-    head = hidden // heads
-    split = const("split_shape", np.array([0, 0, heads, head]))
-    merge = const("merge_shape", np.array([0, 0, hidden]))
-    for k in range(layers):
-        def project(tag: str, x: str = x, k: int = k) -> str:
-            return node("Add", [node("MatMul", [x, const(f"l{k}_{tag}_w", weight(hidden, hidden))]),
-                                const(f"l{k}_{tag}_b", weight(hidden))])
-
-        q = node("Transpose", [node("Reshape", [project("q"), split])], perm=[0, 2, 1, 3])
-        key = node("Transpose", [node("Reshape", [project("k"), split])], perm=[0, 2, 3, 1])
-        v = node("Transpose", [node("Reshape", [project("v"), split])], perm=[0, 2, 1, 3])
-        scores = node("Add", [node("Div", [node("MatMul", [q, key]), const(f"l{k}_d", np.float32(np.sqrt(head)))]),
-                              mask])
-        context = node("MatMul", [node("Softmax", [scores], axis=-1), v])
-        context = node("Reshape", [node("Transpose", [context], perm=[0, 2, 1, 3]), merge])
-        attended = node("Add", [node("MatMul", [context, const(f"l{k}_o_w", weight(hidden, hidden))]),
-                                const(f"l{k}_o_b", weight(hidden))])
-        x = layer_norm(node("Add", [attended, x]), f"l{k}_ln1")
-        inner = node("Add", [node("MatMul", [x, const(f"l{k}_f1_w", weight(hidden, ffn))]),
-                             const(f"l{k}_f1_b", weight(ffn))])
-        inner = gelu(inner, f"l{k}_gelu", tanh=k % 2 == 1)
-        out = node("Add", [node("MatMul", [inner, const(f"l{k}_f2_w", weight(ffn, hidden))]),
-                           const(f"l{k}_f2_b", weight(hidden))])
-        x = layer_norm(node("Add", [out, x]), f"l{k}_ln2")
-    nodes.append(h.make_node("Identity", [x], ["last_hidden_state"]))
-    inputs = [h.make_tensor_value_info("input_ids", T.INT64, ["batch", "seq"]),
-              h.make_tensor_value_info("token_type_ids", T.INT64, ["batch", "seq"]),
-              h.make_tensor_value_info("attention_mask", T.FLOAT, ["batch", "seq"])]
-    return _save(path, nodes, inputs, ["last_hidden_state"], consts, opset=13)
-
-
-def _bert_feeds(batch: int = 2, seq: int = 8) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(51)
-    return {"input_ids": rng.integers(0, 50, (batch, seq)), "token_type_ids": rng.integers(0, 2, (batch, seq)),
-            "attention_mask": np.array([[1] * seq, [1] * (seq - 3) + [0] * 3], dtype=np.float32)}
-
-
 @pytest.fixture(scope="module")
 def bert_optimized(tmp_path_factory) -> str:
     """The BERT-like model after onnxruntime.transformers.optimizer (which needs sympy)."""
     pytest.importorskip("sympy", reason="onnxruntime.transformers.optimizer needs sympy")
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    folder = tmp_path_factory.mktemp("bert")
-    optimized = optimize_model(_bert_like(folder / "bert.onnx"), model_type="bert", num_heads=4, hidden_size=32,
-                               opt_level=0)
-    path = str(folder / "bert_optimized.onnx")
-    optimized.save_model_to_file(path)
-    return path
+    return optimized_bert(tmp_path_factory.mktemp("bert"))
 
 
 def test_transformer_optimizer_bert(bert_optimized: str) -> None:
     ops = _ops(bert_optimized)
     for op in ("EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu", "FastGelu"):
         assert (MS, op) in ops, f"the optimizer wrote no {op}: {sorted(ops)}"
-    _check_file(bert_optimized, _bert_feeds(), rtol=1e-5, atol=1e-5)
+    _check_file(bert_optimized, bert_feeds(), rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_quantization_of_the_optimized_bert(bert_optimized: str, tmp_path) -> None:
@@ -771,27 +503,23 @@ def test_dynamic_quantization_of_the_optimized_bert(bert_optimized: str, tmp_pat
     quantize_dynamic(bert_optimized, quantized, weight_type=QuantType.QInt8,
                      extra_options={"DefaultTensorType": T.FLOAT})
     assert {(MS, "QAttention"), (MS, "QEmbedLayerNormalization")} <= _ops(quantized)
-    _check_file(quantized, _bert_feeds(), rtol=1e-5, atol=1e-5)
-    fused = _ort_save(quantized, str(tmp_path / "bert_q_ort.onnx"), ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    _check_file(quantized, bert_feeds(), rtol=1e-5, atol=1e-5)
+    fused = ort_save(quantized, str(tmp_path / "bert_q_ort.onnx"))
     assert (MS, "DynamicQuantizeMatMul") in _ops(fused)
-    _check_file(fused, _bert_feeds(), rtol=1e-5, atol=1e-5)
+    _check_file(fused, bert_feeds(), rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_quantization_of_an_lstm(tmp_path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     rng = np.random.default_rng(52)
-    nodes = [h.make_node("LSTM", ["x", "W", "R", "B"], ["y", "yh"], hidden_size=8),
-             h.make_node("Squeeze", ["yh", "axis0"], ["last"]), h.make_node("MatMul", ["last", "W2"], ["out"])]
-    consts = {"W": _rand(rng, 1, 32, 6, scale=0.3), "R": _rand(rng, 1, 32, 8, scale=0.3), "B": _rand(rng, 1, 64),
-              "axis0": np.array([0]), "W2": _rand(rng, 8, 4)}
-    src = _save(tmp_path / "lstm.onnx", nodes, [h.make_tensor_value_info("x", F, [5, 3, 6])], ["y", "out"], consts)
+    src = lstm_model(tmp_path / "lstm.onnx", rng)
     quantized = str(tmp_path / "lstm_q.onnx")
     quantize_dynamic(src, quantized, weight_type=QuantType.QInt8)
     assert (MS, "DynamicQuantizeLSTM") in _ops(quantized)
-    feeds = {"x": _rand(rng, 5, 3, 6)}
+    feeds = {"x": rand(rng, 5, 3, 6)}
     _check_file(quantized, feeds)
-    fused = _ort_save(quantized, str(tmp_path / "lstm_q_ort.onnx"), ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    fused = ort_save(quantized, str(tmp_path / "lstm_q_ort.onnx"))
     assert (MS, "DynamicQuantizeMatMul") in _ops(fused)
     _check_file(fused, feeds)
 
@@ -801,7 +529,7 @@ class _Calibration:
 
     def __init__(self, shape: tuple[int, ...], count: int = 8) -> None:
         rng = np.random.default_rng(53)
-        self.batches = iter([{"x": _rand(rng, *shape)} for _ in range(count)])
+        self.batches = iter([{"x": rand(rng, *shape)} for _ in range(count)])
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self.batches, None)
@@ -820,9 +548,9 @@ def _cnn(path) -> str:
              h.make_node("AveragePool", ["cat"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
              h.make_node("GlobalAveragePool", ["ap"], ["gap"]), h.make_node("Flatten", ["gap"], ["fl"]),
              h.make_node("Gemm", ["fl", "gw", "gb"], ["gm"], transB=1), h.make_node("Softmax", ["gm"], ["out"])]
-    consts = {"c1w": _rand(rng, 4, 3, 3, 3, scale=0.3), "c1b": _rand(rng, 4), "c2w": _rand(rng, 4, 4, 3, 3, scale=0.3),
-              "c2b": _rand(rng, 4), "gw": _rand(rng, 5, 8), "gb": _rand(rng, 5)}
-    return _save(path, nodes, [h.make_tensor_value_info("x", F, [1, 3, 8, 8])], ["out"], consts)
+    consts = {"c1w": rand(rng, 4, 3, 3, 3, scale=0.3), "c1b": rand(rng, 4), "c2w": rand(rng, 4, 4, 3, 3, scale=0.3),
+              "c2b": rand(rng, 4), "gw": rand(rng, 5, 8), "gb": rand(rng, 5)}
+    return save_model(path, nodes, [h.make_tensor_value_info("x", F, [1, 3, 8, 8])], ["out"], consts)
 
 
 def test_static_quantization_qoperator(tmp_path) -> None:
@@ -836,11 +564,11 @@ def test_static_quantization_qoperator(tmp_path) -> None:
     wanted = {"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLinearAveragePool",
               "QLinearGlobalAveragePool", "QGemm", "QLinearSoftmax"}
     assert {(MS, op) for op in wanted} <= _ops(quantized)
-    feeds = {"x": _rand(np.random.default_rng(55), 1, 3, 8, 8)}
+    feeds = {"x": rand(np.random.default_rng(55), 1, 3, 8, 8)}
     # The output is the dequantized softmax: one code of its scale (1/256) where a requantizing op rounds the
     # other way, as the one-node tests allow.
     _check_file(quantized, feeds, rtol=0, atol=1.01 / 256)
-    nhwc = _ort_save(quantized, str(tmp_path / "cnn_q_all.onnx"), ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    nhwc = ort_save(quantized, str(tmp_path / "cnn_q_all.onnx"), ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     assert (MS, "QLinearConv") in _ops(nhwc)
     _check_file(nhwc, feeds, rtol=0, atol=1.01 / 256)
 
@@ -855,13 +583,13 @@ def test_ort_optimized_save_fused_conv_gemm_matmul(tmp_path) -> None:
              h.make_node("Gemm", ["fl", "gw", "gb"], ["gm"], transB=1), h.make_node("Relu", ["gm"], ["gr"]),
              h.make_node("Transpose", ["gr"], ["gt"], perm=[1, 0]), h.make_node("MatMul", ["gt", "mw"], ["mm"]),
              h.make_node("Mul", ["mm", "half"], ["out"])]
-    consts = {"c1w": _rand(rng, 4, 3, 3, 3), "c1b": _rand(rng, 4), "c2w": _rand(rng, 4, 4, 3, 3), "c2b": _rand(rng, 4),
-              "c3w": _rand(rng, 2, 4, 1, 1), "lo": np.float32(0), "hi": np.float32(6), "gw": _rand(rng, 5, 72),
-              "gb": _rand(rng, 5), "mw": _rand(rng, 2, 3), "half": np.float32(0.5)}
-    src = _save(tmp_path / "fuse.onnx", nodes, [h.make_tensor_value_info("x", F, [2, 3, 6, 6])], ["out"], consts)
-    fused = _ort_save(src, str(tmp_path / "fuse_ort.onnx"), ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    consts = {"c1w": rand(rng, 4, 3, 3, 3), "c1b": rand(rng, 4), "c2w": rand(rng, 4, 4, 3, 3), "c2b": rand(rng, 4),
+              "c3w": rand(rng, 2, 4, 1, 1), "lo": np.float32(0), "hi": np.float32(6), "gw": rand(rng, 5, 72),
+              "gb": rand(rng, 5), "mw": rand(rng, 2, 3), "half": np.float32(0.5)}
+    src = save_model(tmp_path / "fuse.onnx", nodes, [h.make_tensor_value_info("x", F, [2, 3, 6, 6])], ["out"], consts)
+    fused = ort_save(src, str(tmp_path / "fuse_ort.onnx"), ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
     assert {(MS, "FusedConv"), (MS, "FusedGemm"), (MS, "FusedMatMul")} <= _ops(fused)
-    _check_file(fused, {"x": _rand(rng, 2, 3, 6, 6)})
+    _check_file(fused, {"x": rand(rng, 2, 3, 6, 6)})
 
 
 # -- GPU programs (contrib_gpu.py): gpu-compute and gpu-pixel against the cpu backend, no fallback layer -------
@@ -878,35 +606,33 @@ def _gpu(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-
                                             ("BiasGelu", 1, {}), ("QuickGelu", 0, {"alpha": 1.5})])
 def test_gpu_gelu_family(op: str, extra: int, attrs: dict) -> None:
     rng = np.random.default_rng(60)
-    feeds = {"x": _rand(rng, 2, 5, 16, scale=3.0)}
-    consts = {"bias": _rand(rng, 16)} if extra else {}
-    _gpu(_model([_node(op, ["x", *consts], ["y"], **attrs)], feeds, ["y"], consts), feeds)
+    feeds = {"x": rand(rng, 2, 5, 16, scale=3.0)}
+    consts = {"bias": rand(rng, 16)} if extra else {}
+    _gpu(make_model([ms_node(op, ["x", *consts], ["y"], **attrs)], feeds, ["y"], consts), feeds)
 
 
 @gpu_check.requires_gpu
 def test_gpu_bias_add_and_bias_split_gelu() -> None:
     rng = np.random.default_rng(61)
-    feeds = {"x": _rand(rng, 2, 6, 8), "skip": _rand(rng, 2, 6, 8)}
-    _gpu(_model([_node("BiasAdd", ["x", "bias", "skip"], ["y"])], feeds, ["y"], {"bias": _rand(rng, 8)}), feeds)
-    feeds = {"x": _rand(rng, 2, 6, 16)}
-    _gpu(_model([_node("BiasSplitGelu", ["x", "bias"], ["y"])], feeds, ["y"], {"bias": _rand(rng, 16)}), feeds)
+    feeds = {"x": rand(rng, 2, 6, 8), "skip": rand(rng, 2, 6, 8)}
+    _gpu(make_model([ms_node("BiasAdd", ["x", "bias", "skip"], ["y"])], feeds, ["y"], {"bias": rand(rng, 8)}), feeds)
+    feeds = {"x": rand(rng, 2, 6, 16)}
+    _gpu(make_model([ms_node("BiasSplitGelu", ["x", "bias"], ["y"])], feeds, ["y"], {"bias": rand(rng, 16)}), feeds)
 
 
 @gpu_check.requires_gpu
 @pytest.mark.parametrize("outputs", [["y"], ["y", "mean", "inv_std", "sum"]])
 def test_gpu_skip_layer_normalizations(outputs: list[str]) -> None:
-    rng = np.random.default_rng(62)
-    feeds = {"x": _rand(rng, 2, 5, 32, scale=2.0), "skip": _rand(rng, 2, 5, 32)}
-    consts = {"gamma": _rand(rng, 32), "beta": _rand(rng, 32), "bias": _rand(rng, 32)}
-    node = _node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], outputs, epsilon=1e-5)
-    _gpu(_model([node], feeds, outputs, consts), feeds)
+    feeds, consts = skip_layer_norm_inputs(np.random.default_rng(62))
+    node = ms_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], outputs, epsilon=1e-5)
+    _gpu(make_model([node], feeds, outputs, consts), feeds)
     simple_outputs = [outputs[0], "", "", "sum"] if len(outputs) > 1 else outputs
-    node = _node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], simple_outputs, epsilon=1e-5)
-    _gpu(_model([node], feeds, [o for o in simple_outputs if o], consts), feeds)
+    node = ms_node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], simple_outputs, epsilon=1e-5)
+    _gpu(make_model([node], feeds, [o for o in simple_outputs if o], consts), feeds)
     node = h.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["y"], epsilon=1e-5)
-    _gpu(_model([node], {"x": feeds["x"]}, ["y"], {"gamma": consts["gamma"]}), {"x": feeds["x"]})
+    _gpu(make_model([node], {"x": feeds["x"]}, ["y"], {"gamma": consts["gamma"]}), {"x": feeds["x"]})
     node = h.make_node("LayerNormalization", ["x", "gamma", "beta"], ["y"], epsilon=1e-5)
-    _gpu(_model([node], {"x": feeds["x"]}, ["y"], consts, opset=13), {"x": feeds["x"]})
+    _gpu(make_model([node], {"x": feeds["x"]}, ["y"], consts, opset=13), {"x": feeds["x"]})
 
 
 @gpu_check.requires_gpu
@@ -915,75 +641,43 @@ def test_gpu_skip_layer_normalizations(outputs: list[str]) -> None:
                                                         (None, None, True)])
 def test_gpu_fused_conv_and_nhwc_conv(activation: str | None, params: list | None, residual: bool) -> None:
     rng = np.random.default_rng(63)
-    feeds = {"x": _rand(rng, 1, 4, 7, 7)}
-    if residual:
-        feeds["z"] = _rand(rng, 1, 6, 7, 7)
-    consts = {"w": _rand(rng, 6, 2, 3, 3), "b": _rand(rng, 6)}
-    attrs: dict = {"group": 2, "pads": [1, 1, 1, 1]}
-    if activation:
-        attrs["activation"] = activation
-    if params:
-        attrs["activation_params"] = params
-    _gpu(_model([_node("FusedConv", ["x", "w", "b", "z" if residual else ""], ["y"], **attrs)], feeds, ["y"],
-                consts), feeds)
-    feeds = {"x": _rand(rng, 2, 6, 5, 4)}
-    node = _node("NhwcConv", ["x", "w", "b"], ["y"], strides=[1, 2], pads=[1, 0, 1, 0])
-    _gpu(_model([node], feeds, ["y"], {"w": _rand(rng, 8, 4, 3, 3), "b": _rand(rng, 8)}), feeds)
+    _gpu(*fused_conv_case(rng, activation, params, residual))
+    feeds = {"x": rand(rng, 2, 6, 5, 4)}
+    node = ms_node("NhwcConv", ["x", "w", "b"], ["y"], strides=[1, 2], pads=[1, 0, 1, 0])
+    _gpu(make_model([node], feeds, ["y"], {"w": rand(rng, 8, 4, 3, 3), "b": rand(rng, 8)}), feeds)
 
 
 @gpu_check.requires_gpu
 def test_gpu_fused_gemm_and_fused_matmul() -> None:
     rng = np.random.default_rng(64)
-    feeds = {"a": _rand(rng, 6, 5)}
+    feeds = {"a": rand(rng, 6, 5)}
     for activation, attrs in (("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.3}), ("Sigmoid", {})):
-        node = _node("FusedGemm", ["a", "b", "c"], ["y"], transB=1, alpha=0.7, beta=1.3, activation=activation,
-                     **attrs)
-        _gpu(_model([node], feeds, ["y"], {"b": _rand(rng, 4, 5), "c": _rand(rng, 4)}), feeds)
+        node = ms_node("FusedGemm", ["a", "b", "c"], ["y"], transB=1, alpha=0.7, beta=1.3, activation=activation,
+                       **attrs)
+        _gpu(make_model([node], feeds, ["y"], {"b": rand(rng, 4, 5), "c": rand(rng, 4)}), feeds)
     for shapes, attrs in ((((2, 4, 3), (2, 4, 5)), {"transA": 1, "alpha": 0.5}),
                           (((3, 2, 4), (4, 2, 5)), {"transBatchA": 1, "transBatchB": 1}),
                           (((4, 2, 3), (2, 5, 4)), {"transBatchA": 1, "transA": 1, "transB": 1})):
-        feeds = {"a": _rand(rng, *shapes[0]), "b": _rand(rng, *shapes[1])}
-        _gpu(_model([_node("FusedMatMul", ["a", "b"], ["y"], **attrs)], feeds, ["y"]), feeds)
+        feeds = {"a": rand(rng, *shapes[0]), "b": rand(rng, *shapes[1])}
+        _gpu(make_model([ms_node("FusedMatMul", ["a", "b"], ["y"], **attrs)], feeds, ["y"]), feeds)
     # a constant B, transposed on the host
-    feeds = {"a": _rand(rng, 3, 6, 4)}
-    node = _node("FusedMatMul", ["a", "b"], ["y"], transB=1, alpha=2.0)
-    _gpu(_model([node], feeds, ["y"], {"b": _rand(rng, 5, 4)}), feeds)
+    feeds = {"a": rand(rng, 3, 6, 4)}
+    node = ms_node("FusedMatMul", ["a", "b"], ["y"], transB=1, alpha=2.0)
+    _gpu(make_model([node], feeds, ["y"], {"b": rand(rng, 5, 4)}), feeds)
 
 
 @gpu_check.requires_gpu
 @pytest.mark.parametrize("interleaved", [0, 1])
 @pytest.mark.parametrize("form", ["start", "ids", "4d", "partial"])
 def test_gpu_rotary_embedding(interleaved: int, form: str) -> None:
-    rng = np.random.default_rng(65)
-    batch, seq, heads, head = 2, 5, 3, 8
-    rot = 4 if form == "partial" else head
-    angles = np.arange(20)[:, None] * (1.0 / 10000 ** (np.arange(rot // 2) / (rot // 2)))[None, :]
-    consts = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
-    attrs: dict = {"interleaved": interleaved}
-    feeds = {"x": _rand(rng, batch, heads, seq, head) if form == "4d" else _rand(rng, batch, seq, heads * head)}
-    if form == "partial":
-        attrs.update(num_heads=heads, rotary_embedding_dim=rot)
-    if form == "ids":
-        feeds["pos"] = rng.integers(0, 20, (batch, seq)).astype(np.int64)
-    else:
-        consts["pos"] = np.array([3], dtype=np.int64)
-    _gpu(_model([_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)], feeds, ["y"], consts), feeds)
+    _gpu(*rotary_embedding_case(np.random.default_rng(65), interleaved, form))
 
 
 @gpu_check.requires_gpu
 @pytest.mark.parametrize("mask", ["none", "lengths", "2d"])
 @pytest.mark.parametrize("unidirectional", [0, 1])
 def test_gpu_attention(mask: str, unidirectional: int) -> None:
-    rng = np.random.default_rng(66)
-    batch, seq, hidden, heads = 2, 5, 16, 4
-    feeds = {"x": _rand(rng, batch, seq, hidden)}
-    m = _mask_feed(mask, batch, seq, seq)
-    if m is not None:
-        feeds["mask"] = m
-    consts = {"w": _rand(rng, hidden, 3 * hidden, scale=0.5), "b": _rand(rng, 3 * hidden)}
-    node = _node("Attention", ["x", "w", "b", "mask" if m is not None else ""], ["y"], num_heads=heads,
-                 unidirectional=unidirectional)
-    _gpu(_model([node], feeds, ["y"], consts), feeds)
+    _gpu(*attention_case(np.random.default_rng(66), mask, unidirectional))
 
 
 @gpu_check.requires_gpu
@@ -993,25 +687,24 @@ def test_gpu_multi_head_attention(form: str) -> None:
     batch, seq, heads, head = 2, 4, 2, 8
     kv_len = 6 if form == "cross_lengths" else seq
     hidden = heads * head
-    feeds = {"q": _rand(rng, batch, seq, hidden), "k": _rand(rng, batch, kv_len, hidden),
-             "v": _rand(rng, batch, kv_len, hidden)}
+    feeds = {"q": rand(rng, batch, seq, hidden), "k": rand(rng, batch, kv_len, hidden),
+             "v": rand(rng, batch, kv_len, hidden)}
     names = ["q", "k", "v"]
     consts = {}
     if form == "bias_mask":
-        consts["bias"] = _rand(rng, 3 * hidden)
-        feeds["mask"] = _mask_feed("2d", batch, kv_len, seq)
-        feeds["ab"] = _rand(rng, 1, heads, seq, kv_len)
+        feeds.update(mha_bias_mask_inputs(rng, batch, heads, seq, kv_len, head))
+        consts["bias"] = feeds.pop("bias")
         names += ["bias", "mask", "ab"]
     if form == "cross_lengths":
-        feeds["mask"] = _mask_feed("lengths", batch, kv_len, seq)
+        feeds["mask"] = mask_feed("lengths", batch, kv_len, seq)
         names += ["", "mask"]
-    _gpu(_model([_node("MultiHeadAttention", names, ["y"], num_heads=heads)], feeds, ["y"], consts), feeds)
+    _gpu(make_model([ms_node("MultiHeadAttention", names, ["y"], num_heads=heads)], feeds, ["y"], consts), feeds)
 
 
 @gpu_check.requires_gpu
 def test_gpu_optimized_bert(bert_optimized: str) -> None:
     """The optimizer's BERT runs wholly on each GPU backend (no fallback layer) and agrees with the cpu one."""
-    gpu_check.compare(onnx.load(bert_optimized), _bert_feeds(), rtol=1e-4, atol=1e-4)
+    gpu_check.compare(onnx.load(bert_optimized), bert_feeds(), rtol=1e-4, atol=1e-4)
 
 
 @gpu_check.requires_gpu
@@ -1023,25 +716,17 @@ def test_gpu_embed_layer_normalization(segments: bool, mask: bool) -> None:
         feeds["seg"] = rng.integers(0, 2, (2, 6)).astype(np.int32)
     if mask:
         feeds["mask"] = np.array([[1] * 6, [1] * 4 + [0] * 2], dtype=np.int32)
-    consts = {"word": _rand(rng, 30, 16), "position": _rand(rng, 16, 16), "segment": _rand(rng, 2, 16),
-              "gamma": _rand(rng, 16), "beta": _rand(rng, 16)}
+    consts = {"word": rand(rng, 30, 16), "position": rand(rng, 16, 16), "segment": rand(rng, 2, 16),
+              "gamma": rand(rng, 16), "beta": rand(rng, 16)}
     names = ["ids", "seg" if segments else "", "word", "position", "segment" if segments else "", "gamma", "beta",
              "mask" if mask else ""]
     outs = ["y", "mask_index", "sum"]
-    _gpu(_model([_node("EmbedLayerNormalization", names, outs, epsilon=1e-5)], feeds, outs, consts), feeds)
+    _gpu(make_model([ms_node("EmbedLayerNormalization", names, outs, epsilon=1e-5)], feeds, outs, consts), feeds)
 
 
 def test_qlinear_conv_channels_last() -> None:
     """ORT's NHWC QLinearConv (com.microsoft, channels_last=1), as its NHWC transformer writes it."""
-    rng = np.random.default_rng(41)
-    feeds = {"x": _codes(rng, np.uint8, 1, 6, 6, 4)}
-    consts = {"xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8), "w": _codes(rng, np.int8, 5, 4, 3, 3),
-              "ws": (rng.random(5) * 0.01 + 0.005).astype(np.float32), "wz": np.zeros(5, np.int8),
-              "ys": np.array(0.05, np.float32), "yz": np.array(128, np.uint8),
-              "b": rng.integers(-300, 300, 5).astype(np.int32)}
-    node = _node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], channels_last=1,
-                 pads=[1, 1, 1, 1], strides=[2, 1])
-    _check(_model([node], feeds, ["y"], consts), feeds, quanta=QUANTUM, optimize=False)
+    _check(*qlinear_conv_case(np.random.default_rng(41), 1), quanta=QUANTUM, optimize=False)
 
 
 @pytest.mark.parametrize("extra", ["smooth_softmax", "head_sink"])
@@ -1055,6 +740,6 @@ def test_group_query_attention_extra_logit(extra: str) -> None:
     if extra == "smooth_softmax":
         attrs["smooth_softmax"] = 1
     else:
-        consts["sink"] = _rand(rng, heads)
+        consts["sink"] = rand(rng, heads)
         names += ["", "", "", "", "sink"]
-    _check(_model([_node("GroupQueryAttention", names, ["y"], **attrs)], feeds, ["y"], consts), feeds)
+    _check(make_model([ms_node("GroupQueryAttention", names, ["y"], **attrs)], feeds, ["y"], consts), feeds)
