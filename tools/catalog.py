@@ -163,7 +163,9 @@ def reference_case(name: str, threads: int = 2) -> tuple[onnx.ModelProto, dict[s
     names = [o.name for o in session.get_outputs()]
     reference = dict(zip(names, session.run(names, feeds), strict=True))
     for out, logits in sigmoids.items():
-        reference[out] = zoo.exact_activation("Sigmoid", reference[logits], {}, 0)
+        # Rounded to the logits' type (a float16 model's), then to the output's (a Cast to float32 after it).
+        exact = zoo.exact_activation("Sigmoid", reference[logits], {}, 0).astype(reference[logits].dtype)
+        reference[out] = exact.astype(reference[out].dtype)
     reference = {k: v for k, v in reference.items() if k in outputs}
     return proto, feeds, reference, list(sigmoids)
 

@@ -105,7 +105,8 @@ class CatalogModel:
 
     registry: str                # "pypi" or "npm"
     package: str                 # exact requirement: "name==version" (pypi) or "name@version" (npm)
-    member: str                  # path of the .onnx (or .onnx.gz) inside the wheel or the npm tarball
+    member: str                  # path of the .onnx (or .onnx.gz) inside the wheel or the npm tarball, or
+                                 # "index.json#key" for a file shipped in chunks (_member_bytes)
     kind: str                    # what it is, for the docs
     inputs: dict[str, Recipe]    # graph input -> feed recipe
     tags: tuple[str, ...] = ()   # variety: quantized, rnn, transformer, audio, detection, segmentation, ...
@@ -221,6 +222,10 @@ CATALOG: dict[str, CatalogModel] = {
     "ddddocr_det": CatalogModel("pypi", "ddddocr==1.6.1", "ddddocr/common_det.onnx",
                                 "ddddocr click-captcha detector (YOLOX-style, decoded boxes x 3549)",
                                 {"images": ("image", (1, 3, 416, 416))}, ("detection",), slow=True),
+    "isnet_fp16": CatalogModel("npm", "@imgly/background-removal-data@1.4.5", "dist/resources.json#/models/medium",
+                               "ISNet background removal, float16 throughout (every weight float16, Casts at the "
+                               "float32 edges; shipped in 22 chunks the package's resources.json lists)",
+                               {"input": ("image", (1, 3, 1024, 1024))}, ("float16", "segmentation"), slow=True),
     "mk8dx_players": CatalogModel("pypi", "mk8dx-table-reader==0.6.4", "models/detectPlayers.onnx",
                                   "Mario Kart 8 results-table detector: Ultralytics YOLO11n exported with nms=True "
                                   "(NonMaxSuppression, NonZero, GatherND in the graph; 300 padded boxes)",
@@ -311,6 +316,18 @@ def _read_member(archive: Path, member: str) -> bytes:
     raise SystemExit(f"fetch_models: {member} not found in {archive.name}")
 
 
+def _member_bytes(archive: Path, member: str) -> bytes:
+    """The bytes of ``member``: one file, or ``index.json#key``, a file shipped in chunks (as
+    @imgly/background-removal-data ships its models): the chunks that ``index.json``'s entry ``key`` lists
+    (``{"chunks": [{"hash": ...}, ...]}``, files named by their hash beside it), joined in order."""
+    if "#" not in member:
+        return _read_member(archive, member)
+    index, key = member.split("#", 1)
+    folder = index.rsplit("/", 1)[0] + "/" if "/" in index else ""
+    chunks = json.loads(_read_member(archive, index))[key]["chunks"]
+    return b"".join(_read_member(archive, folder + chunk["hash"]) for chunk in chunks)
+
+
 def fetch_catalog(cache: Path = DEFAULT_CACHE, names: list[str] | None = None) -> dict[str, dict]:
     """Make sure the catalog models ``names`` (all by default) are in ``cache``/catalog; returns their manifest."""
     folder = catalog_dir(cache)
@@ -327,7 +344,7 @@ def fetch_catalog(cache: Path = DEFAULT_CACHE, names: list[str] | None = None) -
         with tempfile.TemporaryDirectory() as tmp:
             archive = _download(CATALOG[missing[0]], Path(tmp))
             for name in missing:
-                data = _read_member(archive, CATALOG[name].member)
+                data = _member_bytes(archive, CATALOG[name].member)
                 if CATALOG[name].member.endswith(".gz"):
                     data = gzip.decompress(data)
                 partial = folder / f"{name}.onnx.part"  # renamed when whole: an interrupted fetch leaves no model

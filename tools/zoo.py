@@ -78,10 +78,19 @@ def shipped_expected(name: str) -> np.ndarray | None:
 
 
 def final_activation_logits(proto: onnx.ModelProto) -> dict[str, tuple[str, str, dict]]:
-    """Graph outputs produced by a Sigmoid or Softmax node -> (op, its input (the logits), its attributes)."""
+    """Graph outputs produced by a Sigmoid or Softmax node -> (op, its input (the logits), its attributes); also
+    those a Cast makes of one (a float16 model's float32 output: ``exact_activation`` of the logits, rounded to
+    the logits' type, is then that output's exact value too)."""
     outputs = {o.name for o in proto.graph.output}
-    return {n.output[0]: (n.op_type, n.input[0], {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute})
-            for n in proto.graph.node if n.op_type in ("Sigmoid", "Softmax") and n.output[0] in outputs}
+    casts = {n.input[0]: n.output[0] for n in proto.graph.node if n.op_type == "Cast" and n.output[0] in outputs}
+    found = {}
+    for n in proto.graph.node:
+        if n.op_type in ("Sigmoid", "Softmax"):
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            for out in (n.output[0], casts.get(n.output[0])):
+                if out in outputs:
+                    found[out] = (n.op_type, n.input[0], attrs)
+    return found
 
 
 def exact_activation(op: str, logits: np.ndarray, attrs: dict, opset: int) -> np.ndarray:

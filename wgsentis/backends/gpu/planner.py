@@ -1,18 +1,18 @@
 """The memory planner: lays a plan's intermediates out in arenas by lifetime and size, and keeps plans per input
 signature in a bounded LRU.
 
-A recording gives every intermediate (inputs, layer outputs, a layer's own scratch buffers) as an Allocation
-with its size and the first and last layer that use it. Two tensors may share bytes when their lifetimes do
-not overlap. Offsets are assigned greedily, largest tensor first, each at the lowest offset where it overlaps
-no tensor already placed whose lifetime meets its own (the "greedy by size" strategy of TFLite's arena
-planner, which ONNX Runtime's memory patterns resemble). An arena is one device buffer, and WebGPU adds a
-rule of its own: within one dispatch a buffer is either read-only or writable, and a copy's source and
-destination are different buffers. Tensors one step reads and writes therefore *conflict*: they go to
-different arenas (a chain of layers alternates between two). Of the arenas a tensor may go to, it takes the
-one that grows least, and opens a new one only when each would grow by its whole size (or none has room within
-the device's buffer size). On the reference models the arenas come to 1.0-1.2x their largest set of live tensors.
-``live_peak`` is the bound the result is measured against: the largest sum of live tensors plus the layer's
-own scratch at any step.
+A recording gives every intermediate (inputs, layer outputs, a layer's own scratch buffers) as an Allocation with
+its size and the first and last tick that use it (the recording's clock ticks once per placed layer, the layers of a
+subgraph included: a Loop's iterations each take their body's ticks). Two tensors may share bytes when their
+lifetimes do not overlap. Offsets are assigned greedily, largest tensor first, each at the lowest offset where it
+overlaps no tensor already placed whose lifetime meets its own (the "greedy by size" strategy of TFLite's arena
+planner, which ONNX Runtime's memory patterns resemble). An arena is one device buffer, and WebGPU adds a rule of
+its own: within one dispatch a buffer is either read-only or writable, and a copy's source and destination are
+different buffers. Tensors one step reads and writes therefore *conflict*: they go to different arenas (a chain of
+layers alternates between two). Of the arenas a tensor may go to, it takes the one that grows least, and opens a new
+one only when each would grow by its whole size (or none has room within the device's buffer size). On the reference
+models the arenas come to 1.0-1.2x their largest set of live tensors. ``live_peak`` is the bound the result is
+measured against: the largest sum of live tensors plus the layer's own scratch at any step.
 """
 
 from __future__ import annotations

@@ -49,8 +49,9 @@ class Allocation:
     """Device memory holding one tensor's data: ``reserved`` bytes at ``offset`` in ``buffer``. While a plan is
     recorded it is a buffer of the recording's pool; the planner then moves it into the plan's arena (a new
     buffer and offset). ``refs`` counts the live tensor names (a tensor and its views) that still need it;
-    ``born``/``dies`` are the first and last layer indices that use it (-1: before the first layer), the
-    lifetime the planner packs arenas by."""
+    ``born``/``dies`` are the first and last ticks of the recording's clock that use it (one tick per placed
+    layer, a subgraph's layers included; -1: before the first layer), the lifetime the planner packs arenas
+    by."""
 
     __slots__ = ("born", "buffer", "dies", "nbytes", "offset", "persistent", "refs", "reserved")
 
