@@ -25,11 +25,16 @@ def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17, domains
     return model
 
 
-def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """ONNX Runtime's outputs of ``model`` on ``feeds`` (CPU provider): the tests' reference."""
+def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimize: bool = True) -> list[np.ndarray]:
+    """ONNX Runtime's outputs of ``model`` on ``feeds`` (CPU provider): the tests' reference. ``optimize=False``:
+    its graph optimizations off, so that each node runs its own kernel (with them, its NCHWc transform gives
+    pools of 16 channels or more its blocked-layout kernels, which sum in another order)."""
     import onnxruntime as ort  # here: test_memory_budget's capped children import this module
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return session.run(None, feeds)
 
 

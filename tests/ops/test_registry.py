@@ -56,8 +56,10 @@ def test_gpu_aliases_are_gone():
 
 def test_every_gpu_builder_lives_in_its_familys_gpu_module():
     """The builder of an op is registered by ``<family>_gpu.py`` where ``<family>.py`` holds its numpy kernel
-    (the activations' kernels are the elementwise family's)."""
-    family = {"activations": "elementwise", "numeric": "elementwise"}
+    (the activations' kernels are the elementwise family's; ml_transforms.py is the ml family, contrib_attention.py
+    the contrib family)."""
+    family = {"activations": "elementwise", "numeric": "elementwise", "ml_transforms": "ml",
+              "contrib_attention": "contrib"}
     cpu_ops = registry.supported_ops("cpu")
     wrong = []
     for (domain, op), versions in registry.supported_ops("gpu-compute").items():

@@ -48,6 +48,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     rnn_gpu,
     rnn_pixel,
     signal,
+    sort,
     sort_gpu,
     tensor,
     tensor_gpu,

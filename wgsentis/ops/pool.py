@@ -11,8 +11,9 @@ and MaxPool's Indices take the general strided-slice loop.
 Averages divide by a count that is separable per spatial dim (pads and the ceil-mode overhang are boxes),
 computed once as an outer product, in the pool's last pass. ONNX leaves an average's summation order open;
 AveragePool follows ONNX Runtime's (MLAS, ``average_order``): column sums first where its vector kernel runs
-(2-D and 3-D, a last stride of at most 2, windows of at most 32), a row-major running sum elsewhere; then a
-division, so that quantized models that re-round every pooled value stay with ONNX Runtime.
+(2-D and 3-D, a last stride of at most 2, windows of at most 32), GlobalAveragePool's order for a window over the
+whole input, a row-major running sum elsewhere; then a division, so that quantized models that re-round every
+pooled value stay with ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -289,15 +290,16 @@ def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: 
 
 
 def average_order(in_spatial, kernel, strides, dilations, begins, ends) -> str:
-    """The order in which ONNX Runtime's CPU AveragePool (MLAS ``MlasPool``) sums a window: "columns" where its
-    vector kernel runs (2-D and 3-D, the last stride at most 2, every window dim at most 32, the padded width
-    within its 2045-float reduction buffer: each column's sum down the rows, then the columns'), else "generic"
-    (one running sum in row-major order): its other kernels, a window over the whole unpadded input included
-    (measured: ORT 1.32 sums it in row-major order, not in GlobalAveragePool's), and dilated windows."""
+    """The order in which ONNX Runtime's CPU AveragePool kernel (MLAS ``MlasPool``) sums a window: "global" for
+    one window over the whole unpadded input (its global kernel: ``lane_sums``, as GlobalAveragePool), "columns"
+    where its vector kernel runs (2-D and 3-D, the last stride at most 2, every window dim at most 32, the padded
+    width within its 2045-float reduction buffer: each column's sum down the rows, then the columns'), else
+    "generic" (one running sum in row-major order; dilated windows, which MLAS does not take, too). (With its
+    graph optimizations on, ORT's NCHWc transform gives pools of 16 channels or more other kernels.)"""
     if any(d != 1 for d in dilations):
         return "generic"
     if list(kernel) == list(in_spatial) and all(s == 1 for s in strides) and not any(begins) and not any(ends):
-        return "generic"
+        return "global"
     if (len(kernel) >= 2 and strides[-1] <= 2 and all(k <= 32 for k in kernel)
             and begins[-1] + ends[-1] + in_spatial[-1] <= 2045):
         return "columns"
@@ -313,11 +315,13 @@ def average_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
                                                               auto_pad, ceil_mode)
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
     order = average_order(x.shape[2:], kernel, strides, dilations, begins, ends)
+    if order == "global" and x.dtype == np.float32 and x.size:
+        return global_average_pool(ctx, X)
     counts = _window_counts(x.shape[2:], kernel, strides, dilations, begins, ends, outs,
                             bool(count_include_pad))
     divisor = np.maximum(counts, 1).astype(x.dtype)
     y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=kernel_threads(ctx), divisor=divisor,
-                  order=order)
+                  order="generic" if order == "global" else order)
     return y.astype(X.dtype, copy=False)
 
 

@@ -98,6 +98,9 @@ def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include
     geo = window_geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if geo is None:
         return NotImplemented
+    kernel, strides, dilations, begins, ends, _outs = geo
+    if average_order(x.shape[2:], kernel, strides, dilations, begins, ends) == "global":
+        return global_average_pool(rec, layer, X)  # ONNX Runtime sums such a window as GlobalAveragePool
     return _window_pool(rec, x, geo, AVERAGE, include_pad=bool(count_include_pad))
 
 

@@ -1,5 +1,5 @@
 """TopK on both GPU backends, by rank: each element counts the elements of its row ahead of it in the CPU
-kernel's order (``tensor._top_k``: larger first, or smaller first for ``largest=0``; NaN ahead of every number
+kernel's order (``sort._top_k``: larger first, or smaller first for ``largest=0``; NaN ahead of every number
 for the largest and behind for the smallest, as numpy's sort puts it; equal values by index), so the output is
 bit-identical to the CPU's, values and indices. gpu-compute writes each element whose rank is below k to that
 position of its row (ranks in a row are a permutation: no two write one place); gpu-pixel draws the ranks,
