@@ -12,8 +12,11 @@ import numpy as np
 
 
 def is_narrow(dtype: np.dtype) -> bool:
-    """True for ml_dtypes types (bfloat16, float8, int4, ...) that numpy's ufuncs handle poorly."""
-    return dtype.kind == "V"
+    """True for the types the kernels compute in float32 and round back: ml_dtypes types (bfloat16, float8, int4,
+    ...) that numpy's ufuncs handle poorly, and float16, whose numpy ufuncs round after every internal step (exp
+    overflows past 11, so a float16 Sigmoid gave 0 at -12) where ONNX Runtime, and the GPU backends, compute in
+    float32 and round once, at the output."""
+    return dtype.kind == "V" or dtype == np.float16
 
 
 def float_kernel(fn: Callable[..., Any]) -> Callable[..., Any]:
