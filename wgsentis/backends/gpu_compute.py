@@ -299,6 +299,7 @@ class ComputeProgram(GPUProgram):
     """A graph compiled for the gpu-compute backend."""
 
     backend = BACKEND
+    tiles_past_binding = True
 
     def make_recorder(self) -> Recorder:
         return Recorder(self)

@@ -35,6 +35,7 @@ from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
 from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read, run_step
+from wgsentis.backends.gpu.outer_tiles import tiled_build
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
 from wgsentis.backends.gpu.report import RunReport, program_stats
@@ -99,6 +100,10 @@ class GPUProgram(HostSync):
     ``last_run``, ``plan_summary``, ``run_layer_by_layer``."""
 
     backend = ""  # the registry's backend name of this program's builders
+
+    # Whether a layer past the storage binding limit is built again in tiles (outer_tiles.tiled_build):
+    # gpu-compute binds windows of buffers; gpu-pixel's tensors are textures.
+    tiles_past_binding = False
 
     def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
                  precision: str = "float32", ctx: GPUContext | None = None, max_plans: int = DEFAULT_MAX_PLANS,
@@ -540,6 +545,25 @@ class GPUProgram(HostSync):
         self.last_plan = plan
         return (plan if cacheable else None), readback
 
+    def _tiled(self, rec: Any, layer: Layer, build: Any, args: list[Any], start: int,
+               exc: TooLargeForDevice) -> tuple[Any, str]:
+        """A layer whose builder went past a device limit, built again in tiles along its leading axes where the
+        backend binds windows of storage buffers (``tiles_past_binding``: outer_tiles.tiled_build); the outputs
+        (NotImplemented where it does not apply) and the reason it falls back otherwise."""
+        reason = f"past a device limit: {exc}"
+        if not self.tiles_past_binding:
+            return NotImplemented, reason
+        del rec.steps[start:]  # what the whole-tensor build recorded before it gave up
+        for alloc in rec.layer_allocs:
+            if alloc.refs == 0 and not alloc.persistent:
+                self.free_allocation(alloc)
+        rec.layer_allocs = []
+        try:
+            outputs = tiled_build(rec, layer, build, args)
+        except TooLargeForDevice as again:
+            return NotImplemented, f"past a device limit: {again}"
+        return outputs, reason
+
     def _rebind_textures(self, plan: Plan) -> None:
         """Remake the bind groups (and native copy calls) of ``plan``'s steps that use textures."""
         for step in plan.steps:
@@ -569,7 +593,7 @@ class GPUProgram(HostSync):
             if outputs is NotImplemented:
                 reason = "its program declined these inputs (dtype, rank or attributes)"
         except TooLargeForDevice as exc:
-            outputs, reason = NotImplemented, f"past a device limit: {exc}"
+            outputs, reason = self._tiled(rec, layer, gpu.build, args, start, exc)
         except NeedsDeviceValues as exc:
             # Tracing cannot read the device: this run is recorded as it runs instead (the read is a sync).
             outputs, reason = NotImplemented, str(exc)

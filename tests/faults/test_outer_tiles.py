@@ -1,0 +1,116 @@
+"""Layers past the storage binding limit that tile along their leading axes (backends/gpu/outer_tiles.py):
+Softmax, LayerNormalization, the reductions and arg-reductions, Transpose, Slice, Resize, the pools,
+BatchNormalization and InstanceNormalization (per-channel parameters sliced with their channels), Gather, Split,
+TopK and CumSum run on gpu-compute tile by tile instead of falling back, and match the CPU kernels, recorded and
+replayed. The device binds at most 1 MiB per storage buffer (a second device on the same adapter), so that tensors
+of a few MB need tiles; the cases' tensors are 1.2-2.6 MB."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import F, make_model, requires_gpu
+from onnx import TensorProto, helper
+
+import wgsentis as ws
+from wgsentis.backends.gpu.device import GPUContext
+from wgsentis.backends.gpu.steps import Copy
+from wgsentis.backends.gpu_compute import ComputeProgram
+
+pytestmark = requires_gpu
+
+MiB = 1 << 20
+RNG = np.random.default_rng(12)
+
+
+def _r(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def small_binding() -> GPUContext:
+    return GPUContext(limits={"max-storage-buffer-binding-size": MiB, "max-buffer-size": 16 * MiB})
+
+
+def _case(op: str, x: np.ndarray, inits: dict | None = None, outputs: int = 1, extra_inputs: tuple = (), **attrs):
+    node = helper.make_node(op, ["x", *extra_inputs], [f"y{k}" for k in range(outputs)], name="node", **attrs)
+    model = make_model([node], [("x", F, list(x.shape))],
+                       [(f"y{k}", TensorProto.UNDEFINED, None) for k in range(outputs)], inits or {})
+    return model, {"x": x}
+
+
+CASES = {
+    "softmax-rows": _case("Softmax", _r(1000, 400), axis=-1),
+    "softmax-3d-axis1": _case("Softmax", _r(6, 300, 200), axis=1),
+    "log-softmax-heads": _case("LogSoftmax", _r(2, 4, 100, 400), axis=-1),
+    "layer-norm": _case("LayerNormalization", _r(1000, 400), {"g": _r(400), "b": _r(400)}, extra_inputs=("g", "b"),
+                        axis=-1),
+    "reduce-mean-inner": _case("ReduceMean", _r(1000, 400), axes=[1], keepdims=0),
+    "reduce-max-two-axes": _case("ReduceMax", _r(5, 300, 300), axes=[1, 2]),
+    "reduce-sum-axes-input": _case("ReduceSum", _r(5, 300, 300), {"ax": np.array([2], np.int64)},
+                                   extra_inputs=("ax",)),
+    "argmax": _case("ArgMax", _r(1000, 400), axis=1, keepdims=1),
+    "transpose-inner": _case("Transpose", _r(4, 300, 300), perm=[0, 2, 1]),
+    "slice-inner": _case("Slice", _r(4, 300, 300), {"s": np.array([1, 3], np.int64),
+                                                     "e": np.array([250, 290], np.int64),
+                                                     "a": np.array([1, 2], np.int64)}, extra_inputs=("s", "e", "a")),
+    "resize-upsample": _case("Resize", _r(1, 4, 200, 200), {"sc": np.array([1, 1, 2, 2], np.float32)},
+                             extra_inputs=("", "sc"), mode="linear"),
+    "maxpool-channels": _case("MaxPool", _r(1, 16, 130, 140), kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    "averagepool-images": _case("AveragePool", _r(3, 8, 100, 140), kernel_shape=[2, 2], strides=[2, 2]),
+    "batchnorm-channels": _case("BatchNormalization", _r(1, 16, 130, 140),
+                                {"g": _r(16), "b": _r(16), "m": _r(16), "v": np.abs(_r(16)) + 1},
+                                extra_inputs=("g", "b", "m", "v")),
+    "instancenorm-channels": _case("InstanceNormalization", _r(1, 16, 130, 140), {"g": _r(16), "b": _r(16)},
+                                   extra_inputs=("g", "b")),
+    "gather-inner-axis": _case("Gather", _r(3000, 100), {"i": RNG.integers(0, 100, 70).astype(np.int64)},
+                               extra_inputs=("i",), axis=1),
+    "split-inner": _case("Split", _r(1000, 400), outputs=2, axis=1),
+    "topk-rows": _case("TopK", _r(1000, 400), {"k": np.array([5], np.int64)}, outputs=2, extra_inputs=("k",),
+                       axis=-1),
+    "cumsum-rows": _case("CumSum", _r(1000, 400), {"ax": np.array(1, np.int64)}, extra_inputs=("ax",)),
+}
+
+
+def _run(ctx: GPUContext, model, feeds):
+    program = ComputeProgram(ws.load_model(model).graph, ctx=ctx)
+    try:
+        first = program.run(feeds).wait()
+        again = program.run(feeds).wait()  # replayed on the planner's arenas
+        copies = sum(1 for s in program.last_plan.steps if type(s) is Copy)
+        return first, again, program.stats()["fallback_layers"], copies
+    finally:
+        program.close()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_op_past_the_binding_limit_runs_in_tiles(small_binding, case):
+    model, feeds = CASES[case]
+    first, again, fallback, copies = _run(small_binding, model, feeds)
+    assert fallback == [], fallback
+    assert copies > 0  # tiles staged in and out
+    with ws.Worker(ws.load_model(model), "cpu") as worker:
+        want = worker.run(feeds)
+    for name, value in want.items():
+        np.testing.assert_array_equal(again[name], first[name], err_msg=f"{name}: the replay differs")
+        if value.dtype.kind in "iub":
+            np.testing.assert_array_equal(first[name], value, err_msg=name)
+        else:
+            np.testing.assert_allclose(first[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("nodes, x, inits", [
+    # the gathered axis itself is the only leading one: every tile would need all of it
+    ([helper.make_node("Gather", ["x", "i"], ["y0"], axis=0)], _r(3000, 100),
+     {"i": np.arange(0, 3000, 2).astype(np.int64)}),
+    # a softmax over the first axis: nothing leads it
+    ([helper.make_node("Softmax", ["x"], ["y0"], axis=0)], _r(1000, 400), {}),
+])
+def test_an_op_with_no_independent_leading_axis_falls_back_cleanly(small_binding, nodes, x, inits):
+    model = make_model(nodes, [("x", F, list(x.shape))], [("y0", TensorProto.UNDEFINED, None)], inits)
+    first, _again, fallback, _copies = _run(small_binding, model, {"x": x})
+    assert len(fallback) == 1
+    with ws.Worker(ws.load_model(model), "cpu") as worker:
+        np.testing.assert_allclose(first["y0"], worker.run({"x": x})["y0"], rtol=1e-5, atol=1e-6)
+
+
