@@ -1,9 +1,9 @@
-"""Layers past the storage binding limit that tile along their leading axes (backends/gpu/outer_tiles.py):
-Softmax, LayerNormalization, the reductions and arg-reductions, Transpose, Slice, Resize, the pools,
-BatchNormalization and InstanceNormalization (per-channel parameters sliced with their channels), Gather, Split,
-TopK and CumSum run on gpu-compute tile by tile instead of falling back, and match the CPU kernels, recorded and
-replayed. The device binds at most 1 MiB per storage buffer (a second device on the same adapter), so that tensors
-of a few MB need tiles; the cases' tensors are 1.2-2.6 MB."""
+"""Layers past the storage binding limit that tile along their leading axes (backends/gpu/outer_tiles.py): Softmax,
+Hardmax, LayerNormalization, the reductions and arg-reductions, Transpose, Slice, Resize, the pools,
+BatchNormalization and InstanceNormalization (per-channel parameters sliced with their channels), LRN, DepthToSpace,
+Gather, Split, TopK and CumSum run on gpu-compute tile by tile instead of falling back, and match the CPU kernels,
+recorded and replayed. The device binds at most 1 MiB per storage buffer (a second device on the same adapter), so
+that tensors of a few MB need tiles; the cases' tensors are 1.2-2.6 MB."""
 
 from __future__ import annotations
 
@@ -63,6 +63,9 @@ CASES = {
                                 extra_inputs=("g", "b", "m", "v")),
     "instancenorm-channels": _case("InstanceNormalization", _r(1, 16, 130, 140), {"g": _r(16), "b": _r(16)},
                                    extra_inputs=("g", "b")),
+    "lrn-images": _case("LRN", _r(4, 16, 70, 70), size=3),
+    "depth-to-space-images": _case("DepthToSpace", _r(4, 16, 70, 70), blocksize=2),
+    "hardmax-rows": _case("Hardmax", _r(1000, 400), axis=-1),
     "gather-inner-axis": _case("Gather", _r(3000, 100), {"i": RNG.integers(0, 100, 70).astype(np.int64)},
                                extra_inputs=("i",), axis=1),
     "split-inner": _case("Split", _r(1000, 400), outputs=2, axis=1),
