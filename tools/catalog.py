@@ -61,6 +61,15 @@ ANALYSIS: dict[str, str] = {
                            "output by 1.1e-3, as much as the backends differ from it (1.2-1.5e-3, a box edge a pixel "
                            "off on a 928-pixel page). Its NonMaxSuppression runs on the host (a data-dependent "
                            "shape); its TopK and the Gathers around the NMS run on the GPU.",
+    "isnet_fp16": "Every weight and activation float16 (Casts at the float32 edges); its final Sigmoids, each "
+                  "followed by a Cast, are compared with the exact sigmoid of ONNX Runtime's logits rounded to "
+                  "float16. The logits agree to 4e-4..7e-4 and the sigmoid maps to 2-3e-3 on every backend, where ONNX "
+                  "Runtime against itself with the input nudged by 2e-7 moves them by up to 1.7e-4 and 1.6e-3: part "
+                  "is ORT's float16 Conv, less exact than float16 storage allows (on a Conv-Relu-Conv chain it is "
+                  "3.4e-4 from the exact result where rounding to float16 alone costs 2.1e-4; wgsentis, computing in "
+                  "float32 and rounding each float16 output once, is at that 2.1e-4). Before the CPU backend computed "
+                  "float16 elementwise ops in float32 (numpy's float16 ufuncs round each step, and its float16 exp "
+                  "overflows past 11: a float16 Sigmoid gave 0 at -12), the cpu column read 6.2e-2.",
     "mk8dx_players": "Ultralytics' `nms=True` export: the four NonZero and the NonMaxSuppression run on the host "
                      "(their outputs' sizes depend on the scores: README, \"Data-dependent shapes\"); everything "
                      "else, the Gathers and GatherND of the selected boxes included, on the GPU. Random pixels give "

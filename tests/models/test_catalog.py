@@ -32,6 +32,9 @@ KNOWN_FAILURES: dict[str, str] = {
 ILL_CONDITIONED: dict[str, float] = {
     "ddddocr_old": 3e-2,  # dynamic quantization: ORT vs nudged ORT 1.3e-2 (rounding ties re-quantized 22 times)
     "table_det_quantized": 5e-3,  # dynamic quantization, 140 DynamicQuantizeLinear: ORT vs nudged ORT 1.1e-3
+    # float16 throughout: ORT vs nudged ORT 1.6e-3 on its sigmoid maps, and ORT's float16 Conv is less exact than
+    # float16 storage allows (docs/models.md), ours at that floor
+    "isnet_fp16": 5e-3,
 }
 
 
