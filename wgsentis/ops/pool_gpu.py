@@ -115,7 +115,7 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
         average = _bind_division(rec, "div_f32(acc, f32(max(count, 1)))") if x.gpu_type == "f32" else "acc"
         rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
                      constants={"MODE": mode, "COLUMNS": int(columns), **_window_constants(params)},
-                     subs={**_subs(x, p), "AVERAGE": average}, loops=_window_passes(params))
+                     subs={**_subs(x, p), "AVERAGE": average, "POOL_T": x.gpu_type}, loops=_window_passes(params))
     return y
 
 

@@ -65,7 +65,7 @@ def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float 
     average = "vec4<f32>(" + ", ".join(f"{div}(opaque_zero(), acc.{c}, f32(max(count, 1)))" for c in "xyzw") + ")"
     columns = mode == AVERAGE and average_order(spatial, kernel, strides, dilations, begins, ends) == "columns"
     subs.update(NANCHK=_NANCHK[kind], POW=powers.get(mode, "v"), ROOT=roots.get(mode, "acc"),
-                AVERAGE=average if kind == "f32" else "acc")
+                AVERAGE=average if kind == "f32" else "acc", POOL_T=f"vec4<{kind}>")
     rec.draw("pixel/pool.wgsl", [x], [y], params, constants={**consts, "MODE": mode, "COLUMNS": int(columns)},
              subs=subs)
     return y

@@ -20,6 +20,12 @@ override COLUMNS: bool = false;
 
 fn is_nan(v: {{T}}) -> bool { return {{NANCHK}}; }
 
+fn pool_value(base: u32, p: vec3<i32>, in_d: vec3<i32>) -> {{T}} {
+    return X[base + u32((p.x * in_d.y + p.y) * in_d.z + p.z)];
+}
+
+#include "common/pool_columns.wgsl"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let site = pool_site(gid, nwg);
@@ -35,24 +41,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (MODE == 0u) { acc = {{LOWEST}}; }
     var count = 0;
     if (MODE == 1u && COLUMNS) {
-        for (var k2 = 0; k2 < KD2; k2++) {
-            let p2 = start.z + k2 * dil.z;
-            let in2 = p2 >= 0 && p2 < in_d.z;
-            var column = {{T}}(0);
-            for (var k0 = 0; k0 < KD0; k0++) {
-                let p0 = start.x + k0 * dil.x;
-                for (var k1 = 0; k1 < KD1; k1++) {
-                    let p1 = start.y + k1 * dil.y;
-                    if (p0 >= lo.x && p0 < hi.x && p1 >= lo.y && p1 < hi.y && p2 >= lo.z && p2 < hi.z) {
-                        count += 1;
-                    }
-                    if (in2 && p0 >= 0 && p0 < in_d.x && p1 >= 0 && p1 < in_d.y) {
-                        column += X[base + u32((p0 * in_d.y + p1) * in_d.z + p2)];
-                    }
-                }
-            }
-            acc += column;
-        }
+        acc = columns_sum(base, start, dil, in_d, lo, hi, &count);
         Y[i] = {{AVERAGE}};
         return;
     }

@@ -19,6 +19,10 @@ override COLUMNS: bool = false;
 
 fn is_nan4(v: vec4<{{T}}>) -> vec4<bool> { return {{NANCHK}}; }
 
+fn pool_value(plane: u32, p: vec3<i32>, in_d: vec3<i32>) -> vec4<{{T}}> { return pool_load(plane, p, in_d); }
+
+#include "common/pool_columns.wgsl"
+
 @fragment
 fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<{{T}}> {
     let site = pool_site(position);
@@ -32,24 +36,7 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<{{T}}> {
     if (MODE == 0u) { acc = vec4<{{T}}>({{LOWEST}}); }
     var count = 0;
     if (MODE == 1u && COLUMNS) {
-        for (var k2 = 0; k2 < KD2; k2++) {
-            let p2 = start.z + k2 * dil.z;
-            let in2 = p2 >= 0 && p2 < in_d.z;
-            var column = vec4<{{T}}>();
-            for (var k0 = 0; k0 < KD0; k0++) {
-                let p0 = start.x + k0 * dil.x;
-                for (var k1 = 0; k1 < KD1; k1++) {
-                    let p1 = start.y + k1 * dil.y;
-                    if (p0 >= lo.x && p0 < hi.x && p1 >= lo.y && p1 < hi.y && p2 >= lo.z && p2 < hi.z) {
-                        count += 1;
-                    }
-                    if (in2 && p0 >= 0 && p0 < in_d.x && p1 >= 0 && p1 < in_d.y) {
-                        column += pool_load(site.plane, vec3<i32>(p0, p1, p2), in_d);
-                    }
-                }
-            }
-            acc += column;
-        }
+        acc = columns_sum(site.plane, start, dil, in_d, lo, hi, &count);
         return select(vec4<{{T}}>(), {{AVERAGE}}, lane_mask(site.lanes));
     }
     for (var k0 = 0; k0 < KD0; k0++) {
