@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 
 import wgsentis as ws
 from wgsentis.backends.gpu.device import GPUContext
+from wgsentis.errors import IndexOutOfRangeError
 from wgsentis.backends.gpu.steps import Copy
 from wgsentis.backends.gpu_compute import ComputeProgram
 
@@ -102,10 +103,35 @@ def test_an_op_past_the_binding_limit_runs_in_tiles(small_binding, case):
             np.testing.assert_allclose(first[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("table", ["device", "constant"])
+def test_a_gather_of_rows_of_a_table_past_the_binding_limit_runs_block_by_block(small_binding, table):
+    """A 1.2 MB table (an embedding past the limit): each dispatch binds one block of rows (a window of a device
+    tensor, or one of the row blocks a constant is uploaded in) and writes the outputs whose index falls in it;
+    every dispatch checks the indices, so a bad one still raises."""
+    values = _r(3000, 100)
+    index = np.concatenate([RNG.integers(0, 3000, 500), [0, 2999, -1, -3000]]).astype(np.int64)
+    nodes = [helper.make_node("Identity", ["t"], ["table"]), helper.make_node("Cast", ["xi"], ["i"], to=7),
+             helper.make_node("Gather", ["table", "i"], ["y0"], axis=0)]
+    if table == "device":
+        model = make_model(nodes, [("t", F, [3000, 100]), ("xi", F, [index.size])], [("y0", F, None)])
+        feeds = {"t": values, "xi": index.astype(np.float32)}
+    else:
+        model = make_model(nodes[1:], [("xi", F, [index.size])], [("y0", F, None)], {"table": values})
+        feeds = {"xi": index.astype(np.float32)}
+    first, again, fallback, _copies = _run(small_binding, model, feeds)
+    assert fallback == [], fallback
+    np.testing.assert_array_equal(first["y0"], values[index])
+    np.testing.assert_array_equal(again["y0"], values[index])
+    program = ComputeProgram(ws.load_model(model).graph, ctx=small_binding)
+    try:
+        bad = dict(feeds, xi=np.where(np.arange(index.size) == 7, 3000, index).astype(np.float32))
+        with pytest.raises(IndexOutOfRangeError, match="3000 is out of range"):
+            program.run(bad).wait()
+    finally:
+        program.close()
+
+
 @pytest.mark.parametrize("nodes, x, inits", [
-    # the gathered axis itself is the only leading one: every tile would need all of it
-    ([helper.make_node("Gather", ["x", "i"], ["y0"], axis=0)], _r(3000, 100),
-     {"i": np.arange(0, 3000, 2).astype(np.int64)}),
     # a softmax over the first axis: nothing leads it
     ([helper.make_node("Softmax", ["x"], ["y0"], axis=0)], _r(1000, 400), {}),
 ])

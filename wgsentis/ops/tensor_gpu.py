@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.backends.gpu.tensors import GTensor, fits_binding, loop_passes, window_grain
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.elementwise_gpu import refusing
@@ -639,10 +639,13 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
     ``what`` names the input in the error)."""
     x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:{what}")
+    shape = tuple(getattr(data, "shape", ()))
+    blocks = _table_blocks(rec, data, x, f"{layer.name}:data") if shape and _tensor._axis(axis, len(shape)) == 0 \
+        else None
     # (Empty data, such as the rows an NMS selected when it selected none, has no buffer: none is read.)
-    if idx is None or (x is None and (getattr(data, "size", None) != 0 or data.dtype not in STORAGE)):
+    if idx is None or (x is None and not blocks and (getattr(data, "size", None) != 0
+                                                     or data.dtype not in STORAGE)):
         return NotImplemented
-    shape = tuple(data.shape)
     axis = _tensor._axis(axis, len(shape))
     length = shape[axis]
     if not _host_indices_ok(indices, length, negative_ok):
@@ -654,11 +657,34 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
         # no invocation of the gather would read (and check) the indices
         check_only(rec, idx, [length], negative_ok, what)
     elif y.size:
-        inner = math.prod(x.shape[axis + 1:])
+        inner = math.prod(shape[axis + 1:])
         slot = rec.check_indices([length], what, negative_ok=negative_ok)
-        rec.dispatch("compute/gather.wgsl", [x, idx], [y], [y.size, inner, idx.size, length, slot], y.size,
-                     workgroup=256, subs={"T": x.gpu_type, "CHECK": check}, faults=True)
+        for first, rows, part in blocks or [(0, length, x)]:
+            rec.dispatch("compute/gather.wgsl", [part, idx], [y], [y.size, inner, idx.size, length, slot, first, rows],
+                         y.size, workgroup=256, subs={"T": y.gpu_type, "CHECK": check}, faults=True)
     return y
+
+
+def _table_blocks(rec, data, x, name: str) -> list[tuple[int, int, Any]] | None:
+    """A table gathered along its first axis that passes the binding limit, as (first row, rows, tensor) blocks
+    that each fit one: a constant's row blocks (ConstantStore splits those), or windows of a device tensor (row
+    blocks whose starts a binding may take); None when it fits (or cannot be split so)."""
+    if x is None and isinstance(data, np.ndarray) and data.dtype in STORAGE and data.size:
+        data = rec.upload(data, name)  # a constant: uploaded once, in row blocks when past the limit
+    chunks = getattr(data, "chunks", None)
+    if x is None and chunks:
+        return [(start, rows, GTensor(alloc, (rows, *data.shape[1:]), data.dtype, data.name))
+                for start, rows, alloc in chunks]
+    if x is None or fits_binding(x, rec.ctx.max_binding) or not x.shape:
+        return None
+    inner = math.prod(x.shape[1:])
+    grain = window_grain(rec.window_align, inner)
+    per = (rec.ctx.max_binding // (4 * max(inner, 1))) // grain * grain
+    if per == 0:
+        return None
+    return [(start, min(per, x.shape[0] - start),
+             rec.window(x, start * inner, (min(per, x.shape[0] - start), *x.shape[1:])))
+            for start in range(0, x.shape[0], per)]
 
 
 def check_only(rec, idx, dims: list[int], negative_ok: bool = True, what: str = "indices") -> None:

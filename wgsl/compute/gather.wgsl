@@ -2,7 +2,9 @@
 // Y (outer, m, inner). Negative indices wrap (CHECK checked_index) or are out of range (checked_nonneg:
 // ArrayFeatureExtractor); out-of-range ones are never read: they are recorded in the fault slot
 // (common/faults.wgsl) and the element is left unwritten (the run raises).
-// Params: 0 n, 1 inner, 2 m, 3 axis_len, 4 fault slot word.
+// Params: 0 n, 1 inner, 2 m, 3 axis_len, 4 fault slot word, 5/6 the first row and the rows of X's block along the
+// axis that this dispatch binds (0 and axis_len unless a table past the binding limit is gathered from block by
+// block: each dispatch writes the outputs whose index falls in its block; every one checks the indices).
 #include "common/params.wgsl"
 #include "common/faults.wgsl"
 
@@ -25,5 +27,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let o = t / m;
     let ix = {{CHECK}}(I[t - o * m], len, pu(4u));
     if (ix < 0) { return; }
-    Y[i] = X[(o * u32(len) + u32(ix)) * inner + k];
+    let local = ix - pi(5u);
+    if (local < 0 || local >= pi(6u)) { return; }
+    Y[i] = X[(o * pu(6u) + u32(local)) * inner + k];
 }
