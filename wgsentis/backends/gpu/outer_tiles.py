@@ -156,7 +156,11 @@ RULES: dict[str, Callable[[Any, list[Any]], int | None]] = {
     **dict.fromkeys(("BatchNormalization", "InstanceNormalization"), _channels),
     **dict.fromkeys(("LRN", "DepthToSpace", "SpaceToDepth"), _first_only),
     "Gather": _gather, "Split": _split, "TopK": _along_axis, "CumSum": _along_axis, "Slice": _slice,
+    "GatherElements": _gather, "ScatterElements": _gather,
 }
+# Ops whose every device input must carry the leading axes (their indices and updates are shaped as the data's
+# along them): a tile of the data with a whole indices tensor would pair the wrong elements.
+_ALL_SLICED = ("GatherElements", "ScatterElements")
 # Ops whose 1-D inputs of the channel count are per-channel parameters: sliced with a tile of channels.
 _CHANNEL_PARAMS = ("BatchNormalization", "InstanceNormalization")
 
@@ -173,9 +177,13 @@ def _growth(layer: Any, args: list[Any], last: int) -> float:
     return 1.0
 
 
-def _sliced(arg: Any, lead: tuple[int, ...]) -> bool:
-    """Whether an input carries the leading axes (and is tiled with them) rather than being bound whole."""
-    return isinstance(arg, GTensor) and arg.alloc is not None and tuple(arg.shape[:len(lead)]) == lead
+def _sliced(arg: Any, lead: tuple[int, ...], rank: int) -> bool:
+    """Whether an input carries the leading axes (and is tiled with them) rather than being bound whole: a device
+    tensor, or a host array (a constant's tile is sliced on the host), of the data's rank (a lower-rank one, such
+    as a LayerNormalization's scale, lines up with the trailing axes) and its sizes along them."""
+    if isinstance(arg, GTensor) and arg.alloc is None:
+        return False
+    return isinstance(arg, GTensor | np.ndarray) and len(arg.shape) == rank and tuple(arg.shape[:len(lead)]) == lead
 
 
 def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]) -> Any:
@@ -191,7 +199,10 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
     shape = tuple(data.shape)
     last = min(last, len(shape) - 1)
     limit = rec.ctx.max_binding // 16 * 16
-    sliced = [_sliced(a, shape[:last + 1]) for a in args]
+    sliced = [_sliced(a, shape[:last + 1], len(shape)) for a in args]
+    if layer.op_type in _ALL_SLICED and any(isinstance(a, GTensor | np.ndarray) and not s
+                                            for a, s in zip(args, sliced, strict=True)):
+        return NotImplemented
     widest = max(math.prod(a.shape[last + 1:]) for a, s in zip(args, sliced, strict=True) if s)
     widest = math.ceil(widest * _growth(layer, args, last))
     # The tile axis s: the outermost leading axis one index of which fits (every device element is a 4-byte word).
@@ -242,11 +253,17 @@ def _params(rec: Any, layer: Any, arg: Any, shape: tuple[int, ...], axis: int, s
     return rec.derived(("channel_tile", start, count), (host,), lambda: host[start:start + count].copy())
 
 
-def _stage_in(rec: Any, t: GTensor, axis: int, prefix: int, start: int, count: int) -> GTensor:
+def _stage_in(rec: Any, t: Any, axis: int, prefix: int, start: int, count: int) -> Any:
     """A staging copy of the tile's run of ``t``: index ``prefix`` of its axes before ``axis`` (flattened),
-    ``count`` indices from ``start`` along ``axis``; shaped (1, ..., 1, count, *t.shape[axis + 1:])."""
+    ``count`` indices from ``start`` along ``axis``; shaped (1, ..., 1, count, *t.shape[axis + 1:]). A host array's
+    run is sliced on the host, once per program."""
+    tile_shape = (*(1,) * axis, count, *t.shape[axis + 1:])
+    if isinstance(t, np.ndarray):
+        rows = t.reshape(math.prod(t.shape[:axis]), t.shape[axis], -1)
+        return rec.derived(("outer_tile", prefix, start, count), (t,),
+                           lambda: np.ascontiguousarray(rows[prefix, start:start + count]).reshape(tile_shape))
     inner = math.prod(t.shape[axis + 1:])
-    stage = rec.alloc((*(1,) * axis, count, *t.shape[axis + 1:]), t.dtype)
+    stage = rec.alloc(tile_shape, t.dtype)
     rec.copy(t, (prefix * t.shape[axis] + start) * inner, stage, 0, count * inner)
     return stage
 
