@@ -157,6 +157,7 @@ RULES: dict[str, Callable[[Any, list[Any]], int | None]] = {
     **dict.fromkeys(("LRN", "DepthToSpace", "SpaceToDepth"), _first_only),
     "Gather": _gather, "Split": _split, "TopK": _along_axis, "CumSum": _along_axis, "Slice": _slice,
     "GatherElements": _gather, "ScatterElements": _gather,
+    "Expand": lambda layer, args: 64,  # every axis of its output (cut to its rank)
 }
 # Ops whose every device input must carry the leading axes (their indices and updates are shaped as the data's
 # along them): a tile of the data with a whole indices tensor would pair the wrong elements.
@@ -196,14 +197,32 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
     last = rule(layer, args)
     if last is None:
         return NotImplemented
-    shape = tuple(data.shape)
+    # The shape the tiles cut: the data's, or an Expand's output (its data tiled where it is not broadcast).
+    shape = _expanded(args) if layer.op_type == "Expand" else tuple(data.shape)
+    if shape is None:
+        return NotImplemented
     last = min(last, len(shape) - 1)
+    if layer.op_type == "Expand":
+        # The data, of the output's rank, is tiled along the leading axes it has whole, or bound whole where it
+        # is broadcast along all of them: the leading axes are the longest run of either kind.
+        aligned = (1,) * (len(shape) - len(data.shape)) + tuple(data.shape)
+        args = [rec.view(data, aligned), *args[1:]]
+        same = next((i for i in range(len(shape)) if aligned[i] != shape[i]), len(shape)) - 1
+        ones = next((i for i in range(len(shape)) if aligned[i] != 1), len(shape)) - 1
+        last = min(last, max(same, ones))
+        if last < 0:
+            return NotImplemented
     limit = rec.ctx.max_binding // 16 * 16
     sliced = [_sliced(a, shape[:last + 1], len(shape)) for a in args]
+    if layer.op_type == "Expand":
+        sliced[1:] = [False] * (len(args) - 1)  # the target shape: each tile's own (_params)
+    if not any(sliced):
+        sliced = [False] * len(args)  # (an Expand of a broadcast row: every tile reads all of it)
     if layer.op_type in _ALL_SLICED and any(isinstance(a, GTensor | np.ndarray) and not s
                                             for a, s in zip(args, sliced, strict=True)):
         return NotImplemented
-    widest = max(math.prod(a.shape[last + 1:]) for a, s in zip(args, sliced, strict=True) if s)
+    widest = max([math.prod(a.shape[last + 1:]) for a, s in zip(args, sliced, strict=True) if s] +
+                 [math.prod(shape[last + 1:])] * (layer.op_type == "Expand"))
     widest = math.ceil(widest * _growth(layer, args, last))
     # The tile axis s: the outermost leading axis one index of which fits (every device element is a 4-byte word).
     axis = next((s for s in range(last + 1) if 4 * widest * math.prod(shape[s + 1:last + 1]) <= limit), None)
@@ -221,6 +240,8 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
                 tile_args = [_stage_in(rec, a, axis, prefix, start, count) if s else
                              _params(rec, layer, a, shape, axis, start, count)
                              for a, s in zip(args, sliced, strict=True)]
+                if layer.op_type == "Expand":  # the tile's own target shape
+                    tile_args[1] = np.array([*(1,) * axis, count, *shape[axis + 1:]], np.int64)
                 result = build(rec, layer, *tile_args, **layer.attrs)
                 if result is NotImplemented:
                     return NotImplemented
@@ -240,6 +261,18 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
     if outputs is None:
         return NotImplemented
     return tuple(outputs) if len(outputs) > 1 else outputs[0]
+
+
+def _expanded(args: list[Any]) -> tuple[int, ...] | None:
+    """An Expand's output shape, from its host-known target shape; None where that is not known or invalid."""
+    target = getattr(args[1], "host", args[1]) if len(args) > 1 else None
+    if target is None or isinstance(target, GTensor):
+        return None
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(tuple(args[0].shape),
+                                                          tuple(int(v) for v in np.asarray(target).reshape(-1))))
+    except ValueError:
+        return None
 
 
 def _params(rec: Any, layer: Any, arg: Any, shape: tuple[int, ...], axis: int, start: int, count: int) -> Any:
