@@ -144,6 +144,28 @@ def test_a_gather_of_rows_of_a_table_past_the_binding_limit_runs_block_by_block(
         program.close()
 
 
+@pytest.mark.parametrize("op", ["GatherND", "ScatterND"])
+def test_gather_nd_and_scatter_nd_on_data_past_the_binding_limit_run_block_by_block(small_binding, op):
+    """Data (3000, 100) past 1 MiB: GatherND reads it block by block, ScatterND writes its output block by block (a
+    key/value cache updated in place), each dispatch masked to the elements in its block."""
+    values = _r(3000, 100)
+    rows = RNG.choice(3000, 40, replace=False).astype(np.int64)[:, None]
+    nodes = [helper.make_node("Identity", ["t"], ["data"])]
+    if op == "GatherND":
+        nodes.append(helper.make_node("GatherND", ["data", "i"], ["y0"]))
+        inits, want = {"i": rows}, values[rows[:, 0]]
+    else:
+        updates = _r(40, 100)
+        nodes.append(helper.make_node("ScatterND", ["data", "i", "u"], ["y0"]))
+        inits, want = {"i": rows, "u": updates}, values.copy()
+        want[rows[:, 0]] = updates
+    model = make_model(nodes, [("t", F, [3000, 100])], [("y0", F, None)], inits)
+    first, again, fallback, _copies = _run(small_binding, model, {"t": values})
+    assert fallback == [], fallback
+    np.testing.assert_array_equal(first["y0"], want)
+    np.testing.assert_array_equal(again["y0"], want)
+
+
 @pytest.mark.parametrize("nodes, x, inits", [
     # a softmax over the first axis: nothing leads it
     ([helper.make_node("Softmax", ["x"], ["y0"], axis=0)], _r(1000, 400), {}),

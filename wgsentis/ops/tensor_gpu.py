@@ -783,19 +783,35 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
             return y
         params[0] = y.size
         params.append(rec.check_indices(dims))  # one slot per tuple component, in order
-        rec.dispatch("compute/gather_nd.wgsl", [x, idx], [y], params, y.size, workgroup=256,
-                     subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[pos * k + j]",
-                           "STORE": "Y[i] = A[off];"}, faults=True)
+        # Data past the binding limit: one dispatch per block of it (a window), each writing the outputs whose
+        # element lies in its block (params 18, 19: the block's first and end element).
+        for first, count in rec.element_blocks(x.size, [x]):
+            whole = count == x.size
+            rec.dispatch("compute/gather_nd.wgsl", [x if whole else rec.window(x, first, (count,)), idx], [y],
+                         [*params, first, first + count], y.size, workgroup=256,
+                         subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[pos * k + j]",
+                               "STORE": "Y[i] = A[off];" if whole else
+                               "if (off >= pu(18u) && off < pu(19u)) { Y[i] = A[off - pu(18u)]; }"}, faults=True)
         return y
     u = device_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
         return NotImplemented
-    y = _copy_all(rec, x)
+    if fits_binding(x, rec.ctx.max_binding):
+        y = _copy_all(rec, x)
+    else:  # (a transfer copy is not bound)
+        y = rec.alloc(x.shape, x.dtype)
+        rec.copy(x, 0, y, 0, x.size)
     params[0] = u.size
     params.append(rec.check_indices(dims))
-    rec.dispatch("compute/gather_nd.wgsl", [idx, u], [y], params, u.size, workgroup=256,
-                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[pos * k + j]",
-                       "STORE": "Y[off] = B[i];"}, faults=True)
+    # Data past the binding limit (a key/value cache): one dispatch per block of the output, each writing the
+    # updates whose element lies in its block.
+    for first, count in rec.element_blocks(y.size, [y]):
+        whole = count == y.size
+        rec.dispatch("compute/gather_nd.wgsl", [idx, u], [y if whole else rec.window(y, first, (count,))],
+                     [*params, first, first + count], u.size, workgroup=256,
+                     subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[pos * k + j]",
+                           "STORE": "Y[off] = B[i];" if whole else
+                           "if (off >= pu(18u) && off < pu(19u)) { Y[off - pu(18u)] = B[i]; }"}, faults=True)
     return y
 
 

@@ -6,7 +6,8 @@
 // Component j of a tuple outside [-dim_j, dim_j) is recorded in fault slot j (common/faults.wgsl, the
 // slots of one layer are consecutive) and nothing is read or written for it (the run raises).
 // Params: 0 n, 1 S, 2 M, 3 batch_stride, 4 k, 5..10 data dims of the indexed axes, 11..16 their strides,
-//         17 first fault slot word.
+//         17 first fault slot word, 18/19 the first and end element of the block of the data (GatherND) or of the
+//         output (ScatterND) this dispatch binds, where that tensor passes the binding limit (STORE masks to it).
 #include "common/params.wgsl"
 #include "common/faults.wgsl"
 
