@@ -104,6 +104,19 @@ def test_dynamic_quantize_linear_on_the_device(shape):
     _assert_exact_everywhere(model, {"x": x})
 
 
+@pytest.mark.parametrize("backend", ["cpu", *gpu_check.GPU_BACKENDS])
+def test_dynamic_quantize_linear_of_all_zeros_has_onnxruntimes_scale(backend):
+    """No range to divide: ONNX Runtime's scale is 1 (onnx.reference's 1/255 quantizes the same zeros)."""
+    x = np.zeros((2, 3), np.float32)
+    model = _graph_model([h.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], {"x": x}, ["y", "s", "z"],
+                         {}, 13)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        got = worker.run({"x": x})
+    assert float(got["s"]) == float(want[1]) == 1.0
+    assert got["y"].tolist() == want[0].tolist() and int(got["z"]) == int(want[2]) == 0
+
+
 @pytest.mark.parametrize("group,strides,pads", [(1, 1, 1), (2, 2, 0), (8, 1, 1)])
 def test_qlinear_conv_and_conv_integer(group, strides, pads):
     c, m = 8, 16

@@ -197,7 +197,9 @@ def dynamic_quantize_linear(ctx, x):
         lo = np.float32(min(0.0, float(np.min(x32))))
     else:
         hi = lo = np.float32(0)
-    scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(qmax - qmin)
+    # An all-zero tensor has no range: scale 1, as ONNX Runtime has it (onnx.reference's 1/255 quantizes the
+    # same zeros, but the scale output differs).
+    scale = np.float32(1.0) if hi == lo else (hi - lo) / np.float32(qmax - qmin)
     zero_point = np.rint(np.clip(np.float32(qmin) - lo / scale, qmin, qmax))
     y = np.rint(x32 / scale)
     y += zero_point

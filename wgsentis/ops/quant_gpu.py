@@ -203,9 +203,9 @@ def dynamic_quantize_linear(rec, layer, x, **attrs):
         raise _Decline
     hi = _full_reduce(rec, layer, x, "ReduceMax")
     lo = _full_reduce(rec, layer, x, "ReduceMin")
-    # scale = (hi - lo) / 255 over the range widened to hold 0 (1/255 for an all-zero tensor), as the CPU kernel.
-    scale = map3(rec, [hi, lo], "div_f32(select(max(a, 0.0) - min(b, 0.0), 1.0, max(a, 0.0) == min(b, 0.0)), "
-                                "255.0)", np.float32)
+    # scale = (hi - lo) / 255 over the range widened to hold 0 (1 for an all-zero tensor), as the CPU kernel.
+    scale = map3(rec, [hi, lo], "select(div_f32(max(a, 0.0) - min(b, 0.0), 255.0), 1.0, "
+                                "max(a, 0.0) == min(b, 0.0))", np.float32)
     zero = map3(rec, [lo, scale], "i32(round(clamp(0.0 - div_f32(min(a, 0.0), b), 0.0, 255.0)))", np.uint8)
     y = map3(rec, [x, scale, zero], _quantize_expr(0, 255, False), np.uint8)
     return y, scale, zero
