@@ -59,6 +59,21 @@ class _Composer:
             raise _Declined
         return result
 
+    def mark(self) -> int:
+        """Where the layer's allocations stand now: ``release`` frees what comes after it."""
+        return len(self.rec.layer_allocs)
+
+    def release(self, mark: int, keep: list[Any]) -> None:
+        """Free the allocations made since ``mark`` that none of ``keep`` uses, and advance the recording's clock:
+        a composite that steps through time (DynamicQuantizeLSTM) frees each step's temporaries, so the next
+        step's reuse their memory and the planner sees short lifetimes instead of thousands alive at once."""
+        kept = {id(v.alloc) for v in keep if getattr(v, "alloc", None) is not None}
+        program = self.rec.program
+        for alloc in self.rec.layer_allocs[mark:]:
+            if id(alloc) not in kept and alloc.refs == 0 and not alloc.persistent:
+                program.free_allocation(alloc)
+        program.advance_clock()
+
     def quant(self, build: Any, op_type: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:
         """The outputs of one of quant_gpu.py's builders (``build``, standard op ``op_type``'s) on ``inputs``."""
         result = build(self.rec, self.stand_in(op_type, 21, outputs), *inputs, **attrs)

@@ -517,6 +517,7 @@ def dynamic_quantize_lstm(c: _Composer, X, W, R, B=None, sequence_lens=None, ini
         h, cell = start(initial_h, d), start(initial_c, d)
         steps: list[Any] = [None] * seq
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+            mark = c.mark()
             acc, multiplier = _dynamic_product(c, h, r_d, r_scales[d])
             x_t = c.reshape(c.slice(xw, 0, t, t + 1), (batch, 4 * hs))
             gates = c.map([acc, multiplier, x_t], f"c + {_alone('a * b')}", np.float32)
@@ -526,6 +527,7 @@ def dynamic_quantize_lstm(c: _Composer, X, W, R, B=None, sequence_lens=None, ini
             cell = c.map([activation(f, gf), cell, input_part], f"{_alone('a * b')} + c", np.float32)
             h = c.map([activation(f, go), activation(h_act, cell)], "a * b", np.float32)
             steps[t] = c.reshape(h, (1, 1, batch, hs))
+            c.release(mark, [h, cell, steps[t]])  # the step's temporaries: dead from here
         ys.append(steps[0] if seq == 1 else c.concat(steps, 0))
         finals_h.append(c.reshape(h, (1, batch, hs)))
         finals_c.append(c.reshape(cell, (1, batch, hs)))

@@ -731,6 +731,11 @@ class GPUProgram(HostSync):
         self._deaths[id(graph)] = (graph, deaths)
         return deaths
 
+    def advance_clock(self) -> None:
+        """One more tick of the recording's clock inside the current layer: what a builder frees before it dies
+        there, what it allocates after is born on the next tick (a composite stepping through time)."""
+        self._tick += 1
+
     def release(self, rec: Any, values: list[Any], keep: set[int]) -> None:
         """Free the allocations of ``values`` that the current layer's builder made (itself or through
         record_subgraph: a Loop's carried values once the next iteration has read them), except those whose id
