@@ -73,7 +73,12 @@ def assign_offsets(allocs: list[Allocation], end: int, capacity: int,
             if offset is not None:
                 choice = (max(0, offset + size - extent[arena]), offset, arena)
                 best = choice if best is None or choice < best else best
-        if best is None or best[0] >= size:
+                if best[:2] == (0, 0):
+                    break  # no growth at offset 0: no later arena does better (ties go to the first)
+        # A new arena when every choice would grow the total by the tensor's whole size; a small tensor (under
+        # _SMALL bytes) then grows an arena instead, the same bytes, so that thousands of small tensors alive at
+        # once (a quantized LSTM's per-step states) do not each open a buffer of its own (435 for one).
+        if best is None or best[0] > size or (best[0] == size and size >= _SMALL):
             buckets.append({})
             members_of.append(set())
             extent.append(0)
@@ -88,6 +93,7 @@ def assign_offsets(allocs: list[Allocation], end: int, capacity: int,
 
 
 _LONG_BUCKETS = 8
+_SMALL = 64 << 10
 
 
 def _alive_beside(buckets: dict[int, list[int]], lo: int, hi: int, spans: list[tuple[int, int]], first: int,
