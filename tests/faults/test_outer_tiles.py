@@ -60,6 +60,8 @@ CASES = {
                                                      "a": np.array([1, 2], np.int64)}, extra_inputs=("s", "e", "a")),
     "resize-upsample": _case("Resize", _r(1, 4, 200, 200), {"sc": np.array([1, 1, 2, 2], np.float32)},
                              extra_inputs=("", "sc"), mode="linear"),
+    "resize-to-sizes": _case("Resize", _r(1, 4, 200, 200), {"sz": np.array([1, 4, 330, 410], np.int64)},
+                             extra_inputs=("", "", "sz"), mode="cubic"),
     "maxpool-channels": _case("MaxPool", _r(1, 16, 130, 140), kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
     "averagepool-images": _case("AveragePool", _r(3, 8, 100, 140), kernel_shape=[2, 2], strides=[2, 2]),
     "batchnorm-channels": _case("BatchNormalization", _r(1, 16, 130, 140),

@@ -77,17 +77,35 @@ def _transpose(layer, args) -> int | None:
     return None if fixed < 0 else fixed
 
 
+def _resize_sizes(args: list[Any]) -> np.ndarray | None:
+    """A Resize's host-known target sizes (input 3), or None (scales instead, or computed on the device)."""
+    sizes = getattr(args[3], "host", args[3]) if len(args) > 3 and args[3] is not None else None
+    if sizes is None or isinstance(sizes, GTensor) or np.size(sizes) == 0:
+        return None
+    return np.asarray(sizes).reshape(-1)
+
+
+def _resize_ratios(layer, args) -> np.ndarray | None:
+    """Output over input size per axis of a Resize (opset 11+, no ``axes``): its scales, or its sizes' ratios."""
+    if len(args) < 3 or layer.attrs.get("axes") is not None:
+        return None
+    sizes = _resize_sizes(args)
+    if sizes is not None:
+        return sizes / np.maximum(np.asarray(args[0].shape, np.float64), 1)
+    scales = getattr(args[2], "host", args[2]) if args[2] is not None else None
+    if scales is None or isinstance(scales, GTensor) or np.size(scales) == 0:
+        return None
+    return np.asarray(scales, np.float64).reshape(-1)
+
+
 def _resize(layer, args) -> int | None:
-    """Leading axes the Resize keeps (scale 1, by scales; sizes would name the tile's sizes, so not those)."""
-    if len(args) < 3 or args[2] is None or (len(args) > 3 and args[3] is not None):
+    """Leading axes the Resize keeps (ratio 1, by scales or by sizes: each tile then gets its own sizes)."""
+    ratios = _resize_ratios(layer, args)
+    if ratios is None:
         return None
-    scales = getattr(args[2], "host", args[2])
-    if scales is None or isinstance(scales, GTensor):
-        return None
-    scales = np.asarray(scales).reshape(-1)
     kept = -1
-    for i, s in enumerate(scales):
-        if s != 1:
+    for i, r in enumerate(ratios):
+        if r != 1:
             break
         kept = i
     return None if kept < 0 else min(kept, 1)
@@ -170,8 +188,8 @@ def _growth(layer: Any, args: list[Any], last: int) -> float:
     """How many times wider than its input row a tile's output row is (a Resize's upscale, a Gather's indices
     against its axis), so that the tile is sized by the wider."""
     if layer.op_type == "Resize":
-        scales = np.asarray(getattr(args[2], "host", args[2])).reshape(-1)
-        return max(1.0, float(np.prod(scales[last + 1:])))
+        ratios = _resize_ratios(layer, args)
+        return 1.0 if ratios is None else max(1.0, float(np.prod(ratios[last + 1:])))
     if layer.op_type == "Gather" and len(args) > 1 and args[1] is not None:
         axis = _axis(layer.attrs.get("axis", 0), len(args[0].shape))
         return max(1.0, math.prod(np.shape(args[1])) / max(1, args[0].shape[axis]))
@@ -242,6 +260,8 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
                              for a, s in zip(args, sliced, strict=True)]
                 if layer.op_type == "Expand":  # the tile's own target shape
                     tile_args[1] = np.array([*(1,) * axis, count, *shape[axis + 1:]], np.int64)
+                elif layer.op_type == "Resize" and _resize_sizes(args) is not None:  # the tile's own sizes
+                    tile_args[3] = np.array([*(1,) * axis, count, *_resize_sizes(args)[axis + 1:]], np.int64)
                 result = build(rec, layer, *tile_args, **layer.attrs)
                 if result is NotImplemented:
                     return NotImplemented
