@@ -398,13 +398,21 @@ def _per_direction(param, directions: int, gates_h: int) -> np.ndarray:
     return p.reshape(directions, -1) if p.size > 1 else np.broadcast_to(p.reshape(1, 1), (directions, 1))
 
 
-def _dynamic_product(a: np.ndarray, w_q: np.ndarray, w_zero, w_scale) -> np.ndarray:
+def _dynamic_product(a: np.ndarray, w_q: np.ndarray, w_zero, w_scale,
+                     w_centered: np.ndarray | None = None) -> np.ndarray:
     """a @ dequant(w) the way ORT's quantized LSTM gemm computes it: ``a`` quantized to uint8 from its own range,
     an exact integer product with the int8/uint8 weight (zero point per tensor or column), then scaled in
-    float32."""
+    float32. ``w_centered``: ``w_q - w_zero`` in float64 made once (a recurrent weight, used at every step)."""
     a_q, a_scale, a_zero = dynamic_quantize_linear(None, a.astype(_F32, copy=False))
-    acc = np.matmul(a_q.astype(np.float64) - float(a_zero), w_q.astype(np.float64) - w_zero.astype(np.float64))
+    if w_centered is None:
+        w_centered = _centered(w_q, w_zero)
+    acc = np.matmul(a_q.astype(np.float64) - float(a_zero), w_centered)
     return acc.astype(_F32) * (_F32(a_scale) * w_scale.astype(_F32))
+
+
+def _centered(w_q: np.ndarray, w_zero) -> np.ndarray:
+    """An integer weight less its zero point, in float64 (the products with uint8 codes are exact there)."""
+    return w_q.astype(np.float64) - np.asarray(w_zero).astype(np.float64)
 
 
 @register("DynamicQuantizeLSTM", 1, domain=MS_DOMAIN)
@@ -452,8 +460,9 @@ def dynamic_quantize_lstm(ctx, X, W, R, B=None, sequence_lens=None, initial_h=No
         xw += bias[d, :4 * hs] + bias[d, 4 * hs:]
         h, c = h0[d], c0[d]
         y = np.zeros((seq_len, batch, hs), _F32)
+        r_centered = _centered(R[d], r_zero[d])  # once, not at every step (a 512-unit R: 8 MB a conversion)
         for t in (range(seq_len - 1, -1, -1) if reverse else range(seq_len)):
-            gates = xw[t] + _dynamic_product(h, R[d], r_zero[d], r_scale[d])
+            gates = xw[t] + _dynamic_product(h, R[d], r_zero[d], r_scale[d], r_centered)
             gi, go, gf, gc = (gates[:, k * hs:(k + 1) * hs] for k in range(4))
             if peep is not None:
                 gi = gi + peep[d, 0] * c
