@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.placement import host_of
 from wgsentis.backends.gpu.tensors import GTensor
 
 _REDUCES = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -38,27 +39,21 @@ def _before(axis: Any, rank: int) -> int | None:
     return None if a is None or a == 0 else a - 1
 
 
+def _axis_attribute(default: int) -> Callable[[Any, list[Any]], int | None]:
+    """The rule of an op along the axis its ``axis`` attribute names (``default`` when absent): the axes before it
+    lead."""
+    return lambda layer, args: _before(layer.attrs.get("axis", default), len(args[0].shape))
+
+
 def _softmax(layer, args) -> int | None:
-    rank = len(args[0].shape)
-    default = -1 if layer.opset >= 13 else 1
-    return _before(layer.attrs.get("axis", default), rank)
-
-
-def _layer_norm(layer, args) -> int | None:
-    return _before(layer.attrs.get("axis", -1), len(args[0].shape))
-
-
-def _arg_reduce(layer, args) -> int | None:
-    return _before(layer.attrs.get("axis", 0), len(args[0].shape))
+    return _axis_attribute(-1 if layer.opset >= 13 else 1)(layer, args)
 
 
 def _reduce(layer, args) -> int | None:
     rank = len(args[0].shape)
     axes = layer.attrs.get("axes")
     if axes is None and len(args) > 1 and args[1] is not None:
-        axes = getattr(args[1], "host", args[1])
-        if axes is None or isinstance(axes, GTensor):
-            return None
+        axes = host_of(args[1])
     if axes is None or len(np.asarray(axes).reshape(-1)) == 0:
         return None  # every axis reduced (noop_with_empty_axes aside): nothing leads
     first = min(_axis(a, rank) if _axis(a, rank) is not None else -1 for a in np.asarray(axes).reshape(-1))
@@ -79,8 +74,8 @@ def _transpose(layer, args) -> int | None:
 
 def _resize_sizes(args: list[Any]) -> np.ndarray | None:
     """A Resize's host-known target sizes (input 3), or None (scales instead, or computed on the device)."""
-    sizes = getattr(args[3], "host", args[3]) if len(args) > 3 and args[3] is not None else None
-    if sizes is None or isinstance(sizes, GTensor) or np.size(sizes) == 0:
+    sizes = host_of(args[3]) if len(args) > 3 else None
+    if sizes is None or np.size(sizes) == 0:
         return None
     return np.asarray(sizes).reshape(-1)
 
@@ -92,8 +87,8 @@ def _resize_ratios(layer, args) -> np.ndarray | None:
     sizes = _resize_sizes(args)
     if sizes is not None:
         return sizes / np.maximum(np.asarray(args[0].shape, np.float64), 1)
-    scales = getattr(args[2], "host", args[2]) if args[2] is not None else None
-    if scales is None or isinstance(scales, GTensor) or np.size(scales) == 0:
+    scales = host_of(args[2])
+    if scales is None or np.size(scales) == 0:
         return None
     return np.asarray(scales, np.float64).reshape(-1)
 
@@ -111,43 +106,28 @@ def _resize(layer, args) -> int | None:
     return None if kept < 0 else min(kept, 1)
 
 
-def _pools(layer, args) -> int | None:
-    return 1  # each image and channel apart
+def _images_and_channels(layer, args) -> int | None:
+    return 1  # each image and channel apart (per-channel parameters sliced with the channels: _params)
 
 
-def _first_only(layer, args) -> int | None:
-    return 0  # images apart (per-channel parameters bound whole)
+def _images(layer, args) -> int | None:
+    return 0  # images apart
 
 
-def _gather(layer, args) -> int | None:
-    return _before(layer.attrs.get("axis", 0), len(args[0].shape))
-
-
-def _split(layer, args) -> int | None:
-    return _before(layer.attrs.get("axis", 0), len(args[0].shape))
-
-
-def _along_axis(layer, args) -> int | None:
-    """Ops along one axis given as an attribute, default the last (TopK) or an input (CumSum)."""
-    if layer.op_type == "CumSum":
-        axis = getattr(args[1], "host", args[1]) if len(args) > 1 else None
-        if axis is None or isinstance(axis, GTensor):
-            return None
-        return _before(int(np.asarray(axis).reshape(-1)[0]), len(args[0].shape))
-    return _before(layer.attrs.get("axis", -1), len(args[0].shape))
-
-
-def _channels(layer, args) -> int | None:
-    return 1  # each image and channel apart; per-channel parameters are sliced with the channels (_params)
+def _cumsum(layer, args) -> int | None:
+    """CumSum runs along the axis its second input holds."""
+    axis = host_of(args[1]) if len(args) > 1 else None
+    return None if axis is None else _before(int(np.asarray(axis).reshape(-1)[0]), len(args[0].shape))
 
 
 def _slice(layer, args) -> int | None:
     """Leading axes the Slice (opset 10+: starts, ends, axes, steps inputs) keeps whole."""
     if len(args) < 3:
         return None
-    host = [getattr(a, "host", a) if a is not None else None for a in args[1:5]]
-    if any(isinstance(h, GTensor) for h in host) or host[0] is None or host[1] is None:
-        return None
+    host = [host_of(a) for a in args[1:5]]
+    if host[0] is None or host[1] is None or any(h is None and a is not None for h, a in zip(host, args[1:5],
+                                                                                           strict=True)):
+        return None  # (a starts, ends, axes or steps known only on the device: what the Slice cuts is unknown)
     rank = len(args[0].shape)
     starts, ends = np.asarray(host[0]).reshape(-1), np.asarray(host[1]).reshape(-1)
     axes = np.arange(starts.size) if len(host) < 3 or host[2] is None else np.asarray(host[2]).reshape(-1)
@@ -166,15 +146,13 @@ def _slice(layer, args) -> int | None:
 
 RULES: dict[str, Callable[[Any, list[Any]], int | None]] = {
     "Softmax": _softmax, "LogSoftmax": _softmax, "Hardmax": _softmax,
-    "LayerNormalization": _layer_norm, "ArgMax": _arg_reduce, "ArgMin": _arg_reduce,
+    "LayerNormalization": _axis_attribute(-1), "TopK": _axis_attribute(-1),
+    **dict.fromkeys(("ArgMax", "ArgMin", "Gather", "GatherElements", "ScatterElements", "Split"), _axis_attribute(0)),
     **dict.fromkeys(_REDUCES, _reduce),
-    "Transpose": _transpose, "Resize": _resize,
-    **dict.fromkeys(("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"),
-                    _pools),
-    **dict.fromkeys(("BatchNormalization", "InstanceNormalization"), _channels),
-    **dict.fromkeys(("LRN", "DepthToSpace", "SpaceToDepth"), _first_only),
-    "Gather": _gather, "Split": _split, "TopK": _along_axis, "CumSum": _along_axis, "Slice": _slice,
-    "GatherElements": _gather, "ScatterElements": _gather,
+    "Transpose": _transpose, "Resize": _resize, "Slice": _slice, "CumSum": _cumsum,
+    **dict.fromkeys(("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
+                     "BatchNormalization", "InstanceNormalization"), _images_and_channels),
+    **dict.fromkeys(("LRN", "DepthToSpace", "SpaceToDepth"), _images),
     "Expand": lambda layer, args: 64,  # every axis of its output (cut to its rank)
 }
 # Ops whose every device input must carry the leading axes (their indices and updates are shaped as the data's
@@ -242,6 +220,7 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
     widest = max([math.prod(a.shape[last + 1:]) for a, s in zip(args, sliced, strict=True) if s] +
                  [math.prod(shape[last + 1:])] * (layer.op_type == "Expand"))
     widest = math.ceil(widest * _growth(layer, args, last))
+    resize_sizes = _resize_sizes(args) if layer.op_type == "Resize" else None
     # The tile axis s: the outermost leading axis one index of which fits (every device element is a 4-byte word).
     axis = next((s for s in range(last + 1) if 4 * widest * math.prod(shape[s + 1:last + 1]) <= limit), None)
     if axis is None:
@@ -260,8 +239,8 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
                              for a, s in zip(args, sliced, strict=True)]
                 if layer.op_type == "Expand":  # the tile's own target shape
                     tile_args[1] = np.array([*(1,) * axis, count, *shape[axis + 1:]], np.int64)
-                elif layer.op_type == "Resize" and _resize_sizes(args) is not None:  # the tile's own sizes
-                    tile_args[3] = np.array([*(1,) * axis, count, *_resize_sizes(args)[axis + 1:]], np.int64)
+                elif resize_sizes is not None:  # the tile's own sizes
+                    tile_args[3] = np.array([*(1,) * axis, count, *resize_sizes[axis + 1:]], np.int64)
                 result = build(rec, layer, *tile_args, **layer.attrs)
                 if result is NotImplemented:
                     return NotImplemented
@@ -285,8 +264,8 @@ def tiled_build(rec: Any, layer: Any, build: Callable[..., Any], args: list[Any]
 
 def _expanded(args: list[Any]) -> tuple[int, ...] | None:
     """An Expand's output shape, from its host-known target shape; None where that is not known or invalid."""
-    target = getattr(args[1], "host", args[1]) if len(args) > 1 else None
-    if target is None or isinstance(target, GTensor):
+    target = host_of(args[1]) if len(args) > 1 else None
+    if target is None:
         return None
     try:
         return tuple(int(d) for d in np.broadcast_shapes(tuple(args[0].shape),
