@@ -102,16 +102,15 @@ def _window_passes(params: list) -> int:
     return loop_passes(params[7], params[8], params[9])
 
 
-def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0):
+def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0, columns: bool = False):
+    """Record a windowed pool of ``x``; ``columns``: an average summed column by column (pool.average_order)."""
     params, out_shape = _params(x, geo, include_pad, p)
     grid = _grid(x, out_shape, rec.ctx.max_workgroups)
     if grid is None:
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        kernel, strides, dilations, begins, ends, _outs = geo
-        # An average sums in ONNX Runtime's order (pool.average_order) and divides, correctly rounded.
-        columns = mode == 1 and average_order(x.shape[2:], kernel, strides, dilations, begins, ends) == "columns"
+        # An average divides, correctly rounded.
         average = _bind_division(rec, "div_f32(acc, f32(max(count, 1)))") if x.gpu_type == "f32" else "acc"
         rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
                      constants={"MODE": mode, "COLUMNS": int(columns), **_window_constants(params)},
@@ -156,9 +155,10 @@ def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include
     if geo is None:
         return NotImplemented
     kernel, strides, dilations, begins, ends, _outs = geo
-    if average_order(X.shape[2:], kernel, strides, dilations, begins, ends) == "global":
+    order = average_order(X.shape[2:], kernel, strides, dilations, begins, ends)  # ONNX Runtime's
+    if order == "global":
         return global_average_pool(rec, layer, X)  # ONNX Runtime sums such a window as GlobalAveragePool
-    return _window_pool(rec, X, geo, 1, include_pad=bool(count_include_pad))
+    return _window_pool(rec, X, geo, 1, include_pad=bool(count_include_pad), columns=order == "columns")
 
 
 @register("LpPool", 1, backend=GPU_COMPUTE)

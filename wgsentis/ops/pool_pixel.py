@@ -28,9 +28,10 @@ MAX, AVERAGE, LP2, LP1, LP = range(5)  # pool.wgsl's MODE
 
 
 def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float = 2.0, indices: bool = False,
-                 storage_order: int = 0):
+                 storage_order: int = 0, columns: bool = False):
     """Record a windowed pool of ``x`` (N, C, *spatial): its output (N, C, *outs), channels blocked, and with
-    ``indices`` the int64 Indices of MaxPool too; NotImplemented when the window is too long to loop over."""
+    ``indices`` the int64 Indices of MaxPool too; NotImplemented when the window is too long to loop over.
+    ``columns``: an average summed column by column (pool.average_order)."""
     kernel, strides, dilations, begins, ends, outs = geo
     k3 = pad3(kernel, 1)
     if not rec.loops_fit(loop_passes(*k3) + OVERHEAD):
@@ -60,10 +61,9 @@ def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float 
         return y, idx
     powers = {LP2: "v * v", LP1: "abs(v)", LP: "pow(abs(v), vec4<f32>(pf(23u)))"}
     roots = {LP2: "sqrt(acc)", LP: "pow(acc, vec4<f32>(pf(24u)))"}
-    # An average sums in ONNX Runtime's order (pool.average_order) and divides each lane, correctly rounded.
+    # An average divides each lane, correctly rounded.
     div = rec.ctx.division_function
     average = "vec4<f32>(" + ", ".join(f"{div}(opaque_zero(), acc.{c}, f32(max(count, 1)))" for c in "xyzw") + ")"
-    columns = mode == AVERAGE and average_order(spatial, kernel, strides, dilations, begins, ends) == "columns"
     subs.update(NANCHK=_NANCHK[kind], POW=powers.get(mode, "v"), ROOT=roots.get(mode, "acc"),
                 AVERAGE=average if kind == "f32" else "acc", POOL_T=f"vec4<{kind}>")
     rec.draw("pixel/pool.wgsl", [x], [y], params, constants={**consts, "MODE": mode, "COLUMNS": int(columns)},
@@ -99,9 +99,10 @@ def average_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, count_include
     if geo is None:
         return NotImplemented
     kernel, strides, dilations, begins, ends, _outs = geo
-    if average_order(x.shape[2:], kernel, strides, dilations, begins, ends) == "global":
+    order = average_order(x.shape[2:], kernel, strides, dilations, begins, ends)  # ONNX Runtime's
+    if order == "global":
         return global_average_pool(rec, layer, X)  # ONNX Runtime sums such a window as GlobalAveragePool
-    return _window_pool(rec, x, geo, AVERAGE, include_pad=bool(count_include_pad))
+    return _window_pool(rec, x, geo, AVERAGE, include_pad=bool(count_include_pad), columns=order == "columns")
 
 
 @register("LpPool", 1, backend=GPU_PIXEL)

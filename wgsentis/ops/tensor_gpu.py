@@ -640,13 +640,12 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
     x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:{what}")
     shape = tuple(getattr(data, "shape", ()))
-    blocks = _table_blocks(rec, data, x, f"{layer.name}:data") if shape and _tensor._axis(axis, len(shape)) == 0 \
-        else None
+    axis = _tensor._axis(axis, len(shape))
+    blocks = _table_blocks(rec, data, x, f"{layer.name}:data") if axis == 0 else None
     # (Empty data, such as the rows an NMS selected when it selected none, has no buffer: none is read.)
     if idx is None or (x is None and not blocks and (getattr(data, "size", None) != 0
                                                      or data.dtype not in STORAGE)):
         return NotImplemented
-    axis = _tensor._axis(axis, len(shape))
     length = shape[axis]
     if not _host_indices_ok(indices, length, negative_ok):
         return NotImplemented
@@ -682,9 +681,8 @@ def _table_blocks(rec, data, x, name: str) -> list[tuple[int, int, Any]] | None:
     per = (rec.ctx.max_binding // (4 * max(inner, 1))) // grain * grain
     if per == 0:
         return None
-    return [(start, min(per, x.shape[0] - start),
-             rec.window(x, start * inner, (min(per, x.shape[0] - start), *x.shape[1:])))
-            for start in range(0, x.shape[0], per)]
+    rows = [(start, min(per, x.shape[0] - start)) for start in range(0, x.shape[0], per)]
+    return [(start, count, rec.window(x, start * inner, (count, *x.shape[1:]))) for start, count in rows]
 
 
 def check_only(rec, idx, dims: list[int], negative_ok: bool = True, what: str = "indices") -> None:
