@@ -69,9 +69,7 @@ class _Composer:
         step's reuse their memory and the planner sees short lifetimes instead of thousands alive at once."""
         kept = {id(v.alloc) for v in keep if getattr(v, "alloc", None) is not None}
         program = self.rec.program
-        for alloc in self.rec.layer_allocs[mark:]:
-            if id(alloc) not in kept and alloc.refs == 0 and not alloc.persistent:
-                program.free_allocation(alloc)
+        program.free_temporaries(self.rec.layer_allocs[mark:], kept)
         program.advance_clock()
 
     def quant(self, build: Any, op_type: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:

@@ -554,9 +554,7 @@ class GPUProgram(HostSync):
         if not self.tiles_past_binding:
             return NotImplemented, reason
         del rec.steps[start:]  # what the whole-tensor build recorded before it gave up
-        for alloc in rec.layer_allocs:
-            if alloc.refs == 0 and not alloc.persistent:
-                self.free_allocation(alloc)
+        self.free_temporaries(rec.layer_allocs)
         rec.layer_allocs = []
         try:
             outputs = tiled_build(rec, layer, build, args)
@@ -610,9 +608,7 @@ class GPUProgram(HostSync):
         # Buffers the builder made but did not return are its temporaries (or leftovers of a build
         # that gave up): free them now. Later layers reusing them run after this layer's dispatches.
         kept = {id(o.alloc) for o in outputs if isinstance(o, GTensor)} if outputs is not NotImplemented else set()
-        for alloc in rec.layer_allocs:
-            if id(alloc) not in kept and alloc.refs == 0 and not alloc.persistent:
-                self.free_allocation(alloc)
+        self.free_temporaries(rec.layer_allocs, kept)
         # What this builder made and returned (record_subgraph hands it to the enclosing layer's temporaries;
         # a returned view of an outer tensor or a constant is not the builder's to free).
         rec.made_and_kept = [alloc for alloc in rec.layer_allocs if id(alloc) in kept]
@@ -708,8 +704,8 @@ class GPUProgram(HostSync):
                 out = env.get(name)
                 if isinstance(out, GTensor) and id(out.alloc) in holders:
                     holders[id(out.alloc)] -= 1
-                    if holders[id(out.alloc)] == 0 and out.alloc.refs == 0 and not out.alloc.persistent:
-                        self.free_allocation(out.alloc)
+                    if holders[id(out.alloc)] == 0:
+                        self.free_temporaries([out.alloc])
 
     def _subgraph_deaths(self, graph: Graph) -> list[list[str]]:
         """Per layer of ``graph``: the names its layers make that are dead once it has run (read last by it, or
@@ -741,10 +737,14 @@ class GPUProgram(HostSync):
         record_subgraph: a Loop's carried values once the next iteration has read them), except those whose id
         is in ``keep``."""
         mine = {id(alloc) for alloc in rec.layer_allocs}
-        for v in values:
-            if (isinstance(v, GTensor) and id(v.alloc) in mine and id(v.alloc) not in keep and v.alloc.refs == 0
-                    and not v.alloc.persistent):
-                self.free_allocation(v.alloc)
+        self.free_temporaries([v.alloc for v in values if isinstance(v, GTensor) and id(v.alloc) in mine], keep)
+
+    def free_temporaries(self, allocs: list[Allocation], keep: set[int] | frozenset[int] = frozenset()) -> None:
+        """Free the allocations among ``allocs`` that no live tensor name holds (``refs``), that are not a
+        constant's or the run's (``persistent``), and whose id is not in ``keep``."""
+        for alloc in allocs:
+            if id(alloc) not in keep and alloc.refs == 0 and not alloc.persistent:
+                self.free_allocation(alloc)
 
     def read_scalar(self, rec: Any, value: Any, what: str) -> np.ndarray:
         """The host value of a small device tensor a control-flow program branches on (an If's condition, a Loop
