@@ -123,3 +123,8 @@ class PruneError(WgSentisError):
 # Errors a layer's wrapper passes on unchanged rather than wrapping in a LayerError: they already name
 # the layer (or the run) they concern, and their type is what a caller catches.
 PASS_THROUGH_ERRORS = (LayerError, ResourceLimitError, RunInterruptedError, DeviceOutOfMemoryError)
+
+
+class SymbolicDimensionWarning(UserWarning):
+    """Inputs that share a symbolic dimension name were given different sizes for it. As in ONNX Runtime this is
+    not an error (a name is not a constraint across inputs); the layers that combine them check their shapes."""

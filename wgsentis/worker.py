@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
+import warnings
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -14,7 +15,7 @@ import onnx
 import onnx.numpy_helper
 
 from wgsentis.backends import ProgramOptions, create_program
-from wgsentis.errors import InputError, WgSentisError
+from wgsentis.errors import InputError, SymbolicDimensionWarning, WgSentisError
 from wgsentis.model import Model, TensorInfo
 from wgsentis.run_control import CancelToken, RunControl, parse_memory_limit, parse_timeout
 from wgsentis.tensor import Tensor
@@ -96,6 +97,7 @@ class Worker:
         self._last_run: Future | None = None
         self._cancel_token = CancelToken()  # held by every run scheduled since the last cancel()
         self._closed = False
+        self._symbol_warnings: set[tuple[str, str, str]] = set()  # (dim, first input, other input) said once
 
     def _compile(self, graph: Any) -> Any:
         return create_program(self.backend.value, graph, self._options)
@@ -162,7 +164,7 @@ class Worker:
         ``timeout``: seconds the run may take once it starts (None: no bound); past it the run stops at
         the next layer boundary or Loop/Scan iteration and its outputs raise RunTimeoutError naming the
         layer that was running. (An input named "timeout" must be passed in ``inputs``.)"""
-        self._submit(self._merge(inputs, named), timeout)
+        self._submit(self._merge(inputs, named), timeout, snapshot=True)
         return self
 
     def _merge(self, inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
@@ -175,12 +177,16 @@ class Worker:
                              f"(its inputs are {names}), got {type(inputs).__name__}")
         return {**inputs, **named}
 
-    def _submit(self, given: dict[str, Any], timeout: Any) -> dict[str, Tensor]:
-        """Validate and queue one run; returns its deferred outputs (also this thread's peek_output)."""
+    def _submit(self, given: dict[str, Any], timeout: Any, snapshot: bool = False) -> dict[str, Tensor]:
+        """Validate and queue one run; returns its deferred outputs (also this thread's peek_output).
+        ``snapshot``: the run takes copies of the caller's writable arrays (``schedule`` returns before the run
+        reads them, and the caller may reuse its buffers at once); ``run`` waits, so it reads them in place."""
         if self._closed:
             raise WgSentisError(f"worker for model '{self.model.name}' is closed")
         seconds = parse_timeout(timeout, f"model '{self.model.name}': schedule/run(timeout=...)")
         feeds = self.validate(given)
+        if snapshot:
+            feeds = {name: _snapshot(value, given[name]) for name, value in feeds.items()}
         with self._lock:
             if self._closed:
                 raise WgSentisError(f"worker for model '{self.model.name}' is closed")
@@ -301,11 +307,36 @@ class Worker:
                     )
                 if isinstance(want, str):
                     seen = symbols.setdefault(want, (got, info.name))
-                    if seen[0] != got:
-                        raise InputError(
-                            f"{where}: dimension '{want}' is {got} here but {seen[0]} in input '{seen[1]}'"
-                        )
+                    if seen[0] != got and (want, seen[1], info.name) not in self._symbol_warnings:
+                        # As in ONNX Runtime, a symbolic name is checked per input, not across inputs: packages
+                        # feed inputs that share a name different lengths (one per phoneme, one per character).
+                        # The layers that combine them report any real mismatch; say it once per worker.
+                        self._symbol_warnings.add((want, seen[1], info.name))
+                        warnings.warn(
+                            f"{where}: dimension '{want}' is {got} here but {seen[0]} in input '{seen[1]}'; "
+                            "symbolic dimensions are not a constraint across inputs, so the run goes on",
+                            SymbolicDimensionWarning, stacklevel=5)
         return value
+
+
+def _snapshot(value: Any, given: Any) -> Any:
+    """``value`` (a validated feed) as a scheduled run must hold it: a copy of every array that still shares
+    memory with what the caller gave and that the caller can write (a read-only array cannot change under the
+    run); maps and sequences copied down to their arrays."""
+    if isinstance(value, np.ndarray):
+        if value.flags.writeable and (value is given or np.may_share_memory(value, _arrays_of(given))):
+            return value.copy()
+        return value
+    if isinstance(value, dict):
+        return {key: v.copy() if isinstance(v, np.ndarray) else v for key, v in value.items()}
+    if isinstance(value, list):
+        return [_snapshot(v, v) for v in value]
+    return value
+
+
+def _arrays_of(given: Any) -> Any:
+    """The array a caller's feed holds (np.may_share_memory's other operand), or an empty array."""
+    return given if isinstance(given, np.ndarray) else np.empty(0)
 
 
 def _typed_map(value: Mapping, dtype: np.dtype | None) -> dict:
