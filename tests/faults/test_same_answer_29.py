@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import BACKENDS, F, make_model, ort_outputs
-from onnx import helper
+from helpers import BACKENDS, F, I64, make_model, ort_outputs
+from onnx import TensorProto, helper
 
 import wgsentis as ws
 from wgsentis.errors import SymbolicDimensionWarning
@@ -87,3 +87,70 @@ def test_a_fixed_dim_is_still_checked():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, ["N", 3])], [("y", F, ["N", 3])])
     with ws.Worker(ws.load_model(model), "cpu") as worker, pytest.raises(ws.errors.InputError, match="axis 1"):
         worker.run({"x": np.ones((2, 4), np.float32)})
+
+
+# -- int64 past the int32 range ---------------------------------------------------------------------------------
+def _int64_model():
+    # x (float) -> int64 on the device, then arithmetic whose results pass the int32 range.
+    nodes = [helper.make_node("Cast", ["x"], ["a"], to=TensorProto.INT64),
+             helper.make_node("Mul", ["a", "a"], ["sq"]), helper.make_node("Add", ["a", "big"], ["sum"]),
+             helper.make_node("Sub", ["a", "big"], ["diff"]), helper.make_node("Neg", ["a"], ["neg"]),
+             helper.make_node("Abs", ["m"], ["abs"]), helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Cast", ["r"], ["m0"], to=TensorProto.INT32),
+             helper.make_node("Cast", ["m0"], ["m1"], to=TensorProto.INT64),
+             helper.make_node("Sub", ["m1", "i32max"], ["m2"]), helper.make_node("Sub", ["m2", "one"], ["m"]),
+             helper.make_node("CumSum", ["sq", "axis"], ["cum"])]
+    big = np.array([2**31 - 1], np.int64)
+    outputs = [(n, I64, None) for n in ("a", "sq", "sum", "diff", "neg", "abs", "cum")]
+    return make_model(nodes, [("x", F, [4])], outputs,
+                      {"big": big, "i32max": big, "one": np.array([1], np.int64), "axis": np.array(0, np.int64)})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int64_arithmetic_is_exact_past_the_int32_range(backend):
+    model = _int64_model()
+    feeds = {"x": np.array([3e4, 5e4, -3e9, 7.9], np.float32)}
+    expected = dict(zip(("a", "sq", "sum", "diff", "neg", "abs", "cum"), ort_outputs(model, feeds), strict=True))
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        for _ in range(2):  # recorded, then replayed
+            got = worker.run(feeds)
+            for name, want in expected.items():
+                np.testing.assert_array_equal(got[name], want, err_msg=name)
+        if backend != "cpu":
+            placements = worker.program.plan_summary()["placements"]
+            fallbacks = {p["op"]: p["reason"] for p in placements if p["device"] == "fallback"}
+            assert "int64: the GPU holds int64 in 32-bit words" in fallbacks["Cast"]
+            assert all("int32 range" in reason for reason in fallbacks.values()), fallbacks
+
+
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_a_fallback_names_the_inputs_and_attributes_its_program_declined(backend):
+    # Mean of int32 tensors has no GPU program (only float32 Mean does): the reason names each input's
+    # name, dtype, shape and place.
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["i"], to=6),
+                        helper.make_node("Mean", ["i", "i"], ["y"], name="mean_of_ints")],
+                       [("x", F, [2, 3])], [("y", TensorProto.INT32, [2, 3])])
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        worker.run({"x": np.ones((2, 3), np.float32)})
+        placements = {p["layer"]: p for p in worker.program.plan_summary()["placements"]}
+    reason = placements["mean_of_ints"]["reason"]
+    assert placements["mean_of_ints"]["device"] == "fallback"
+    assert "input 0 'i' int32[2, 3] (rank 2, device)" in reason and "input 1 'i'" in reason, reason
+
+
+# -- float to integer casts: one rule on every backend ----------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("to", [TensorProto.INT32, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16,
+                                TensorProto.UINT16])
+def test_out_of_range_float_casts_follow_one_rule(backend, to):
+    special = np.array([np.inf, -np.inf, np.nan, 3e9, -3e9, 2147483648.0, -2147483648.0, 2147483520.0, 300.0,
+                        -129.7, 65535.9, -0.9, 1e-45], np.float32)
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sub", ["x", "r"], ["n"]),
+                        helper.make_node("Add", ["r", "n"], ["v"]),  # v == x, computed on the device
+                        helper.make_node("Cast", ["v"], ["y"], to=to)], [("x", F, [special.size])],
+                       [("y", to, [special.size])])
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        got = worker.run({"x": special})["y"]
+        assert not worker.stats()["fallback_layers"]
+    expected = ort_outputs(model, {"x": special})[0]
+    np.testing.assert_array_equal(got, expected)

@@ -224,12 +224,16 @@ def test_cast(src, to):
     x = (RNG.standard_normal((3, 67)) * 5).astype(np.float32)
     x[0, :4] = [0.0, -0.0, 2.9999, -2.9999]
     x = x.astype(src) if src != np.bool_ else x > 0
-    compare(node_model("Cast", {"x": x}, to=to), {"x": x})
+    # float32 -> int64 runs on the host: the device holds int64 in 32 bits, and such a cast can pass the int32
+    # range (placement.int64_range_reason; tests/faults/test_same_answer_29.py).
+    compare(node_model("Cast", {"x": x}, to=to), {"x": x}, allow_fallback=src == np.float32 and to == 7)
 
 
 def test_cast_like():
     x = rand(4, 5)
     feeds = {"x": x, "t": np.zeros(1, np.int64)}
+    compare(node_model("CastLike", feeds), feeds, allow_fallback=True)  # float -> int64: on the host
+    feeds = {"x": x, "t": np.zeros(1, np.int32)}
     compare(node_model("CastLike", feeds), feeds)
 
 
@@ -327,7 +331,8 @@ def test_bit_shift():
 def test_int_unary_and_clip(dtype):
     x = rand(3, 70, dtype=dtype)
     for op in ("Sign", "Abs", "Neg"):
-        compare(node_model(op, {"x": x}), {"x": x})
+        # int64 Abs and Neg run on the host: -(-2**31) passes the int32 range the device holds int64 in.
+        compare(node_model(op, {"x": x}), {"x": x}, allow_fallback=op != "Sign" and dtype == np.int64)
     consts = {"lo": np.array(-10, dtype), "hi": np.array(20, dtype)}
     compare(node_model("Clip", {"x": x}, constants=consts), {"x": x})
     compare(node_model("Clip", {"x": x}, constants={"hi": np.array(-5, dtype)}, input_order=["x", "", "hi"]), {"x": x})

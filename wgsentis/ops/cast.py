@@ -128,6 +128,36 @@ def to_float8e8m0(x: np.ndarray, saturate: bool = True, round_mode: str = "up") 
     return out.view(ml_dtypes.float8_e8m0fnu)
 
 
+def cast_target(to: Any) -> np.dtype | None:
+    """The numpy dtype of a Cast's ``to`` attribute, or None where it names no type numpy holds."""
+    if to is None:
+        return None
+    try:
+        return np.dtype(to_numpy_dtype(_onnx_type(to)))
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+_I32_RANGE = (-(2.0**31), 2.0**31)
+_I64_RANGE = (-(2.0**63), 2.0**63)
+
+
+def float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A float array cast to a numpy integer dtype by one rule on every backend and platform: truncation toward
+    zero; for targets of 32 bits or fewer (int32, int16, int8, uint16, uint8), values outside int32's range, NaN
+    and infinities give -2^31 first, and the result wraps into the narrow type (so 3e9 -> uint8 is 0 and 300.0
+    -> uint8 is 44); int64 and uint32 the same with int64's range and -2^63. This is what x86's conversion
+    instructions give, hence numpy and ONNX Runtime on x86; the GPU backends compute it too (wgsl/common/math.wgsl
+    f32_to_i32), where a plain i32() would saturate."""
+    wide = np.dtype(np.int32) if dtype.itemsize < 4 or dtype == np.int32 else np.dtype(np.int64)
+    low, high = _I32_RANGE if wide == np.int32 else _I64_RANGE
+    inside = (x >= low) & (x < high)
+    with np.errstate(invalid="ignore"):
+        truncated = np.where(inside, x, 0).astype(wide)
+    truncated[~inside] = np.iinfo(wide).min
+    return truncated.astype(dtype)
+
+
 def cast_to(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
     """Convert ``x`` to the ONNX element type ``to`` following the Cast rules."""
     if to == TensorProto.STRING:
@@ -141,7 +171,13 @@ def cast_to(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -
         return _saturate(x, dtype).astype(dtype)
     if to == _FLOAT8E8M0:
         return to_float8e8m0(x, bool(saturate), round_mode)
+    if x.dtype.kind == "f" and dtype.type in _WRAPPED_INTS:
+        return float_to_int(x, dtype)
     return x.astype(dtype)
+
+
+# The integer targets float_to_int serves (ml_dtypes' int4/int2 keep their own saturation rules).
+_WRAPPED_INTS = frozenset({np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64})
 
 
 @register("Cast", 1)

@@ -8,17 +8,16 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.backends.gpu.dtypes import NARROW_TYPES
-from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops.cast import _onnx_type
+from wgsentis.ops.cast import cast_target
 from wgsentis.ops.elementwise_gpu import refusing, unary
 from wgsentis.ops.registry import GPU_COMPUTE, register
 from wgsentis.ops.tensor_gpu import STORAGE, device_tensor
 
 # (source storage, target storage) -> WGSL expression of `v`; same storage (int32 <-> int64) is a view.
 _CASTS = {
-    # Truncates toward zero like numpy's astype; values beyond int32 saturate (numpy wraps them
-    # for int32 and keeps them for int64, which the GPU stores as int32 anyway).
-    ("f32", "i32"): "i32(v)",
+    # Truncates toward zero; NaN, Inf and values past int32 give -2^31, as the cpu (cast.py float_to_int). A
+    # cast to int64 of a device float is left to the host (placement.int64_range_reason): it can pass int32.
+    ("f32", "i32"): "f32_to_i32(v)",
     ("f32", "u32"): "select(0u, 1u, v != 0.0)",
     ("i32", "f32"): "f32(v)",
     ("i32", "u32"): "select(0u, 1u, v != 0)",
@@ -65,20 +64,10 @@ def narrow_cast(rec, x, dtype, wide_cast):
     return rec.narrowed(y, dtype)
 
 
-def onnx_cast_target(to) -> np.dtype | None:
-    """The numpy dtype of a Cast's ``to`` attribute, or None where it names no type numpy holds."""
-    if to is None:
-        return None
-    try:
-        return np.dtype(ONNX_TO_NUMPY[_onnx_type(to)])
-    except (KeyError, ValueError):
-        return None
-
-
 @register("Cast", 1, backend=GPU_COMPUTE, narrow_types=True)
 @refusing
 def cast(rec, layer, x, *, to=None, **attrs):
-    return narrow_cast(rec, x, onnx_cast_target(to), _cast)
+    return narrow_cast(rec, x, cast_target(to), _cast)
 
 
 @register("CastLike", 15, backend=GPU_COMPUTE, narrow_types=True)

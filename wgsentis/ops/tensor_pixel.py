@@ -20,7 +20,8 @@ from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import LANES, MAX_RANK, texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import tensor as _tensor
-from wgsentis.ops.cast_gpu import narrow_cast, onnx_cast_target
+from wgsentis.ops.cast import cast_target
+from wgsentis.ops.cast_gpu import narrow_cast
 from wgsentis.ops.elementwise_gpu import refusing
 from wgsentis.ops.elementwise_pixel import unary
 from wgsentis.ops.image_gpu import _resize_plan
@@ -667,7 +668,7 @@ def scatter_nd(rec, layer, data, indices, updates, *, reduction="none", **attrs)
 # -- cast ---------------------------------------------------------------------------------------------------------
 # (source kind, target dtype) -> WGSL expression of `v` (bool lives as i32 0/1).
 _CASTS = {
-    ("f32", np.dtype(np.int32)): "i32(v)", ("f32", np.dtype(np.int64)): "i32(v)",
+    ("f32", np.dtype(np.int32)): "f32_to_i32(v)", ("f32", np.dtype(np.int64)): "f32_to_i32(v)",
     ("f32", np.dtype(np.bool_)): "select(0, 1, v != 0.0)",
     ("i32", np.dtype(np.float32)): "f32(v)", ("i32", np.dtype(np.bool_)): "select(0, 1, v != 0)",
 }
@@ -692,7 +693,7 @@ def _cast(rec, x, dtype):
 
 @pixel("Cast", 1, narrow_types=True)
 def cast(rec, layer, x, *, to=None, **attrs):
-    return narrow_cast(rec, x, onnx_cast_target(to), _cast)
+    return narrow_cast(rec, x, cast_target(to), _cast)
 
 
 @pixel("CastLike", 15, narrow_types=True)

@@ -141,6 +141,14 @@ fn round_to_f16(x: f32) -> f32 {
 
 // x wrapped to a narrow integer type held in an i32 (two's complement, as numpy's and C's conversions wrap):
 // `bits` 8 or 16, `signed_` 1 for int8/int16.
+// A float cast to a 32-bit (or narrower) integer, as on every backend (ops/cast.py float_to_int): truncated toward
+// zero inside int32's range; NaN, infinities and values past the range give -2^31 (x86's "integer indefinite",
+// which numpy and ONNX Runtime give there), never the saturated 2147483520 of WGSL's i32().
+fn f32_to_i32(x: f32) -> i32 {
+    if (x >= -2147483648.0 && x < 2147483648.0) { return i32(x); }
+    return bitcast<i32>(0x80000000u);
+}
+
 fn wrap_int(x: i32, bits: u32, signed_: u32) -> i32 {
     let shift = 32u - bits;
     if (signed_ == 1u) { return (x << shift) >> shift; }

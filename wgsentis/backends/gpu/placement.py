@@ -13,8 +13,40 @@ from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.errors import PASS_THROUGH_ERRORS, LayerError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names, subgraphs
 from wgsentis.ops import registry
+from wgsentis.ops.cast import cast_target
 
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
+# Ops whose int64 result can leave the int32 range the device holds int64 values in (backends/gpu/dtypes.py), for
+# int64 inputs that are all within it: sums, differences, products, powers, negation and absolute value of
+# -2**31. (Max, Min, Where, Mod, Gather... select or shrink their inputs' values and stay in range.)
+INT64_WIDENING_OPS = frozenset({"Add", "Sub", "Mul", "Sum", "Pow", "Neg", "Abs", "CumSum", "Div"})
+_I32_MIN = -(2**31)
+
+
+def int64_range_reason(layer: Layer, args: list[Any]) -> str:
+    """Why ``layer`` must not compute on the device, where the device would hold an int64 result outside the
+    int32 range in 32 bits (a silent wrap or saturation): an int64 arithmetic op with a device operand, or a Cast
+    to int64 of a float tensor on the device; "" when the device computes it exactly. A division is exact
+    unless it divides -2**31 by -1, so one by a host divisor without -1 stays on the device."""
+    device = [k for k, a in enumerate(args) if isinstance(a, GTensor)]
+    if not device or layer.domain:
+        return ""
+    if layer.op_type in ("Cast", "CastLike"):
+        source, target = args[0], args[1] if layer.op_type == "CastLike" else None
+        to = target.dtype if target is not None else cast_target(layer.attrs.get("to"))
+        if to == np.int64 and isinstance(source, GTensor) and source.dtype.kind == "f":
+            return (f"Cast of {source.dtype.name} input '{layer.inputs[0]}' to int64: the GPU holds int64 in 32-bit "
+                    "words and these values can pass the int32 range; the host casts them exactly")
+        return ""
+    if layer.op_type not in INT64_WIDENING_OPS:
+        return ""
+    if not any(a is not None and np.dtype(getattr(a, "dtype", np.float32)) == np.int64 for a in args):
+        return ""
+    if layer.op_type == "Div" and device == [0] and isinstance(args[1], np.ndarray) and not (args[1] == -1).any():
+        return ""
+    operand = layer.inputs[device[0]]
+    return (f"int64 {layer.op_type} of device input '{operand}': the GPU holds int64 in 32-bit words and this "
+            "result can pass the int32 range (a silent wrap there); the host computes it exactly")
 
 
 def host_tensors(graph: Graph, backend: str) -> set[str]:
@@ -94,6 +126,9 @@ class Placer:
                 if args[pos].host is None:
                     return "fallback", f"input {pos} is read on the host but exists only on the device"
                 args[pos] = args[pos].host
+        reason = int64_range_reason(layer, args)
+        if reason:
+            return "fallback", reason
         return "gpu", ""
 
     def run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:

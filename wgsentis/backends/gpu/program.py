@@ -43,11 +43,13 @@ from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Fallback, Placemen
 from wgsentis.backends.gpu.streams import CommandStream
 from wgsentis.backends.gpu.tensors import (
     Allocation,
+    Declined,
     GTensor,
     GTexture,
     NeedsDeviceValues,
     SubgraphDeclined,
     aligned,
+    describe_arguments,
     reserved_bytes,
 )
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
@@ -589,7 +591,9 @@ class GPUProgram(HostSync):
         try:
             outputs = gpu.build(rec, layer, *args, **layer.attrs)
             if outputs is NotImplemented:
-                reason = "its program declined these inputs (dtype, rank or attributes)"
+                reason = f"its program declined these inputs: {describe_arguments(layer, args)}"
+        except Declined as exc:
+            outputs, reason = NotImplemented, str(exc)
         except TooLargeForDevice as exc:
             outputs, reason = self._tiled(rec, layer, gpu.build, args, start, exc)
         except NeedsDeviceValues as exc:

@@ -31,6 +31,32 @@ class NeedsDeviceValues(Exception):  # noqa: N818 - internal: a tracing builder 
     as it runs instead."""
 
 
+class Declined(Exception):  # noqa: N818 - internal: a builder says why it leaves a layer to the host
+    """Raised by a program builder instead of answering NotImplemented, with the reason the layer falls back: the
+    input, dtype, rank or attribute it cannot take and why. The runtime puts the layer on the host with it."""
+
+
+def describe_arguments(layer: Any, args: list[Any]) -> str:
+    """What a builder was given, for the reason of a fallback whose builder gave none: each input's name, dtype,
+    shape and where it lives, and the layer's attributes (subgraphs named, not printed)."""
+    parts = []
+    for position, (name, value) in enumerate(zip(layer.inputs, args, strict=False)):
+        if value is None:
+            continue
+        dtype = getattr(value, "dtype", None)
+        shape = getattr(value, "shape", None)
+        if dtype is None or shape is None:
+            what = type(value).__name__
+        else:
+            where = "device" if isinstance(value, GTensor) else "host"
+            what = f"{np.dtype(dtype).name}{list(shape)} (rank {len(shape)}, {where})"
+        parts.append(f"input {position} '{name}' {what}")
+    attrs = [f"{key}={'<graph>' if hasattr(value, 'layers') else value!r}"
+             for key, value in sorted(layer.attrs.items())]
+    text = "; ".join(parts) or "no inputs"
+    return text + (f"; attributes {', '.join(attrs)}" if attrs else "")
+
+
 class SubgraphDeclined(Exception):  # noqa: N818 - internal: a control-flow layer runs on the host instead
     """A layer of an If branch or Loop body would fall back: the control-flow layer falls back as a whole."""
 
