@@ -165,9 +165,9 @@ def _matmul(op: str) -> Callable[[int], Case]:
         if op == "MatMulInteger":
             feeds = {"a": np.ones((n, 1), np.uint8), "b": np.ones((1, n), np.uint8)}
             return one_node(op, feeds, {}, list(feeds)), feeds, (n, n), 4
-        if op == "Einsum":
-            feeds = {"a": f32(n), "b": f32(n)}
-            return one_node(op, feeds, {}, list(feeds), equation="i,j->ij"), feeds, (n, n), 4
+        if op == "Einsum":  # a repeated label (k): the Einsum is kept, not lowered to Unsqueeze/Mul layers
+            feeds = {"a": f32(n), "b": f32(n, 1, 1)}
+            return one_node(op, feeds, {}, list(feeds), equation="i,jkk->ij"), feeds, (n, n), 4
         feeds = {"a": f32(n, 1), "b": f32(1, n)}
         return one_node(op, feeds, {}, list(feeds)), feeds, (n, n), 4
     return case

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.tensors import (LINEAR_SHIFT, LINEAR_TEXELS, GTensor, fits_binding, fold_groups, loop_passes,
-                                           window_grain)
+from wgsentis.backends.gpu.tensors import (LINEAR_SHIFT, LINEAR_TEXELS, Declined, GTensor, fits_binding, fold_groups,
+                                           loop_passes, window_grain)
 from wgsentis.ops.activations import activation_expr
 from wgsentis.ops.elementwise_gpu import broadcast_strides
 from wgsentis.ops.tensor_gpu import dispatch_copy
-from wgsentis.ops.registry import GPU_COMPUTE, register
+from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 
 TILE_M, TILE_N = 8, 16  # outputs per invocation (see matmul.wgsl)
 GEMV_MAX_ROWS = 2  # products with at most this many rows use the 1x4-tile kernel (gemv.wgsl)
@@ -578,6 +578,23 @@ def _gemm_blocks(rec, layer, A, B, y: GTensor, bias, bias_strides, alpha, beta, 
     finally:
         rec.end_tiles()
     return True
+
+
+@register("Einsum", 12, backend=GPU_COMPUTE)
+@register("Einsum", 12, backend=GPU_PIXEL)
+def einsum_declined(rec, layer, *inputs, equation=None):
+    """Einsum has no GPU program of its own: the LowerEinsum pass (passes/einsum.py) rewrites it into Transpose,
+    Reshape, ReduceSum, Mul and MatMul layers wherever it can. An Einsum still here runs its CPU kernel; this
+    says why it was kept."""
+    terms = str(equation or "").replace(" ", "").partition("->")[0].split(",")
+    for k, term in enumerate(terms):
+        letters = term.replace("...", "")
+        repeated = sorted({c for c in letters if letters.count(c) > 1})
+        if repeated:
+            raise Declined(f"operand {k} ('{term}') repeats label '{repeated[0]}' (a diagonal), which is not "
+                           "lowered to GPU ops: it runs its CPU kernel")
+    raise Declined("an operand's rank was unknown when the model was optimized, so the Einsum was not lowered "
+                   "to Transpose/Reshape/MatMul layers: it runs its CPU kernel")
 
 
 __all__ = ["IDENTITY", "MAX_TAPS", "Operand", "const_operand", "device_operand", "fused", "gemm", "host_value",

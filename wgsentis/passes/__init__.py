@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from wgsentis.model import Graph
+from wgsentis.passes.einsum import LowerEinsum
 from wgsentis.passes.fold_constants import FoldConstants
 from wgsentis.passes.fuse import (
     FoldAffineIntoNextConv,
@@ -15,8 +16,9 @@ from wgsentis.passes.fuse import (
 from wgsentis.passes.noops import RemoveNoOps, RemoveUnused
 from wgsentis.passes.reorder import CommutePoolAndPointwiseConv
 
-PASSES = [FoldConstants(), RemoveNoOps(), FuseHardSwishPattern(), FuseConvBatchNorm(), FoldChannelAffine(),
-          FoldAffineIntoNextConv(), CommutePoolAndPointwiseConv(), FuseActivation(), FuseResidualAdd(), RemoveUnused()]
+PASSES = [LowerEinsum(), FoldConstants(), RemoveNoOps(), FuseHardSwishPattern(), FuseConvBatchNorm(),
+          FoldChannelAffine(), FoldAffineIntoNextConv(), CommutePoolAndPointwiseConv(), FuseActivation(),
+          FuseResidualAdd(), RemoveUnused()]
 
 
 def optimize(graph: Graph, opsets: dict[str, int]) -> Graph:
