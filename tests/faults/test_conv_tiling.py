@@ -81,7 +81,7 @@ def _cpu(model: ws.Model, feeds: dict[str, np.ndarray]) -> np.ndarray:
 
 def _on_device(program_class: Any, ctx: GPUContext, model: ws.Model, feeds: dict[str, np.ndarray]) -> np.ndarray:
     """Run ``model`` twice (recorded, then replayed) on ``ctx``, assert no layer fell back; returns the output."""
-    program = program_class(model.graph, ctx=ctx)
+    program = program_class(model.graph, ctx=ctx, fast_winograd=True)  # the F(4x4) paths these cases size
     try:
         first = program.run(feeds).wait()["y"]
         again = program.run(feeds).wait()["y"]

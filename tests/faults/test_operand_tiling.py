@@ -63,7 +63,7 @@ def _steps(plan: Any) -> Steps:
 def _run(ctx: GPUContext, model: ws.Model, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, Steps, list[str]]:
     """Run ``model`` on ``ctx`` twice (traced and replayed on its arenas, then replayed again); returns the output,
     its plan's steps and the fallback layers."""
-    program = ComputeProgram(model.graph, ctx=ctx)
+    program = ComputeProgram(model.graph, ctx=ctx, fast_winograd=True)  # the F(4x4) paths its cases size
     try:
         first = program.run(feeds).wait()["y"]
         again = program.run(feeds).wait()["y"]

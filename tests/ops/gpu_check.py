@@ -37,15 +37,16 @@ def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
 
 
 def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-5,
-            allow_fallback: bool = False, backend: str | None = None) -> dict[str, np.ndarray]:
+            allow_fallback: bool = False, backend: str | None = None,
+            options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     """Run on cpu and ``backend`` (default: every GPU backend, gpu-compute and gpu-pixel: the same model gives
     the same answer on each); assert equal within tolerance, the same on a replay, and (by default) no fallback
-    layer. Returns the last GPU backend's outputs."""
+    layer. ``options``: keyword arguments of the GPU backends' Workers. Returns the last GPU backend's outputs."""
     wg = ws.load_model(model)
     ref = ws.Worker(wg, "cpu", threads=1).run(feeds)
     got: dict[str, np.ndarray] = {}
     for name in (backend,) if backend else GPU_BACKENDS:
-        with ws.Worker(wg, name) as worker:
+        with ws.Worker(wg, name, **(options or {})) as worker:
             got = worker.run(feeds)
             stats = worker.stats()
             again = worker.run(feeds)  # the replayed plan gives the same answer

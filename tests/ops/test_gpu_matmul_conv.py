@@ -187,11 +187,15 @@ def test_conv_winograd(x_shape, w_shape, attrs, side, textures, monkeypatch, sha
     monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", textures)
     feeds = {"x": _rand(*x_shape)}
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
-    gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
-                      rtol=1e-4, atol=1e-4)
+    # F(4x4) is taken only where the worker allows it (fast_winograd); by default every case is F(2x2).
+    model = gpu_check.node_model("Conv", feeds, constants=constants, **attrs)
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, options={"fast_winograd": True})
     prefix = "compute/winograd" if side == 2 else "compute/winograd4"
     assert f"{prefix}_in.wgsl" in shaders and f"{prefix}_out.wgsl" in shaders
     assert ("compute/matmul_tab.wgsl" in shaders) == textures
+    shaders.clear()
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, backend="gpu-compute")
+    assert "compute/winograd_in.wgsl" in shaders and not any("winograd4" in s for s in shaders)
 
 
 def test_conv_winograd_fused_relu_no_bias(shaders):
@@ -199,8 +203,8 @@ def test_conv_winograd_fused_relu_no_bias(shaders):
     model = gpu_check.node_model("Conv", feeds, constants={"w": _rand(16, 8, 3, 3, scale=0.3)}, pads=[1, 1, 1, 1])
     model.graph.node[0].output[0] = "t"
     model.graph.node.append(helper.make_node("Relu", ["t"], ["y0"]))
-    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4)
-    assert "compute/winograd4_out.wgsl" in shaders  # 10x10 output: F(4x4, 3x3)
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, options={"fast_winograd": True})
+    assert "compute/winograd4_out.wgsl" in shaders  # 10x10 output: F(4x4, 3x3) where allowed
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs,shader", [

@@ -45,6 +45,7 @@ class ProgramOptions:
     debug_groups: bool = False
     precision: str = "float32"
     max_plans: int = 16
+    fast_winograd: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,14 @@ def _gpu_compute(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.gpu_compute import ComputeProgram
 
     return ComputeProgram(graph, options.threads, debug_groups=options.debug_groups, precision=options.precision,
-                          max_plans=options.max_plans)
+                          max_plans=options.max_plans, fast_winograd=options.fast_winograd)
 
 
 def _gpu_pixel(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.gpu_pixel import PixelProgram
 
-    return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, max_plans=options.max_plans)
+    return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, max_plans=options.max_plans,
+                        fast_winograd=options.fast_winograd)
 
 
 register_backend(BackendSpec("cpu", _cpu))

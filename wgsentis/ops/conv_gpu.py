@@ -443,7 +443,6 @@ WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the produc
 _WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
                      [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 WINOGRAD4_MIN_SIDE = 8
-USE_WINOGRAD4 = True
 _V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
                            f"i32(index >> {LINEAR_SHIFT}u)), value);")
 _V_LINEAR_BUFFER_STORE = "V[index] = value;"
@@ -475,8 +474,10 @@ def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, ac
     if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
         return False
     oh, ow = outs
-    # Half-precision weights keep F(2x2): F(4x4)'s transforms (entries up to 8) amplify their rounding.
-    if USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
+    # F(4x4) only where the worker allows it (Worker(fast_winograd=True)): its transforms (entries up to 8) give
+    # 4-7x the rounding error of a direct sum (F(2x2): 0.6-1.0x, measured on 64-128 channel layers), which a
+    # quantized model's re-quantizations amplify into flipped codes. Half-precision weights keep F(2x2) too.
+    if rec.program.fast_winograd and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
             _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc):
         return True
     plan = _winograd_tiles(rec, X, m, outs, _F2X2)

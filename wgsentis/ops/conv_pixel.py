@@ -203,7 +203,6 @@ _F4 = (np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0]
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_MIN_OUTPUT_CHANNELS = 64
 WINOGRAD4_MIN_SIDE = 8  # F(4x4) where the output is at least this on both sides (smaller ones waste their tiles)
-USE_WINOGRAD4 = True
 
 
 def _winograd_applies(X, w: np.ndarray, group: int, strides: list[int], dilations: list[int]) -> bool:
@@ -305,7 +304,7 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
     n, c, h, wd = X.shape
     m = w.shape[0]
     oh, ow = out_shape[2:]
-    four = USE_WINOGRAD4 and min(oh, ow) >= WINOGRAD4_MIN_SIDE
+    four = rec.program.fast_winograd and min(oh, ow) >= WINOGRAD4_MIN_SIDE  # see conv_gpu._winograd
     bt, g, a_t = _F4 if four else _F2
     side, a = a_t.shape
     th, tw = -(-oh // side), -(-ow // side)
