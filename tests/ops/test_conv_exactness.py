@@ -56,3 +56,50 @@ def test_fast_winograd_must_be_a_bool():
     model, _, _, _ = _conv_case(8, 8, 4)
     with pytest.raises(ws.errors.InputError, match="fast_winograd"):
         ws.Worker(ws.load_model(model), "cpu", fast_winograd="yes")
+
+
+def _qdq_resnet_blocks(tmp_path, channels: int = 64, side: int = 16, layers: int = 8):
+    """A static-QDQ chain of 3x3 convolutions with residual blocks (onnxruntime.quantization's own QDQ
+    rewrite of a float model), and one input."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(1)
+    nodes, inits, prev = [], {}, "x"
+    for i in range(layers):
+        inits[f"w{i}"] = (rng.standard_normal((channels, channels, 3, 3)) / np.sqrt(9 * channels) * 1.4
+                          ).astype(np.float32)
+        inits[f"b{i}"] = (rng.standard_normal(channels) * 0.1).astype(np.float32)
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1]))
+        if i % 2:
+            nodes.append(helper.make_node("Add", [f"c{i}", f"r{i - 1}"], [f"a{i}"]))
+            nodes.append(helper.make_node("Relu", [f"a{i}"], [f"r{i}"]))
+        else:
+            nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        prev = f"r{i}"
+    nodes.append(helper.make_node("GlobalAveragePool", [prev], ["y"]))
+    shape = [1, channels, side, side]
+    onnx.save(make_model(nodes, [("x", F, shape)], [("y", F, None)], inits, opset=13), tmp_path / "float.onnx")
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(tmp_path / "float.onnx"), str(tmp_path / "qdq.onnx"), Calibration(),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return onnx.load(tmp_path / "qdq.onnx"), {"x": rng.standard_normal(shape).astype(np.float32)}
+
+
+def test_a_static_qdq_convolution_chain_matches_onnx_runtime_on_every_backend(tmp_path):
+    # With F(4x4) a code flipped at one layer re-quantized through the rest (gpu-compute: 1.7e-3 from ORT here).
+    from helpers import BACKENDS, ort_outputs
+
+    model, feeds = _qdq_resnet_blocks(tmp_path)
+    expected = ort_outputs(model, feeds, optimize=False)[0]
+    for backend in BACKENDS:
+        with ws.Worker(ws.load_model(model), backend) as worker:
+            got = worker.run(feeds)["y"]
+        assert _relative_l2(got, expected) <= 1e-6, (backend, _relative_l2(got, expected))
