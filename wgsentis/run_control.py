@@ -1,4 +1,5 @@
-"""Per-run limits a worker hands to its program: a deadline, a cancel token and the memory budget.
+"""Per-run limits a worker hands to its program: a deadline, a cancel token, the memory budget and the bound on
+the iterations of a Loop that has no trip count.
 
 A program calls ``before_layer`` before each layer (and a Loop or Scan kernel before each iteration),
 so a run stops between layers when it is cancelled or late, and a layer whose outputs would exceed the
@@ -15,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wgsentis.budget import check_layer_outputs
-from wgsentis.errors import InputError, ResourceLimitError, RunCancelledError, RunTimeoutError
+from wgsentis.errors import InputError, LayerError, ResourceLimitError, RunCancelledError, RunTimeoutError
+
+# A Loop with no trip count (or INT64_MAX, exporters' "infinite") runs until its condition turns false: past this
+# many iterations it is taken for a model whose condition never does, and stopped with a LayerError rather than
+# left to hang (``Worker(max_loop_iterations=...)`` moves the bound). A finite trip count is trusted as it is.
+DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
 
 
 def default_memory_limit() -> int:
@@ -47,6 +53,26 @@ def parse_timeout(value: Any, where: str) -> float | None:
     return float(value)
 
 
+def parse_max_loop_iterations(value: Any, where: str = "Worker(max_loop_iterations=...)") -> int:
+    """``max_loop_iterations`` as a positive int (the bound on a Loop with no trip count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{where}: max_loop_iterations must be a positive integer, got {value!r}")
+    return value
+
+
+def check_loop_iterations(control: RunControl | None, layer: Any, iteration: int) -> None:
+    """Raise LayerError naming the Loop ``layer`` when an unbounded Loop (no trip count, or an 'infinite' one) is
+    about to run iteration ``iteration`` (0-based) past the run's bound; the same check on every backend.
+    Without a RunControl (a program run directly) the default bound applies."""
+    bound = DEFAULT_MAX_LOOP_ITERATIONS if control is None else control.max_loop_iterations
+    if iteration < bound:
+        return
+    raise LayerError(getattr(layer, "name", str(layer)), getattr(layer, "op_type", "Loop"),
+                     f"Loop ran {iteration} iterations with no trip count (or an 'infinite' one) and its condition "
+                     f"never turned false: stopped at the bound Worker(max_loop_iterations={bound}) "
+                     "(raise it if the model truly needs more; a model bug?)")
+
+
 class CancelToken:
     """Set by ``Worker.cancel()``; every run scheduled before that call holds this token."""
 
@@ -66,11 +92,13 @@ class CancelToken:
 @dataclass
 class RunControl:
     """What bounds one run: ``memory_limit`` bytes per allocation request (None: unbounded), a
-    ``timeout`` in seconds counted from the run's start (None: unbounded), and a cancel token."""
+    ``timeout`` in seconds counted from the run's start (None: unbounded), a cancel token, and
+    ``max_loop_iterations``, the iterations a Loop with no trip count may run (``check_loop_iterations``)."""
 
     model: str = "model"
     memory_limit: int | None = None
     timeout: float | None = None
+    max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS
     token: CancelToken = field(default_factory=CancelToken)
     deadline: float | None = None  # time.monotonic() past which the run stops; set by start()
     layer: Any = None  # the layer running now (what an interruption names)

@@ -17,7 +17,14 @@ import onnx.numpy_helper
 from wgsentis.backends import ProgramOptions, create_program
 from wgsentis.errors import InputError, SymbolicDimensionWarning, WgSentisError
 from wgsentis.model import Model, TensorInfo
-from wgsentis.run_control import CancelToken, RunControl, parse_memory_limit, parse_timeout
+from wgsentis.run_control import (
+    DEFAULT_MAX_LOOP_ITERATIONS,
+    CancelToken,
+    RunControl,
+    parse_max_loop_iterations,
+    parse_memory_limit,
+    parse_timeout,
+)
 from wgsentis.tensor import Tensor
 
 
@@ -61,6 +68,9 @@ class Worker:
     layers but with 4-7x the rounding error of a direct float32 sum; the default, False, takes F(2x2, 3x3) at
     most, whose error is within a direct sum's (quantized models re-quantize every layer and amplify errors).
     The cpu backend's kernels do not read it.
+    ``max_loop_iterations``: the iterations a Loop with no trip count (or an "infinite" one) may run before the
+    run stops with a LayerError naming the Loop, on every backend (default 1e6: a condition that never turns
+    false is taken for a model bug rather than left to hang).
 
     Threads: a Worker may be shared by threads. Runs execute one at a time in the order scheduled, and
     ``run`` returns the outputs of its own inputs. ``peek_output`` returns the outputs of the last
@@ -71,7 +81,8 @@ class Worker:
     def __init__(self, model: Model, backend: BackendType | str = BackendType.CPU, *,
                  threads: int | None = None, spin_wait: bool = True, debug_groups: bool = False,
                  precision: str = "float32", memory_limit: int | str | None = "default",
-                 max_plans: int = 16, fast_winograd: bool = False) -> None:
+                 max_plans: int = 16, fast_winograd: bool = False,
+                 max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = _backend_of(backend)
@@ -87,6 +98,7 @@ class Worker:
             raise InputError(f"Worker(fast_winograd={fast_winograd!r}): fast_winograd must be True or False")
         self.spin_wait = spin_wait
         self.memory_limit = parse_memory_limit(memory_limit)
+        self.max_loop_iterations = parse_max_loop_iterations(max_loop_iterations)
         self.precision = precision
         self.model = model
         self.threads = threads or min(os.cpu_count() or 1, 8)
@@ -202,7 +214,7 @@ class Worker:
                 self._swap_program()
             program = self._program
             control = RunControl(model=self.model.name, memory_limit=self.memory_limit, timeout=seconds,
-                                 token=self._cancel_token)
+                                 token=self._cancel_token, max_loop_iterations=self.max_loop_iterations)
 
             def run() -> Any:
                 control.start()

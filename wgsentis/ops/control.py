@@ -13,6 +13,7 @@ import numpy as np
 from wgsentis.model import Graph
 from wgsentis.ops.registry import register
 from wgsentis.ops.tensor import check_indices
+from wgsentis.run_control import check_loop_iterations
 
 # -- shared helpers ---------------------------------------------------------------------------
 
@@ -42,18 +43,18 @@ def _truth(value, what: str) -> bool:
     return bool(arr.reshape(-1)[0])
 
 
-class _Accumulation:
+class Accumulation:
     """What a Loop, Scan or SequenceMap holds across iterations: per-iteration outputs kept until the end,
     and the stacked copy made of the tensors among them then. ``add`` checks both against the run's
     memory budget before an iteration's values are kept, so a loop whose outputs grow without bound stops
-    with ResourceLimitError as soon as they pass it."""
+    with ResourceLimitError as soon as they pass it. The GPU Loop programs (control_gpu.py) keep theirs
+    here too, device tensors and host values alike, so every backend stops at the same iteration."""
 
     __slots__ = ("control", "held", "iterations", "layer", "stacked")
 
-    def __init__(self, ctx) -> None:
-        control = ctx.control
+    def __init__(self, control, layer) -> None:
         self.control = control if control is not None and control.memory_limit is not None else None
-        self.layer = ctx.layer
+        self.layer = layer
         self.held = 0  # bytes of the kept per-iteration values
         self.stacked = 0  # bytes the final stacking of the kept tensors will allocate
         self.iterations = 0
@@ -66,7 +67,7 @@ class _Accumulation:
             added = sum(_nbytes(v) for v in values)
             held, stacked = self.held + added, self.stacked + tensors
             biggest = max(values, key=_nbytes)
-            shape = None if isinstance(biggest, list) else (self.iterations + 1, *np.shape(biggest))
+            shape = None if isinstance(biggest, list) else (self.iterations + 1, *_shape(biggest))
             self.control.check_bytes(
                 self.layer, shape, held + stacked,
                 f"{len(values)} per-iteration output(s) after {self.iterations + 1} iterations: {held:,} bytes held "
@@ -78,12 +79,19 @@ class _Accumulation:
 
 
 def _nbytes(value) -> int:
-    """Bytes of a tensor, or of a sequence's tensors (None: 0)."""
+    """Bytes of a tensor (a host array or a device tensor), or of a sequence's tensors (None: 0)."""
     if value is None:
         return 0
     if isinstance(value, list):
         return sum(_nbytes(v) for v in value)
-    return int(np.asarray(value).nbytes)
+    nbytes = getattr(value, "nbytes", None)
+    return int(nbytes) if isinstance(nbytes, int) else int(np.asarray(value).nbytes)
+
+
+def _shape(value) -> tuple[int, ...]:
+    """A tensor's shape, host array or device tensor."""
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(value)
 
 
 def _empty_scan_output(graph: Graph, index: int) -> np.ndarray:
@@ -111,10 +119,8 @@ def if_(ctx, cond, *, then_branch=None, else_branch=None):
 # -- Loop -------------------------------------------------------------------------------------
 
 
-# A Loop with no trip count (or INT64_MAX, exporters' "infinite") runs until its condition turns false:
-# past this many iterations it is taken for a model whose condition never does, and stopped with an
-# error rather than left to hang. A finite trip count the model gives is trusted as it is.
-MAX_UNBOUNDED_LOOP_ITERATIONS = 1_000_000
+# A trip count at least this large is exporters' "infinite": such a Loop is bounded as one with none, by the run's
+# ``max_loop_iterations`` (run_control.check_loop_iterations).
 _UNBOUNDED_TRIP_COUNT = 2**62
 
 
@@ -137,15 +143,13 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
     iter_dtype = np.int64 if M is None else np.asarray(M).dtype
     carried = list(v_initial)
     scans: list[list] = [[] for _ in range(n_scan)]
-    accumulation = _Accumulation(ctx)
+    accumulation = Accumulation(ctx.control, ctx.layer)
     iteration = 0
     unbounded = trip_count is None or trip_count >= _UNBOUNDED_TRIP_COUNT
     while keep_going and (trip_count is None or iteration < trip_count):
         ctx.checkpoint()
-        if unbounded and iteration >= MAX_UNBOUNDED_LOOP_ITERATIONS:
-            raise ValueError(
-                f"Loop ran {iteration} iterations with no trip count (or an 'infinite' one) and its condition "
-                "never turned false; stopping instead of hanging (a model bug?)")
+        if unbounded:
+            check_loop_iterations(ctx.control, ctx.layer, iteration)
         outputs = ctx.run_graph(body, [np.array(iteration, dtype=iter_dtype),
                                        np.array(keep_going, dtype=np.bool_), *carried])
         keep_going = _truth(outputs[0], "Loop body condition output")
@@ -172,7 +176,7 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
 
 def _scan_core(ctx, body: Graph, states: list, scan_inputs: list[np.ndarray], input_axes: list[int],
                input_dirs: list[int], output_axes: list[int], output_dirs: list[int],
-               accumulation: _Accumulation | None = None) -> list:
+               accumulation: Accumulation | None = None) -> list:
     """One Scan over ``scan_inputs``: returns final states followed by the scan outputs. Each step is a
     checkpoint of the run; ``accumulation`` checks the collected outputs against its memory budget."""
     n_states = len(states)
@@ -184,7 +188,7 @@ def _scan_core(ctx, body: Graph, states: list, scan_inputs: list[np.ndarray], in
         raise ValueError(f"Scan: scan inputs have different sequence lengths {sorted(lengths)}")
     steps = lengths.pop() if lengths else 0
     collected: list[list[np.ndarray]] = [[] for _ in range(n_out)]
-    accumulation = _Accumulation(ctx) if accumulation is None else accumulation
+    accumulation = Accumulation(ctx.control, ctx.layer) if accumulation is None else accumulation
     for t in range(steps):
         ctx.checkpoint()
         elements = [np.take(x, steps - 1 - t if d else t, axis=a)
@@ -222,7 +226,7 @@ def scan_v8(ctx, sequence_lens=None, *inputs, body=None, num_scan_inputs=None, d
     max_len = scan_inputs[0].shape[1] if scan_inputs else 0
     lens = [max_len] * batch if sequence_lens is None else [int(v) for v in np.asarray(sequence_lens).ravel()]
     per_batch = []
-    accumulation = _Accumulation(ctx)  # one budget over every batch row's outputs
+    accumulation = Accumulation(ctx.control, ctx.layer)  # one budget over every batch row's outputs
     for b in range(batch):
         seq = [x[b, :lens[b]] for x in scan_inputs]  # (len, ...)
         per_batch.append(_scan_core(ctx, body, [s[b] for s in states], seq, [0] * len(seq), dirs,
@@ -366,7 +370,7 @@ def sequence_map(ctx, input_sequence, *additional_inputs, body=None):
         if isinstance(extra, list) and len(extra) != len(seq):
             raise ValueError("SequenceMap: sequence inputs have different lengths")
     results: list[list] = [[] for _ in body.outputs]
-    accumulation = _Accumulation(ctx)
+    accumulation = Accumulation(ctx.control, ctx.layer)
     for i, item in enumerate(seq):
         ctx.checkpoint()
         args = [item] + [extra[i] if isinstance(extra, list) else extra for extra in additional_inputs]

@@ -21,12 +21,13 @@ from wgsentis.backends.gpu.tensors import SubgraphDeclined
 from wgsentis.ops import registry
 from wgsentis.ops.control import (
     _UNBOUNDED_TRIP_COUNT,
-    MAX_UNBOUNDED_LOOP_ITERATIONS,
+    Accumulation,
     _need_graph,
     _scalar_int,
     _truth,
 )
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
+from wgsentis.run_control import check_loop_iterations
 
 # Scan outputs are stacked by Concat in groups of at most this many (bindings per program are limited).
 _CONCAT_GROUP = 6
@@ -123,20 +124,23 @@ def loop(rec, layer, M=None, cond=None, *v_initial, body=None, **attrs):
     carried = list(v_initial)
     scans: list[list[Any]] = [[] for _ in range(n_scan)]
     scan_allocs: set[int] = set()
+    # The scan outputs kept so far (device tensors or host values) against the run's memory budget, as the CPU
+    # kernel counts them: held until the end plus the stacked copy, checked before an iteration's are kept.
+    accumulation = Accumulation(program.control, layer)
     if trip_count is not None and not unbounded:
         _check_unrolled(body, trip_count)
     iteration = 0
     while keep_going and (trip_count is None or iteration < trip_count):
         if program.control is not None:
             program.control.check(layer)
-        if unbounded and iteration >= MAX_UNBOUNDED_LOOP_ITERATIONS:
-            return NotImplemented  # the CPU kernel stops it with its error
+        if unbounded:  # the same bound, and the same LayerError, as the CPU kernel: falling back would rerun it all
+            check_loop_iterations(program.control, layer, iteration)
         outputs = program.record_subgraph(
             rec, body, [np.array(iteration, dtype=iter_dtype), np.array(keep_going), *carried], rec.scope)
         keep_going = _truth(program.read_scalar(rec, outputs[0], "body condition"), "Loop body condition output")
-        for k in range(n_scan):
-            scans[k].append(outputs[1 + n_carried + k])
-            scan_allocs.update(_alloc_ids(outputs[1 + n_carried + k:2 + n_carried + k]))
+        if n_scan:
+            accumulation.add(scans, list(outputs[1 + n_carried:1 + n_carried + n_scan]))
+            scan_allocs.update(_alloc_ids(outputs[1 + n_carried:1 + n_carried + n_scan]))
         # The previous iteration's carried values (and this one's condition) are dead once read: their memory
         # serves the next iteration.
         program.release(rec, [*carried, outputs[0]], scan_allocs | _alloc_ids(outputs[1:1 + n_carried]))
@@ -177,6 +181,7 @@ def scan(rec, layer, *inputs, body=None, num_scan_inputs=None, scan_input_axes=N
     program = rec.program
     collected: list[list[Any]] = [[] for _ in range(n_out)]
     scan_allocs: set[int] = set()
+    accumulation = Accumulation(program.control, layer)  # the collected outputs against the budget, as on the CPU
     _check_unrolled(body, steps)
     for t in range(steps):
         if program.control is not None:
@@ -191,8 +196,8 @@ def scan(rec, layer, *inputs, body=None, num_scan_inputs=None, scan_input_axes=N
         scan_allocs.update(_alloc_ids(outputs[n_states:]))
         program.release(rec, [*states, *elements], scan_allocs | _alloc_ids(outputs[:n_states]))
         states = list(outputs[:n_states])
-        for k in range(n_out):
-            collected[k].append(outputs[n_states + k])
+        if n_out:
+            accumulation.add(collected, list(outputs[n_states:n_states + n_out]))
     results = list(states)
     for k, values in enumerate(collected):
         if any(isinstance(v, list) for v in values):
