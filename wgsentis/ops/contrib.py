@@ -38,6 +38,32 @@ def _error(ctx, detail: str) -> Exception:
     return LayerError(layer.name, layer.op_type, detail)
 
 
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of a host array or a device tensor (anything with ``.shape``), as ints."""
+    return tuple(int(d) for d in (x.shape if hasattr(x, "shape") else np.shape(x)))
+
+
+def expect_shape(ctx, what: str, x: Any, form: str, *dims: int | None) -> None:
+    """Raise a LayerError naming input ``what`` (e.g. "input 1 (key)") unless ``x`` has ``len(dims)`` axes and each
+    int of ``dims`` is its size on that axis (None: any size). ``form`` is the shape the op expects, e.g.
+    "(B, S, D)": its labels name the dim at fault. Kernels and GPU builders call it alike (``ctx``: anything with
+    ``.layer``), so a malformed input is the same error on every backend."""
+    shape = shape_of(x)
+    if len(shape) != len(dims):
+        raise _error(ctx, f"{what} must be {form}, got shape {list(shape)} (rank {len(shape)}, not {len(dims)})")
+    labels = form.split(" with ")[0].strip("()").split(", ")
+    for k, (size, want) in enumerate(zip(shape, dims, strict=True)):
+        if want is not None and size != want:
+            label = f" ({labels[k]})" if len(labels) == len(dims) else ""
+            raise _error(ctx, f"{what} must be {form}, got shape {list(shape)}: dim {k}{label} is {size}, "
+                              f"expected {want}")
+
+
+def refuse_shape(ctx, what: str, x: Any, detail: str) -> Exception:
+    """A LayerError naming input ``what`` and its shape, with ``detail`` saying what is wrong with it."""
+    return _error(ctx, f"{what} of shape {list(shape_of(x))}: {detail}")
+
+
 def _scalar(value: Any, dtype: Any = np.float64) -> Any:
     return np.asarray(value).astype(dtype).reshape(-1)[0]
 
@@ -103,10 +129,26 @@ def bias_split_gelu(ctx, X, bias):
 # EmbedLayerNormalization, and ORT's opset-1 LayerNormalization
 # ----------------------------------------------------------------------------------------------
 
+def check_skip_norm(ctx, input, skip, gamma, beta=None, bias=None, simplified: bool = False) -> None:
+    """The skip layer norms' inputs, checked before any arithmetic (here and in their GPU programs): input
+    (B, S, H) (or (S, H)), skip (B, S, H), (1, S, H) or (S, H), gamma, beta and bias (H)."""
+    shape = shape_of(input)
+    if len(shape) not in (2, 3):
+        raise refuse_shape(ctx, "input 0 (input)", input, "must be (B, S, H) or (S, H)")
+    hidden = shape[-1]
+    skip_shape = shape_of(skip)
+    batch_ok = len(skip_shape) == len(shape) and skip_shape[0] in (1, shape[0])
+    if not (skip_shape == shape[-2:] or (batch_ok and skip_shape[1:] == shape[1:])):
+        raise refuse_shape(ctx, "input 1 (skip)", skip, f"must be the input's shape {list(shape)}, "
+                           f"{[1, *shape[1:]] if len(shape) == 3 else list(shape)} or {list(shape[-2:])}")
+    names = ["gamma"] + ([] if simplified else ["beta"]) + ["bias"]
+    for k, (name, value) in enumerate(zip(names, (gamma, *(() if simplified else (beta,)), bias), strict=True)):
+        if value is not None:
+            expect_shape(ctx, f"input {k + 2} ({name})", value, f"(H) with H = {hidden}", hidden)
+
+
 def _skip_sum(ctx, input, skip, bias) -> np.ndarray:
     """input + skip (+ bias): skip is (B, S, H), (1, S, H) or (S, H), broadcast over the batch."""
-    if skip.shape[-1] != input.shape[-1] or skip.ndim > input.ndim:
-        raise _error(ctx, f"skip of shape {list(skip.shape)} does not match input {list(input.shape)}")
     total = input + skip
     if bias is not None:
         total = total + bias
@@ -142,6 +184,7 @@ def _skip_norm_outputs(ctx, y, mean, inv_std, total):
 def skip_layer_normalization(ctx, input, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
     """LayerNorm(input + skip + bias) over the last axis; outputs (output, mean, inv_std_var,
     input_skip_bias_sum), the statistics of shape (B, S, 1)."""
+    check_skip_norm(ctx, input, skip, gamma, beta, bias)
     total = _skip_sum(ctx, input, skip, bias)
     y, mean, inv_std = _normalize_last(total, gamma, beta, float(epsilon), simplified=False)
     return _skip_norm_outputs(ctx, y, mean, inv_std, total)
@@ -151,6 +194,7 @@ def skip_layer_normalization(ctx, input, skip, gamma, beta=None, bias=None, *, e
 def skip_simplified_layer_normalization(ctx, input, skip, gamma, bias=None, *, epsilon=1e-12):
     """RMSNorm(input + skip + bias) over the last axis; outputs (output, mean (zeros: RMS has none),
     inv_std_var, input_skip_bias_sum)."""
+    check_skip_norm(ctx, input, skip, gamma, None, bias, simplified=True)
     total = _skip_sum(ctx, input, skip, bias)
     y, mean, inv_std = _normalize_last(total, gamma, None, float(epsilon), simplified=True)
     return _skip_norm_outputs(ctx, y, mean, inv_std, total)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.ops import attention as onnx_attention
-from wgsentis.ops.contrib import _F32, MS_DOMAIN, _error, _scalar, _work
+from wgsentis.ops.contrib import _F32, MS_DOMAIN, _error, _scalar, _work, expect_shape, refuse_shape, shape_of
 from wgsentis.ops.registry import register, register_flops
 
 # ORT's default additive mask value for masked-out keys (Attention, MultiHeadAttention, QAttention).
@@ -186,6 +186,79 @@ def _ms_attention_flops(layer, in_shapes, out_shapes) -> int:
     return flops + 4 * batch * seq * kv_len * hidden
 
 
+def _attention_bias_check(ctx, what: str, attention_bias, batch: int, heads: int, seq: int, kv_len: int) -> None:
+    """attention_bias (B or 1, N or 1, S, T), checked before it is added to the scores."""
+    expect_shape(ctx, what, attention_bias, f"(B or 1, N or 1, S, T) with B = {batch}, N = {heads}, S = {seq}, "
+                 f"T = {kv_len}", None, None, seq, kv_len)
+    shape = shape_of(attention_bias)
+    for k, (size, full) in enumerate(((shape[0], batch), (shape[1], heads))):
+        if size not in (1, full):
+            raise refuse_shape(ctx, what, attention_bias, f"dim {k} is {size}, expected 1 or {full}")
+
+
+def check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value, num_heads: int) -> None:
+    """MultiHeadAttention's inputs checked before any arithmetic (here and in its GPU program): a (B, S, D) query
+    with separate (B, L, D) key and (B, L, Dv) value, or (B, N, L, H) key and value, or a packed (B, L, N, 2, H)
+    key; or a packed (B, S, N, 3, H) query; bias (Dq + Dk + Dv); past (B, N, P, H); D a multiple of num_heads."""
+    n = int(num_heads)
+    q_shape = shape_of(query)
+    if len(q_shape) == 5:  # packed QKV
+        expect_shape(ctx, "input 0 (query)", query, f"(B, S, N, 3, H) with N = {n}", None, None, n, 3, None)
+        batch, seq, head = q_shape[0], q_shape[1], q_shape[4]
+        kv_len, widths = seq, (n * head,) * 3
+    elif len(q_shape) == 3:
+        batch, seq, dq = q_shape
+        if dq % n:
+            raise refuse_shape(ctx, "input 0 (query)", query, f"dim 2 (D) {dq} is not a multiple of num_heads {n}")
+        head = dq // n
+        if key is None:
+            raise _error(ctx, "key is required unless the query packs Q, K and V")
+        k_shape = shape_of(key)
+        if len(k_shape) == 5:
+            expect_shape(ctx, "input 1 (key)", key, f"(B, L, N, 2, H) with B = {batch}, N = {n}, H = {head}",
+                         batch, None, n, 2, head)
+            kv_len, widths = k_shape[1], (dq, dq, dq)
+        elif len(k_shape) == 4:
+            expect_shape(ctx, "input 1 (key)", key, f"(B, N, L, H) with B = {batch}, N = {n}, H = {head}",
+                         batch, n, None, head)
+            kv_len = k_shape[2]
+            if value is None:
+                raise _error(ctx, "value is required with a separate key")
+            expect_shape(ctx, "input 2 (value)", value, f"(B, N, L, Hv) with B = {batch}, N = {n}, L = {kv_len}",
+                         batch, n, kv_len, None)
+            widths = (dq, dq, n * shape_of(value)[3])
+        else:
+            expect_shape(ctx, "input 1 (key)", key, f"(B, L, D) with B = {batch}, D = {dq} (the query's)",
+                         batch, None, dq)
+            kv_len = k_shape[1]
+            if value is None:
+                raise _error(ctx, "value is required with a separate key")
+            expect_shape(ctx, "input 2 (value)", value, f"(B, L, Dv) with B = {batch}, L = {kv_len}",
+                         batch, kv_len, None)
+            dv = shape_of(value)[2]
+            if dv % n:
+                raise refuse_shape(ctx, "input 2 (value)", value, f"dim 2 (Dv) {dv} is not a multiple of num_heads {n}")
+            widths = (dq, dq, dv)
+    else:
+        raise refuse_shape(ctx, "input 0 (query)", query, "must be (B, S, D) or a packed (B, S, N, 3, H)")
+    if bias is not None:
+        expect_shape(ctx, "input 3 (bias)", bias, f"(Dq + Dk + Dv) with Dq + Dk + Dv = {sum(widths)}", sum(widths))
+    past_len = 0
+    for k, past in ((6, past_key), (7, past_value)):
+        if past is not None:
+            name = "past_key" if k == 6 else "past_value"
+            expect_shape(ctx, f"input {k} ({name})", past, f"(B, N, P, H) with B = {batch}, N = {n}, H = {head}",
+                         batch, n, None, head if k == 6 else None)
+            past_len = shape_of(past)[2]
+    if (past_key is None) != (past_value is None):
+        raise _error(ctx, "past_key and past_value come together")
+    if past_key is not None and shape_of(past_key)[2] != shape_of(past_value)[2]:
+        raise refuse_shape(ctx, "input 7 (past_value)", past_value,
+                           f"its dim 2 (P) differs from past_key's {shape_of(past_key)[2]}")
+    if attention_bias is not None:
+        _attention_bias_check(ctx, "input 5 (attention_bias)", attention_bias, batch, n, seq, past_len + kv_len)
+
+
 def _mha_inputs(ctx, query, key, value, bias, num_heads: int):
     """(q, k, v) as (B, N, S, H) from MultiHeadAttention's forms: separate (B, S, D) inputs, key/value already
     (B, N, L, H), packed KV key (B, L, N, 2, H), packed QKV query (B, S, N, 3, H); bias (Dq + Dk + Dv) is
@@ -235,6 +308,7 @@ def multi_head_attention(ctx, query, key=None, value=None, bias=None, key_paddin
         raise _error(ctx, "the num_heads attribute is required")
     if past_sequence_length is not None or cache_indirection is not None:
         raise _error(ctx, "past_sequence_length and cache_indirection (beam search buffers) are not supported")
+    check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value, int(num_heads))
     dtype = query.dtype
     q, k, v = _mha_inputs(ctx, _work(query), key if key is None else _work(key),
                           value if value is None else _work(value), bias, int(num_heads))
@@ -266,6 +340,46 @@ def _rotate(ctx, x: np.ndarray, positions: np.ndarray, cos_cache, sin_cache, int
                                            rotary_embedding_dim=rot_dim)
 
 
+def check_gqa(ctx, query, key, value, past_key, past_value, seqlens_k, attention_bias, n: int, nkv: int) -> int:
+    """GroupQueryAttention's inputs checked before any arithmetic: query (B, S, D) (or packed QKV
+    (B, S, (N + 2 Nkv) H)), key and value (B, S, Nkv H), past (B, Nkv, P, H), seqlens_k (B), num_heads a multiple
+    of kv_num_heads. Returns the head size."""
+    if n <= 0 or nkv <= 0 or n % nkv:
+        raise _error(ctx, f"num_heads {n} is not a positive multiple of kv_num_heads {nkv}")
+    expect_shape(ctx, "input 0 (query)", query, "(B, S, D)", None, None, None)
+    batch, seq, width = shape_of(query)
+    if key is None:
+        if width % (n + 2 * nkv):
+            raise refuse_shape(ctx, "input 0 (query)", query, f"dim 2 {width} of packed QKV is not a multiple of "
+                               f"num_heads + 2 x kv_num_heads = {n + 2 * nkv}")
+        head = width // (n + 2 * nkv)
+    else:
+        if width % n:
+            raise refuse_shape(ctx, "input 0 (query)", query, f"dim 2 (D) {width} is not a multiple of num_heads {n}")
+        head = width // n
+        for k, (name, x) in enumerate((("key", key), ("value", value)), start=1):
+            if x is None:
+                raise _error(ctx, f"{name} is required with a separate key")
+            expect_shape(ctx, f"input {k} ({name})", x, f"(B, S, Nkv x H) with B = {batch}, S = {seq}, "
+                         f"Nkv x H = {nkv * head}", batch, seq, nkv * head)
+    for k, (name, past) in ((3, ("past_key", past_key)), (4, ("past_value", past_value))):
+        if past is not None:
+            expect_shape(ctx, f"input {k} ({name})", past, f"(B, Nkv, P, H) with B = {batch}, Nkv = {nkv}, "
+                         f"H = {head}", batch, nkv, None, head)
+    if (past_key is None) != (past_value is None):
+        raise _error(ctx, "past_key and past_value come together")
+    if seqlens_k is not None and int(np.size(seqlens_k)) != batch:
+        raise refuse_shape(ctx, "input 5 (seqlens_k)", seqlens_k, f"must hold one length per batch, {batch}")
+    if attention_bias is not None:
+        expect_shape(ctx, "input 10 (attention_bias)", attention_bias, f"(B or 1, N or 1, S, T) with S = {seq}",
+                     None, None, seq, None)
+        ab = shape_of(attention_bias)
+        if ab[0] not in (1, batch) or ab[1] not in (1, n):
+            raise refuse_shape(ctx, "input 10 (attention_bias)", attention_bias,
+                               f"dims 0 and 1 must be 1 or B = {batch}, and 1 or N = {n}")
+    return head
+
+
 @register("GroupQueryAttention", 1, domain=MS_DOMAIN)
 def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
                           total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
@@ -288,14 +402,13 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     if seqlens_k is None or total_sequence_length is None:
         raise _error(ctx, "seqlens_k and total_sequence_length are required")
     n, nkv = int(num_heads), int(kv_num_heads)
+    head = check_gqa(ctx, query, key, value, past_key, past_value, seqlens_k, attention_bias, n, nkv)
     dtype = query.dtype
     x = _work(query)
     if key is None:  # packed QKV (B, S, (N + 2 Nkv) H)
-        head = x.shape[2] // (n + 2 * nkv)
         q, k, v = np.split(x, [n * head, (n + nkv) * head], axis=2)
     else:
         q, k, v = x, _work(key), _work(value)
-        head = q.shape[2] // n
     batch, seq = q.shape[:2]
     q = _split_heads(q, n)
     k = _split_heads(k, nkv)
@@ -310,6 +423,12 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     if do_rotary:
         if cos_cache is None or sin_cache is None:
             raise _error(ctx, "do_rotary needs cos_cache and sin_cache")
+        expect_shape(ctx, "input 7 (cos_cache)", cos_cache, "(max_position, rotary_dim / 2)", None, None)
+        expect_shape(ctx, "input 8 (sin_cache)", sin_cache, "(max_position, rotary_dim / 2) as cos_cache",
+                     *shape_of(cos_cache))
+        if 2 * shape_of(cos_cache)[1] > head:
+            raise refuse_shape(ctx, "input 7 (cos_cache)", cos_cache, f"rotates {2 * shape_of(cos_cache)[1]} "
+                               f"features of heads of {head}")
         if position_ids is not None:
             positions = np.asarray(position_ids).astype(np.int64).reshape(batch, seq)
         else:
@@ -356,6 +475,37 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     return outs[:ctx.num_outputs] if ctx.num_outputs > 1 else y
 
 
+def check_rotary(ctx, input, cos_cache, sin_cache, num_heads: int, rotary_embedding_dim: int) -> tuple[int, int]:
+    """RotaryEmbedding's inputs checked before any arithmetic (here and in its GPU program): input (B, S, D) or
+    (B, N, S, H), caches (max_position, rotary_dim / 2) alike, rotary_dim at most the head size and even, D a
+    multiple of the head size. Returns (heads, rotary_dim)."""
+    shape = shape_of(input)
+    if len(shape) not in (3, 4):
+        raise refuse_shape(ctx, "input 0 (input)", input, "must be (B, S, D) or (B, N, S, H)")
+    cos_shape = shape_of(cos_cache)
+    expect_shape(ctx, "input 2 (cos_cache)", cos_cache, "(max_position, rotary_dim / 2)", None, None)
+    expect_shape(ctx, "input 3 (sin_cache)", sin_cache,
+                 f"(max_position, rotary_dim / 2) as cos_cache {list(cos_shape)}", *cos_shape)
+    half = cos_shape[1]
+    rot_dim = int(rotary_embedding_dim or 0) or 2 * half
+    if rot_dim != 2 * half:
+        raise refuse_shape(ctx, "input 2 (cos_cache)", cos_cache,
+                           f"dim 1 must be rotary_embedding_dim / 2 = {rot_dim // 2}")
+    heads = int(num_heads or 0)
+    if len(shape) == 4:
+        heads, head = shape[1], shape[3]
+    else:
+        head = shape[2] // heads if heads > 0 else 2 * half  # without num_heads, the caches span a whole head
+        if heads < 0 or not head or shape[2] % head or (heads and head * heads != shape[2]):
+            raise refuse_shape(ctx, "input 0 (input)", input, f"dim 2 (D) {shape[2]} is not a whole number of heads "
+                               f"({'num_heads ' + str(num_heads) if num_heads else 'of size ' + str(2 * half)})")
+        heads = heads or shape[2] // head
+    if rot_dim > head:
+        raise refuse_shape(ctx, "input 0 (input)", input, f"its head size {head} is less than the rotary "
+                           f"dimension {rot_dim} (2 x cos_cache dim 1)")
+    return heads, rot_dim
+
+
 @register("RotaryEmbedding", 1, domain=MS_DOMAIN)
 def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
                      rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
@@ -363,8 +513,7 @@ def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interlea
     others following it) or (B, S); caches (max_position, rotary_dim / 2)."""
     if is_packed_batching:
         raise _error(ctx, "is_packed_batching is not supported")
-    if input.ndim not in (3, 4):
-        raise _error(ctx, f"input must be (B, S, D) or (B, N, S, H), got {list(input.shape)}")
+    check_rotary(ctx, input, cos_cache, sin_cache, num_heads, rotary_embedding_dim)
     batch, seq = input.shape[0], input.shape[-2] if input.ndim == 4 else input.shape[1]
     ids = np.asarray(position_ids).astype(np.int64)
     if ids.size == 1:

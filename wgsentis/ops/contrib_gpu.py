@@ -230,6 +230,7 @@ def _skip_total(c: _Composer, input, skip, bias):
 @_register("SkipLayerNormalization")
 def skip_layer_normalization(c: _Composer, input, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
     """LayerNormalization(input + skip + bias), with its statistics and the sum where asked for."""
+    contrib.check_skip_norm(c, input, skip, gamma, beta, bias)
     if not _float32(input, skip, gamma, beta, bias):
         return NotImplemented
     total = _skip_total(c, input, skip, bias)
@@ -242,6 +243,7 @@ def skip_layer_normalization(c: _Composer, input, skip, gamma, beta=None, bias=N
 @_register("SkipSimplifiedLayerNormalization")
 def skip_simplified_layer_normalization(c: _Composer, input, skip, gamma, bias=None, *, epsilon=1e-12):
     """RMSNormalization(input + skip + bias) and the sum (the statistics outputs fall back)."""
+    contrib.check_skip_norm(c, input, skip, gamma, None, bias, simplified=True)
     if not _float32(input, skip, gamma, bias):
         return NotImplemented
     total = _skip_total(c, input, skip, bias)
@@ -384,8 +386,9 @@ def rotary_embedding(c: _Composer, input, position_ids, cos_cache, sin_cache, *,
                      rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
     """Rotary embedding: cos and sin gathered by position (a host table for host positions), x viewed as
     (B, S, N, H) (or (B, N, S, H)), the halves (or the even and odd features) rotated and put back."""
-    if is_packed_batching or not _float32(input, cos_cache, sin_cache) or input.ndim not in (3, 4):
+    if is_packed_batching or not _float32(input, cos_cache, sin_cache):
         return NotImplemented
+    contrib_attention.check_rotary(c, input, cos_cache, sin_cache, num_heads, rotary_embedding_dim)
     batch = input.shape[0]
     seq = input.shape[2] if input.ndim == 4 else input.shape[1]
     half = cos_cache.shape[1]
@@ -515,6 +518,8 @@ def multi_head_attention(c: _Composer, query, key=None, value=None, bias=None, k
                          unidirectional=0):
     """MultiHeadAttention on separate (B, S, D) query, key and value (optional bias, key_padding_mask,
     attention_bias), without a past; packed and 4-D forms fall back."""
+    if num_heads:
+        contrib_attention.check_mha(c, query, key, value, bias, attention_bias, past_key, past_value, int(num_heads))
     if any(t is not None for t in (past_key, past_value, past_sequence_length, cache_indirection)) \
             or len(c.layer.outputs) > 1 or not num_heads or key is None or value is None \
             or query.ndim != 3 or key.ndim != 3 or value.ndim != 3 \

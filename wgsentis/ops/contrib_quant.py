@@ -14,13 +14,15 @@ contrib_quant_gpu.py's.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from wgsentis.ops import pool as onnx_pool
 from wgsentis.ops import quant as onnx_quant
 from wgsentis.ops.activations import ACTIVATIONS, rnn_activations
-from wgsentis.ops.contrib import _F32, MS_DOMAIN, _error, _scalar, _text, embed_layer_normalization
+from wgsentis.ops.contrib import (_F32, MS_DOMAIN, _error, _scalar, _text, embed_layer_normalization, expect_shape,
+                                  refuse_shape, shape_of)
 from wgsentis.ops.contrib_attention import _attention_core, _softmax
 from wgsentis.ops.quant import dequantize_linear_21, dynamic_quantize_linear, quantize_linear_21, requantize
 from wgsentis.ops.registry import register, register_flops
@@ -324,11 +326,33 @@ def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scal
     return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if channels_last else y
 
 
+def check_qgemm(ctx, A, a_scale, B, b_scale, b_zero_point, C, y_scale, transA: int, transB: int) -> None:
+    """QGemm's inputs checked before any arithmetic (here and in its GPU program): A (M, K) and B (K, N) (as
+    transposed), C broadcast to (M, N), a_scale and y_scale scalars, b_scale and b_zero_point one or N values."""
+    expect_shape(ctx, "input 0 (A)", A, "(K, M)" if transA else "(M, K)", None, None)
+    a_shape = shape_of(A)
+    m, k = a_shape[::-1] if transA else a_shape
+    expect_shape(ctx, "input 3 (B)", B, f"(N, K) with K = {k}" if transB else f"(K, N) with K = {k}",
+                 *((None, k) if transB else (k, None)))
+    n = shape_of(B)[0 if transB else 1]
+    for index, name, value, sizes in ((1, "a_scale", a_scale, (1,)), (7, "y_scale", y_scale, (1,)),
+                                      (4, "b_scale", b_scale, (1, n)), (5, "b_zero_point", b_zero_point, (1, n))):
+        if value is not None and int(np.prod(shape_of(value))) not in sizes:
+            raise refuse_shape(ctx, f"input {index} ({name})", value,
+                               "must be a scalar" if sizes == (1,) else f"must be a scalar or one per column, N = {n}")
+    if C is not None:
+        c_shape = shape_of(C)
+        padded = (1,) * (2 - len(c_shape)) + c_shape
+        if len(c_shape) > 2 or padded[0] not in (1, m) or padded[1] not in (1, n):
+            raise refuse_shape(ctx, "input 6 (C)", C, f"does not broadcast to (M, N) = {[m, n]}")
+
+
 @register("QGemm", 1, domain=MS_DOMAIN)
 def qgemm(ctx, A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=None, y_scale=None, y_zero_point=None, *,
           alpha=1.0, transA=0, transB=0):
     """alpha * a_scale * b_scale * ((A - a_zp) @ (B - b_zp) + C) with C int32; float output, or quantized with
     y_scale and y_zero_point where given (b_scale and b_zp per tensor or per column of op(B))."""
+    check_qgemm(ctx, A, a_scale, B, b_scale, b_zero_point, C, y_scale, transA, transB)
     a = A.T if transA else A
     b = B.T if transB else B
     acc = _integer_product(a, a_zero_point, b, b_zero_point)
@@ -415,6 +439,35 @@ def _centered(w_q: np.ndarray, w_zero) -> np.ndarray:
     return w_q.astype(np.float64) - np.asarray(w_zero).astype(np.float64)
 
 
+def check_dq_lstm(ctx, X, W, R, B, sequence_lens, initial_h, initial_c, P, scales: list, dirs: int,
+                  hidden_size: Any) -> int:
+    """DynamicQuantizeLSTM's inputs checked before any arithmetic (here and in its GPU program): X (S, B, I),
+    W (D, I, 4H), R (D, H, 4H), B (D, 8H), sequence_lens (B), initial_h and initial_c (D, B, H), P (D, 3H); the
+    scales and zero points (``scales``: W_scale, W_zero_point, R_scale, R_zero_point) one per direction or one per
+    gate column (D x 4H). Returns the hidden size H."""
+    expect_shape(ctx, "input 0 (X)", X, "(S, B, I)", None, None, None)
+    _, batch, inputs = shape_of(X)
+    r_shape = shape_of(R)
+    hs = int(hidden_size) if hidden_size else (r_shape[1] if len(r_shape) == 3 else 0)
+    expect_shape(ctx, "input 1 (W)", W, f"(D, I, 4H) with D = {dirs}, I = {inputs}, 4H = {4 * hs}", dirs, inputs,
+                 4 * hs)
+    expect_shape(ctx, "input 2 (R)", R, f"(D, H, 4H) with D = {dirs}, H = {hs}", dirs, hs, 4 * hs)
+    optional = ((3, "B", B, "(D, 8H)", (dirs, 8 * hs)), (4, "sequence_lens", sequence_lens, "(B)", (batch,)),
+                (5, "initial_h", initial_h, "(D, B, H)", (dirs, batch, hs)),
+                (6, "initial_c", initial_c, "(D, B, H)", (dirs, batch, hs)), (7, "P", P, "(D, 3H)", (dirs, 3 * hs)))
+    for index, name, value, form, dims in optional:
+        if value is not None:
+            values = dict(zip(form.strip("()").split(", "), dims, strict=True))
+            expect_shape(ctx, f"input {index} ({name})", value,
+                         f"{form} with " + ", ".join(f"{k} = {v}" for k, v in values.items()), *dims)
+    names = ("W_scale", "W_zero_point", "R_scale", "R_zero_point")
+    for index, (name, value) in enumerate(zip(names, scales, strict=True), start=8):
+        if value is not None and int(np.prod(shape_of(value))) not in (1, dirs, dirs * 4 * hs):
+            raise refuse_shape(ctx, f"input {index} ({name})", value, f"must hold one value per direction ({dirs}) "
+                               f"or per gate column ({dirs} x {4 * hs})")
+    return hs
+
+
 @register("DynamicQuantizeLSTM", 1, domain=MS_DOMAIN)
 def dynamic_quantize_lstm(ctx, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
                           W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None, *,
@@ -432,11 +485,9 @@ def dynamic_quantize_lstm(ctx, X, W, R, B=None, sequence_lens=None, initial_h=No
     if reverse_flags is None:
         raise _error(ctx, f"unknown direction '{name}'")
     dirs = len(reverse_flags)
+    hs = check_dq_lstm(ctx, X, W, R, B, sequence_lens, initial_h, initial_c, P,
+                       [W_scale, W_zero_point, R_scale, R_zero_point], dirs, hidden_size)
     seq_len, batch, _ = X.shape
-    hs = int(hidden_size) if hidden_size else R.shape[1]
-    if W.shape[0] != dirs or W.shape[2] != 4 * hs or R.shape != (dirs, hs, 4 * hs):
-        raise _error(ctx, f"W {list(W.shape)} and R {list(R.shape)} do not match {dirs} direction(s) of hidden "
-                          f"size {hs} (W (D, I, 4H), R (D, H, 4H))")
     funcs = [[(lambda v, a=act, k=attrs: a.kernel(v, **k)) for act, attrs in per_dir]
              for per_dir in rnn_activations(activations, activation_alpha, activation_beta,
                                             ["Sigmoid", "Tanh", "Tanh"], dirs)]

@@ -347,8 +347,7 @@ def qgemm(c: _Composer, A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=No
     """The exact integer product of op(A) and op(B) (a constant B transposed on the host once), plus C, scaled by
     alpha * a_scale * b_scale (per tensor or column) in float32, or requantized with y's scale and zero point
     (quant_gpu's requantization): bit for bit."""
-    if getattr(A, "ndim", 0) != 2 or getattr(B, "ndim", 0) != 2:
-        raise _Declined
+    contrib_quant.check_qgemm(c, A, a_scale, B, b_scale, b_zero_point, C, y_scale, transA, transB)
     a = c.retype(c.transpose(c.retype(A, np.int32), [1, 0]), A.dtype) if transA else A
     b = B
     if transB:
@@ -474,18 +473,19 @@ def dynamic_quantize_lstm(c: _Composer, X, W, R, B=None, sequence_lens=None, ini
     activations by the backend's programs. Without sequence_lens, peepholes, clip or input_forget (those stay
     on the CPU). The products and the elementwise steps are the CPU's; the activations may differ in the last
     bit, which can move a code of the next step's quantized hidden state."""
-    if any(v is not None for v in (sequence_lens, P, clip)) or input_forget or getattr(X, "dtype", None) != np.float32 \
-            or X.ndim != 3 or any(v is None for v in (W_scale, W_zero_point, R_scale, R_zero_point)):
+    reverse_flags = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}.get(
+        contrib._text(direction).lower())
+    if reverse_flags is None or any(v is None for v in (W_scale, W_zero_point, R_scale, R_zero_point)):
+        raise _Declined  # the CPU kernel names what is missing
+    contrib_quant.check_dq_lstm(c, X, W, R, B, sequence_lens, initial_h, initial_c, P,
+                                [W_scale, W_zero_point, R_scale, R_zero_point], len(reverse_flags), hidden_size)
+    if any(v is not None for v in (sequence_lens, P, clip)) or input_forget or getattr(X, "dtype", None) != np.float32:
         raise _Declined
     hosts = [quant_gpu._host(v) for v in (W, R, B, W_scale, W_zero_point, R_scale, R_zero_point)]
     if any(host is None and given is not None for host, given in zip(hosts, (W, R, B, W_scale, W_zero_point, R_scale,
                                                                             R_zero_point), strict=True)):
         raise _Declined
     w, r, bias, w_scale, w_zero, r_scale, r_zero = hosts
-    reverse_flags = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}.get(
-        contrib._text(direction).lower())
-    if reverse_flags is None:
-        raise _Declined
     dirs = len(reverse_flags)
     seq, batch, _ = X.shape
     hs = int(hidden_size) if hidden_size else r.shape[1]
