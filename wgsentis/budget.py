@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.errors import ResourceLimitError
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.ops.image import resize_geometry
 from wgsentis.ops.pool import pool_geometry
@@ -37,6 +38,17 @@ SEQUENCE_RECOUNT = 1024
 
 class _Unknown(Exception):  # noqa: N818 - internal: a value the size depends on is not on the host
     """Raised inside a rule when an input's host value is needed but only the device holds it."""
+
+
+def check_device_bytes(control: Any, layer: Any, nbytes: int, live: int, what: str) -> None:
+    """Raise ResourceLimitError when a device allocation of ``nbytes`` (``what``, for ``layer``) would bring the
+    device memory a GPU plan holds (``live`` bytes before it) past ``control.memory_limit``: the error names the
+    layer's own bytes (``nbytes``) and the plan's total (``total``) apart."""
+    limit = getattr(control, "memory_limit", None)
+    if limit is None or live + nbytes <= limit:
+        return
+    raise ResourceLimitError(getattr(layer, "name", str(layer)), getattr(layer, "op_type", "?"), None, nbytes, limit,
+                             f"device memory: {live:,} bytes live on the device before {what}", total=live + nbytes)
 
 
 def check_layer_outputs(control: Any, layer: Any, args: list[Any]) -> None:

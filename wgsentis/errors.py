@@ -72,14 +72,22 @@ class IndexOutOfRangeError(LayerError):
 class ResourceLimitError(WgSentisError):
     """A layer asked for more memory than the worker's ``memory_limit`` allows; nothing was allocated.
 
-    Names the layer, its op, the shape and the bytes asked for, and the limit."""
+    Names the layer, its op, the shape and the bytes asked for (``nbytes``: the layer's own), and the limit;
+    ``total``, where the refusal is of the device memory a GPU plan holds, is that memory with the layer's
+    allocation included (None otherwise)."""
 
     def __init__(self, layer: str, op_type: str, shape: tuple[int, ...] | None, nbytes: int, limit: int,
-                 detail: str = "") -> None:
+                 detail: str = "", total: int | None = None) -> None:
         self.layer, self.op_type, self.shape, self.nbytes, self.limit = layer, op_type, shape, int(nbytes), int(limit)
+        self.total = None if total is None else int(total)
         shape_text = "" if shape is None else f" of shape {list(shape)}"
-        msg = (f"layer '{layer}' ({op_type}): output{shape_text} needs {self.nbytes:,} bytes, over the worker's "
-               f"memory_limit of {self.limit:,} bytes")
+        if self.total is None:
+            msg = (f"layer '{layer}' ({op_type}): output{shape_text} needs {self.nbytes:,} bytes, over the worker's "
+                   f"memory_limit of {self.limit:,} bytes")
+        else:
+            msg = (f"layer '{layer}' ({op_type}): output{shape_text} needs {self.nbytes:,} bytes, which brings the "
+                   f"device memory of the plan to {self.total:,} bytes, over the worker's memory_limit of "
+                   f"{self.limit:,} bytes")
         super().__init__(msg + (f" ({detail})" if detail else "") + "; raise memory_limit or pass None to lift it")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from helpers import BACKENDS
+from helpers import BACKENDS, requires_gpu
 from onnx import helper as h
 from onnx import numpy_helper
 
@@ -121,3 +121,27 @@ def test_contrib_bad_shapes_name_the_input_and_dim(backend: str, case: str) -> N
     assert str(info.value).startswith("layer 'bad' (")
     for numpy_words in ("tuple index", "cannot reshape", "broadcast", "zip()", "unpack", "gufunc"):
         assert numpy_words not in str(info.value)
+
+
+@requires_gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_the_plan_memory_refusal_names_the_layers_own_bytes_and_the_plans_total(backend: str) -> None:
+    """Five 4 MiB intermediates alive at once under a 16 MiB limit: the layer whose buffer passes it is named
+    with its own 4 MiB (it said the plan's total was the layer's output), and the plan's total apart."""
+    from onnx import TensorProto
+
+    from wgsentis.errors import ResourceLimitError
+
+    ops = ["Relu", "Neg", "Abs", "Exp", "Sigmoid"]
+    nodes = [h.make_node(op, ["x"], [f"t{k}"], name=f"u{k}") for k, op in enumerate(ops)]
+    nodes.append(h.make_node("Sum", [f"t{k}" for k in range(len(ops))], ["y"], name="sum"))
+    graph = h.make_graph(nodes, "held", [h.make_tensor_value_info("x", TensorProto.FLOAT, [1 << 20])],
+                         [h.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = ws.load_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
+    with ws.Worker(model, backend, memory_limit=16 << 20) as worker, \
+            pytest.raises(ResourceLimitError, match="device memory of the plan") as info:
+        worker.run({"x": np.ones(1 << 20, np.float32)})
+    error = info.value
+    assert 4 << 20 <= error.nbytes < 5 << 20  # one intermediate (a texture may round up a little)
+    assert error.total is not None and error.total > 16 << 20
+    assert f"needs {error.nbytes:,} bytes" in str(error) and f"to {error.total:,} bytes" in str(error)

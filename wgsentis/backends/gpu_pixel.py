@@ -22,6 +22,7 @@ from wgsentis.backends.gpu.steps import Draw, Plan
 from wgsentis.backends.gpu.streams import RenderStream
 from wgsentis.backends.gpu.tensors import LOOP_ALLOWANCE, Allocation, GTensor, GTexture, pack_params, pipeline_key
 from wgsentis.backends.pixel_layout import MAX_RANK, TextureLayout, addressing_params, texel_kind
+from wgsentis.budget import check_device_bytes
 from wgsentis.errors import DeviceError
 from wgsentis.model import Layer
 
@@ -335,8 +336,7 @@ class PixelProgram(GPUProgram):
         control = self.control
         alloc = TextureAllocation(layout, self._tick)
         if layer is not None and control is not None and control.memory_limit is not None:
-            control.check_bytes(layer, None, self._live_bytes + alloc.reserved,
-                                f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
+            check_device_bytes(control, layer, alloc.reserved, self._live_bytes, what)
         if not self.tracing:
             alloc.texture.replace(self._textures.acquire(layout, what), alloc.texture.shape)
         self._allocations.append(alloc)

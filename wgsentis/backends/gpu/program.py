@@ -53,6 +53,7 @@ from wgsentis.backends.gpu.tensors import (
     reserved_bytes,
 )
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
+from wgsentis.budget import check_device_bytes
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, RunInterruptedError, WgSentisError
 from wgsentis.model import Graph, Layer, captured_names
 
@@ -249,8 +250,7 @@ class GPUProgram(HostSync):
         control = self.control
         if layer is not None and control is not None and control.memory_limit is not None:
             # The run's memory budget bounds the device too: the bytes the plan holds live, this buffer included.
-            control.check_bytes(layer, None, self._live_bytes + nbytes,
-                                f"device memory: {self._live_bytes:,} bytes live on the device, then {what}")
+            check_device_bytes(control, layer, nbytes, self._live_bytes, what)
         if self.tracing:  # virtual until the planner lays the plan out: check now what the device can hold
             reserved = reserved_bytes(nbytes)
             limit = int(self.ctx.limits.get("max-buffer-size", 1 << 30))
