@@ -4,6 +4,7 @@ omitted)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from importlib import resources
@@ -76,6 +77,37 @@ def _inputs_for(model: Any, args: argparse.Namespace) -> dict[str, np.ndarray]:
     return feeds
 
 
+def check_output_file(path: str | None, flag: str) -> None:
+    """Raise InputError naming ``flag`` and ``path`` unless a file can be written at ``path`` (its folder exists
+    and is writable, and it is not a folder itself): checked before a run, so a long profile does not fail at
+    its end. None: nothing to check."""
+    if not path:
+        return
+    target = Path(path).expanduser()
+    folder = target.parent
+    if target.is_dir():
+        raise InputError(f"{flag} {path}: is a folder, not a file")
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"{flag} {path}: the folder '{folder}' {what}")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"{flag} {path}: not writable")
+
+
+def check_output_dir(path: str | None, flag: str) -> None:
+    """Raise InputError naming ``flag`` and ``path`` unless ``path`` is, or can be made, a writable folder (no
+    file in the way of it or of a folder above it). None: nothing to check."""
+    if not path:
+        return
+    target = Path(path).expanduser()
+    existing = next((p for p in (target, *target.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        where = "" if existing == target else f"'{existing}' "
+        raise InputError(f"{flag} {path}: {where}is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path}: '{existing}' is not writable")
+
+
 def _summary(value: Any) -> str:
     if isinstance(value, list):
         return f"sequence of {len(value)}"
@@ -93,6 +125,7 @@ def _summary(value: Any) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     import wgsentis as ws
 
+    check_output_dir(args.output_dir, "--output-dir")
     model = _load(args.model)
     feeds = _inputs_for(model, args)
     with ws.Worker(model, args.backend, threads=args.threads, precision=args.precision,
@@ -143,17 +176,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import wgsentis as ws
     from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, flops_of, lookup
     from wgsentis.shapes import layer_shapes
 
     model = _load(args.model)
+    with ws.Worker(model, "cpu", threads=1) as worker:  # the inputs checked as run, profile and capture check them
+        feeds = worker.validate(_inputs_for(model, args))
     print(f"model   {model.name} ({args.model or 'built-in sample'})")
     print("opsets  " + ", ".join(f"{d or 'ai.onnx'}:{v}" for d, v in sorted(model.opsets.items())))
     for info in model.inputs:
         print(f"input   {info!r}")
     for info in model.outputs:
         print(f"output  {info!r}")
-    shapes = layer_shapes(model, _inputs_for(model, args))
+    shapes = layer_shapes(model, feeds)
     consts = model.constants
     rows = []
     total_flops = total_params = 0
@@ -201,6 +237,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if len(targets) > 1:
         raise InputError(f"profile: one MODEL expected, got {targets} (did you mean 'profile compare A.json B.json'?)")
     path = targets[0] if targets else None
+    for flag, target in (("--json", args.json), ("--trace", args.trace), ("--html", args.html)):
+        check_output_file(target, flag)
     model = _load(path)
     if args.loss:
         return _loss_profile(model, args)
@@ -353,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except WgSentisError as exc:
         print(f"wgsentis: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a file that could not be read or written: one line naming it, no traceback
+        where = f"'{exc.filename}': " if exc.filename else ""
+        print(f"wgsentis: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -116,6 +116,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
 def cmd_view(args: argparse.Namespace) -> int:
     from wgsentis.viewer import run_view
 
+    from wgsentis.cli import check_output_file
+
+    check_output_file(args.screenshot, "--screenshot")
     model = _load(args.model)
     if args.layer is None:
         raise InputError(f"--layer is required; layers of '{model.name}': {[la.name for la in model.layers]}")

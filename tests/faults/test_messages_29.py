@@ -145,3 +145,45 @@ def test_the_plan_memory_refusal_names_the_layers_own_bytes_and_the_plans_total(
     assert 4 << 20 <= error.nbytes < 5 << 20  # one intermediate (a texture may round up a little)
     assert error.total is not None and error.total > 16 << 20
     assert f"needs {error.nbytes:,} bytes" in str(error) and f"to {error.total:,} bytes" in str(error)
+
+
+def _cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI on ``argv``; assert a nonzero exit and a one-line message; return it."""
+    from wgsentis.cli import main
+
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("wgsentis: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_cli_output_dir_that_is_a_file_is_one_line(tmp_path, capsys) -> None:
+    blocker = tmp_path / "taken"
+    blocker.write_text("")
+    assert f"--output-dir {blocker}: is a file" in _cli_error(["run", "--output-dir", str(blocker)], capsys)
+    nested = blocker / "out"
+    assert f"'{blocker}' is a file" in _cli_error(["run", "--output-dir", str(nested)], capsys)
+
+
+@pytest.mark.parametrize("flag", ["--json", "--trace", "--html"])
+def test_cli_unwritable_profile_outputs_are_refused_before_profiling(flag, tmp_path, capsys) -> None:
+    target = tmp_path / "no-such-folder" / "p.out"
+    err = _cli_error(["profile", "--backend", "cpu", "--runs", "1", "--quiet", flag, str(target)], capsys)
+    assert f"{flag} {target}" in err and "does not exist" in err
+    err = _cli_error(["profile", "--backend", "cpu", "--runs", "1", "--quiet", flag, str(tmp_path)], capsys)
+    assert "is a folder" in err
+
+
+def test_cli_missing_model_is_one_line(tmp_path, capsys) -> None:
+    assert str(tmp_path / "missing.onnx") in _cli_error(["inspect", str(tmp_path / "missing.onnx")], capsys)
+
+
+@pytest.mark.parametrize(("array", "words"), [(np.zeros((1, 3, 16, 16), np.float32), "expects shape"),
+                                              (np.zeros((1, 3, 32, 32), np.float64), "expects dtype float32")])
+def test_cli_inspect_checks_its_inputs_as_run_does(array, words, tmp_path, capsys) -> None:
+    """inspect ran the model on any array (a 16x16 image through a 32x32 model); now it is run's error."""
+    np.save(tmp_path / "x.npy", array)
+    argv = ["--input", f"image={tmp_path / 'x.npy'}"]
+    inspected = _cli_error(["inspect", *argv], capsys)
+    assert words in inspected and "input 'image'" in inspected
+    assert inspected == _cli_error(["run", *argv], capsys)
