@@ -154,3 +154,52 @@ def test_out_of_range_float_casts_follow_one_rule(backend, to):
         assert not worker.stats()["fallback_layers"]
     expected = ort_outputs(model, {"x": special})[0]
     np.testing.assert_array_equal(got, expected)
+
+
+# -- subnormals ----------------------------------------------------------------------------------------------------
+def _subnormal_operands() -> tuple[np.ndarray, np.ndarray]:
+    """Pairs whose operands or results lie in the subnormal range (and normal ones around them), bits random."""
+    rng = np.random.default_rng(29)
+    n = 4096
+    sub = rng.integers(1, 1 << 23, n, dtype=np.uint32).view(np.float32) * rng.choice([-1, 1], n).astype(np.float32)
+    normal = (rng.standard_normal(n) * np.exp2(rng.integers(-126, 100, n))).astype(np.float32)
+    small = (rng.standard_normal(n) * np.exp2(rng.integers(-80, -40, n))).astype(np.float32)  # products underflow
+    a = np.concatenate([sub, sub, normal, small, sub, [1e-40, 1.0, 1e-45, 0.0, -0.0, np.inf]]).astype(np.float32)
+    b = np.concatenate([sub[::-1], normal, sub, small[::-1], -sub + np.float32(1e-44),
+                        [1.0, 1.1754942e-38, 0.0, 1e-40, -1e-40, 1e-40]]).astype(np.float32)
+    return a, b
+
+
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_arithmetic_keeps_subnormals_on_every_backend(backend):
+    a, b = _subnormal_operands()
+    ops = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"]
+    nodes = [helper.make_node(op, ["a", "b"], [op.lower()]) for op in ops]
+    nodes.append(helper.make_node("Relu", ["a"], ["relu"]))
+    outputs = [(op.lower(), F, [a.size]) for op in ops] + [("relu", F, [a.size])]
+    model = ws.load_model(make_model(nodes, [("a", F, [a.size]), ("b", F, [a.size])], outputs))
+    with ws.Worker(model, "cpu") as worker:
+        expected = worker.run({"a": a, "b": b})
+    with ws.Worker(model, backend) as worker:
+        got = worker.run({"a": a, "b": b})
+        assert not worker.stats()["fallback_layers"]
+    for name, want in expected.items():
+        # bit for bit (NaN where the cpu has NaN; -0 and +0 alike)
+        mismatch = ~((got[name] == want) | (np.isnan(got[name]) & np.isnan(want)))
+        assert not mismatch.any(), (name, a[mismatch][:4], b[mismatch][:4], got[name][mismatch][:4],
+                                    want[mismatch][:4])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_quantize_linear_of_subnormals_matches_onnx_runtime(backend):
+    x = np.array([1e-45, -1e-45, 1e-40, 3.0, -2e-39, 0.0], np.float32)
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sub", ["x", "r"], ["n"]),
+                        helper.make_node("Add", ["r", "n"], ["v"]),  # v == x, on the device
+                        helper.make_node("QuantizeLinear", ["v", "s", "z"], ["y"])],
+                       [("x", F, [x.size]), ("s", F, [])], [("y", TensorProto.UINT8, [x.size])],
+                       {"z": np.array(0, np.uint8)}, opset=13)
+    for scale in (0.0, 1e-40, 1e-3):
+        feeds = {"x": x, "s": np.array(scale, np.float32)}
+        with ws.Worker(ws.load_model(model), backend) as worker:
+            got = worker.run(feeds)["y"]
+        np.testing.assert_array_equal(got, ort_outputs(model, feeds)[0], err_msg=f"scale {scale}")

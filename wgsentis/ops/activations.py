@@ -305,7 +305,9 @@ _FLT_MAX = 3.4028234663852886e38
 # NaN give a number on some drivers.
 _TABLE = (
     Activation("Relu", lambda x: _relu(x), versions=(1, 6, 13, 14), legacy=True, inplace=_relu_inplace,
-               wgsl="select(max(v, 0.0), v, is_nan_f32(v))", rnn_name="Relu", fusable=True),
+               # By the bits: a subnormal v is kept where fragment shaders flush them (max(v, 0.0) gave 0).
+               wgsl="select(v, 0.0, bitcast<i32>(v) < 0 && bitcast<u32>(v) != 0x80000000u && !is_nan_f32(v))",
+               rnn_name="Relu", fusable=True),
     Activation("LeakyRelu", _leaky_relu, {"alpha": 0.01}, (1, 6, 16), legacy=True, inplace=_leaky_relu_inplace,
                wgsl="select(alpha * v, v, v >= 0.0)", rnn_name="LeakyRelu", fusable=True),
     Activation("Sigmoid", lambda x: _sigmoid(x), versions=(1, 6, 13), legacy=True,

@@ -34,6 +34,26 @@ from wgsentis.ops.registry import GPU_PIXEL, register
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
+# float32 arithmetic that keeps subnormals where fragment shaders flush them (wgsl/common/subnormal.wgsl): lane
+# statements of a and b setting r, as the cpu backend and the compute shaders compute them.
+_SUBNORMAL_SAFE = {
+    "Add": "r = sn_add(a, b);",
+    "Sub": "r = sn_sub(a, b);",
+    "Mul": "r = sn_mul(a, b);",
+    "Div": ("let q = div_f32(a, b); r = q; if (sn_div_needed(a, b, q)) { let s = sn_div_scaled(a, b); "
+            "r = sn_div_finish(div_f32(s.x, s.y), s); }"),
+    # (numpy's maximum/minimum of a subnormal: the larger/smaller by value; NaN propagates as before)
+    "Max": ("r = select(max(a, b), a + b, is_nan_f32(a) || is_nan_f32(b)); "
+            "if ((sn_is_sub(a) || sn_is_sub(b)) && !(is_nan_f32(a) || is_nan_f32(b))) "
+            "{ r = select(b, a, sn_key(a) >= sn_key(b)); }"),
+    "Min": ("r = select(min(a, b), a + b, is_nan_f32(a) || is_nan_f32(b)); "
+            "if ((sn_is_sub(a) || sn_is_sub(b)) && !(is_nan_f32(a) || is_nan_f32(b))) "
+            "{ r = select(b, a, sn_key(a) <= sn_key(b)); }"),
+}
+
+
+def _subnormal_helpers() -> str:
+    return wgsl_source("common/subnormal.wgsl")
 
 
 def _divided(rec, expr: str) -> str:
@@ -191,6 +211,8 @@ def _register_arith(op: str, exprs: dict[str, str]) -> None:
         kind = "f32" if da == np.float32 else "i32"
         if kind not in exprs or (op == "Pow" and db != np.float32):
             return NotImplemented
+        if kind == "f32" and op in _SUBNORMAL_SAFE:
+            return elementwise(rec, [a, b], _SUBNORMAL_SAFE[op], da, layer, helpers=_subnormal_helpers())
         return elementwise(rec, [a, b], f"r = {exprs[kind]};", da, layer)
 
 
@@ -240,10 +262,14 @@ def _register_variadic(op: str) -> None:
             lane = "r = " + " + ".join(names) + ";"
             if op == "Mean":
                 lane += f" r = r / {float(len(inputs))!r};"
+            elif kind == "f32":  # a sum of subnormals kept (wgsl/common/subnormal.wgsl)
+                lane = "r = a;" + "".join(f" r = sn_add(r, {n});" for n in names[1:])
+        elif kind == "f32":
+            lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; {_SUBNORMAL_SAFE[op]} }}" for n in names[1:])
         else:
             pair = _ARITH[op][kind]
             lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; r = {pair}; }}" for n in names[1:])
-        return elementwise(rec, list(inputs), lane, dtype, layer)
+        return elementwise(rec, list(inputs), lane, dtype, layer, helpers=_subnormal_helpers() if kind == "f32" else "")
 
 
 for _op in ("Sum", "Mean", "Max", "Min"):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
@@ -60,12 +61,16 @@ def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
     out_shape = tuple(np.broadcast_shapes(*shapes))
     if len(out_shape) > MAX_RANK:
         raise _Decline
-    expr = _bind_division(rec, expr)
     if rec.program.backend == GPU_PIXEL:
-        out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False)
+        # Fragment shaders may flush subnormals (wgsl/common/subnormal.wgsl): quotients are taken through it.
+        expr = _bind_division(rec, expr.replace("div_f32(f32(a), f32(b))",
+                                                "sn_quotient(f32(a), f32(b), div_f32(f32(a), f32(b)))"))
+        out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False,
+                          helpers=wgsl_source("common/subnormal.wgsl"))
         if out is NotImplemented:
             raise _Decline
         return out
+    expr = _bind_division(rec, expr)
     tensors = [x if isinstance(x, GTensor) else rec.upload(x, f"{rec.layer.name}:q{k}")
                for k, x in enumerate(inputs)]
     return ternary(rec, tensors, expr, out_dtype)
