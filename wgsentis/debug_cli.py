@@ -114,9 +114,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from wgsentis.viewer import run_view
-
     from wgsentis.cli import check_output_file
+    from wgsentis.viewer import run_view
 
     check_output_file(args.screenshot, "--screenshot")
     model = _load(args.model)
