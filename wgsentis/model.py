@@ -19,6 +19,7 @@ class TensorInfo:
     dtype: np.dtype | None
     shape: tuple[Dim, ...] | None
     kind: str = "tensor"  # "tensor", "sequence", "optional", "map"
+    key_dtype: np.dtype | None = None  # a map's keys: int64, or object for strings (None: not a map, or unknown)
 
     def __repr__(self) -> str:
         dt = self.dtype.name if self.dtype is not None else "?"
@@ -54,6 +55,9 @@ class Graph:
     constants: dict[str, np.ndarray]
     layers: list[Layer]
     value_info: dict[str, TensorInfo] = field(default_factory=dict)
+    # Inputs an initializer gives a default (in ``constants``, which a run may override by feeding them; top
+    # level only). Runs that do not feed them run this graph, their defaults folded; see Model.feeding.
+    overridable: list[TensorInfo] = field(default_factory=list)
 
     def producers(self) -> dict[str, Layer]:
         """Map each tensor name to the layer that writes it."""
@@ -113,12 +117,14 @@ class Model:
         self._extra_outputs: list[str] = []
         self.graph = self._optimize()
 
-    def _optimize(self) -> Graph:
+    def _optimize(self, fed: frozenset[str] = frozenset()) -> Graph:
+        """The optimized graph; ``fed``: overridable initializers it takes as inputs instead of constants."""
         from wgsentis.passes import optimize  # passes depend on the IR, not the other way round
 
         graph = copy.copy(self.imported)
         graph.layers = [copy.copy(layer) for layer in self.imported.layers]
-        graph.constants = dict(self.imported.constants)
+        graph.constants = {k: v for k, v in self.imported.constants.items() if k not in fed}
+        graph.inputs = list(self.imported.inputs) + [t for t in self.imported.overridable if t.name in fed]
         graph.outputs = list(self.imported.outputs) + [
             self._info_of(name) for name in self._extra_outputs
         ]
@@ -132,6 +138,23 @@ class Model:
     def inputs(self) -> list[TensorInfo]:
         """The inputs a caller must (or may, for those with defaults) feed."""
         return list(self.graph.inputs)
+
+    @property
+    def overridable(self) -> list[TensorInfo]:
+        """Initializers a run may feed to override (graph inputs with a default; IR version 4 and later)."""
+        return list(self.imported.overridable)
+
+    def feeding(self, names: frozenset[str]) -> Graph:
+        """The optimized graph of a run that feeds the overridable initializers ``names``: they are its inputs,
+        so no pass folds them. (``graph`` is the runs' that feed none, their defaults folded.)"""
+        known = {t.name for t in self.imported.overridable}
+        unknown = sorted(set(names) - known)
+        if unknown:
+            from wgsentis.errors import InputError
+
+            raise InputError(f"model '{self.name}': {unknown} are not overridable initializers; those are "
+                             f"{sorted(known)}")
+        return self._optimize(frozenset(names))
 
     @property
     def outputs(self) -> list[TensorInfo]:

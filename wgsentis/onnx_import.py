@@ -35,11 +35,18 @@ from wgsentis.onnx_checks import (
     too_deep_error,
     wire_too_deep,
 )
+from wgsentis.onnx_contracts import check_contracts
 from wgsentis.onnx_shapes import infer_types
+from wgsentis.run_control import default_memory_limit
 from wgsentis.ops import registry
 
 MIN_OPSET = 1
 MAX_OPSET = onnx.defs.onnx_opset_version()
+PROTOBUF_LIMIT = (2 << 30) - 1  # the largest message protobuf parses: 2 GiB less one byte
+# Bits per element of the sub-byte types whose external data length follows from their shape (packed, the last
+# byte padded); 6-bit types are left to onnx's decoder.
+_PACKED_BITS = {getattr(TensorProto, n): b for n, b in
+                (("UINT4", 4), ("INT4", 4), ("FLOAT4E2M1", 4), ("UINT2", 2), ("INT2", 2)) if hasattr(TensorProto, n)}
 
 
 def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None = None,
@@ -59,7 +66,9 @@ def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None 
         try:
             if not path.is_file():
                 raise ModelLoadError(f"model file '{path}' does not exist or is not a file")
-            data = path.read_bytes()
+            with path.open("rb") as file:
+                check_wire_size(os.fstat(file.fileno()).st_size, str(path))  # before reading it all
+                data = file.read()
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"model file '{path}' cannot be read: {exc}") from None
         proto = _parse_bytes(data, str(path))
@@ -70,7 +79,19 @@ def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None 
     return _import(proto, model_name, source, base_dir, optimize, owned=proto is not src)
 
 
+def check_wire_size(size: int, label: str) -> None:
+    """Refuse a serialized model past protobuf's 2 GiB limit, which protobuf reports only as "Wire format was
+    corrupt": say what the limit is and how models that large are stored."""
+    if size > PROTOBUF_LIMIT:
+        raise ModelLoadError(
+            f"model '{label}' is {size:,} bytes, past protobuf's 2 GiB limit ({PROTOBUF_LIMIT:,} bytes) on one "
+            "serialized message; store its weights as external data (onnx.save_model(model, path, "
+            "save_as_external_data=True, location='weights.bin')) and load the .onnx file beside them"
+        )
+
+
 def _parse_bytes(data: bytes, label: str) -> ModelProto:
+    check_wire_size(len(data), label)
     proto = ModelProto()
     try:
         proto.ParseFromString(data)
@@ -129,11 +150,12 @@ def _import(proto: ModelProto, name: str, source: str, base_dir: str | os.PathLi
         apply_orders(proto, reorders)
     value_types = infer_types(proto)
     ctx = _ImportContext(name=name, opsets=opsets, base_dir=Path(base_dir) if base_dir else None,
-                         value_types=value_types)
+                         value_types=value_types, ir_version=int(proto.ir_version))
     try:
         graph = ctx.graph(proto.graph, top_level=True)
     finally:
         ctx.close()
+    check_contracts(graph, name)
     metadata = {p.key: p.value for p in proto.metadata_props}
     model = Model.__new__(Model)
     model.imported, model.opsets, model.name, model.source = graph, opsets, name, source
@@ -161,8 +183,17 @@ def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:
         inner = type_to_info(name, tp.optional_type.elem_type)
         return TensorInfo(name, inner.dtype, inner.shape, kind="optional")
     if which == "map_type":  # its dtype: the values' (the keys are int64 or strings)
-        return TensorInfo(name, type_to_info(name, tp.map_type.value_type).dtype, None, kind="map")
+        return TensorInfo(name, type_to_info(name, tp.map_type.value_type).dtype, None, kind="map",
+                          key_dtype=dtypes.ONNX_TO_NUMPY.get(tp.map_type.key_type))
     return TensorInfo(name, None, None)
+
+
+def _default_info(vi: onnx.ValueInfoProto, default: np.ndarray) -> TensorInfo:
+    """The TensorInfo of a graph input that an initializer gives a default: as declared, its dtype and shape
+    taken from the initializer where the declaration leaves them out."""
+    info = type_to_info(vi.name, vi.type)
+    return TensorInfo(vi.name, info.dtype if info.dtype is not None else default.dtype,
+                      info.shape if vi.type.HasField("tensor_type") else tuple(default.shape), info.kind)
 
 
 def _dim(d: onnx.TensorShapeProto.Dimension) -> Dim:
@@ -176,7 +207,7 @@ class _ImportContext:
     """State shared while converting a model's graphs: names, opsets, types, external data folder."""
 
     def __init__(self, name: str, opsets: dict[str, int], base_dir: Path | None,
-                 value_types: dict[str, TypeProto]) -> None:
+                 value_types: dict[str, TypeProto], ir_version: int) -> None:
         self.model_name = name
         self.opsets = opsets
         self.base_dir = base_dir
@@ -184,6 +215,10 @@ class _ImportContext:
         self.used_names: set[str] = set()
         self.fresh = 0
         self.external: dict[str, tuple[int, int]] = {}  # location -> (open descriptor, size) for this import
+        # From IR version 4 on, an initializer also listed as a graph input is a default a run may override
+        # (ONNX's rule, and ONNX Runtime's); before it, exporters listed every weight as an input, and both
+        # treat them as constants.
+        self.ir_version = ir_version
 
     def close(self) -> None:
         """Close the external data files this import opened."""
@@ -201,6 +236,8 @@ class _ImportContext:
         for vi in gp.value_info:
             self.value_types.setdefault(vi.name, vi.type)
         inputs = [type_to_info(vi.name, vi.type) for vi in gp.input if vi.name not in constants]
+        overridable = [_default_info(vi, constants[vi.name]) for vi in gp.input
+                       if vi.name in constants] if top_level and self.ir_version >= 4 else []
         outputs = [type_to_info(vi.name, self.value_types.get(vi.name, vi.type)) for vi in gp.output]
         if top_level:
             for out in outputs:
@@ -213,7 +250,7 @@ class _ImportContext:
             n: type_to_info(n, t) for n, t in self.value_types.items()
         } if top_level else {vi.name: type_to_info(vi.name, vi.type) for vi in gp.value_info}
         return Graph(name=gp.name or self.model_name, inputs=inputs, outputs=outputs,
-                     constants=constants, layers=layers, value_info=value_info)
+                     constants=constants, layers=layers, value_info=value_info, overridable=overridable)
 
     def node(self, node: NodeProto, index: int) -> list[Layer]:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
@@ -380,6 +417,12 @@ class _ImportContext:
             raise ModelLoadError(f"model '{self.model_name}': {where} has negative dims {list(sp.dims)}")
         values = self.tensor(sp.values, f"{where} values")
         indices = self.tensor(sp.indices, f"{where} indices").astype(np.int64)
+        nbytes, limit = math.prod(sp.dims) * values.dtype.itemsize, default_memory_limit()
+        if nbytes > limit:  # densifying allocates all of it: refuse before numpy's MemoryError
+            raise ModelLoadError(
+                f"model '{self.model_name}': {where} of dims {list(sp.dims)} ({values.dtype.name}) needs "
+                f"{nbytes:,} bytes once dense, over the limit of {limit:,} bytes (half this machine's memory)"
+            )
         dense = np.zeros(tuple(sp.dims), dtype=values.dtype)
         try:
             if indices.size and indices.min() < 0:
@@ -421,7 +464,10 @@ class _ImportContext:
                 f"'{location}', which has {size}"
             )
         expected = math.prod(tp.dims) * dtypes.ONNX_TO_NUMPY[tp.data_type].itemsize
-        sized = tp.data_type != TensorProto.STRING and tp.data_type not in dtypes.PACKED_TYPES
+        if tp.data_type in _PACKED_BITS:
+            expected = -(-math.prod(tp.dims) * _PACKED_BITS[tp.data_type] // 8)
+        sized = tp.data_type != TensorProto.STRING and (
+            tp.data_type not in dtypes.PACKED_TYPES or tp.data_type in _PACKED_BITS)
         if sized and length != expected:
             raise ExternalDataError(
                 f"model '{self.model_name}': {where} has {length} bytes of external data, its shape "

@@ -107,6 +107,7 @@ class Worker:
                                        precision=precision, max_plans=max_plans, fast_winograd=fast_winograd)
         self._graph = model.graph
         self._program = self._compile(self._graph)
+        self._variants: dict[frozenset[str], Any] = {}  # fed overridable initializers -> program (_program_for)
         # One run at a time per worker, in order; schedule() only queues it.
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wgsentis-worker")
         self._lock = threading.Lock()
@@ -137,6 +138,20 @@ class Worker:
         self._graph = self.model.graph
         self._program = self._compile(self._graph)
         self._runner.submit(old.close)
+        for variant in self._variants.values():
+            self._runner.submit(variant.close)
+        self._variants.clear()
+
+    def _program_for(self, feeds: dict[str, Any]) -> Any:
+        """The program a run with ``feeds`` takes (the caller holds the lock): the worker's own, or where the run
+        feeds overridable initializers, the program of the model in which those are inputs, compiled on first
+        use per set of names and kept until close (the default one keeps its initializers folded)."""
+        fed = frozenset(feeds) - {info.name for info in self._graph.inputs}
+        if not fed:
+            return self._program
+        if fed not in self._variants:
+            self._variants[fed] = self._compile(self.model.feeding(fed))
+        return self._variants[fed]
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -147,6 +162,9 @@ class Worker:
             self._closed = True
         self._runner.shutdown(wait=True)
         self._program.close()
+        for variant in self._variants.values():
+            variant.close()
+        self._variants.clear()
 
     def cancel(self) -> None:
         """Stop the run in progress and every run scheduled before this call, at the next layer boundary
@@ -212,7 +230,7 @@ class Worker:
             # keep the program they were given.
             if self.model.graph is not self._graph:
                 self._swap_program()
-            program = self._program
+            program = self._program_for(feeds)
             control = RunControl(model=self.model.name, memory_limit=self.memory_limit, timeout=seconds,
                                  token=self._cancel_token, max_loop_iterations=self.max_loop_iterations)
 
@@ -267,10 +285,13 @@ class Worker:
         """``given`` (input name -> array, Tensor, TensorProto or list) checked against the model's inputs and
         converted as a run takes them; InputError names the input and what is wrong."""
         expected = {info.name: info for info in self._graph.inputs}
-        unknown = [n for n in given if n not in expected]
+        # Initializers that are also graph inputs may be fed, overriding them for the run (see _program_for).
+        defaults = {info.name: info for info in self.model.overridable if info.name not in expected}
+        unknown = [n for n in given if n not in expected and n not in defaults]
         if unknown:
+            also = f" (and the initializers it may override: {list(defaults)})" if defaults else ""
             raise InputError(
-                f"model '{self.model.name}' has no input(s) {unknown}; its inputs are {list(expected)}"
+                f"model '{self.model.name}' has no input(s) {unknown}; its inputs are {list(expected)}{also}"
             )
         missing = [n for n in expected if n not in given]
         if missing:
@@ -279,7 +300,7 @@ class Worker:
         symbols: dict[str, tuple[int, str]] = {}
         feeds: dict[str, Any] = {}
         for name, value in given.items():
-            feeds[name] = self._check_one(expected[name], value, symbols)
+            feeds[name] = self._check_one(expected.get(name) or defaults[name], value, symbols)
         return feeds
 
     def _check_one(self, info: TensorInfo, value: Any, symbols: dict[str, tuple[int, str]]) -> Any:

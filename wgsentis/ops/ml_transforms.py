@@ -38,18 +38,36 @@ def scaler(ctx, X, *, offset=None, scale=None):
 
 @register("Normalizer", 1, domain=ML_DOMAIN)
 def normalizer(ctx, X, *, norm="MAX"):
-    """Each row divided by its max, its L1 norm or its L2 norm; a row whose divisor is 0 is kept as is."""
+    """Each row (the last axis) divided by its max, its L1 norm or its L2 norm, as ONNX Runtime computes it in
+    float32: the max skips NaN (it starts at float32's lowest value, and NaN is never greater), the norms are
+    summed one element after the other; a row whose divisor is 0 is kept as is. L2 writes sqrt(x^2 / sum),
+    negated where x < 0, so a row whose squares overflow gives NaN where x^2 is infinite (inf / inf)."""
     how = choice(norm, ("MAX", "L1", "L2"), "norm")
-    x = np.asarray(X).astype(np.float32)
+    x = np.asarray(X)
     rows = x.reshape(1, -1) if x.ndim <= 1 else x
-    if how == "MAX":
-        div = rows.max(axis=-1, keepdims=True)
-    elif how == "L1":
-        div = np.abs(rows).sum(axis=-1, keepdims=True)
-    else:
-        div = np.sqrt((rows * rows).sum(axis=-1, keepdims=True))
-    out = np.where(div == 0, rows, rows / np.where(div == 0, 1, div))
+    f = rows.astype(np.float32)
+    if f.shape[-1] == 0:
+        return f.reshape(x.shape)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if how == "MAX":
+            lowest = np.finfo(np.float32).min
+            div = np.where(np.isnan(f), lowest, f).max(axis=-1, keepdims=True, initial=lowest)
+        elif how == "L1":
+            div = _running_sum(np.abs(rows).astype(np.float32))
+        else:
+            squares = (rows * rows).astype(np.float32)  # in X's own type, then float32, as ORT squares
+            div = _running_sum(squares)
+            root = np.sqrt(squares / np.where(div == 0, np.float32(1), div))
+            out = np.where(div == 0, f, np.where(rows < 0, -root, root))
+            return out.reshape(x.shape).astype(np.float32)
+        out = np.where(div == 0, f, f / np.where(div == 0, np.float32(1), div))
     return out.reshape(x.shape).astype(np.float32)
+
+
+def _running_sum(values: np.ndarray) -> np.ndarray:
+    """The float32 sum of each row's values added one after the other (ORT's loop; numpy's sum is pairwise),
+    (..., 1)."""
+    return np.cumsum(values, axis=-1, dtype=np.float32)[..., -1:]
 
 
 @register("Imputer", 1, domain=ML_DOMAIN)
@@ -183,6 +201,13 @@ def dict_vectorizer(ctx, X, *, int64_vocabulary=None, string_vocabulary=None):
     maps = X if isinstance(X, list | tuple) else [X]
     if not all(isinstance(m, dict) for m in maps):
         raise TypeError(f"DictVectorizer expects a map (dict), got {type(X).__name__}")
+    strings = key_of is text
+    for m in maps:  # ORT refuses a map of the other key type; str(1) would quietly match the vocabulary's "1"
+        wrong = next((k for k in m if isinstance(k, str | bytes) != strings or isinstance(k, bool)), None)
+        if wrong is not None:
+            raise TypeError(f"input X holds the {type(wrong).__name__} key {wrong!r}, but the node's "
+                            f"{'string' if strings else 'int64'}_vocabulary takes a map of "
+                            f"{'string' if strings else 'int64'} keys")
     values = [v for m in maps for v in m.values()]
     dtype = np.asarray(values).dtype if values else np.float32
     if dtype.kind in "OUS":
