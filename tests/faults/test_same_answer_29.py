@@ -203,3 +203,17 @@ def test_quantize_linear_of_subnormals_matches_onnx_runtime(backend):
         with ws.Worker(ws.load_model(model), backend) as worker:
             got = worker.run(feeds)["y"]
         np.testing.assert_array_equal(got, ort_outputs(model, feeds)[0], err_msg=f"scale {scale}")
+
+
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_an_elementwise_fallback_says_which_input_and_why(backend):
+    model = make_model([helper.make_node("Greater", ["x", "zero"], ["p"]), helper.make_node("Not", ["p"], ["q"]),
+                        helper.make_node("Greater", ["p", "q"], ["y"], name="bool_greater"),
+                        helper.make_node("Pow", ["x", "e"], ["z"], name="int_power")],
+                       [("x", F, [3]), ("e", TensorProto.INT32, [3])],
+                       [("y", TensorProto.BOOL, [3]), ("z", F, [3])], {"zero": np.zeros(1, np.float32)})
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        worker.run({"x": np.array([-1, 0, 2], np.float32), "e": np.array([1, 2, 3], np.int32)})
+        placements = {p["layer"]: p for p in worker.program.plan_summary()["placements"]}
+    assert placements["bool_greater"]["reason"] == "Greater of bool tensors has no program here (Equal only)"
+    assert placements["int_power"]["reason"] == "Pow's exponent 'e' is int32; this program takes float32"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.tensors import Declined
 from wgsentis.ops import contrib, contrib_attention, quant_gpu, registry
 from wgsentis.ops.contrib import MS_DOMAIN
 from wgsentis.ops.quant_gpu import _Decline as QuantDeclined
@@ -54,7 +55,11 @@ class _Composer:
         impl = registry.lookup(op_type, "", opset, self.backend)
         if impl is None:
             raise _Declined
-        result = impl.build(self.rec, self.stand_in(op_type, opset, outputs, activation, attrs), *inputs, **attrs)
+        try:
+            result = impl.build(self.rec, self.stand_in(op_type, opset, outputs, activation, attrs), *inputs,
+                                **attrs)
+        except Declined:
+            raise _Declined from None
         if result is NotImplemented:
             raise _Declined
         return result

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.tensors import Declined
 from wgsentis.ops.activations import ACTIVATIONS, Activation, activation_expr
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
@@ -278,7 +279,8 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     b = _as_gpu(rec, b, f"{name}:b")
     out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
     if len(out_shape) > MAX_RANK:
-        return NotImplemented
+        raise Declined(f"rank {len(out_shape)} output {list(out_shape)} is past the {MAX_RANK} dims binary.wgsl "
+                       "indexes")
     y = rec.alloc(out_shape, out_dtype)
     expr = _bind_division(rec, expr)
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
@@ -313,21 +315,52 @@ def _dtype(t: Any) -> np.dtype | None:
     return getattr(t, "dtype", None)
 
 
+def check_operand_types(layer, args: list[Any], allowed: tuple[Any, ...], same: bool = True, start: int = 0) -> None:
+    """Raise Declined naming the input whose dtype this backend's program for ``layer`` cannot take (not one of
+    ``allowed``, or, with ``same``, not the first one's), or a missing input; ``args`` are the layer's inputs
+    from position ``start`` on."""
+    names = [np.dtype(t).name for t in allowed]
+    inputs = getattr(layer, "inputs", ())  # (a composite's stand-in layer has none)
+    first = None
+    for position, value in enumerate(args, start):
+        dtype = _dtype(value)
+        name = inputs[position] if position < len(inputs) else ""
+        if dtype is None:
+            raise Declined(f"input {position} '{name}' is {type(value).__name__}, not a tensor")
+        if np.dtype(dtype) not in [np.dtype(t) for t in allowed]:
+            raise Declined(f"input {position} '{name}' is {np.dtype(dtype).name}; this program takes "
+                           f"{', '.join(names)}")
+        if same and first is not None and dtype != first:
+            raise Declined(f"input {position} '{name}' is {np.dtype(dtype).name} where input {start} is "
+                           f"{np.dtype(first).name} (the CPU kernel reports the mismatch)")
+        first = dtype if first is None else first
+
+
+def check_rank(layer, shape: tuple[int, ...], limit: int) -> None:
+    """Raise Declined when an output or operand of rank past ``limit`` (the program's index arithmetic) occurs."""
+    if len(shape) > limit:
+        raise Declined(f"rank {len(shape)} (shape {list(shape)}) is past the {limit} dims this program indexes")
+
+
+LEGACY_BROADCAST = "opset < 7 broadcasting (the broadcast/axis attributes): the CPU kernel applies it"
+
+
 def _register_arith(op: str, exprs: dict[str, str]) -> None:
     @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, a, b, **attrs):
         if attrs.get("broadcast") or attrs.get("axis") is not None:
-            return NotImplemented  # opset < 7 broadcasting rules: leave to the CPU kernel
+            raise Declined(LEGACY_BROADCAST)
+        check_operand_types(layer, [a] if op == "Pow" else [a, b], (np.float32, np.int32, np.int64))
         da, db = _dtype(a), _dtype(b)
-        if da is None or db is None or (da != db and op != "Pow") or da not in (np.float32, np.int32, np.int64):
-            return NotImplemented
         gpu = "f32" if da == np.float32 else "i32"
-        if gpu not in exprs or (op == "Pow" and db != np.float32):
-            return NotImplemented
+        if gpu not in exprs:
+            raise Declined(f"{op} of {da.name} has no program here (float32 only)")
+        if op == "Pow" and db != np.float32:
+            raise Declined(f"Pow's exponent '{layer.inputs[1]}' is {db.name}; this program takes float32")
         try:
             act = fused_activation(layer, da)
         except _NoFusion:
-            return NotImplemented
+            raise Declined(f"a fused activation on a {da.name} output (activations are float32)") from None
         return binary(rec, a, b, exprs[gpu], da, layer.name, act)
 
 
@@ -338,11 +371,9 @@ for _op, _exprs in _ARITH.items():
 def _register_compare(op: str, expr: str) -> None:
     @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, a, b):
-        da, db = _dtype(a), _dtype(b)
-        if da is None or da != db or da not in (np.float32, np.int32, np.int64, np.bool_):
-            return NotImplemented
-        if da == np.bool_ and op != "Equal":
-            return NotImplemented
+        check_operand_types(layer, [a, b], (np.float32, np.int32, np.int64, np.bool_))
+        if _dtype(a) == np.bool_ and op != "Equal":
+            raise Declined(f"{op} of bool tensors has no program here (Equal only)")
         return binary(rec, a, b, f"select(0u, 1u, {expr})", np.bool_, layer.name)
 
 
@@ -353,8 +384,7 @@ for _op, _expr in _COMPARE.items():
 def _register_logic(op: str, expr: str) -> None:
     @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, a, b):
-        if _dtype(a) != np.bool_ or _dtype(b) != np.bool_:
-            return NotImplemented
+        check_operand_types(layer, [a, b], (np.bool_,))
         return binary(rec, a, b, expr, np.bool_, layer.name)
 
 
@@ -397,8 +427,8 @@ for _op in ("Sum", "Mean", "Max", "Min"):
 
 @register("Where", 9, backend=GPU_COMPUTE)
 def where(rec, layer, cond, x, y):
-    if _dtype(cond) != np.bool_ or _dtype(x) != _dtype(y) or _dtype(x) not in (np.float32, np.int32, np.int64):
-        return NotImplemented
+    check_operand_types(layer, [cond], (np.bool_,))
+    check_operand_types(layer, [x, y], (np.float32, np.int32, np.int64), start=1)
     c, a, b = (_as_gpu(rec, t, f"{layer.name}:{k}") for k, t in enumerate((cond, x, y)))
     return ternary(rec, [c, a, b], "select(c, b, a != 0u)", a.dtype)
 

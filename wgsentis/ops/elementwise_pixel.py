@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
-from wgsentis.backends.gpu.tensors import GTensor
+from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.ops.activations import ACTIVATIONS
 from wgsentis.ops.elementwise_gpu import (
@@ -24,7 +24,9 @@ from wgsentis.ops.elementwise_gpu import (
     _INT_MOD,
     _INT_UNARY,
     FLOAT_UNARY,
+    LEGACY_BROADCAST,
     activation,
+    check_operand_types,
     refusing,
     register_activations,
 )
@@ -204,13 +206,14 @@ def _register_arith(op: str, exprs: dict[str, str]) -> None:
     @register(op, backend=GPU_PIXEL)
     def build(rec, layer, a, b, **attrs):
         if attrs.get("broadcast") or attrs.get("axis") is not None:
-            return NotImplemented  # opset < 7 broadcasting rules: the CPU kernel
-        da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
-        if da is None or db is None or (da != db and op != "Pow") or da not in (np.float32, *_INTS):
-            return NotImplemented
+            raise Declined(LEGACY_BROADCAST)
+        check_operand_types(layer, [a] if op == "Pow" else [a, b], (np.float32, *_INTS))
+        da, db = a.dtype, b.dtype
         kind = "f32" if da == np.float32 else "i32"
-        if kind not in exprs or (op == "Pow" and db != np.float32):
-            return NotImplemented
+        if kind not in exprs:
+            raise Declined(f"{op} of {da.name} has no program here (float32 only)")
+        if op == "Pow" and db != np.float32:
+            raise Declined(f"Pow's exponent '{layer.inputs[1]}' is {db.name}; this program takes float32")
         if kind == "f32" and op in _SUBNORMAL_SAFE:
             return elementwise(rec, [a, b], _SUBNORMAL_SAFE[op], da, layer, helpers=_subnormal_helpers())
         return elementwise(rec, [a, b], f"r = {exprs[kind]};", da, layer)
@@ -224,11 +227,9 @@ for _op, _exprs in _ARITH.items():
 def _register_compare(op: str, expr: str) -> None:
     @register(op, backend=GPU_PIXEL)
     def build(rec, layer, a, b):
-        da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
-        if da is None or da != db or da not in (np.float32, *_INTS, np.bool_):
-            return NotImplemented
-        if da == np.bool_ and op != "Equal":
-            return NotImplemented
+        check_operand_types(layer, [a, b], (np.float32, *_INTS, np.bool_))
+        if a.dtype == np.bool_ and op != "Equal":
+            raise Declined(f"{op} of bool tensors has no program here (Equal only)")
         return elementwise(rec, [a, b], f"r = select(0, 1, {expr});", np.bool_, layer)
 
 
@@ -239,8 +240,7 @@ for _op, _expr in _COMPARE.items():
 def _register_logic(op: str, expr: str) -> None:
     @register(op, backend=GPU_PIXEL)
     def build(rec, layer, a, b):
-        if getattr(a, "dtype", None) != np.bool_ or getattr(b, "dtype", None) != np.bool_:
-            return NotImplemented
+        check_operand_types(layer, [a, b], (np.bool_,))
         return elementwise(rec, [a, b], f"r = {expr};", np.bool_, layer)
 
 
@@ -278,9 +278,9 @@ for _op in ("Sum", "Mean", "Max", "Min"):
 
 @register("Where", 9, backend=GPU_PIXEL)
 def where(rec, layer, cond, x, y):
-    dx = getattr(x, "dtype", None)
-    if getattr(cond, "dtype", None) != np.bool_ or dx != getattr(y, "dtype", None) or dx not in (np.float32, *_INTS):
-        return NotImplemented
+    check_operand_types(layer, [cond], (np.bool_,))
+    check_operand_types(layer, [x, y], (np.float32, *_INTS), start=1)
+    dx = x.dtype
     return elementwise(rec, [cond, x, y], "r = select(c, b, a != 0);", dx, layer)
 
 

@@ -565,6 +565,8 @@ class GPUProgram(HostSync):
             outputs = tiled_build(rec, layer, build, args)
         except TooLargeForDevice as again:
             return NotImplemented, f"past a device limit: {again}"
+        except Declined as declined:
+            return NotImplemented, str(declined)
         return outputs, reason
 
     def _rebind_textures(self, plan: Plan) -> None:
