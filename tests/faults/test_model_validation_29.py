@@ -158,3 +158,32 @@ def test_ir3_initializers_stay_constants_as_in_onnx_runtime():
     assert loaded.overridable == []
     with ws.Worker(loaded, "cpu") as worker, pytest.raises(InputError, match=r"has no input\(s\) \['W'\]"):
         worker.run({"x": np.zeros(2, np.float32), "W": np.zeros(2, np.float32)})
+
+
+# -- point 10: a rank-64 tensor runs on every backend ----------------------------------------------------
+@pytest.mark.parametrize("op", ["Relu", "Add"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rank_64_elementwise_gives_cpus_answer(backend, op):
+    """numpy holds 64 dims; gpu-pixel's packing added one past it (a raw ValueError in a DeviceError) and the
+    GPU builders' np.broadcast_shapes stops at 32: Relu runs on the device, Add falls back with its reason."""
+    shape = [1] * 63 + [2]
+    model = make_model([helper.make_node(op, ["x"] * (2 if op == "Add" else 1), ["y"])], [("x", F, shape)],
+                       [("y", F, shape)])
+    x = np.array([-1.5, 2.0], np.float32).reshape(shape)
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        y = worker.run({"x": x})["y"]
+    assert y.shape == tuple(shape)
+    np.testing.assert_array_equal(y.ravel(), [-3.0, 4.0] if op == "Add" else [0.0, 2.0])
+
+
+def test_pixel_layout_packs_rank_64_round_trip():
+    from wgsentis.backends.pixel_layout import TextureLayout
+
+    shape = (1,) * 30 + (3,) + (1,) * 32 + (5,)
+    value = np.arange(15, dtype=np.float32).reshape(shape)
+    for axis in (30, 63):
+        layout = TextureLayout(shape, axis, np.dtype(np.float32), 4, 4)
+        texels = layout.pack(value)
+        raw = np.zeros((layout.height, layout.row_bytes // 16, 4), np.float32)
+        raw[:, : layout.width] = texels
+        np.testing.assert_array_equal(layout.unpack(raw.tobytes()), value)

@@ -144,15 +144,14 @@ class TextureLayout:
         lanes = _as_lanes(value, self.kind)
         out = np.zeros((self.height * self.width, LANES), lanes.dtype)
         if self.shape:
-            d = self.shape[self.axis]
-            padded_shape = list(self.shape)
-            padded_shape[self.axis] = -(-d // LANES) * LANES
-            padded = np.zeros(padded_shape, lanes.dtype)
-            padded[tuple(slice(0, s) for s in self.shape)] = lanes
-            # (..., blocks, 4, ...) -> (..., blocks, ..., 4): the four lanes of a block last.
-            split = padded.reshape(*self.shape[: self.axis], padded_shape[self.axis] // LANES, LANES,
-                                   *self.shape[self.axis + 1:])
-            blocked = np.moveaxis(split, self.axis + 1, -1)
+            # The axes before and after the blocked one folded (row-major, so the texel order is the same): any
+            # rank numpy holds packs, with no axis added past its limit of 64.
+            before, d, after = self._folded()
+            blocks = -(-d // LANES)
+            padded = np.zeros((before, blocks * LANES, after), lanes.dtype)
+            padded[:, :d] = lanes.reshape(before, d, after)
+            # (before, blocks, 4, after) -> (before, blocks, after, 4): the four lanes of a block last.
+            blocked = np.moveaxis(padded.reshape(before, blocks, LANES, after), 2, -1)
             out[: self.texels] = blocked.reshape(-1, LANES)
         else:
             out[0, 0] = lanes
@@ -168,12 +167,15 @@ class TextureLayout:
         lanes = lanes[: self.texels]
         if not self.shape:
             return _from_lanes(lanes[0, 0], self.dtype).reshape(())
-        blocked_shape = self.blocked_shape
-        moved = lanes.reshape(*blocked_shape, LANES)
-        split = np.moveaxis(moved, -1, self.axis + 1)
-        full = split.reshape(*self.shape[: self.axis], blocked_shape[self.axis] * LANES, *self.shape[self.axis + 1:])
-        value = full[tuple(slice(0, s) for s in self.shape)]
+        before, d, after = self._folded()
+        blocks = -(-d // LANES)
+        split = np.moveaxis(lanes.reshape(before, blocks, after, LANES), -1, 2)  # (before, blocks, 4, after)
+        value = split.reshape(before, blocks * LANES, after)[:, :d].reshape(self.shape)
         return _from_lanes(np.ascontiguousarray(value), self.dtype)
+
+    def _folded(self) -> tuple[int, int, int]:
+        """(elements before the blocked axis, its length, elements after it) of a tensor of rank >= 1."""
+        return (math.prod(self.shape[: self.axis]), self.shape[self.axis], math.prod(self.shape[self.axis + 1:]))
 
 
 MAX_RANK = 6  # the rank wgsl/pixel/addressing.wgsl addresses

@@ -270,6 +270,20 @@ def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, st
             (inner, shape[axes[0]]))
 
 
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The numpy broadcast of ``shapes`` at any rank (np.broadcast_shapes stops at 32 dims, where the CPU
+    kernels run to numpy's 64, so a builder past it must decline with its rank rule, not fail); ValueError
+    naming the shapes where they do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for shape in shapes:
+        for axis, d in enumerate(shape, rank - len(shape)):
+            if d != 1 and out[axis] not in (1, d):
+                raise ValueError(f"shapes {[list(s) for s in shapes]} do not broadcast (axis {axis})")
+            out[axis] = d if d != 1 else out[axis]
+    return tuple(int(d) for d in out)
+
+
 def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list[float]] | None = None):
     """Record Y = act(expr(a, b)) with broadcasting; returns Y (or NotImplemented past MAX_RANK). Past the
     binding limit, one dispatch per block of output elements (``Recorder.element_blocks``): Y and an operand
@@ -277,7 +291,7 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     not contiguous) and must fit a binding."""
     a = _as_gpu(rec, a, f"{name}:a")
     b = _as_gpu(rec, b, f"{name}:b")
-    out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    out_shape = broadcast_shape(a.shape, b.shape)
     if len(out_shape) > MAX_RANK:
         raise Declined(f"rank {len(out_shape)} output {list(out_shape)} is past the {MAX_RANK} dims binary.wgsl "
                        "indexes")
@@ -437,7 +451,7 @@ def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
     """Y = ``expr`` of ``a``, ``b``, ``c`` (three device tensors) broadcast together (compute/map3.wgsl): Where,
     and the quantization family's (x, scale, zero point) maps; NotImplemented past MAX_RANK. Past the binding
     limit, blocks of output elements as ``binary`` runs them."""
-    out_shape = tuple(np.broadcast_shapes(*(t.shape for t in inputs)))
+    out_shape = broadcast_shape(*(t.shape for t in inputs))
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     y = rec.alloc(out_shape, out_dtype)
@@ -479,7 +493,7 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
     a, b = _as_gpu(rec, a, f"{layer.name}:a"), _as_gpu(rec, b, f"{layer.name}:b")
     if a.alloc is None or b.alloc is None:
         return NotImplemented  # split over several bindings
-    out_shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    out_shape = broadcast_shape(a.shape, b.shape)
     if len(out_shape) > MAX_RANK:
         return NotImplemented
     y = rec.alloc(out_shape, np.float32)

@@ -26,6 +26,7 @@ from wgsentis.ops.elementwise_gpu import (
     FLOAT_UNARY,
     LEGACY_BROADCAST,
     activation,
+    broadcast_shape,
     check_operand_types,
     refusing,
     register_activations,
@@ -83,7 +84,7 @@ def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, a
     then the layer's fused activation (float outputs); NotImplemented where the inputs cannot be drawn."""
     shapes = [tuple(getattr(x, "shape", ())) for x in inputs]
     try:
-        shape = tuple(np.broadcast_shapes(*shapes))
+        shape = broadcast_shape(*shapes)
     except ValueError:
         return NotImplemented  # the CPU kernel names the shapes
     if len(shape) > MAX_RANK or any(len(s) > MAX_RANK for s in shapes):
