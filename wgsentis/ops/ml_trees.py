@@ -167,13 +167,17 @@ class Forest:
             hi = np.where(open_ & ~less, mid, hi)
         return (lo < end) & (table[np.minimum(lo, last)] == value)
 
-    def aggregate(self, leaves: np.ndarray, targets: int, how: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per row and target: the aggregated leaf weights (float64) and whether any weight reached it."""
+    def aggregate(self, leaves: np.ndarray, targets: int, how: str,
+                  dtype: type = np.float32) -> tuple[np.ndarray, np.ndarray]:
+        """Per row and target: the aggregated leaf weights (in ``dtype``) and whether any weight reached it.
+        As ONNX Runtime (its ThresholdType: float32, float64 for a double X): the weights are rounded to
+        ``dtype`` and summed in it one by one, tree by tree and, within a leaf, in attribute order, so weights
+        that cancel (1e8, 1, -1e8, 3) give what float32 gives (3), as the GPU programs do."""
         rows = leaves.shape[0]
         flat = leaves.reshape(-1)
         counts = self.w_count[flat]
         total = int(counts.sum())
-        # Expand each reached leaf into its run of weights (a vectorised ragged gather).
+        # Expand each reached leaf into its run of weights (a vectorised ragged gather), in (row, tree) order.
         starts = np.repeat(self.w_start[flat] - (np.cumsum(counts) - counts), counts) + np.arange(total)
         row_of = np.repeat(np.repeat(np.arange(rows), leaves.shape[1]), counts)
         target = self.w_target[starts]
@@ -181,17 +185,19 @@ class Forest:
             raise ValueError(f"a weight's target/class id lies outside 0..{targets - 1}")
         slot = row_of * targets + target
         hits = np.bincount(slot, minlength=rows * targets).reshape(rows, targets) > 0
-        values = self.w_value[starts]
+        values = self.w_value[starts].astype(dtype)
+        # ufunc.at applies its updates in index order: the sequential sum (or min, max) of each slot.
         if how in ("SUM", "AVERAGE"):
-            scores = np.bincount(slot, weights=values, minlength=rows * targets)
+            scores = np.zeros(rows * targets, dtype=dtype)
+            np.add.at(scores, slot, values)
         elif how == "MIN":
-            scores = np.full(rows * targets, np.inf)
+            scores = np.full(rows * targets, np.inf, dtype=dtype)
             np.minimum.at(scores, slot, values)
         else:
-            scores = np.full(rows * targets, -np.inf)
+            scores = np.full(rows * targets, -np.inf, dtype=dtype)
             np.maximum.at(scores, slot, values)
         scores = scores.reshape(rows, targets)
-        return np.where(hits, scores, 0.0), hits
+        return np.where(hits, scores, dtype(0)), hits
 
 
 def classic_forest(treeids: Any, nodeids: Any, modes: Any, featureids: Any, values: np.ndarray, truenodeids: Any,
@@ -354,23 +360,31 @@ def _code(value: Any, names: tuple[str, ...], what: str) -> str:
     return names[code]
 
 
+def accumulator(X: Any) -> type:
+    """The type tree scores are summed in: ONNX Runtime's ThresholdType, float64 for a double X, else float32."""
+    return np.float64 if np.asarray(X).dtype == np.float64 else np.float32
+
+
 def run_tree_model(model: TreeModel, X: np.ndarray) -> Any:
     """The layer's outputs: the (N, targets) float64 scores of a regressor or TreeEnsemble, or a classifier's
     (labels, float32 scores)."""
     forest = model.forest
-    scores, hits = forest.aggregate(forest.leaves(ml.as_rows(X)), model.targets, model.aggregate)
+    dtype = accumulator(X)
+    scores, hits = forest.aggregate(forest.leaves(ml.as_rows(X)), model.targets, model.aggregate, dtype)
+    base = model.base.astype(dtype)  # added in the accumulator's type too, as ORT adds it
     if model.labels is None:
         if model.aggregate == "AVERAGE":
-            scores /= forest.roots.size
-        if model.base.size:
+            scores /= dtype(forest.roots.size)
+        if base.size:
             # As ORT: a target no weight reached scores 0, without its base value.
-            scores = np.where(hits, scores + model.base, 0.0)
-        return ml.apply_post_transform(scores, model.post)
+            scores = np.where(hits, scores + base, dtype(0))
+        return ml.apply_post_transform(scores.astype(np.float64), model.post)
     if model.binary:
-        return _binary_tree_classifier(forest, model.labels, scores, hits, model.base, model.post)
-    if model.base.size:
-        scores += model.base
+        return _binary_tree_classifier(forest, model.labels, scores, hits, base, model.post)
+    if base.size:
+        scores += base
         hits[:] = True
+    scores = scores.astype(np.float64)
     # The winner among the classes that received a score (ORT skips the others), first on ties.
     winner = np.argmax(np.where(hits, scores, -np.inf), axis=1)
     return ml.pick(model.labels, winner), ml.apply_post_transform(scores, model.post).astype(np.float32)
@@ -400,6 +414,7 @@ def _binary_tree_classifier(forest: Forest, labels: np.ndarray, scores: np.ndarr
         p0 = np.where(has1, -p1, p0 + base[0])
     elif base.size == 1:
         p0 = p0 + base[0]
+    p0, p1 = p0.astype(np.float64), p1.astype(np.float64)  # the base added in the accumulator's type
     single = ~has1 if base.size != 2 else np.zeros_like(has1)
     positive_weight = np.where(has1, p1, np.where(has0, p0, 0.0))
     one_id = forest.target_ids.size == 1
