@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import scratch
+from wgsentis.ops.numeric import sum_dtype
 from wgsentis.ops.parallel import kernel_threads, run_split
 from wgsentis.ops.registry import register, register_flops
 
@@ -35,10 +36,12 @@ def _channel_shape(x: np.ndarray, param: np.ndarray) -> tuple[int, ...]:
 
 
 def _moments(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, x - mean, biased variance) over ``axes`` with kept dims."""
-    mean = x.mean(axis=axes, keepdims=True)
+    """(mean, x - mean, biased variance) over ``axes`` with kept dims, in x's dtype; long rows accumulate in
+    float64 (``numeric.sum_dtype``), so their error does not grow with the row."""
+    acc = sum_dtype(x, axes)
+    mean = x.mean(axis=axes, keepdims=True, dtype=acc).astype(x.dtype, copy=False)
     centered = x - mean
-    var = np.mean(centered * centered, axis=axes, keepdims=True)
+    var = np.mean(centered * centered, axis=axes, keepdims=True, dtype=acc).astype(x.dtype, copy=False)
     return mean, centered, var
 
 
@@ -132,7 +135,7 @@ def rms_normalization(ctx, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
     work = _work_dtype(X, stash_type)
     x = X.astype(work, copy=False)
     axes = tuple(range(axis, rank))
-    mean_sq = np.mean(x * x, axis=axes, keepdims=True)
+    mean_sq = np.mean(x * x, axis=axes, keepdims=True, dtype=sum_dtype(x, axes)).astype(work, copy=False)
     y = x * (1.0 / np.sqrt(mean_sq + work.type(epsilon))).astype(work)
     y *= scale.astype(work, copy=False)
     return y.astype(X.dtype, copy=False)
@@ -197,8 +200,9 @@ def mean_variance_normalization(ctx, X, *, axes=(0, 2, 3)):
     work = _work_dtype(X)
     x = X.astype(work, copy=False)
     axes = tuple(int(a) + x.ndim if int(a) < 0 else int(a) for a in axes)
-    mean = x.mean(axis=axes, keepdims=True)
-    var = np.mean(x * x, axis=axes, keepdims=True) - mean * mean
+    acc = sum_dtype(x, axes)
+    mean = x.mean(axis=axes, keepdims=True, dtype=acc).astype(work, copy=False)
+    var = np.mean(x * x, axis=axes, keepdims=True, dtype=acc).astype(work, copy=False) - mean * mean
     y = (x - mean) / (np.sqrt(np.maximum(var, 0)) + work.type(1e-9))
     return y.astype(X.dtype, copy=False)
 
@@ -262,9 +266,9 @@ def lp_normalization(ctx, input, *, axis=-1, p=2):
     """LpNormalization along ``axis`` (p = 1 or 2); a zero norm gives 0."""
     x = input
     if p == 1:
-        norm = np.abs(x).sum(axis=axis, keepdims=True)
+        norm = np.abs(x).sum(axis=axis, keepdims=True, dtype=sum_dtype(x, axis)).astype(x.dtype, copy=False)
     elif p == 2:
-        norm = np.sqrt((x * x).sum(axis=axis, keepdims=True))
+        norm = np.sqrt((x * x).sum(axis=axis, keepdims=True, dtype=sum_dtype(x, axis))).astype(x.dtype, copy=False)
     else:
         raise ValueError(f"LpNormalization supports p = 1 or 2, got {p}")
     safe = np.where(norm == 0, 1, norm)

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import FlatWindows, pad_spatial, scratch, spatial_attrs, tap_slices
+from wgsentis.ops.numeric import LONG_SUM, sum_dtype
 from wgsentis.ops.parallel import kernel_threads, run_split
 from wgsentis.ops.registry import register, register_flops
 from wgsentis.ops.tensor import check_indices
@@ -258,16 +259,20 @@ def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: 
     """Sum over each window (zero padding) of x, or of |x|**power, divided by ``divisor`` (an outputs-shaped
     plane) if given. ``order`` (of a plain sum): "columns" sums each window column by column and then the
     columns (2-D on flat planes; other ranks: the last axis's taps outermost), "generic" one running sum in
-    row-major tap order, "rows" whatever is fastest (separable rows-then-columns on 2-D planes)."""
+    row-major tap order, "rows" whatever is fastest (separable rows-then-columns on 2-D planes). A window of
+    ``LONG_SUM`` taps or more sums in float64 in tap order, whatever ``order`` says, and is rounded once."""
     if 0 in outs:
         return np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
+    long_window = x.dtype.kind == "f" and x.dtype.itemsize <= 4 and math.prod(kernel) >= LONG_SUM
+    if long_window:
+        order = "generic"
     if power is None and order != "generic":
         y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.add, 0, threads, divisor,
                           columns_first=order == "columns")
         if y is not None:
             return y
     xp = _padded(x, begins, outs, kernel, strides, dilations, 0)
-    y = np.zeros((*x.shape[:2], *outs), dtype=x.dtype)
+    y = np.zeros((*x.shape[:2], *outs), dtype=np.float64 if long_window else x.dtype)
     if power is None and order == "columns":
         for last in range(kernel[-1]):
             column = np.zeros_like(y)
@@ -286,7 +291,7 @@ def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: 
             y += np.abs(src) ** power
     if divisor is not None:
         y /= divisor
-    return y
+    return y.astype(x.dtype, copy=False)
 
 
 def average_order(in_spatial, kernel, strides, dilations, begins, ends) -> str:
@@ -352,8 +357,18 @@ def global_average_pool(ctx, X):
     if x.dtype != np.float32:
         return np.asarray(x.mean(axis=axes, keepdims=True)).astype(X.dtype, copy=False)
     rows = x.reshape(x.shape[0] * x.shape[1], math.prod(x.shape[2:]))  # (N * C, spatial); N * C may be 0
+    if rows.shape[1] >= LONG_GLOBAL_POOL:  # past ORT's order's own accuracy: a float64 sum, rounded once
+        means = (np.sum(rows, axis=1, dtype=np.float64) / rows.shape[1]).astype(np.float32)
+        return means.reshape(*X.shape[:2], *([1] * len(axes)))
     means = lane_sums(rows) / np.float32(rows.shape[1])
     return means.reshape(*X.shape[:2], *([1] * len(axes)))
+
+
+# A GlobalAveragePool (or whole-input AveragePool) plane of at least this many elements is summed in float64
+# rather than in ONNX Runtime's order (``lane_sums``: four float32 running sums, whose error grows with the plane:
+# 2.8e-6 relative at 1e5 elements, 1.9e-5 at 9e6). Below it the order stays ORT's, bit for bit, which quantized
+# models need; above it no model of the zoo has a plane, and the float64 sum is ~1e-7 at any size.
+LONG_GLOBAL_POOL = 1 << 16
 
 
 def lane_sums(rows: np.ndarray) -> np.ndarray:
@@ -384,7 +399,7 @@ def global_lp_pool(ctx, X, *, p=2):
     axes = tuple(range(2, X.ndim))
     x = X if X.dtype in _FLOAT_KINDS else X.astype(np.float32)
     p = float(p)
-    y = (np.abs(x) ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+    y = (np.abs(x) ** p).sum(axis=axes, keepdims=True, dtype=sum_dtype(x, axes)) ** (1.0 / p)
     return np.asarray(y).astype(X.dtype, copy=False)
 
 

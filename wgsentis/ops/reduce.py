@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from wgsentis.ops.numeric import sum_dtype
 from wgsentis.ops.registry import register, register_flops
 
 # -- shared helpers ---------------------------------------------------------------------------
@@ -67,13 +68,14 @@ def _reduce_kernel(kind: str):
         dtype = x.dtype
         work = x.astype(np.float32) if _is_narrow_float(dtype) else x
         empty = any(x.shape[a] == 0 for a in axes)
+        acc = sum_dtype(work, axes) or work.dtype  # float64 for long float sums: rounded back once, at the end
         if kind == "sum":
-            out = np.sum(work, axis=axes, keepdims=keepdims, dtype=work.dtype)
+            out = np.sum(work, axis=axes, keepdims=keepdims, dtype=acc)
         elif kind == "mean" and empty:  # the mean of nothing: NaN, as numpy has it, without its warning
             shape = np.sum(work, axis=axes, keepdims=keepdims, dtype=work.dtype).shape
             out = np.full(shape, np.nan, dtype=work.dtype if work.dtype.kind == "f" else np.float64)
         elif kind == "mean":
-            out = np.mean(work, axis=axes, keepdims=keepdims)
+            out = np.mean(work, axis=axes, keepdims=keepdims, dtype=sum_dtype(work, axes))
         elif kind == "max":
             out = np.max(work, axis=axes, keepdims=keepdims, initial=_min_of(work.dtype)) if empty else \
                 np.max(work, axis=axes, keepdims=keepdims)
@@ -83,20 +85,20 @@ def _reduce_kernel(kind: str):
         elif kind == "prod":
             out = np.prod(work, axis=axes, keepdims=keepdims, dtype=work.dtype)
         elif kind == "l1":
-            out = np.sum(np.abs(work), axis=axes, keepdims=keepdims, dtype=work.dtype)
+            out = np.sum(np.abs(work), axis=axes, keepdims=keepdims, dtype=acc)
         elif kind == "l2":
-            out = np.sqrt(np.sum(np.square(work), axis=axes, keepdims=keepdims, dtype=work.dtype))
+            out = np.sqrt(np.sum(np.square(work), axis=axes, keepdims=keepdims, dtype=acc))
         elif kind == "sumsquare":
-            out = np.sum(np.square(work), axis=axes, keepdims=keepdims, dtype=work.dtype)
+            out = np.sum(np.square(work), axis=axes, keepdims=keepdims, dtype=acc)
         elif kind == "logsum":
-            out = np.log(np.sum(work, axis=axes, keepdims=keepdims, dtype=work.dtype))
+            out = np.log(np.sum(work, axis=axes, keepdims=keepdims, dtype=acc))
         elif kind == "logsumexp":
             if empty:
                 out = np.log(np.sum(work, axis=axes, keepdims=keepdims, dtype=work.dtype))
             else:
                 peak = np.max(work, axis=axes, keepdims=True)
                 peak = np.where(np.isfinite(peak), peak, 0).astype(work.dtype)  # all -inf rows stay -inf
-                total = np.sum(np.exp(work - peak), axis=axes, keepdims=True)
+                total = np.sum(np.exp(work - peak), axis=axes, keepdims=True, dtype=sum_dtype(work, axes))
                 out = np.log(total) + peak
                 if not keepdims:
                     out = np.squeeze(out, axis=axes)
@@ -189,7 +191,7 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     work = _softmax_work(x)
     out = np.subtract(work, np.max(work, axis=axis, keepdims=True))
     np.exp(out, out=out)
-    out /= np.sum(out, axis=axis, keepdims=True)
+    out /= np.sum(out, axis=axis, keepdims=True, dtype=sum_dtype(out, axis)).astype(out.dtype, copy=False)
     return out.astype(x.dtype, copy=False)
 
 
@@ -198,7 +200,7 @@ def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
         return x.copy()
     work = _softmax_work(x)
     out = np.subtract(work, np.max(work, axis=axis, keepdims=True))
-    out -= np.log(np.sum(np.exp(out), axis=axis, keepdims=True))
+    out -= np.log(np.sum(np.exp(out), axis=axis, keepdims=True, dtype=sum_dtype(out, axis))).astype(out.dtype)
     return out.astype(x.dtype, copy=False)
 
 

@@ -22,6 +22,10 @@ MAX_GROUPS = 3
 CHUNK = 256  # elements per chunk when a reduction is split into stages
 SPLIT_ROWS = 256  # split rows only when there are fewer outputs than this
 SPLIT_LENGTH = 1024  # ... and rows at least this long
+# Elements per partial sum in softmax.wgsl (BLOCK) and reduce.wgsl's sums (BLOCK): each block's sum is added to the
+# total, so a row's rounding error grows as BLOCK + R / BLOCK rather than as R.
+REDUCE_BLOCK = 64
+SOFTMAX_BLOCK = 64
 
 # kind -> (first-stage OP, PRE, final POST, combining OP); OP: 0 sum, 1 prod, 2 max, 3 min, 4 lse;
 # PRE: 0 x, 1 |x|, 2 x*x; POST: 0 none, 1 * (1/R), 2 sqrt, 3 log.
@@ -108,6 +112,16 @@ def row_passes(length: int, reduced_groups: int, sweeps: int = 1) -> int:
     return sweeps * loop_passes(length, reduced_groups if reduced_groups > 1 else 0)
 
 
+def _reduce_passes(length: int, reduced_groups: int, op: int) -> int:
+    """Loop passes of a reduce.wgsl invocation over ``length`` elements with operation ``op``: sums (0) run in
+    blocks of REDUCE_BLOCK, log-sum-exp (4) sweeps for its peak and then sums in blocks, the rest sweep once."""
+    if op not in (0, 4):
+        return row_passes(length, reduced_groups)
+    inner = reduced_groups if reduced_groups > 1 else 0
+    blocked = loop_passes(math.ceil(length / REDUCE_BLOCK), REDUCE_BLOCK, inner)
+    return blocked + (row_passes(length, reduced_groups) if op == 4 else 0)
+
+
 def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
     """Record the reduction ``kind`` of ``x`` over ``axes`` into a new tensor of ``out_shape`` (its
     size must be the product of the kept dims); returns it, or NotImplemented."""
@@ -129,9 +143,9 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
     while True:
         chunks = 1
         stage_op = op if stage == 0 else combine
-        # words[1]: the reduced groups; log-sum-exp sweeps its row twice. Rows longer than one invocation's
-        # loops may run on this device are split too (chunks of CHUNK always fit).
-        whole = row_passes(length, words[1], 2 if stage_op == 4 else 1)
+        # words[1]: the reduced groups. Rows longer than one invocation's loops may run on this device are split
+        # too (chunks of CHUNK always fit).
+        whole = _reduce_passes(length, words[1], stage_op)
         if (rows < SPLIT_ROWS and length >= SPLIT_LENGTH) or not rec.loops_fit(whole):
             chunks = math.ceil(length / CHUNK)
         chunk = math.ceil(length / chunks) if chunks > 1 else max(length, 1)
@@ -237,8 +251,10 @@ def _softmax(rec, x, outer: int, r: int, inner: int, mode: int):
     y = rec.alloc(x.shape, x.dtype)
     rows = outer * inner
     # Passes over the row: max, then the write (hardmax), or max, sum of exp and the write.
+    # Passes over the row: max, the write, and (but for hardmax) the sum of exp in blocks of SOFTMAX_BLOCK.
+    sums = 0 if mode == 2 else loop_passes(math.ceil(r / SOFTMAX_BLOCK), SOFTMAX_BLOCK)
     rec.dispatch("compute/softmax.wgsl", [x], [y], [rows, r, inner], rows, workgroup=64,
-                 constants={"MODE": mode}, loops=(2 if mode == 2 else 3) * loop_passes(r))
+                 constants={"MODE": mode}, loops=2 * loop_passes(r) + sums)
     return y
 
 

@@ -31,6 +31,11 @@ OVERHEAD = 64  # loop passes of a reduce.wgsl invocation besides its loop nest (
 SPLIT_OUTPUTS = 16  # fewer output texels than this ...
 SPLIT_REGION = 16384  # ... reducing at least this many texels each: split for parallelism
 SPLIT_CHUNKS = 64  # chunks per output when split for parallelism
+# A sum (or log-sum-exp) over at least this many texels a lane is split too, for accuracy: one running float32 sum
+# loses precision with its length (a Softmax over 5000 rows: 1.7e-6 relative), a sum of chunks of about sqrt(n)
+# texels, each chunk's sum then summed, grows as 2 sqrt(n) (3e-7). 1024 texels are numeric.LONG_SUM's 4096
+# elements in the blocked form, where each lane sums its four elements per texel at the end.
+LONG_TEXELS = 1024
 CENTER = 100  # the params word where reduce.wgsl's center tensor's addressing begins
 GROUP_WORDS = 28  # ... and where its reduced groups begin
 _F32_INF = "bitcast<f32>(0x7f800000u)"
@@ -143,7 +148,8 @@ def reduce_keep(rec, x: GTensor, axes: set[int], red: Reduction, center: GTensor
     trips = [g[0] for g in groups]
     out_axis = b if texel_form else (kept[-1] if kept else rank - 1)
     few = -(-math.prod(keep) // 4) < SPLIT_OUTPUTS and math.prod(trips) >= SPLIT_REGION
-    if not groups or (rec.loops_fit(_passes(red, trips)) and not few):
+    long = red.op in ("sum", "lse") and x.dtype == np.float32 and math.prod(trips) >= LONG_TEXELS
+    if not groups or (rec.loops_fit(_passes(red, trips)) and not few and not long):
         return _draw(rec, x, axes, keep, out_axis, groups, red, center, None)
     # Split the largest group into chunks: it goes outermost and a first draw reduces each chunk.
     big = max(range(len(groups)), key=lambda i: groups[i][0])
@@ -156,6 +162,8 @@ def reduce_keep(rec, x: GTensor, axes: set[int], red: Reduction, center: GTensor
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if rec.loops_fit(_passes(red, [mid, *rest])) else (lo, mid - 1)
     chunk = min(lo, max(64, -(-size // SPLIT_CHUNKS))) if few else lo
+    if long:
+        chunk = min(chunk, max(64, math.isqrt(size)))
     chunks = -(-size // chunk)
     if chunks == 1:
         return _draw(rec, x, axes, keep, out_axis, groups, red, center, None)

@@ -3,12 +3,15 @@
 //         4 scale (f32, the mean's 1/R), 8..21 the row layout (see reduce_rows.wgsl).
 // Override constants: OP 0 sum, 1 prod, 2 max, 3 min, 4 log-sum-exp; PRE 0 x, 1 |x|, 2 x*x;
 //                     POST 0 none, 1 * scale, 2 sqrt, 3 log.
+// Sums (and log-sum-exp's sum of exp) run in blocks of BLOCK elements, each block's sum added to the total:
+// the rounding error grows as BLOCK + L / BLOCK, not as L (reduce_gpu._reduce_passes counts the loops).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 
 override OP: u32 = 0u;
 override PRE: u32 = 0u;
 override POST: u32 = 0u;
+const BLOCK: u32 = 64u;  // reduce_gpu.REDUCE_BLOCK
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
@@ -36,7 +39,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var acc: f32;
     if (OP == 0u) {
         acc = 0.0;
-        for (var k = k0; k < k1; k++) { acc += load(base, k); }
+        for (var b = k0; b < k1; b += BLOCK) {
+            var part = 0.0;
+            let e = min(k1, b + BLOCK);
+            for (var k = b; k < e; k++) { part += load(base, k); }
+            acc += part;
+        }
     } else if (OP == 1u) {
         acc = 1.0;
         for (var k = k0; k < k1; k++) { acc *= load(base, k); }
@@ -63,7 +71,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
         if (is_nan(peak) || abs(peak) == bitcast<f32>(0x7f800000u)) { peak = 0.0; }
         var total = 0.0;
-        for (var k = k0; k < k1; k++) { total += exp_accurate(load(base, k) - peak); }
+        for (var b = k0; b < k1; b += BLOCK) {
+            var part = 0.0;
+            let e = min(k1, b + BLOCK);
+            for (var k = b; k < e; k++) { part += exp_accurate(load(base, k) - peak); }
+            total += part;
+        }
         acc = log(total) + peak;
     }
     if (POST == 1u) { acc = acc * pf(4u); }
