@@ -312,6 +312,7 @@ class Worker:
         if info.kind == "map":  # ai.onnx.ml maps (DictVectorizer, CastMap) travel as dicts
             if not isinstance(value, Mapping):
                 raise InputError(f"{where} expects a map (dict), got {type(value).__name__}")
+            _check_map_keys(where, value, info.key_dtype)
             return _typed_map(value, info.dtype)
         if info.kind == "sequence":
             if not isinstance(value, list | tuple):
@@ -376,6 +377,19 @@ def _snapshot(value: Any, given: Any) -> Any:
 def _arrays_of(given: Any) -> Any:
     """The array a caller's feed holds (np.may_share_memory's other operand), or an empty array."""
     return given if isinstance(given, np.ndarray) else np.empty(0)
+
+
+def _check_map_keys(where: str, value: Mapping, key_dtype: np.dtype | None) -> None:
+    """InputError where a map's keys are not of the declared key type (strings, or integers)."""
+    if key_dtype is None:
+        return
+    strings = key_dtype.kind in "OUS"
+    for key in value:
+        ok = isinstance(key, str | bytes | np.str_) if strings else (
+            isinstance(key, int | np.integer) and not isinstance(key, bool))
+        if not ok:
+            raise InputError(f"{where} expects a map with {'string' if strings else key_dtype.name} keys, got key "
+                             f"{key!r} ({type(key).__name__})")
 
 
 def _typed_map(value: Mapping, dtype: np.dtype | None) -> dict:

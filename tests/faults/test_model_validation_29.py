@@ -15,7 +15,7 @@ from helpers import BACKENDS, F, I64, make_model, ort_outputs
 from onnx import TensorProto, helper, numpy_helper
 
 import wgsentis as ws
-from wgsentis.errors import ExternalDataError, InputError, LayerError, ModelLoadError
+from wgsentis.errors import ExternalDataError, InputError, ModelLoadError
 
 U8 = TensorProto.UINT8
 ML = "ai.onnx.ml"
@@ -97,9 +97,8 @@ def test_dict_vectorizer_fed_int_keys_for_a_string_keyed_map(backend):
     """ORT refuses a map(int64, float) fed for a map(string, float) input; str(1) must not match "1"."""
     with ws.Worker(ws.load_model(_dict_vectorizer(TensorProto.STRING, string_vocabulary=["a", "1"])), backend) as w:
         np.testing.assert_array_equal(w.run({"X": {"1": 2.0}})["Y"], [[0.0, 2.0]])
-        with pytest.raises((InputError, LayerError), match=r"'dv'|'X'") as info:
+        with pytest.raises(InputError, match=r"input 'X' expects a map with string keys, got key 1 \(int\)"):
             w.run({"X": {1: 2.0}})
-        assert "int key 1" in str(info.value) and "string_vocabulary" in str(info.value)
 
 
 # -- point 10: refusals of valid models, and resources --------------------------------------------------

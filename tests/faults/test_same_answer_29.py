@@ -217,3 +217,14 @@ def test_an_elementwise_fallback_says_which_input_and_why(backend):
         placements = {p["layer"]: p for p in worker.program.plan_summary()["placements"]}
     assert placements["bool_greater"]["reason"] == "Greater of bool tensors has no program here (Equal only)"
     assert placements["int_power"]["reason"] == "Pow's exponent 'e' is int32; this program takes float32"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_output_that_is_an_initializer_comes_back_on_every_backend(backend):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [3])],
+                       [("y", F, [3]), ("w", F, [2])], {"w": np.array([1.5, -2.0], np.float32)})
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        for _ in range(2):
+            got = worker.run({"x": np.array([-1.0, 0.0, 2.0], np.float32)})
+            np.testing.assert_array_equal(got["w"], [1.5, -2.0])
+            np.testing.assert_array_equal(got["y"], [0.0, 0.0, 2.0])

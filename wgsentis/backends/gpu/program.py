@@ -518,7 +518,7 @@ class GPUProgram(HostSync):
                 if name and name not in placer.last_use:
                     self._drop(value)
         cacheable = cacheable and not self._reads_device
-        plan.outputs = {n: env[n] for n in self.output_names}
+        plan.outputs = {n: self._value(n, env) for n in self.output_names}  # (an output may be a constant)
         end = self._tick + 1  # one past the last tick: when the outputs die
         plan.allocations = self._allocations
         plan.peak_live_bytes = live_peak(plan.allocations, end, self.scratch_requests)
