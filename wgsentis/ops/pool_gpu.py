@@ -17,7 +17,7 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.elementwise_gpu import _bind_division
-from wgsentis.ops.pool import average_order, pool_geometry
+from wgsentis.ops.pool import LONG_GLOBAL_POOL, average_order, pool_geometry
 from wgsentis.ops.reduce_gpu import reduce_to
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
@@ -183,14 +183,15 @@ def _global(rec, X, kind: str):
 @register("GlobalAveragePool", 1, backend=GPU_COMPUTE)
 def global_average_pool(rec, layer, X, **attrs):
     """Each (n, c) plane's mean summed in ONNX Runtime's order (compute/lane_mean.wgsl, one invocation per plane)
-    while a plane's loop stays under the driver's loop limit, else the general tree reduction."""
+    while a plane's loop stays under the driver's loop limit and the plane is shorter than LONG_GLOBAL_POOL (as
+    the cpu kernel: past it ORT's order loses accuracy), else the general tree reduction (blocked sums)."""
     if getattr(X, "dtype", None) != np.float32:
         return NotImplemented
     if not _is_gpu(X) or X.ndim < 3 or X.alloc is None or X.size == 0:
         return _global(rec, X, "mean")
     rows, length = X.shape[0] * X.shape[1], math.prod(X.shape[2:])
     passes = loop_passes(length // 4) + loop_passes(3)
-    if not rec.loops_fit(passes):
+    if not rec.loops_fit(passes) or length >= LONG_GLOBAL_POOL:
         return _global(rec, X, "mean")
     y = rec.alloc((*X.shape[:2], *([1] * (X.ndim - 2))), np.float32)
     mean = _bind_division(rec, "div_f32(total, f32(length))")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
-from wgsentis.ops.pool import average_order
+from wgsentis.ops.pool import LONG_GLOBAL_POOL, average_order
 from wgsentis.ops.pool_gpu import pad3, window_geometry
 from wgsentis.ops.reduce_pixel import OVERHEAD, reduce_keep, reduction, texture
 from wgsentis.ops.registry import GPU_PIXEL, register
@@ -157,7 +157,7 @@ def global_average_pool(rec, layer, X, **attrs):
         return _global(rec, X, "mean", (np.float32,))
     n, c, length = x.shape[0], x.shape[1], x.size // (x.shape[0] * x.shape[1])
     passes = loop_passes(length // 4, 4) + loop_passes(3)
-    if not rec.loops_fit(passes):
+    if not rec.loops_fit(passes) or length >= LONG_GLOBAL_POOL:  # a long plane: chunked sums, as on the cpu
         return _global(rec, X, "mean", (np.float32,))
     planes = rec.reshape(x, (n, c, length))
     body = _LANE_MEAN.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
