@@ -197,16 +197,16 @@ def test_indices_computed_on_the_device(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_fault_reported_before_a_host_layer_reads_its_output(backend):
-    """A host layer (ScatterElements with a reduction has no GPU program) reading a faulted Gather's output
-    downloads it mid-run: the Gather's error is what the run reports, as on the CPU, not the host
-    layer's own error about its own bad indices."""
-    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    """A host layer (an int64 ScatterElements add, which the GPU leaves to the host: its result could pass the
+    int32 words the device holds int64 in) reading a faulted Gather's output downloads it mid-run: the Gather's
+    error is what the run reports, as on the CPU, not the host layer's own error about its own bad indices."""
+    x = np.arange(12, dtype=np.int64).reshape(4, 3)
     feeds = {"x": x, "i": np.array([0, 3], np.int64), "j": np.array([[0, 1, 2]], np.int64),
-             "u": np.ones((1, 3), np.float32)}
+             "u": np.ones((1, 3), np.int64)}
     nodes = [helper.make_node("Gather", ["x", "i"], ["g"], name="node", axis=0),
              helper.make_node("ScatterElements", ["g", "j", "u"], ["y"], name="scatter", axis=1, reduction="add")]
-    model = make_model(nodes, [("x", F, [4, 3]), ("i", I64, [2]), ("j", I64, [1, 3]), ("u", F, [1, 3])],
-                       [("y", F, None)])
+    model = make_model(nodes, [("x", I64, [4, 3]), ("i", I64, [2]), ("j", I64, [1, 3]), ("u", I64, [1, 3])],
+                       [("y", I64, None)])
     want = x[[0, 3]].copy()
     want[0] += 1
     bad = _with(feeds, i=[0, 4], j=[[0, 3, 1]])  # both layers at fault: the first one is named

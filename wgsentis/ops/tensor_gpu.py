@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.tensors import GTensor, fits_binding, loop_passes, window_grain
+from wgsentis.backends.gpu.tensors import Declined, GTensor, fits_binding, loop_passes, window_grain
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.elementwise_gpu import refusing
@@ -743,8 +743,70 @@ def scatter(rec, layer, data, indices, updates, *, axis=0, **attrs):
 @gpu("ScatterElements", 11)
 def scatter_elements(rec, layer, data, indices, updates, *, axis=0, reduction="none", **attrs):
     if reduction != "none":
-        return NotImplemented
+        return _scatter_reduce(rec, layer, data, indices, updates, axis, reduction)
     return _elements(rec, layer, data, indices, updates, axis)
+
+
+SCATTER_REDUCTIONS = {"add": 0, "mul": 1, "max": 2, "min": 3}  # common/scatter_fold.wgsl's ``how``
+
+
+def scatter_reduction(layer, data, reduction: str) -> int | None:
+    """common/scatter_fold.wgsl's code of a scatter ``reduction`` both GPU backends compute as the cpu does, None
+    for an unknown one (the CPU kernel names it); raises Declined, with the reason, for data they cannot fold
+    exactly: types other than float32, int32 and int64, and int64 add and mul (held in 32 bits on the device,
+    their results could leave the int32 range)."""
+    how = SCATTER_REDUCTIONS.get(str(reduction))
+    if how is None:
+        return None
+    dtype = np.dtype(getattr(data, "dtype", np.float32))
+    if dtype not in (np.float32, np.int32, np.int64):
+        raise Declined(f"{layer.op_type} reduction '{reduction}' of {dtype.name} data '{layer.inputs[0]}': the "
+                       "GPU folds float32, int32 and int64")
+    if dtype == np.int64 and how < 2:
+        raise Declined(f"int64 {layer.op_type} reduction '{reduction}' of '{layer.inputs[0]}': the GPU holds int64 "
+                       "in 32-bit words and the result can pass the int32 range; the host computes it exactly")
+    return how
+
+
+def _scatter_reduce(rec, layer, data, indices, updates, axis, reduction: str):
+    """ScatterElements with a reduction: compute/scatter_elements_reduce.wgsl, each output element folding the
+    updates that name it in update order (the cpu's ufunc.at order, so float sums agree bit for bit), the walk
+    along the axis split into dispatches under the loop limit. int64 add and mul stay on the host: the device
+    holds int64 in 32 bits and the result could leave that range."""
+    how = scatter_reduction(layer, data, reduction)
+    if how is None:
+        return NotImplemented  # the CPU kernel names the unknown reduction
+    x = device_tensor(rec, data, f"{layer.name}:data")
+    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    u = device_tensor(rec, updates, f"{layer.name}:updates")
+    if x is None or idx is None or u is None or u.dtype != x.dtype or u.shape != idx.shape:
+        return NotImplemented
+    rank = len(x.shape)
+    if len(idx.shape) != rank or not 0 < rank <= MAX_RANK:
+        return NotImplemented
+    axis = _tensor._axis(axis, rank)
+    length = x.shape[axis]
+    if not _host_indices_ok(indices, length):
+        return NotImplemented
+    if idx.size and (not x.size or any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis)):
+        return NotImplemented  # an index no output element would walk to (and check): the CPU kernel raises
+    if not all(fits_binding(t, rec.ctx.max_binding) for t in (x, idx, u)):
+        raise Declined(f"ScatterElements reduction of '{layer.inputs[0]}': a tensor past the binding limit")
+    y = rec.alloc(x.shape, x.dtype)
+    if not y.size:
+        return y
+    walk = idx.shape[axis]
+    per = walk
+    while per > 1 and not rec.loops_fit(loop_passes(per)):
+        per = (per + 1) // 2
+    params = [y.size, rank, axis, length, *pad6(x.shape), *pad6(idx.shape), *pad6(row_strides(idx.shape), 0),
+              rec.check_indices([length])]
+    for first in range(0, max(walk, 1), max(per, 1)):
+        end = min(walk, first + per)
+        rec.dispatch("compute/scatter_elements_reduce.wgsl", [x, idx, u], [y], [*params, first, end], y.size,
+                     workgroup=256, constants={"HOW": how, "FIRST": int(first == 0)}, subs={"T": y.gpu_type},
+                     faults=True, loops=loop_passes(end - first))
+    return y
 
 
 def _nd(rec, layer, data, indices, updates, batch_dims):

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import LANES, MAX_RANK, texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
@@ -28,6 +29,7 @@ from wgsentis.ops.image_gpu import _resize_plan
 from wgsentis.ops.registry import GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import (
     reverse_sequence_plan,
+    scatter_reduction,
     _squeezed,
     _unsqueezed,
     depth_to_space_plan,
@@ -560,19 +562,33 @@ def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none")
         return NotImplemented
     if any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis) or (idx.size and not x.size):
         return NotImplemented  # an index no output element would scan (and check)
-    fold = {"none": "acc = v;", "add": "acc = acc + v;", "mul": "acc = acc * v;", "max": "acc = max(acc, v);",
-            "min": "acc = min(acc, v);"}.get(reduction)
-    if fold is None or (reduction in ("max", "min") and kind == "f32"):
-        return NotImplemented  # numpy's maximum/minimum propagate NaN where WGSL's do not: the CPU kernel
-    n = idx.shape[axis]
-    if not rec.loops_fit(loop_passes(n) * 16):
-        return NotImplemented
+    if reduction == "none":
+        fold, helpers = "acc = v;", ""
+    else:
+        how = scatter_reduction(layer, data, reduction)
+        if how is None:
+            return NotImplemented  # the CPU kernel names the unknown reduction
+        # common/scatter_fold.wgsl: numpy's NaN rules for max and min, subnormals kept through the flushing
+        # fragment shader's arithmetic (common/subnormal.wgsl)
+        fold = f"acc = fold_{kind}(acc, v, {how}u);"
+        helpers = wgsl_source("common/subnormal.wgsl") + wgsl_source("common/scatter_fold.wgsl")
+    walk = idx.shape[axis]
+    per = walk
+    while per > 1 and not rec.loops_fit(loop_passes(per) * 16):
+        per = (per + 1) // 2
     slot = rec.check_indices([dim]) if idx.size else 0
-    inside = " && ".join(f"c.c[{MAX_RANK - rank + j}] < {idx.shape[j]}u" for j in range(rank) if j != axis) or "true"
-    body = (f"var acc = x0(c); if ({inside}) {{ var e = c; for (var p = 0u; p < {n}u; p++) {{ e.c[{frame}] = p; "
-            f"let k = checked_index(i32(x1(e)), {dim}, pe(0u)); "
+    # pe: 0 the fault slot, 1 the axis length, 2 and 3 the walk's first and end position along the axis (a walk
+    # past the loop limit is split into draws, each going on from the previous one's output), 4.. the indices'
+    # shape
+    inside = " && ".join(f"c.c[{MAX_RANK - rank + j}] < pe({4 + j}u)" for j in range(rank) if j != axis) or "true"
+    body = (f"var acc = x0(c); if ({inside}) {{ var e = c; for (var p = pe(2u); p < pe(3u); p++) {{ "
+            f"e.c[{frame}] = p; let k = checked_index(i32(x1(e)), pei(1u), pe(0u)); "
             f"if (k == i32(c.c[{frame}])) {{ let v = x2(e); {fold} }} }} }} r = acc;")
-    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, body, [slot], faults=True)
+    y = x
+    for first in range(0, max(walk, 1), max(per, 1)):
+        y = rec.map([y, idx, u], x.shape, x.dtype, x.layout.axis, body,
+                    [slot, dim, first, min(walk, first + per), *idx.shape], helpers=helpers, faults=True)
+    return y
 
 
 @pixel("GatherElements", 11)
