@@ -40,7 +40,8 @@ def int64_range_reason(layer: Layer, args: list[Any]) -> str:
         return ""
     if layer.op_type not in INT64_WIDENING_OPS:
         return ""
-    if not any(a is not None and np.dtype(getattr(a, "dtype", np.float32)) == np.int64 for a in args):
+    data = next((a for a in args if a is not None), None)  # (the result's type: CumSum's axis is int64 too)
+    if data is None or np.dtype(getattr(data, "dtype", np.float32)) != np.int64:
         return ""
     if layer.op_type == "Div" and device == [0] and isinstance(args[1], np.ndarray) and not (args[1] == -1).any():
         return ""
