@@ -1,5 +1,6 @@
 """Numpy helpers the elementwise kernels and the activation records share: narrow float types (bfloat16,
-float8 from ml_dtypes) computed in float32, a vectorised erf, and the accumulator of long sums (``sum_dtype``)."""
+float8 from ml_dtypes) computed in float32, a vectorised erf, the accumulator of long sums (``sum_dtype``), and
+ONNX Runtime's order of a row sum (``ort_row_sums``)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,46 @@ def erf(x: np.ndarray) -> np.ndarray:
         den += c
     num /= den
     return num
+
+
+def ort_row_sums(rows: np.ndarray) -> np.ndarray:
+    """The float32 sum of each row of ``rows`` (R, n) in ONNX Runtime's order, bit for bit: its CPU ReduceSum and
+    ReduceMean over trailing axes sum each row with Eigen's vectorised redux (SSE packets of 4 floats): the row's
+    first elements up to a 16-byte boundary (its buffer is aligned, so row i starts i * n floats in) are set
+    aside, two packet accumulators take alternate packets of 4 in order, an odd last packet joins the first, the
+    two are added lane by lane and the lanes reduced as (l0 + l2) + (l1 + l3), and the set-aside head, then the
+    tail past the last whole packet, are added one by one; a row too short for one packet sums in order. numpy's
+    pairwise sum rounds differently, and a dynamically quantized transformer re-quantizes every mean it feeds an
+    RMS or layer norm with (a code one step off there carried a T5 encoder 2e-2 from ORT). Measured identical to
+    ORT 1.31 on rows of 3 to 4095 elements at every alignment."""
+    rows = np.asarray(rows, np.float32)
+    count, n = rows.shape
+    out = np.empty(count, np.float32)
+    if n % 4 == 0:
+        groups: list[tuple[int, Any]] = [(0, slice(None))]
+    else:
+        starts = (-(np.arange(count) * n)) % 4  # floats before each row's first 16-byte boundary
+        groups = [(int(start), starts == start) for start in np.unique(starts)]
+    for start, which in groups:
+        part = rows[which]
+        packets = (n - start) // 4
+        if packets <= 0:  # (a row shorter than its head: no packet either)
+            total = part[:, 0].copy()
+            for j in range(1, n):
+                total += part[:, j]
+            out[which] = total
+            continue
+        pairs = packets // 2 * 2
+        if packets > 1:
+            # (k, 8): packets 2k and 2k + 1 side by side; summed over k in order, the two accumulators.
+            both = np.add.reduce(part[:, start:start + 4 * pairs].reshape(len(part), pairs // 2, 8), axis=1)
+            lanes = both[:, :4] + both[:, 4:]
+            if packets > pairs:
+                lanes += part[:, start + 4 * pairs:start + 4 * pairs + 4]
+        else:
+            lanes = part[:, start:start + 4]
+        total = (lanes[:, 0] + lanes[:, 2]) + (lanes[:, 1] + lanes[:, 3])
+        for j in (*range(start), *range(start + 4 * packets, n)):
+            total += part[:, j]
+        out[which] = total
+    return out

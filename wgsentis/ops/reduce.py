@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.numeric import sum_dtype
+from wgsentis.ops.numeric import LONG_SUM, ort_row_sums, sum_dtype
 from wgsentis.ops.registry import register, register_flops
 
 # -- shared helpers ---------------------------------------------------------------------------
@@ -69,6 +69,12 @@ def _reduce_kernel(kind: str):
         work = x.astype(np.float32) if _is_narrow_float(dtype) else x
         empty = any(x.shape[a] == 0 for a in axes)
         acc = sum_dtype(work, axes) or work.dtype  # float64 for long float sums: rounded back once, at the end
+        last = work.ndim - 1
+        if kind in ("sum", "mean") and work.dtype == np.float32 and axes == (last,) and 0 < work.shape[-1] < LONG_SUM:
+            # Over the last axis (RMS and layer norms' means): ONNX Runtime's order, bit for bit.
+            sums = ort_row_sums(np.ascontiguousarray(work).reshape(-1, work.shape[-1])).reshape(work.shape[:-1])
+            out = sums if kind == "sum" else sums / np.float32(work.shape[-1])
+            return (out[..., None] if keepdims else out).astype(dtype, copy=False)
         if kind == "sum":
             out = np.sum(work, axis=axes, keepdims=keepdims, dtype=acc)
         elif kind == "mean" and empty:  # the mean of nothing: NaN, as numpy has it, without its warning
