@@ -769,10 +769,10 @@ def scatter_reduction(layer, data, reduction: str) -> int | None:
 
 
 def _scatter_reduce(rec, layer, data, indices, updates, axis, reduction: str):
-    """ScatterElements with a reduction: compute/scatter_elements_reduce.wgsl, each output element folding the
-    updates that name it in update order (the cpu's ufunc.at order, so float sums agree bit for bit), the walk
-    along the axis split into dispatches under the loop limit. int64 add and mul stay on the host: the device
-    holds int64 in 32 bits and the result could leave that range."""
+    """ScatterElements with a reduction: compute/scatter_elements_reduce.wgsl over a copy of the data, one
+    invocation per column of the updates folding them in update order (the cpu's ufunc.at order, so float sums
+    agree bit for bit), a column past the loop limit split into dispatches. int64 add and mul stay on the host:
+    the device holds int64 in 32 bits and the result could leave that range."""
     how = scatter_reduction(layer, data, reduction)
     if how is None:
         return NotImplemented  # the CPU kernel names the unknown reduction
@@ -788,24 +788,25 @@ def _scatter_reduce(rec, layer, data, indices, updates, axis, reduction: str):
     length = x.shape[axis]
     if not _host_indices_ok(indices, length):
         return NotImplemented
-    if idx.size and (not x.size or any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis)):
-        return NotImplemented  # an index no output element would walk to (and check): the CPU kernel raises
+    if any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis) or (idx.size and not x.size):
+        return NotImplemented  # an update off the data (or into none): the CPU kernel raises
     if not all(fits_binding(t, rec.ctx.max_binding) for t in (x, idx, u)):
         raise Declined(f"ScatterElements reduction of '{layer.inputs[0]}': a tensor past the binding limit")
-    y = rec.alloc(x.shape, x.dtype)
-    if not y.size:
-        return y
+    y = _copy_all(rec, x)
     walk = idx.shape[axis]
+    columns = idx.size // walk if walk else 0
+    if not columns:
+        return y
     per = walk
     while per > 1 and not rec.loops_fit(loop_passes(per)):
         per = (per + 1) // 2
-    params = [y.size, rank, axis, length, *pad6(x.shape), *pad6(idx.shape), *pad6(row_strides(idx.shape), 0),
-              rec.check_indices([length])]
-    for first in range(0, max(walk, 1), max(per, 1)):
+    params = [columns, rank, axis, length, *pad6(idx.shape), *pad6(row_strides(idx.shape), 0),
+              *pad6(row_strides(x.shape), 0), rec.check_indices([length])]
+    for first in range(0, walk, per):
         end = min(walk, first + per)
-        rec.dispatch("compute/scatter_elements_reduce.wgsl", [x, idx, u], [y], [*params, first, end], y.size,
-                     workgroup=256, constants={"HOW": how, "FIRST": int(first == 0)}, subs={"T": y.gpu_type},
-                     faults=True, loops=loop_passes(end - first))
+        rec.dispatch("compute/scatter_elements_reduce.wgsl", [idx, u], [y], [*params, first, end], columns,
+                     workgroup=64, constants={"HOW": how}, subs={"T": y.gpu_type}, faults=True,
+                     loops=loop_passes(end - first))
     return y
 
 
