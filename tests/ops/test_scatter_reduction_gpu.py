@@ -3,7 +3,8 @@ element folds the updates that name it in update order, so the answer is the cpu
 NaN (numpy's max and min propagate it), signed zeros and subnormals included; no layer falls back, a walk past the
 loop limit is split, and an index out of range raises the cpu's IndexOutOfRangeError, indices computed on the
 device included. The cpu agrees with ONNX Runtime where ORT's answer does not hinge on NaN (ORT's max and min
-drop a NaN). int64 add and mul stay on the host (the device holds int64 in 32 bits), with that reason."""
+drop a NaN). int64 add and mul stay on the host (the device holds int64 in 32 bits), with that reason. ScatterND's
+reductions (gpu-compute declined them all, gpu-pixel float max and min) share the fold and are checked the same way."""
 
 from __future__ import annotations
 
@@ -151,5 +152,59 @@ def test_out_of_range_is_the_cpus_error(backend, reduction):
                 worker.run({**good, "i": np.array(bad, np.int32)})
             assert (info.value.index, info.value.bound) == (index, 3)
             assert "scatter" in str(info.value) and "ScatterElements" in str(info.value)
+        np.testing.assert_array_equal(worker.run(good)["y"], want)
+    worker.close()
+
+
+def _nd_model(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str) -> onnx.ModelProto:
+    node = helper.make_node("ScatterND", ["data", "indices", "updates"], ["y"], name="scatter", reduction=reduction)
+    return make_model([node], [("data", _ONNX[data.dtype], data.shape), ("indices", TensorProto.INT64, indices.shape),
+                               ("updates", _ONNX[data.dtype], updates.shape)], [("y", _ONNX[data.dtype], None)],
+                      opset=18)
+
+
+@pytest.mark.parametrize("backend", GPU)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_scatter_nd_bit_equal_to_cpu_without_fallback(backend, reduction, dtype):
+    """ScatterND's reductions too (gpu-compute declined them, gpu-pixel float max and min): tuples of one and two
+    components, repeated tuples, negative components."""
+    rng = np.random.default_rng(18)
+    for k in (1, 2):
+        data = _case(dtype, 0, rng)["data"]  # (3, 4, 2), NaN, -0 and a subnormal among float values
+        indices = np.stack([rng.integers(-d, d, 6) for d in data.shape[:k]], axis=-1).astype(np.int64)
+        updates = np.resize(_case(dtype, 0, rng)["updates"], (6, *data.shape[k:]))  # (NaN, zeros, subnormals)
+        feeds = {"data": data, "indices": indices, "updates": updates}
+        model = _nd_model(data, indices, updates, reduction)
+        want, _ = _run(model, feeds, "cpu")
+        got, fallback = _run(model, feeds, backend)
+        np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{backend} {reduction} k {k}")
+        assert fallback == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_scatter_nd_out_of_range_is_the_cpus_error(backend, reduction):
+    """ScatterND's index tuples picked on the device (a Gather from a table holding bad components): the GPU
+    kernel checks them and the run raises the cpu's error, naming component 1's bound."""
+    table = np.array([[0, 1], [2, -1], [1, 3], [-3, -4]], np.int64)  # rows 2 and 3: component 1 out of range
+    nodes = [helper.make_node("Gather", ["table", "pick"], ["j"], name="pick", axis=0),
+             helper.make_node("ScatterND", ["data", "j", "updates"], ["y"], name="scatter", reduction=reduction)]
+    model = make_model(nodes, [("data", TensorProto.FLOAT, [3, 3]), ("pick", TensorProto.INT64, [2]),
+                               ("updates", TensorProto.FLOAT, [2])], [("y", TensorProto.FLOAT, None)],
+                       initializers={"table": table}, opset=18)
+    good = {"data": np.arange(9, dtype=np.float32).reshape(3, 3), "pick": np.array([0, 1], np.int64),
+            "updates": np.array([5.0, -2.0], np.float32)}
+    want, _ = _run(model, good, "cpu")
+    worker = ws.Worker(ws.load_model(model), backend)
+    np.testing.assert_array_equal(worker.run(good)["y"], want)
+    if backend != "cpu":
+        assert worker.stats()["fallback_layers"] == []
+    for pick, index in (([0, 2], 3), ([3, 1], -4)):
+        for _ in range(2):  # recorded, then replayed
+            with pytest.raises(IndexOutOfRangeError) as info:
+                worker.run({**good, "pick": np.array(pick, np.int64)})
+            assert (info.value.index, info.value.bound) == (index, 3)
+            assert "scatter" in str(info.value)
         np.testing.assert_array_equal(worker.run(good)["y"], want)
     worker.close()

@@ -884,8 +884,51 @@ def gather_nd(rec, layer, data, indices, *, batch_dims=0, **attrs):
 @gpu("ScatterND", 11)
 def scatter_nd(rec, layer, data, indices, updates, *, reduction="none", **attrs):
     if reduction != "none":
-        return NotImplemented
+        return _scatter_nd_reduce(rec, layer, data, indices, updates, reduction)
     return _nd(rec, layer, data, indices, updates, 0)
+
+
+def _scatter_nd_reduce(rec, layer, data, indices, updates, reduction: str):
+    """ScatterND with a reduction: compute/scatter_nd_reduce.wgsl over a copy of the data, one invocation per
+    slice element folding the update rows in order (the cpu's ufunc.at order), rows past the loop limit split
+    into dispatches; int64 add and mul stay on the host (``scatter_reduction``)."""
+    how = scatter_reduction(layer, data, reduction)
+    if how is None:
+        return NotImplemented  # the CPU kernel names the unknown reduction
+    x = device_tensor(rec, data, f"{layer.name}:data")
+    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    u = device_tensor(rec, updates, f"{layer.name}:updates")
+    if x is None or idx is None or u is None or len(idx.shape) < 1 or u.dtype != x.dtype:
+        return NotImplemented
+    k = idx.shape[-1]
+    if k > min(len(x.shape), MAX_RANK) or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
+        return NotImplemented  # the CPU kernel names the bad shapes
+    host = indices.host if _is_gpu(indices) else indices
+    if host is not None:
+        host = np.asarray(host)
+        for j in range(k):
+            if not _host_indices_ok(host[..., j], x.shape[j]):
+                return NotImplemented
+    if not all(fits_binding(t, rec.ctx.max_binding) for t in (x, idx, u)):
+        raise Declined(f"ScatterND reduction of '{layer.inputs[0]}': a tensor past the binding limit")
+    slice_size = math.prod(x.shape[k:])
+    rows = math.prod(idx.shape[:-1])
+    if idx.size and not slice_size:
+        return NotImplemented  # empty slices: no invocation would read (and check) the indices
+    y = _copy_all(rec, x)
+    if not rows or not slice_size:
+        return y
+    per = rows
+    while per > 1 and not rec.loops_fit(loop_passes(per, k)):
+        per = (per + 1) // 2
+    dims = list(x.shape[:k])
+    params = [slice_size, k, *pad6(dims), *pad6(row_strides(x.shape)[:k], 0), rec.check_indices(dims)]
+    for first in range(0, rows, per):
+        end = min(rows, first + per)
+        rec.dispatch("compute/scatter_nd_reduce.wgsl", [idx, u], [y], [*params, first, end], slice_size,
+                     workgroup=64, constants={"HOW": how}, subs={"T": y.gpu_type}, faults=True,
+                     loops=loop_passes(end - first, k))
+    return y
 
 
 # -- generators ---------------------------------------------------------------------------------

@@ -538,6 +538,20 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
                     faults=True)
 
 
+def _scatter_fold(layer, data, reduction: str, kind: str) -> tuple[str | None, str]:
+    """A scatter body's fold of update ``v`` into ``acc`` and the helpers it needs: common/scatter_fold.wgsl
+    (numpy's NaN rules for max and min, subnormals kept through the flushing fragment shader's arithmetic with
+    common/subnormal.wgsl), or a plain store without reduction; None for an unknown reduction. Declined for data
+    the GPU cannot fold exactly (``tensor_gpu.scatter_reduction``)."""
+    if reduction == "none":
+        return "acc = v;", ""
+    how = scatter_reduction(layer, data, reduction)
+    if how is None:
+        return None, ""
+    return (f"acc = fold_{kind}(acc, v, {how}u);",
+            wgsl_source("common/subnormal.wgsl") + wgsl_source("common/scatter_fold.wgsl"))
+
+
 def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none"):
     """GatherElements (updates None) or ScatterElements, in gather form: an output element of a scatter looks
     along the axis for the last index that names it (and folds every such update for a reduction)."""
@@ -562,16 +576,9 @@ def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none")
         return NotImplemented
     if any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis) or (idx.size and not x.size):
         return NotImplemented  # an index no output element would scan (and check)
-    if reduction == "none":
-        fold, helpers = "acc = v;", ""
-    else:
-        how = scatter_reduction(layer, data, reduction)
-        if how is None:
-            return NotImplemented  # the CPU kernel names the unknown reduction
-        # common/scatter_fold.wgsl: numpy's NaN rules for max and min, subnormals kept through the flushing
-        # fragment shader's arithmetic (common/subnormal.wgsl)
-        fold = f"acc = fold_{kind}(acc, v, {how}u);"
-        helpers = wgsl_source("common/subnormal.wgsl") + wgsl_source("common/scatter_fold.wgsl")
+    fold, helpers = _scatter_fold(layer, data, reduction, kind)
+    if fold is None:
+        return NotImplemented  # the CPU kernel names the unknown reduction
     walk = idx.shape[axis]
     per = walk
     while per > 1 and not rec.loops_fit(loop_passes(per) * 16):
@@ -647,11 +654,9 @@ def _nd(rec, layer, data, indices, updates, batch_dims, reduction: str = "none")
     u = _tensor_of(rec, updates, f"{layer.name}:updates")
     if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
         return NotImplemented
-    fold = {"none": "acc = v;", "add": "acc = acc + v;", "mul": "acc = acc * v;", "max": "acc = max(acc, v);",
-            "min": "acc = min(acc, v);"}.get(reduction)
+    fold, helpers = _scatter_fold(layer, data, reduction, kind)
     rows = math.prod(idx.shape[:-1])
-    if fold is None or len(u.shape) > MAX_RANK or (idx.size and not x.size) or (
-            reduction in ("max", "min") and kind == "f32"):
+    if fold is None or len(u.shape) > MAX_RANK or (idx.size and not x.size):
         return NotImplemented
     if not rec.loops_fit(loop_passes(rows, k) * 16):
         return NotImplemented
@@ -668,7 +673,8 @@ def _nd(rec, layer, data, indices, updates, batch_dims, reduction: str = "none")
                      f"if (v != i32(c.c[{ld + j}])) {{ hit = false; }} }}")
     lines += [f"f.c[{lu + q - 1 + j}] = c.c[{ld + k + j}];" for j in range(rank - k)]
     lines.append(f"if (hit) {{ let v = x2(f); {fold} }} }} r = acc;")
-    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, " ".join(lines), [slot], faults=True)
+    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, " ".join(lines), [slot], helpers=helpers,
+                   faults=True)
 
 
 @pixel("GatherND", 11)
