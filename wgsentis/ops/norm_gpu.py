@@ -18,7 +18,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.elementwise_gpu import broadcast_strides, fused_activation
-from wgsentis.ops.reduce_gpu import norm_axis, row_params, row_passes
+from wgsentis.ops.reduce_gpu import norm_axis, row_params, sum_passes
 from wgsentis.ops.norm import bn_affine
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
@@ -107,10 +107,11 @@ def stats(rec, x, shape: tuple[int, ...], axes: set[int], stat: int, epsilon: fl
 
 def _stats_passes(length: int, reduced_groups: int, sweeps: int, wg: int) -> int:
     """Loop passes of one invocation of norm_stats.wgsl (``wg`` 0) or norm_stats_wg.wgsl (``wg`` invocations
-    per row: a strided part of each sweep, then the sum of the ``wg`` partial sums)."""
+    per row: a strided part of each sweep, then the sum of the ``wg`` partial sums); each sweep sums in blocks
+    (reduce_gpu.sum_passes)."""
     if not wg:
-        return row_passes(length, reduced_groups, sweeps)
-    return sweeps * (row_passes(-(-length // wg), reduced_groups) + loop_passes(wg))
+        return sweeps * sum_passes(length, reduced_groups)
+    return sweeps * (sum_passes(-(-length // wg), reduced_groups) + loop_passes(wg))
 
 
 def apply(rec, x, shape: tuple[int, ...], mean, inv, stat_strides: list[int], scale=None, bias=None,
@@ -139,7 +140,7 @@ def fused_rows(rec, x, rows: int, length: int, stat: int, epsilon: float, keep_s
     sweeps = 2 if stat == STAT_VAR else 1
     strided = -(-length // FUSED_WG)
     write = loop_passes(runs, -(-run_length // FUSED_WG)) if pmode == 3 else loop_passes(strided)
-    if not rec.loops_fit(sweeps * (loop_passes(strided) + loop_passes(FUSED_WG)) + write):
+    if not rec.loops_fit(sweeps * (sum_passes(strided) + loop_passes(FUSED_WG)) + write):
         return None
     y = rec.alloc(x.shape, np.float32)
     mean = rec.alloc(keep_shape, np.float32)

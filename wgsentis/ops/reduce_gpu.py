@@ -22,8 +22,8 @@ MAX_GROUPS = 3
 CHUNK = 256  # elements per chunk when a reduction is split into stages
 SPLIT_ROWS = 256  # split rows only when there are fewer outputs than this
 SPLIT_LENGTH = 1024  # ... and rows at least this long
-# Elements per partial sum in softmax.wgsl (BLOCK) and reduce.wgsl's sums (BLOCK): each block's sum is added to the
-# total, so a row's rounding error grows as BLOCK + R / BLOCK rather than as R.
+# Elements per partial sum in softmax.wgsl, reduce.wgsl and the norm shaders' sums (their BLOCK): each block's sum
+# is added to the total, so a row's rounding error grows as BLOCK + R / BLOCK rather than as R.
 REDUCE_BLOCK = 64
 SOFTMAX_BLOCK = 64
 
@@ -112,14 +112,23 @@ def row_passes(length: int, reduced_groups: int, sweeps: int = 1) -> int:
     return sweeps * loop_passes(length, reduced_groups if reduced_groups > 1 else 0)
 
 
+def sum_passes(length: int, reduced_groups: int | None = None) -> int:
+    """Loop passes of a sum over ``length`` elements run in blocks of REDUCE_BLOCK, as reduce.wgsl's and the norm
+    shaders' sums are: an outer loop over the blocks, an inner one over a block's elements, and (where the row is
+    addressed through reduce_rows.wgsl's row_offset, ``reduced_groups`` not None) its loop over the reduced
+    groups for each element, as ``row_passes`` counts it."""
+    blocks = math.ceil(length / REDUCE_BLOCK)
+    if reduced_groups is None:
+        return loop_passes(blocks, REDUCE_BLOCK)
+    return loop_passes(blocks, REDUCE_BLOCK, reduced_groups if reduced_groups > 1 else 0)
+
+
 def _reduce_passes(length: int, reduced_groups: int, op: int) -> int:
     """Loop passes of a reduce.wgsl invocation over ``length`` elements with operation ``op``: sums (0) run in
     blocks of REDUCE_BLOCK, log-sum-exp (4) sweeps for its peak and then sums in blocks, the rest sweep once."""
     if op not in (0, 4):
         return row_passes(length, reduced_groups)
-    inner = reduced_groups if reduced_groups > 1 else 0
-    blocked = loop_passes(math.ceil(length / REDUCE_BLOCK), REDUCE_BLOCK, inner)
-    return blocked + (row_passes(length, reduced_groups) if op == 4 else 0)
+    return sum_passes(length, reduced_groups) + (row_passes(length, reduced_groups) if op == 4 else 0)
 
 
 def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
@@ -284,4 +293,4 @@ for _op, _mode in (("Softmax", 0), ("LogSoftmax", 1), ("Hardmax", 2)):
     _register_softmax(_op, _mode)
 
 
-__all__ = ["groups", "norm_axis", "reduce_to", "row_params", "row_passes"]
+__all__ = ["groups", "norm_axis", "reduce_to", "row_params", "row_passes", "sum_passes"]

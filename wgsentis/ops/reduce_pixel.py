@@ -32,10 +32,12 @@ SPLIT_OUTPUTS = 16  # fewer output texels than this ...
 SPLIT_REGION = 16384  # ... reducing at least this many texels each: split for parallelism
 SPLIT_CHUNKS = 64  # chunks per output when split for parallelism
 # A sum (or log-sum-exp) over at least this many texels a lane is split too, for accuracy: one running float32 sum
-# loses precision with its length (a Softmax over 5000 rows: 1.7e-6 relative), a sum of chunks of about sqrt(n)
-# texels, each chunk's sum then summed, grows as 2 sqrt(n) (3e-7). 1024 texels are numeric.LONG_SUM's 4096
-# elements in the blocked form, where each lane sums its four elements per texel at the end.
+# loses precision with its length (a Softmax over 5000 rows: 1.7e-6 relative). Split into chunks of LONG_CHUNK
+# texels, whose partial sums are summed the same way while they are as many, the sums form a LONG_CHUNK-ary tree
+# whose error grows as LONG_CHUNK * log(n) / log(LONG_CHUNK) (3-4e-7 at 5000 rows). 1024 texels are
+# numeric.LONG_SUM's 4096 elements in the blocked form, where each lane sums its four elements per texel at the end.
 LONG_TEXELS = 1024
+LONG_CHUNK = 64
 CENTER = 100  # the params word where reduce.wgsl's center tensor's addressing begins
 GROUP_WORDS = 28  # ... and where its reduced groups begin
 _F32_INF = "bitcast<f32>(0x7f800000u)"
@@ -163,7 +165,7 @@ def reduce_keep(rec, x: GTensor, axes: set[int], red: Reduction, center: GTensor
         lo, hi = (mid, hi) if rec.loops_fit(_passes(red, [mid, *rest])) else (lo, mid - 1)
     chunk = min(lo, max(64, -(-size // SPLIT_CHUNKS))) if few else lo
     if long:
-        chunk = min(chunk, max(64, math.isqrt(size)))
+        chunk = min(chunk, LONG_CHUNK)
     chunks = -(-size // chunk)
     if chunks == 1:
         return _draw(rec, x, axes, keep, out_axis, groups, red, center, None)

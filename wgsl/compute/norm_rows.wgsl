@@ -10,6 +10,7 @@
 #include "common/params.wgsl"
 
 override STAT: u32 = 0u;
+const BLOCK: u32 = 64u;  // reduce_gpu.REDUCE_BLOCK: an invocation's strided part is summed in blocks of BLOCK
 override PMODE: u32 = 0u;
 override HAS_BIAS: bool = true;
 
@@ -42,10 +43,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let base = row * r;
     var s = 0.0;
     var s2 = 0.0;
-    for (var k = t; k < r; k += WG) {
-        let v = X[base + k];
-        s += select(v, abs(v), STAT == 3u);
-        s2 += v * v;
+    for (var b = t; b < r; b += WG * BLOCK) {  // each invocation's strided part, in blocks of BLOCK
+        var ps = 0.0;
+        var ps2 = 0.0;
+        let e = min(r, b + WG * BLOCK);
+        for (var k = b; k < e; k += WG) {
+            let v = X[base + k];
+            ps += select(v, abs(v), STAT == 3u);
+            ps2 += v * v;
+        }
+        s += ps;
+        s2 += ps2;
     }
     part_a[t] = s;
     part_b[t] = s2;
@@ -59,9 +67,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let mean0 = s * pf(3u);
     if (STAT == 0u) {
         var c = 0.0;
-        for (var k = t; k < r; k += WG) {
-            let d = X[base + k] - mean0;
-            c += d * d;
+        for (var b = t; b < r; b += WG * BLOCK) {
+            var pc = 0.0;
+            let e = min(r, b + WG * BLOCK);
+            for (var k = b; k < e; k += WG) {
+                let d = X[base + k] - mean0;
+                pc += d * d;
+            }
+            c += pc;
         }
         part_c[t] = c;
         workgroupBarrier();

@@ -4,9 +4,11 @@
 // Override STAT: 0 mean and 1/sqrt(var + eps) (two passes), 1 mean and 1/(sqrt(E[x^2] - mean^2) + 1e-9)
 // (MeanVarianceNormalization), 2 zero mean and 1/sqrt(E[x^2] + eps) (RMS), 3 zero mean and
 // 1/sum|x|, 4 zero mean and 1/sqrt(sum x^2) (Lp norms; a zero norm gives a zero factor).
+// Sums run in blocks of BLOCK elements (reduce_gpu.sum_passes): their error grows as BLOCK + R / BLOCK, not as R.
 #include "common/params.wgsl"
 
 override STAT: u32 = 0u;
+const BLOCK: u32 = 64u;  // reduce_gpu.REDUCE_BLOCK
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 @group(0) @binding(1) var<storage, read_write> MEAN: array<f32>;
@@ -24,17 +26,29 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let base = row_base(row);
     var s = 0.0;
     var s2 = 0.0;
-    for (var k = 0u; k < r; k++) {
-        let v = X[base + row_offset(k)];
-        s += select(v, abs(v), STAT == 3u);
-        s2 += v * v;
+    for (var b = 0u; b < r; b += BLOCK) {
+        var ps = 0.0;
+        var ps2 = 0.0;
+        let e = min(r, b + BLOCK);
+        for (var k = b; k < e; k++) {
+            let v = X[base + row_offset(k)];
+            ps += select(v, abs(v), STAT == 3u);
+            ps2 += v * v;
+        }
+        s += ps;
+        s2 += ps2;
     }
     var mean = s * pf(3u);
     if (STAT == 0u) {
         s2 = 0.0;
-        for (var k = 0u; k < r; k++) {
-            let d = X[base + row_offset(k)] - mean;
-            s2 += d * d;
+        for (var b = 0u; b < r; b += BLOCK) {
+            var ps2 = 0.0;
+            let e = min(r, b + BLOCK);
+            for (var k = b; k < e; k++) {
+                let d = X[base + row_offset(k)] - mean;
+                ps2 += d * d;
+            }
+            s2 += ps2;
         }
     }
     let st = finish_stats(mean, s, s2);
