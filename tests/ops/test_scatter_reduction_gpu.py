@@ -208,3 +208,17 @@ def test_scatter_nd_out_of_range_is_the_cpus_error(backend, reduction):
             assert "scatter" in str(info.value)
         np.testing.assert_array_equal(worker.run(good)["y"], want)
     worker.close()
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_scatter_nd_cpu_matches_ort_with_repeated_tuples(reduction):
+    pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(5)
+    for k in (1, 2):
+        data = rng.normal(size=(3, 4, 2)).astype(np.float32)
+        indices = np.stack([rng.integers(-d, d, 6) for d in data.shape[:k]], axis=-1).astype(np.int64)
+        updates = (rng.normal(size=(6, *data.shape[k:])) * 100).astype(np.float32)
+        feeds = {"data": data, "indices": indices, "updates": updates}
+        model = _nd_model(data, indices, updates, reduction)
+        got, _ = _run(model, feeds, "cpu")
+        np.testing.assert_array_equal(_bits(got), _bits(ort_outputs(model, feeds)[0]), err_msg=f"k {k}")
