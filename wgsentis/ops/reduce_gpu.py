@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.ops.numeric import LONG_SUM
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_GROUPS = 3
@@ -163,6 +164,9 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
         consts = {"OP": stage_op, "PRE": pre if stage == 0 else 0}
         if not is_int:
             consts["POST"] = post if final else 0
+            if final and stage == 0 and ort_order(kind, pre, words, length):
+                # A sum or mean along a contiguous last axis (RMS and layer norms' means): ONNX Runtime's order.
+                consts.update(ORDER=1, POST=4 if kind == "mean" else 0)
         params = [rows * chunks, length, chunk, chunks, scale, 0, 0, 0, *words]
         rec.dispatch(shader, [src], [dst], params, rows * chunks, workgroup=64, constants=consts)
         if final:
@@ -171,6 +175,13 @@ def reduce_to(rec, x, axes: set[int], kind: str, out_shape: tuple[int, ...]):
         src, stage = dst, stage + 1
         words = _layout_params([(rows, chunks)], [(chunks, 1)]) if rows > 1 else _layout_params([], [(chunks, 1)])
         length = chunks
+
+
+def ort_order(kind: str, pre: int, words: list[int], length: int) -> bool:
+    """Whether reduce.wgsl sums this reduction's rows in ONNX Runtime's order (its ORDER 1), as the cpu kernel
+    does (ops/numeric.py ort_row_sums): a plain sum or mean over one reduced group of stride 1 (the last axis,
+    rows contiguous and one after another) shorter than numeric.LONG_SUM, past which both sum in long-sum form."""
+    return kind in ("sum", "mean") and pre == 0 and words[1] == 1 and words[11] == 1 and 0 < length < LONG_SUM
 
 
 def identity_reduction(kind: str, axes, noop_with_empty_axes: int) -> bool:
