@@ -184,13 +184,14 @@ def test_indices_computed_on_the_device(backend):
     """Indices produced by an earlier layer exist only on the device: even the recorded first run
     relies on the kernel's own check."""
     x = np.arange(10, dtype=np.float32)
-    feeds = {"x": x, "i": np.array([1, 2], np.int64)}
-    nodes = [helper.make_node("Add", ["i", "one"], ["j"], name="shift"),
+    feeds = {"x": x, "i": np.array([2, 3], np.int64)}
+    # (A Max, not an Add: an int64 Add runs on the host, its sum could pass the int32 words the device holds.)
+    nodes = [helper.make_node("Max", ["i", "lowest"], ["j"], name="shift"),
              helper.make_node("Gather", ["x", "j"], ["y"], name="node")]
     model = make_model(nodes, [("x", F, [10]), ("i", I64, [2])], [("y", F, None)],
-                       initializers={"one": np.array(1, np.int64)})
-    worker = _exercise(backend, model, feeds, x[[2, 3]], [(_with(feeds, i=[9, 0]), 10, 10),
-                                                          (_with(feeds, i=[0, -12]), -11, 10)], op_type="Gather")
+                       initializers={"lowest": np.array(-100, np.int64)})
+    worker = _exercise(backend, model, feeds, x[[2, 3]], [(_with(feeds, i=[10, 0]), 10, 10),
+                                                          (_with(feeds, i=[0, -11]), -11, 10)], op_type="Gather")
     if backend == "gpu-compute":
         assert worker.stats()["gpu_layers"] == ["shift", "node"]
 

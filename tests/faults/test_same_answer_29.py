@@ -228,3 +228,27 @@ def test_an_output_that_is_an_initializer_comes_back_on_every_backend(backend):
             got = worker.run({"x": np.array([-1.0, 0.0, 2.0], np.float32)})
             np.testing.assert_array_equal(got["w"], [1.5, -2.0])
             np.testing.assert_array_equal(got["y"], [0.0, 0.0, 2.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int64_indices_computed_on_the_device_stay_there_and_stay_checked(backend):
+    # A Cast to int64 and an offset Add whose results only serve as Gather indices stay on the device: a value past
+    # int32 is out of range there as on the host (the same IndexOutOfRangeError); the same Add feeding an output
+    # runs on the host.
+    table = np.arange(20, dtype=np.float32).reshape(10, 2)
+    nodes = [helper.make_node("Cast", ["xf"], ["i"], to=TensorProto.INT64, name="to_index"),
+             helper.make_node("Add", ["i", "one"], ["j"], name="offset"),
+             helper.make_node("Gather", ["table", "j"], ["y"], name="lookup", axis=0),
+             helper.make_node("Add", ["i", "one"], ["k"], name="shown")]
+    model = make_model(nodes, [("xf", F, [3])], [("y", F, None), ("k", I64, None)],
+                       {"table": table, "one": np.array(1, np.int64)})
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        got = worker.run({"xf": np.array([0.0, 4.9, -3.0], np.float32)})
+        np.testing.assert_array_equal(got["y"], table[[1, 5, -2]])
+        np.testing.assert_array_equal(got["k"], [1, 5, -2])
+        if backend != "cpu":
+            placements = {p["layer"]: p["device"] for p in worker.program.plan_summary()["placements"]}
+            assert placements["offset"] == placements["lookup"] == "gpu", placements
+            assert placements["shown"] == "fallback" and placements["to_index"] == "fallback", placements
+        with pytest.raises(ws.errors.IndexOutOfRangeError, match="lookup"):
+            worker.run({"xf": np.array([0.0, 3e9, 1.0], np.float32)})

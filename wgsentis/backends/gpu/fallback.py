@@ -138,5 +138,8 @@ class HostSync:
                 continue
             if not isinstance(value, np.ndarray) or tuple(value.shape) != target.shape or value.dtype != target.dtype:
                 raise PlanInvalid(name)
-            self._upload_input(name, value, target, layer.name)
+            try:
+                self._upload_input(name, value, target, layer.name)
+            except TooLargeForDevice:
+                raise PlanInvalid(name) from None  # int64 values past int32: recorded anew, kept on the host
             target.host = None

@@ -20,17 +20,65 @@ SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never
 # int64 inputs that are all within it: sums, differences, products, powers, negation and absolute value of
 # -2**31. (Max, Min, Where, Mod, Gather... select or shrink their inputs' values and stay in range.)
 INT64_WIDENING_OPS = frozenset({"Add", "Sub", "Mul", "Sum", "Pow", "Neg", "Abs", "CumSum", "Div"})
-_I32_MIN = -(2**31)
+# The input of each op that reads indices, checked against their axis on the device as on the host.
+INDEX_INPUTS = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterElements": 1, "ScatterND": 1}
+# Ops that pass (some of) their inputs' values through unchanged: data input positions (None: all).
+_VALUE_PRESERVING: dict[str, tuple[int, ...] | None] = {
+    "Identity": (0,), "Reshape": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Flatten": (0,), "Expand": (0,),
+    "Transpose": (0,), "Slice": (0,), "Concat": None, "Where": (1, 2),
+}
+_OFFSET_BOUND = 2**30  # a host addend below this keeps a wrapped int32 sum out of every index range
 
 
-def int64_range_reason(layer: Layer, args: list[Any]) -> str:
+def index_only_tensors(graph: Graph) -> set[str]:
+    """Tensors whose values only ever serve as indices, directly or through ops that pass values through unchanged
+    (Reshape, Concat, Where's branches...): never a graph output, never read by a subgraph. An int64 value that
+    left the int32 range on the device is out of every axis' range there too (the device's checked_index raises
+    the cpu's IndexOutOfRangeError), so such tensors may be computed on the device (``int64_range_reason``)."""
+    readers: dict[str, list[tuple[str, int, list[str]]]] = {}
+    for layer in graph.layers:
+        for position, name in enumerate(layer.inputs):
+            if name:
+                readers.setdefault(name, []).append((layer.op_type if not layer.domain else "", position,
+                                                     [o for o in layer.outputs if o]))
+        for name in captured_names(layer):
+            readers.setdefault(name, []).append(("", -1, []))
+    outputs = {o.name for o in graph.outputs}
+    memo: dict[str, bool] = {}
+
+    def index_only(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False  # (a cycle cannot arise in a sorted graph; this also ends any)
+            reads = readers.get(name, [])
+            memo[name] = name not in outputs and bool(reads) and all(
+                INDEX_INPUTS.get(op) == position
+                or (op in _VALUE_PRESERVING and (_VALUE_PRESERVING[op] is None or position in _VALUE_PRESERVING[op])
+                    and all(index_only(o) for o in outs))
+                for op, position, outs in reads)
+        return memo[name]
+
+    return {name for name in readers if index_only(name)}
+
+
+def int64_range_reason(layer: Layer, args: list[Any], index_only: frozenset[str] | set[str] = frozenset()) -> str:
     """Why ``layer`` must not compute on the device, where the device would hold an int64 result outside the
     int32 range in 32 bits (a silent wrap or saturation): an int64 arithmetic op with a device operand, or a Cast
     to int64 of a float tensor on the device; "" when the device computes it exactly. A division is exact
-    unless it divides -2**31 by -1, so one by a host divisor without -1 stays on the device."""
+    unless it divides -2**31 by -1, so one by a host divisor without -1 stays on the device. Where the result
+    serves only as indices (``index_only``), a Cast (past int32: -2**31) and a sum with a host offset under 2**30
+    (a wrapped sum lands at least 2**30 from zero) stay on the device: a value past int32 is out of range there
+    as on the host, and raises the same IndexOutOfRangeError for the same layer (its index as the device holds
+    it)."""
     device = [k for k, a in enumerate(args) if isinstance(a, GTensor)]
     if not device or layer.domain:
         return ""
+    indices = bool(layer.outputs) and layer.outputs[0] in index_only
+    if layer.op_type in ("Cast", "CastLike") and indices:
+        return ""
+    if layer.op_type in ("Add", "Sub") and indices and len(device) == 1:
+        offset = args[1 - device[0]]
+        if isinstance(offset, np.ndarray) and offset.size and int(np.abs(offset).max()) < _OFFSET_BOUND:
+            return ""
     if layer.op_type in ("Cast", "CastLike"):
         source, target = args[0], args[1] if layer.op_type == "CastLike" else None
         to = target.dtype if target is not None else cast_target(layer.attrs.get("to"))
@@ -89,6 +137,7 @@ class Placer:
         self.graph = graph
         self.backend = backend
         self.host_needed = host_tensors(graph, backend)
+        self.index_only = index_only_tensors(graph)  # tensors that only serve as indices (int64_range_reason)
         self.last_use = last_uses(graph, [o.name for o in graph.outputs])
         self.host_program = HostProgram(graph, control_of)
         self.cpu_steps = [LayerStep(layer, self.host_program) for layer in graph.layers]
@@ -127,7 +176,7 @@ class Placer:
                 if args[pos].host is None:
                     return "fallback", f"input {pos} is read on the host but exists only on the device"
                 args[pos] = args[pos].host
-        reason = int64_range_reason(layer, args)
+        reason = int64_range_reason(layer, args, self.index_only)
         if reason:
             return "fallback", reason
         return "gpu", ""
