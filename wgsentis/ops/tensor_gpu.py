@@ -768,19 +768,29 @@ def scatter_reduction(layer, data, reduction: str) -> int | None:
     return how
 
 
+def _scatter_operands(rec, layer, data, indices, updates, reduction: str) -> tuple[int, Any, Any, Any] | None:
+    """(the fold's code, data, indices, updates) on the device for a scatter with ``reduction``; None where the
+    program cannot take them (the CPU kernel names an unknown reduction, missing operands or mismatched types)."""
+    how = scatter_reduction(layer, data, reduction)
+    if how is None:
+        return None
+    x = device_tensor(rec, data, f"{layer.name}:data")
+    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
+    u = device_tensor(rec, updates, f"{layer.name}:updates")
+    if x is None or idx is None or u is None or u.dtype != x.dtype:
+        return None
+    return how, x, idx, u
+
+
 def _scatter_reduce(rec, layer, data, indices, updates, axis, reduction: str):
     """ScatterElements with a reduction: compute/scatter_elements_reduce.wgsl over a copy of the data, one
     invocation per column of the updates folding them in update order (the cpu's ufunc.at order, so float sums
     agree bit for bit), a column past the loop limit split into dispatches. int64 add and mul stay on the host:
     the device holds int64 in 32 bits and the result could leave that range."""
-    how = scatter_reduction(layer, data, reduction)
-    if how is None:
-        return NotImplemented  # the CPU kernel names the unknown reduction
-    x = device_tensor(rec, data, f"{layer.name}:data")
-    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
-    u = device_tensor(rec, updates, f"{layer.name}:updates")
-    if x is None or idx is None or u is None or u.dtype != x.dtype or u.shape != idx.shape:
+    operands = _scatter_operands(rec, layer, data, indices, updates, reduction)
+    if operands is None or operands[3].shape != operands[2].shape:
         return NotImplemented
+    how, x, idx, u = operands
     rank = len(x.shape)
     if len(idx.shape) != rank or not 0 < rank <= MAX_RANK:
         return NotImplemented
@@ -892,14 +902,10 @@ def _scatter_nd_reduce(rec, layer, data, indices, updates, reduction: str):
     """ScatterND with a reduction: compute/scatter_nd_reduce.wgsl over a copy of the data, one invocation per
     slice element folding the update rows in order (the cpu's ufunc.at order), rows past the loop limit split
     into dispatches; int64 add and mul stay on the host (``scatter_reduction``)."""
-    how = scatter_reduction(layer, data, reduction)
-    if how is None:
-        return NotImplemented  # the CPU kernel names the unknown reduction
-    x = device_tensor(rec, data, f"{layer.name}:data")
-    idx = _index_tensor(rec, indices, f"{layer.name}:indices")
-    u = device_tensor(rec, updates, f"{layer.name}:updates")
-    if x is None or idx is None or u is None or len(idx.shape) < 1 or u.dtype != x.dtype:
+    operands = _scatter_operands(rec, layer, data, indices, updates, reduction)
+    if operands is None or len(operands[2].shape) < 1:
         return NotImplemented
+    how, x, idx, u = operands
     k = idx.shape[-1]
     if k > min(len(x.shape), MAX_RANK) or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
         return NotImplemented  # the CPU kernel names the bad shapes
