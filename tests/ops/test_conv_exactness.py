@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import F, make_model, requires_gpu
+from helpers import BACKENDS, F, make_model, requires_gpu
 from onnx import helper
 
 import wgsentis as ws
 
-pytestmark = requires_gpu
 
 
 def _conv_case(c: int, m: int, side: int, seed: int = 0):
@@ -37,6 +36,7 @@ def _relative_l2(got: np.ndarray, exact: np.ndarray) -> float:
     return float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
 
 
+@requires_gpu
 @pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
 @pytest.mark.parametrize("c,m,side", [(64, 64, 24), (128, 64, 12)])
 def test_gpu_3x3_convolution_is_within_1_5x_of_a_direct_float32_sum(backend, c, m, side):
@@ -93,13 +93,19 @@ def _qdq_resnet_blocks(tmp_path, channels: int = 64, side: int = 16, layers: int
     return onnx.load(tmp_path / "qdq.onnx"), {"x": rng.standard_normal(shape).astype(np.float32)}
 
 
-def test_a_static_qdq_convolution_chain_matches_onnx_runtime_on_every_backend(tmp_path):
-    # With F(4x4) a code flipped at one layer re-quantized through the rest (gpu-compute: 1.7e-3 from ORT here).
-    from helpers import BACKENDS, ort_outputs
+@pytest.fixture(scope="module")
+def qdq_case(tmp_path_factory):
+    """The QDQ chain, its input and ONNX Runtime's output (graph optimizations off: each node its own kernel)."""
+    from helpers import ort_outputs
 
-    model, feeds = _qdq_resnet_blocks(tmp_path)
-    expected = ort_outputs(model, feeds, optimize=False)[0]
-    for backend in BACKENDS:
-        with ws.Worker(ws.load_model(model), backend) as worker:
-            got = worker.run(feeds)["y"]
-        assert _relative_l2(got, expected) <= 1e-6, (backend, _relative_l2(got, expected))
+    model, feeds = _qdq_resnet_blocks(tmp_path_factory.mktemp("qdq"))
+    return model, feeds, ort_outputs(model, feeds, optimize=False)[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_static_qdq_convolution_chain_matches_onnx_runtime_on_every_backend(qdq_case, backend):
+    # With F(4x4) a code flipped at one layer re-quantized through the rest (gpu-compute: 1.7e-3 from ORT here).
+    model, feeds, expected = qdq_case
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        got = worker.run(feeds)["y"]
+    assert _relative_l2(got, expected) <= 1e-6, _relative_l2(got, expected)
