@@ -248,7 +248,28 @@ def test_int64_indices_computed_on_the_device_stay_there_and_stay_checked(backen
         np.testing.assert_array_equal(got["k"], [1, 5, -2])
         if backend != "cpu":
             placements = {p["layer"]: p["device"] for p in worker.program.plan_summary()["placements"]}
-            assert placements["offset"] == placements["lookup"] == "gpu", placements
-            assert placements["shown"] == "fallback" and placements["to_index"] == "fallback", placements
+            # (The Cast feeds an output too, so it runs on the host; the Adds of its bounded result stay on the GPU.)
+            assert placements["offset"] == placements["lookup"] == placements["shown"] == "gpu", placements
+            assert placements["to_index"] == "fallback", placements
         with pytest.raises(ws.errors.IndexOutOfRangeError, match="lookup"):
             worker.run({"xf": np.array([0.0, 3e9, 1.0], np.float32)})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int64_arithmetic_of_bounded_inputs_stays_on_the_device_until_a_run_passes_the_bound(backend):
+    # Inputs of small values (a sequence length, token positions) keep their int64 sums on the device: the plan
+    # records a bound on each int64 input and checks it at every upload; a run past it is recorded anew, exactly.
+    model = make_model([helper.make_node("Sub", ["a", "b"], ["d"], name="diff"),
+                        helper.make_node("Mul", ["d", "d"], ["y"], name="square")],
+                       [("a", I64, [3]), ("b", I64, [3])], [("y", I64, [3])])
+    small = {"a": np.array([5, 100, -7], np.int64), "b": np.array([1, 2, 3], np.int64)}
+    large = {"a": np.array([2**31 - 1, 0, -(2**31)], np.int64), "b": np.array([-(2**31), 2**31 - 1, 1], np.int64)}
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        for feeds in (small, small, large, small):
+            want = (feeds["a"] - feeds["b"]) ** 2
+            np.testing.assert_array_equal(worker.run(feeds)["y"], want)
+            if backend != "cpu" and feeds is small:
+                # The difference's bound (2**17, from inputs bounded by 2**16) keeps it on the device; its square's
+                # bound (2**34) does not, so that runs on the host.
+                placements = {p["layer"]: p["device"] for p in worker.program.plan_summary()["placements"]}
+                assert placements == {"diff": "gpu", "square": "fallback"}, placements

@@ -28,6 +28,83 @@ _VALUE_PRESERVING: dict[str, tuple[int, ...] | None] = {
     "Transpose": (0,), "Slice": (0,), "Concat": None, "Where": (1, 2),
 }
 _OFFSET_BOUND = 2**30  # a host addend below this keeps a wrapped int32 sum out of every index range
+_INT32_LIMIT = 2**31 - 1  # the largest |value| an int64 result may have to be held exactly in an i32 word
+ANY_INT32 = 2**31  # the bound of an int64 tensor known only to be held in an i32 word
+_TYPE_BOUNDS = {np.dtype(np.bool_): 1, np.dtype(np.int8): 128, np.dtype(np.uint8): 255, np.dtype(np.int16): 32768,
+                np.dtype(np.uint16): 65535}
+# Ops whose results select or reshape their inputs' values: the positions whose values they pass on (None: all).
+_SELECTING: dict[str, tuple[int, ...] | None] = {
+    **_VALUE_PRESERVING, "Max": None, "Min": None, "Gather": (0,), "GatherElements": (0,), "GatherND": (0,),
+    "Tile": (0,), "Split": (0,), "ReduceMax": (0,), "ReduceMin": (0,), "Clip": None, "Pad": (0, 2),
+    "ScatterElements": (0, 2), "ScatterND": (0, 2), "Sort": (0,), "ReverseSequence": (0,), "Compress": (0,),
+    "DepthToSpace": (0,), "SpaceToDepth": (0,), "Trilu": (0,), "Resize": (0,), "MaxPool": (0,),
+}
+
+
+def value_bound(value: Any) -> int:
+    """A bound on |v| for the elements of an int64 (or narrower integer, or bool) operand: exact for host values
+    and constants, a device tensor's recorded bound, else any int32 (what the device can hold). (A run's own
+    values held beside a device tensor are not used: a replay brings others.)"""
+    if value is None:
+        return 0
+    if isinstance(value, GTensor):
+        if value.bound is not None:
+            return value.bound
+        if value.host is None or value.alloc is None or not value.alloc.persistent:
+            return ANY_INT32
+        value = value.host
+    array = np.asarray(value)
+    if array.dtype.kind not in "biu":
+        return ANY_INT32
+    if array.size == 0:
+        return 0
+    return max(abs(int(array.max())), abs(int(array.min())))
+
+
+def input_bound(value: np.ndarray) -> int:
+    """The bound a plan records for an int64 input (or a fallback's int64 output) of these values: the next power
+    of two at or above their largest |v| (at least 2**16), so a replay whose values stay under it keeps the plan
+    and one past it records anew (GPUProgram._upload_input checks)."""
+    largest = value_bound(value)
+    return max(1 << 16, 1 << max(largest, 1).bit_length())
+
+
+def int64_result_bounds(layer: Layer, args: list[Any]) -> list[int]:
+    """Bounds on |v| of ``layer``'s outputs computed from its inputs' bounds (``value_bound``): sums and products
+    of bounds for arithmetic, the largest of the values passed on for selections, the axis length for indices
+    (ArgMax, TopK's), the type's range for casts from narrow integers; any int32 where no rule applies."""
+    op = layer.op_type if not layer.domain else ""
+    bounds = [value_bound(a) for a in args]
+    first = bounds[0] if bounds else 0
+    shape = tuple(getattr(args[0], "shape", ())) if args else ()
+    axis = layer.attrs.get("axis", 0 if op in ("ArgMax", "ArgMin") else -1)
+    along = shape[axis] if shape and isinstance(axis, int) and -len(shape) <= axis < len(shape) else ANY_INT32
+    if op in ("Add", "Sub"):
+        result = bounds[0] + bounds[1]
+    elif op == "Sum":
+        result = sum(bounds)
+    elif op == "Mul":
+        result = bounds[0] * bounds[1]
+    elif op in ("Neg", "Abs", "Div"):
+        result = first
+    elif op == "Mod":
+        result = min(bounds[:2])
+    elif op == "CumSum":
+        result = first * along
+    elif op in ("ArgMax", "ArgMin"):
+        result = along
+    elif op == "TopK":
+        return [first, along]
+    elif op in ("Cast", "CastLike"):
+        source = np.dtype(getattr(args[0], "dtype", np.float32))
+        result = _TYPE_BOUNDS.get(source, first if source == np.int64 else ANY_INT32)
+    elif op in _SELECTING:
+        positions = _SELECTING[op]
+        chosen = bounds if positions is None else [bounds[k] for k in positions if k < len(bounds)]
+        result = max(chosen, default=ANY_INT32)
+    else:
+        result = ANY_INT32
+    return [result] * max(1, len(layer.outputs))
 
 
 def index_only_tensors(graph: Graph) -> set[str]:
@@ -79,6 +156,8 @@ def int64_range_reason(layer: Layer, args: list[Any], index_only: frozenset[str]
         offset = args[1 - device[0]]
         if isinstance(offset, np.ndarray) and offset.size and int(np.abs(offset).max()) < _OFFSET_BOUND:
             return ""
+    if layer.op_type in INT64_WIDENING_OPS and int64_result_bounds(layer, args)[0] <= _INT32_LIMIT:
+        return ""  # the operands' bounds keep the result within int32: exact on the device
     if layer.op_type in ("Cast", "CastLike"):
         source, target = args[0], args[1] if layer.op_type == "CastLike" else None
         to = target.dtype if target is not None else cast_target(layer.attrs.get("to"))

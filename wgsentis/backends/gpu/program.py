@@ -34,7 +34,17 @@ from wgsentis.backends.gpu.dtypes import (
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
-from wgsentis.backends.gpu.placement import SHAPE_ONLY_OPS, Placer, host_of, host_read, run_step
+from wgsentis.backends.gpu.placement import (
+    ANY_INT32,
+    SHAPE_ONLY_OPS,
+    Placer,
+    host_of,
+    host_read,
+    input_bound,
+    int64_result_bounds,
+    run_step,
+    value_bound,
+)
 from wgsentis.backends.gpu.outer_tiles import tiled_build
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
@@ -76,6 +86,7 @@ def _without_run_host_copy(value: Any) -> Any:
         return value
     bare = GTensor(value.alloc, value.shape, value.dtype, value.name, chunks=value.chunks, first=value.first)
     bare.layout = value.layout
+    bare.bound = value.bound  # (a bound the plan checks at every upload, not this run's values)
     return bare
 
 
@@ -357,7 +368,12 @@ class GPUProgram(HostSync):
     def _upload_input(self, name: str, value: np.ndarray, target: GTensor | None, layer: str = "") -> GTensor:
         started = time.perf_counter()
         prepared = self.prepare_upload(value, f"input '{name}'")  # raises TooLargeForDevice before allocating
+        if target is not None and target.bound is not None and value_bound(value) > target.bound:
+            # The plan placed int64 arithmetic on the device for values under this bound: record anew.
+            raise TooLargeForDevice(f"input '{name}': int64 values past the bound {target.bound} its plan was made for")
         t = target if target is not None else self.input_tensor(name, value)
+        if target is None and value.dtype == np.int64:
+            t.bound = input_bound(value)
         t.host = value  # known on the host: layers reading it there need no download
         if self.tracing:
             return t  # uploaded by the plan's first replay, once the planner has placed it
@@ -628,6 +644,11 @@ class GPUProgram(HostSync):
             # next starts where the kept steps end.
             self._encoded = min(self._encoded, start)
             return "fallback", reason, None
+        if any(isinstance(o, GTensor) and o.dtype == np.int64 for o in outputs):
+            bounds = int64_result_bounds(layer, args)
+            for o, bound in zip(outputs, bounds, strict=False):
+                if isinstance(o, GTensor) and o.dtype == np.int64:
+                    o.bound = min(bound, ANY_INT32)
         if (narrow_in and not gpu.narrow_types) or any(isinstance(o, GTensor) and o.dtype in NARROW_TYPES
                                                        for o in outputs):
             # (A builder that takes narrow types as they are gives its outputs their dtypes itself.)

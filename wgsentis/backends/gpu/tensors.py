@@ -110,7 +110,7 @@ class GTensor:
     layer's outputs (readback and uploads address whole allocations).
     """
 
-    __slots__ = ("alloc", "chunks", "dtype", "first", "host", "layout", "name", "shape")
+    __slots__ = ("alloc", "bound", "chunks", "dtype", "first", "host", "layout", "name", "shape")
 
     def __init__(self, alloc: Allocation | None, shape: tuple[int, ...], dtype: np.dtype, name: str = "",
                  host: np.ndarray | None = None, chunks: list[tuple[int, int, Allocation]] | None = None,
@@ -123,6 +123,8 @@ class GTensor:
         self.chunks = chunks  # (row_start, row_count, allocation)
         self.layout: Any = None
         self.first = int(first)
+        # int64 tensors: a bound on |value| the plan relies on (placement.int64_result_bounds), None: any int32.
+        self.bound: int | None = None
 
     @property
     def size(self) -> int:
