@@ -64,7 +64,7 @@ class Worker:
     the device, raising ResourceLimitError. "default" is half the physical memory; None lifts the limit.
     ``max_plans`` (GPU backends): recorded plans kept, one per input signature (shapes, dtypes and the
     values of inputs read on the host), the least recently used dropped first with its device memory.
-    ``fast_winograd`` (GPU backends): let 3x3 convolutions take Winograd F(4x4, 3x3), 1.2-1.8x faster on wide
+    ``fast_winograd`` (GPU backends): let 3x3 convolutions take Winograd F(4x4, 3x3), up to 1.75x faster on wide
     layers but with 4-7x the rounding error of a direct float32 sum; the default, False, takes F(2x2, 3x3) at
     most, whose error is within a direct sum's (quantized models re-quantize every layer and amplify errors).
     The cpu backend's kernels do not read it.

@@ -129,7 +129,7 @@ class GPUProgram(HostSync):
             raise DeviceError(f"precision='float16' needs the adapter feature 'shader-f16', which "
                               f"'{self.ctx.info.name}' ({self.ctx.info.backend}) does not offer; use 'float32'")
         self.precision = precision
-        # 3x3 convolutions may take Winograd F(4x4, 3x3) (1.2-1.8x faster on wide layers, but 4-7x the rounding
+        # 3x3 convolutions may take Winograd F(4x4, 3x3) (up to 1.75x faster on wide planes, but 4-7x the rounding
         # error of a direct float32 sum, measured); False: F(2x2, 3x3) at most, within a direct sum's error.
         self.fast_winograd = fast_winograd
         # Encode through wgpu-native's calls with arguments built once (wgpu-py's methods convert their
