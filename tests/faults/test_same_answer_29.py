@@ -273,3 +273,20 @@ def test_int64_arithmetic_of_bounded_inputs_stays_on_the_device_until_a_run_pass
                 # bound (2**34) does not, so that runs on the host.
                 placements = {p["layer"]: p["device"] for p in worker.program.plan_summary()["placements"]}
                 assert placements == {"diff": "gpu", "square": "fallback"}, placements
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int64_cumsum_runs_on_the_device_where_bounded_and_exactly_on_the_host_past_it(backend):
+    # position ids from an attention mask: CumSum of small int64 values over a short axis stays on the device
+    model = make_model([helper.make_node("Max", ["m", "zero"], ["p"]),  # (on the device: a device operand)
+                        helper.make_node("CumSum", ["p", "axis"], ["y"], name="positions")],
+                       [("m", I64, [2, 5])], [("y", I64, [2, 5])],
+                       {"zero": np.array(0, np.int64), "axis": np.array(1, np.int64)})
+    small = {"m": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int64)}
+    large = {"m": np.full((2, 5), 2**30, np.int64)}
+    with ws.Worker(ws.load_model(model), backend) as worker:
+        for feeds in (small, large, small):
+            np.testing.assert_array_equal(worker.run(feeds)["y"], np.cumsum(np.maximum(feeds["m"], 0), axis=1))
+            if backend != "cpu":
+                placements = {p["layer"]: p["device"] for p in worker.program.plan_summary()["placements"]}
+                assert placements["positions"] == ("gpu" if feeds is small else "fallback"), placements

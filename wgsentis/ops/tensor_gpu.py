@@ -1033,8 +1033,9 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
 # -- CumSum ---------------------------------------------------------------------------------------
 @register("CumSum", 11, backend=GPU_COMPUTE, host_inputs=(1,))
 def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
-    # int64 sums may leave the int32 range the GPU stores them in: only float32 and int32 run here.
-    if not _is_gpu(x) or x.dtype not in (np.float32, np.int32) or x.ndim == 0:
+    # int64 runs here where its values' bound keeps every sum within the int32 words the GPU stores it in
+    # (placement.int64_range_reason puts the others on the host).
+    if not _is_gpu(x) or x.dtype not in (np.float32, np.int32, np.int64) or x.ndim == 0:
         return NotImplemented
     axis = np.asarray(axis).reshape(-1)
     a = norm_axis(axis[0], x.ndim) if axis.size == 1 else None

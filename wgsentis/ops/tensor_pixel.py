@@ -937,8 +937,10 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
 @register("CumSum", 11, backend=GPU_PIXEL, host_inputs=(1,))
 @refusing
 def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
-    """Each element sums its predecessors along the axis (int64 sums may leave the int32 range: CPU)."""
-    if not isinstance(x, GTensor) or x.dtype not in (np.float32, np.int32) or not x.shape or len(x.shape) > MAX_RANK:
+    """Each element sums its predecessors along the axis (int64 where its bound keeps the sums within int32:
+    placement.int64_range_reason puts the others on the host)."""
+    if not isinstance(x, GTensor) or x.dtype not in (np.float32, np.int32, np.int64) or not x.shape \
+            or len(x.shape) > MAX_RANK:
         return NotImplemented
     axis = np.asarray(axis).reshape(-1)
     if axis.size != 1 or not -x.ndim <= int(axis[0]) < x.ndim:
