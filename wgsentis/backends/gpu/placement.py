@@ -150,18 +150,10 @@ def int64_range_reason(layer: Layer, args: list[Any], index_only: frozenset[str]
     if not device or layer.domain:
         return ""
     indices = bool(layer.outputs) and layer.outputs[0] in index_only
-    if layer.op_type in ("Cast", "CastLike") and indices:
-        return ""
-    if layer.op_type in ("Add", "Sub") and indices and len(device) == 1:
-        offset = args[1 - device[0]]
-        if isinstance(offset, np.ndarray) and offset.size and int(np.abs(offset).max()) < _OFFSET_BOUND:
-            return ""
-    if layer.op_type in INT64_WIDENING_OPS and int64_result_bounds(layer, args)[0] <= _INT32_LIMIT:
-        return ""  # the operands' bounds keep the result within int32: exact on the device
     if layer.op_type in ("Cast", "CastLike"):
         source, target = args[0], args[1] if layer.op_type == "CastLike" else None
         to = target.dtype if target is not None else cast_target(layer.attrs.get("to"))
-        if to == np.int64 and isinstance(source, GTensor) and source.dtype.kind == "f":
+        if to == np.int64 and isinstance(source, GTensor) and source.dtype.kind == "f" and not indices:
             return (f"Cast of {source.dtype.name} input '{layer.inputs[0]}' to int64: the GPU holds int64 in 32-bit "
                     "words and these values can pass the int32 range; the host casts them exactly")
         return ""
@@ -170,6 +162,12 @@ def int64_range_reason(layer: Layer, args: list[Any], index_only: frozenset[str]
     data = next((a for a in args if a is not None), None)  # (the result's type: CumSum's axis is int64 too)
     if data is None or np.dtype(getattr(data, "dtype", np.float32)) != np.int64:
         return ""
+    if layer.op_type in ("Add", "Sub") and indices and len(device) == 1:
+        offset = args[1 - device[0]]
+        if isinstance(offset, np.ndarray) and offset.size and int(np.abs(offset).max()) < _OFFSET_BOUND:
+            return ""
+    if int64_result_bounds(layer, args)[0] <= _INT32_LIMIT:
+        return ""  # the operands' bounds keep the result within int32: exact on the device
     if layer.op_type == "Div" and device == [0] and isinstance(args[1], np.ndarray) and not (args[1] == -1).any():
         return ""
     operand = layer.inputs[device[0]]
