@@ -24,44 +24,12 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.ops.matmul_gpu import fused, host_value
+from wgsentis.ops.matmul_pixel import divided, interleave, product, rows_per_fragment
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 _SHADER = "pixel/conv.wgsl"
-_INTERLEAVE = "pixel/matmul_assemble.wgsl"
 _WINOGRAD_IN = "pixel/winograd_in.wgsl"
 _WINOGRAD_OUT = "pixel/winograd_out.wgsl"
-MAX_ROWS = 8  # outputs a fragment draws into as many render targets; fewer where the device's limits are lower
-
-
-def divided(rec, expr: str) -> str:
-    """``expr`` with its div_f32 calls bound to the device's division (math.wgsl), as elementwise_pixel does."""
-    if "div_f32(" not in expr:
-        return expr
-    return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
-
-
-def rows_per_fragment(rec, m: int) -> int:
-    """How many outputs (rows of a product, columns of a convolution) a fragment draws: a power of two within
-    MAX_ROWS, the device's color attachments (and their bytes per sample, 16 a rgba32float target) and ``m``."""
-    limits = rec.ctx.limits
-    targets = min(MAX_ROWS, int(limits.get("max-color-attachments", 8)),
-                  int(limits.get("max-color-attachment-bytes-per-sample", 32)) // 16)
-    rows = 1
-    while rows * 2 <= targets and rows * 2 <= m:
-        rows *= 2
-    return rows
-
-
-def interleave(rec, targets: list[GTensor], y: GTensor, nblocks: int, m: int, mr: int) -> None:
-    """Draw Y from the render targets of a many-output draw (matmul_assemble.wgsl): row ``r`` of every ``rows``
-    (of ``m``, each ``nblocks`` texels) from target ``r``, whose texels hold ``mr`` rows per batch."""
-    rows = len(targets)
-    decls = [f"@group(0) @binding({r}) var T{r}: texture_2d<f32>;" for r in range(rows)]
-    decls.append(f"@group(0) @binding({rows}) var<uniform> params: Params;")
-    cases = " ".join(f"case {r}u: {{ v = textureLoad(T{r}, at, 0); }}" for r in range(rows - 1))
-    cases += f" default: {{ v = textureLoad(T{rows - 1}, at, 0); }}"
-    rec.draw(_INTERLEAVE, targets, [y], [y.layout.texels, y.layout.shift, targets[0].layout.shift, nblocks, m, mr],
-             subs={"DECLS": "\n".join(decls), "ROWS": str(rows), "CASES": cases})
 
 
 def _shader_subs(rows: int, residual: bool, act: str) -> dict[str, str]:
@@ -299,7 +267,6 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
     j of the transformed tile), per j a batch of A pixel matmuls V[i, j] (T, C) @ U[i, j] (C, M) with the
     weights transformed on the host, and the products folded into the channels-blocked output with bias,
     residual and activation (winograd_out.wgsl). None where it does not fit (the direct program is tried next)."""
-    from wgsentis.ops.matmul_pixel import _product  # matmul_pixel imports this module
 
     n, c, h, wd = X.shape
     m = w.shape[0]
@@ -332,7 +299,7 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
                          f"{layer.name}:U{j}")
         # (A, T, M), M blocked: products (i, j) of the tiles' transformed inputs and the transformed weights.
         prod = rec.alloc((a, tiles, m), np.float32, -1)
-        if not _product(rec, plain, vs[j], u_j, prod, m=tiles, n=m, k=c, batch=(a,),
+        if not product(rec, plain, vs[j], u_j, prod, m=tiles, n=m, k=c, batch=(a,),
                         a_strides=(cb, 1, [tiles * cb]), b_strides=(mb, 1, [c * mb])):
             return None
         prods.append(prod)
@@ -476,4 +443,4 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
               kernel=list(w.shape[2:]), strides=strides, dilations=dilations, begins=list(begins), transposed=True)
     return NotImplemented if y is None else y
 
-__all__ = ["conv", "conv_transpose", "divided", "fused_conv"]
+__all__ = ["conv", "conv_transpose", "fused_conv"]

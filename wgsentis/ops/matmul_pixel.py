@@ -18,12 +18,45 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
-from wgsentis.ops.conv_pixel import divided, interleave, rows_per_fragment
 from wgsentis.ops.matmul_gpu import fused, matmul_shapes
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 MAX_BATCH_RANK = 4
 _SHADER = "pixel/matmul.wgsl"
+_INTERLEAVE = "pixel/matmul_assemble.wgsl"
+MAX_ROWS = 8  # outputs a fragment draws into as many render targets; fewer where the device's limits are lower
+
+
+def divided(rec, expr: str) -> str:
+    """``expr`` with its div_f32 calls bound to the device's division (math.wgsl), as elementwise_pixel does."""
+    if "div_f32(" not in expr:
+        return expr
+    return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
+
+
+def rows_per_fragment(rec, m: int) -> int:
+    """How many outputs (rows of a product, columns of a convolution) a fragment draws: a power of two within
+    MAX_ROWS, the device's color attachments (and their bytes per sample, 16 a rgba32float target) and ``m``."""
+    limits = rec.ctx.limits
+    targets = min(MAX_ROWS, int(limits.get("max-color-attachments", 8)),
+                  int(limits.get("max-color-attachment-bytes-per-sample", 32)) // 16)
+    rows = 1
+    while rows * 2 <= targets and rows * 2 <= m:
+        rows *= 2
+    return rows
+
+
+def interleave(rec, targets: list[GTensor], y: GTensor, nblocks: int, m: int, mr: int) -> None:
+    """Draw Y from the render targets of a many-output draw (matmul_assemble.wgsl): row ``r`` of every ``rows``
+    (of ``m``, each ``nblocks`` texels) from target ``r``, whose texels hold ``mr`` rows per batch."""
+    rows = len(targets)
+    decls = [f"@group(0) @binding({r}) var T{r}: texture_2d<f32>;" for r in range(rows)]
+    decls.append(f"@group(0) @binding({rows}) var<uniform> params: Params;")
+    cases = " ".join(f"case {r}u: {{ v = textureLoad(T{r}, at, 0); }}" for r in range(rows - 1))
+    cases += f" default: {{ v = textureLoad(T{rows - 1}, at, 0); }}"
+    rec.draw(_INTERLEAVE, targets, [y], [y.layout.texels, y.layout.shift, targets[0].layout.shift, nblocks, m, mr],
+             subs={"DECLS": "\n".join(decls), "ROWS": str(rows), "CASES": cases})
+
 
 
 def _f32(x: Any) -> bool:
@@ -50,7 +83,7 @@ def _shader_subs(rows: int, c_mode: int, act: str) -> dict[str, str]:
             "ROW_INIT": init, "ROW_STEP": step, "ROW_OUT": out, "ACT": act}
 
 
-def _product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k: int, batch: tuple[int, ...],
+def product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k: int, batch: tuple[int, ...],
              a_strides: tuple[int, int, list[int]], b_strides: tuple[int, int, list[int]],
              c: tuple[GTensor, int, int, int] | None = None, alpha: float = 1.0, beta: float = 1.0) -> bool:
     """Record Y (batch..., M, N; N blocked) = act(alpha * A @ B + beta * C). ``a_strides``/``b_strides``: texel
@@ -119,7 +152,7 @@ def matmul(rec, layer, A, B):
     kb, nb = -(-k // 4), -(-n // 4)
     a_strides = (kb, 1, _batch_strides(a_shape[:-2], batch, m * kb))
     b_strides = (nb, 1, _batch_strides(b_shape[:-2], batch, k * nb))
-    if not _product(rec, layer, a, b, y, m=m, n=n, k=k, batch=batch, a_strides=a_strides, b_strides=b_strides):
+    if not product(rec, layer, a, b, y, m=m, n=n, k=k, batch=batch, a_strides=a_strides, b_strides=b_strides):
         return NotImplemented
     return _squeezed(rec, y, A, B)
 
@@ -169,7 +202,7 @@ def gemm(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, *
     y = rec.alloc((m, n), np.float32, -1)
     if y.size == 0:
         return y
-    if not _product(rec, layer, a, b, y, m=m, n=n, k=k, batch=(), a_strides=a_strides, b_strides=b_strides,
+    if not product(rec, layer, a, b, y, m=m, n=n, k=k, batch=(), a_strides=a_strides, b_strides=b_strides,
                     c=c, alpha=float(alpha), beta=float(beta)):
         return NotImplemented
     return y

@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
-from wgsentis.ops.conv_pixel import divided
-from wgsentis.ops.matmul_pixel import _product
+from wgsentis.ops.matmul_pixel import divided, product
 from wgsentis.ops.registry import GPU_PIXEL
 from wgsentis.ops.rnn import DEFAULT_ACTIVATIONS
 from wgsentis.ops.rnn_gpu import _activations, register_recurrent
@@ -214,7 +213,7 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     xw = rec.alloc((rows, ncols), np.float32, -1)
     kb = -(-inp // 4)
     c = (bias, 0, 1, 1) if bias is not None else None  # one row broadcast, a texel of four columns
-    if not _product(rec, layer, rec.view(x, (rows, inp)), wt, xw, m=rows, n=ncols, k=inp, batch=(),
+    if not product(rec, layer, rec.view(x, (rows, inp)), wt, xw, m=rows, n=ncols, k=inp, batch=(),
                     a_strides=(kb, 1, []), b_strides=(ncols // 4, 1, []), c=c):
         return NotImplemented
 
