@@ -1,103 +1,20 @@
-"""Model IR: graphs of layers over named tensors, independent of ONNX protobufs and of backends."""
+"""Model: an imported graph and the optimized graph workers run.
+
+The IR itself lives in ``wgsentis.ir``; the passes that optimize it are handed in by whoever builds the Model
+(``load_model``), so the Model depends on neither the passes nor any backend.
+"""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-Dim = int | str | None  # concrete size, symbolic name, or unknown
+from wgsentis.ir import Dim, Graph, Layer, TensorInfo, captured_names, subgraphs
 
-
-@dataclass
-class TensorInfo:
-    """Name, element type and (possibly symbolic) shape of a tensor; shape None means unknown rank."""
-
-    name: str
-    dtype: np.dtype | None
-    shape: tuple[Dim, ...] | None
-    kind: str = "tensor"  # "tensor", "sequence", "optional", "map"
-    key_dtype: np.dtype | None = None  # a map's keys: int64, or object for strings (None: not a map, or unknown)
-
-    def __repr__(self) -> str:
-        dt = self.dtype.name if self.dtype is not None else "?"
-        shp = "?" if self.shape is None else "(" + ", ".join("?" if d is None else str(d) for d in self.shape) + ")"
-        prefix = "" if self.kind == "tensor" else f"{self.kind} of "
-        return f"TensorInfo({self.name!r}, {prefix}{dt}, {shp})"
-
-
-@dataclass
-class Layer:
-    """One node of the graph: an op applied to named inputs ("" for an omitted optional input)."""
-
-    name: str
-    op_type: str
-    inputs: list[str]
-    outputs: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    domain: str = ""
-    opset: int = 0  # the model's opset for this layer's domain
-    fused_activation: tuple[str, dict[str, Any]] | None = None  # activation folded into this layer
-
-    def __repr__(self) -> str:
-        return f"Layer({self.name!r}, {self.op_type}, in={self.inputs}, out={self.outputs})"
-
-
-@dataclass
-class Graph:
-    """A (sub)graph: inputs, outputs, constant tensors and layers in topological order."""
-
-    name: str
-    inputs: list[TensorInfo]
-    outputs: list[TensorInfo]
-    constants: dict[str, np.ndarray]
-    layers: list[Layer]
-    value_info: dict[str, TensorInfo] = field(default_factory=dict)
-    # Inputs an initializer gives a default (in ``constants``, which a run may override by feeding them; top
-    # level only). Runs that do not feed them run this graph, their defaults folded; see Model.feeding.
-    overridable: list[TensorInfo] = field(default_factory=list)
-
-    def producers(self) -> dict[str, Layer]:
-        """Map each tensor name to the layer that writes it."""
-        return {o: layer for layer in self.layers for o in layer.outputs if o}
-
-    def consumers(self) -> dict[str, list[Layer]]:
-        """Map each tensor name to the layers that read it (subgraph captures included)."""
-        users: dict[str, list[Layer]] = {}
-        for layer in self.layers:
-            for name in set(layer.inputs) | captured_names(layer):
-                if name:
-                    users.setdefault(name, []).append(layer)
-        return users
-
-
-def subgraphs(layer: Layer) -> list[Graph]:
-    """The subgraphs held in a layer's attributes (If branches, Loop and Scan bodies)."""
-    found: list[Graph] = []
-    for value in layer.attrs.values():
-        if isinstance(value, Graph):
-            found.append(value)
-        elif isinstance(value, list):
-            found.extend(v for v in value if isinstance(v, Graph))
-    return found
-
-
-def captured_names(layer: Layer) -> set[str]:
-    """Names from the enclosing scope that a layer's subgraphs read (outer-scope captures)."""
-    names: set[str] = set()
-    for graph in subgraphs(layer):
-        local = {t.name for t in graph.inputs} | set(graph.constants)
-        local |= {o for inner in graph.layers for o in inner.outputs}
-        for inner in graph.layers:
-            for name in list(inner.inputs) + sorted(captured_names(inner)):
-                if name and name not in local:
-                    names.add(name)
-        for out in graph.outputs:
-            if out.name not in local:
-                names.add(out.name)
-    return names
+# Turns a copy of the imported graph (its own layer list, safe to change) into the graph workers run.
+Optimizer = Callable[[Graph, dict[str, int]], Graph]
 
 
 class Model:
@@ -108,19 +25,19 @@ class Model:
     """
 
     def __init__(self, graph: Graph, opsets: dict[str, int], name: str = "model", source: str = "",
-                 metadata: dict[str, str] | None = None) -> None:
+                 metadata: dict[str, str] | None = None, optimizer: Optimizer | None = None) -> None:
+        """``optimizer``: the passes (``wgsentis.passes.Optimizer``); None runs the graph as imported."""
         self.imported = graph
         self.opsets = opsets
         self.name = name
         self.source = source
         self.metadata = metadata or {}
+        self.optimizer = optimizer
         self._extra_outputs: list[str] = []
-        self.graph = self._optimize()
+        self.graph = self._optimize() if optimizer is not None else graph
 
     def _optimize(self, fed: frozenset[str] = frozenset()) -> Graph:
         """The optimized graph; ``fed``: overridable initializers it takes as inputs instead of constants."""
-        from wgsentis.passes import optimize  # passes depend on the IR, not the other way round
-
         graph = copy.copy(self.imported)
         graph.layers = [copy.copy(layer) for layer in self.imported.layers]
         graph.constants = {k: v for k, v in self.imported.constants.items() if k not in fed}
@@ -128,7 +45,7 @@ class Model:
         graph.outputs = list(self.imported.outputs) + [
             self._info_of(name) for name in self._extra_outputs
         ]
-        return optimize(graph, self.opsets)
+        return graph if self.optimizer is None else self.optimizer(graph, self.opsets)
 
     def _info_of(self, name: str) -> TensorInfo:
         info = self.imported.value_info.get(name)
@@ -193,3 +110,6 @@ class Model:
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, inputs={self.inputs}, outputs={self.outputs}, "
                 f"layers={len(self.graph.layers)})")
+
+
+__all__ = ["Dim", "Graph", "Layer", "Model", "Optimizer", "TensorInfo", "captured_names", "subgraphs"]

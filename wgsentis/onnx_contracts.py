@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from wgsentis.errors import ModelLoadError
-from wgsentis.model import Graph, Layer, TensorInfo, subgraphs
+from wgsentis.ir import Graph, Layer, TensorInfo, subgraphs
 
 MS_DOMAIN = "com.microsoft"
 ML_DOMAIN = "ai.onnx.ml"

@@ -24,7 +24,9 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 
 from wgsentis import dtypes
 from wgsentis.errors import ExternalDataError, ModelLoadError, UnsupportedOperatorError
-from wgsentis.model import Dim, Graph, Layer, Model, TensorInfo
+from wgsentis.ir import Dim, Graph, Layer, TensorInfo
+from wgsentis.backends.cpu import evaluate
+from wgsentis.model import Model
 from wgsentis.onnx_checks import MAX_SUBGRAPH_DEPTH as MAX_SUBGRAPH_DEPTH  # re-exported: the limit models meet
 from wgsentis.onnx_checks import (
     apply_orders,
@@ -37,6 +39,7 @@ from wgsentis.onnx_checks import (
 )
 from wgsentis.onnx_contracts import check_contracts
 from wgsentis.onnx_shapes import infer_types
+from wgsentis.passes import Optimizer
 from wgsentis.run_control import default_memory_limit
 from wgsentis.ops import registry
 
@@ -157,11 +160,9 @@ def _import(proto: ModelProto, name: str, source: str, base_dir: str | os.PathLi
         ctx.close()
     check_contracts(graph, name)
     metadata = {p.key: p.value for p in proto.metadata_props}
-    model = Model.__new__(Model)
-    model.imported, model.opsets, model.name, model.source = graph, opsets, name, source
-    model.metadata, model._extra_outputs = metadata, []
-    model.graph = model._optimize() if optimize else graph
-    return model
+    # Optimizing is a step of the import, not something a Model does to itself: the passes and the evaluator
+    # they fold constants with (the CPU backend's) are handed in here.
+    return Model(graph, opsets, name, source, metadata, optimizer=Optimizer(evaluate) if optimize else None)
 
 
 def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:

@@ -36,7 +36,7 @@ from wgsentis.errors import (
     UnsupportedOperatorError,
     WgSentisError,
 )
-from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ir import Graph, Layer, captured_names
 from wgsentis.ops import registry
 from wgsentis.ops.activations import inplace_activation
 from wgsentis.ops.parallel import set_blas_threads
@@ -409,3 +409,8 @@ class GraphProgram:
         if on_layer is not None:
             on_layer(layer, values)
 
+
+
+def evaluate(graph: Graph) -> list:
+    """Run a graph with no inputs once on one thread: constant folding's evaluator (``wgsentis.passes``)."""
+    return GraphProgram(graph, 1).run({})

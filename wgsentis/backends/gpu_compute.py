@@ -33,7 +33,7 @@ from wgsentis.backends.gpu.tensors import (
     window_grain,
 )
 from wgsentis.errors import DeviceError
-from wgsentis.model import Layer
+from wgsentis.ir import Layer
 
 BACKEND = "gpu-compute"
 

@@ -24,7 +24,7 @@ from wgsentis.backends.gpu.tensors import LOOP_ALLOWANCE, Allocation, GTensor, G
 from wgsentis.backends.pixel_layout import MAX_RANK, TextureLayout, addressing_params, texel_kind
 from wgsentis.budget import check_device_bytes
 from wgsentis.errors import DeviceError
-from wgsentis.model import Layer
+from wgsentis.ir import Layer
 
 BACKEND = "gpu-pixel"
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1

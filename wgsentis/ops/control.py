@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgsentis.model import Graph
+from wgsentis.ir import Graph
 from wgsentis.ops.registry import register
 from wgsentis.ops.tensor import check_indices
 from wgsentis.run_control import check_loop_iterations

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgsentis.model import Graph, Layer
+from wgsentis.ir import Graph, Layer
 
 _ELLIPSIS = "..."
 

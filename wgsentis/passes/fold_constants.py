@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from wgsentis.budget import output_bytes
-from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ir import Graph, Layer, TensorInfo, captured_names
 from wgsentis.ops import registry
 
 # Folding a layer that makes a tensor this much bigger than its inputs only bloats the model
@@ -19,18 +21,21 @@ _MAX_CONSTANT_OF_SHAPE_BYTES = 1 << 30
 _MAX_FOLDED_SPLAT_BYTES = 2 << 30
 
 
+# Runs a graph of one layer whose inputs are all constants; returns its outputs.
+Evaluator = Callable[[Graph], list]
+
+
 class FoldConstants:
     """Replace constant-input layers by their outputs; keeps random ops and control flow.
 
     ``max_folded_splat_bytes``: the ConstantOfShape outputs one graph may fold in all (the rest run at run
     time, under the worker's memory budget)."""
 
-    def __init__(self, max_folded_splat_bytes: int = _MAX_FOLDED_SPLAT_BYTES) -> None:
+    def __init__(self, evaluate: Evaluator, max_folded_splat_bytes: int = _MAX_FOLDED_SPLAT_BYTES) -> None:
+        self.evaluate = evaluate
         self.max_folded_splat_bytes = max_folded_splat_bytes
 
     def run(self, graph: Graph, opsets: dict[str, int]) -> None:
-        from wgsentis.backends.cpu import GraphProgram
-
         outputs = {o.name for o in graph.outputs}
         kept: list[Layer] = []
         splat_bytes = 0  # folded ConstantOfShape outputs so far
@@ -50,7 +55,7 @@ class FoldConstants:
                 foldable = splat_bytes + predicted <= self.max_folded_splat_bytes
                 splat_bytes += predicted if foldable else 0
             if foldable:
-                values = self._evaluate(layer, graph, GraphProgram)
+                values = self._evaluate(layer, graph)
                 if values is not None:
                     for name, value in zip(layer.outputs, values, strict=False):
                         if name:
@@ -71,15 +76,12 @@ class FoldConstants:
         in_bytes = sum(graph.constants[n].nbytes for n in layer.inputs if n)
         return predicted > max(in_bytes * 4, _MAX_GROWTH_BYTES)
 
-    @staticmethod
-    def _evaluate(layer: Layer, graph: Graph, program_cls: type) -> list[np.ndarray] | None:
+    def _evaluate(self, layer: Layer, graph: Graph) -> list[np.ndarray] | None:
         sub = Graph(name=f"fold:{layer.name}", inputs=[], outputs=[], layers=[layer],
                     constants={n: graph.constants[n] for n in layer.inputs if n})
-        from wgsentis.model import TensorInfo
-
         sub.outputs = [TensorInfo(o, None, None) for o in layer.outputs if o]
         try:
-            values = program_cls(sub, 1).run({})
+            values = self.evaluate(sub)
         except Exception:
             return None  # leave it to run time, where the error names the layer and inputs
         if not all(isinstance(v, np.ndarray) for v in values):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgsentis.model import Graph, Layer
+from wgsentis.ir import Graph, Layer
 from wgsentis.ops.activations import ELEMENTWISE_OPS, FUSABLE
 
 # Layers whose kernels (CPU and GPU) apply a fused activation to their output: the products, the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wgsentis.model import Graph, Layer, captured_names, subgraphs
+from wgsentis.ir import Graph, Layer, captured_names, subgraphs
 
 
 def _rename_inputs(graph: Graph, old: str, new: str) -> None:

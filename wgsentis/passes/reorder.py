@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from wgsentis.model import Graph, Layer
+from wgsentis.ir import Graph, Layer
 from wgsentis.passes.fuse import _single_consumer
 
 # The pool may grow at most this much (in channels) for a swap that makes the products cheaper.

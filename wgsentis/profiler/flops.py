@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.cpu import GraphProgram
-from wgsentis.model import Graph, Layer, Model, subgraphs
+from wgsentis.ir import Graph, Layer, subgraphs
+from wgsentis.model import Model
 from wgsentis.ops.registry import flops_of
 
 # Ops whose weight can be pruned (a FusedConv is a Conv with the residual Add after it folded in).

@@ -29,7 +29,8 @@ import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from wgsentis.errors import InputError, ModelLoadError, PruneError
-from wgsentis.model import Graph, Layer, Model
+from wgsentis.ir import Graph, Layer
+from wgsentis.model import Model
 from wgsentis.profiler.flops import prunable_weight
 from wgsentis.profiler.pruning import prune as magnitude_prune
 

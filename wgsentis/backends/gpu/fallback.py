@@ -16,7 +16,7 @@ from wgsentis.backends.gpu.placement import host_of
 from wgsentis.backends.gpu.readback import StagingPool
 from wgsentis.backends.gpu.steps import Fallback, PlanInvalid, Transfer
 from wgsentis.backends.gpu.tensors import GTensor, aligned
-from wgsentis.model import Layer, captured_names
+from wgsentis.ir import Layer, captured_names
 
 MAX_DOWNLOAD_POOLS = 16  # staging sizes kept for fallback downloads; the oldest size goes first
 

@@ -11,7 +11,7 @@ import numpy as np
 from wgsentis.backends.cpu import GraphProgram, LayerStep
 from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.errors import PASS_THROUGH_ERRORS, LayerError, WgSentisError
-from wgsentis.model import Graph, Layer, captured_names, subgraphs
+from wgsentis.ir import Graph, Layer, captured_names, subgraphs
 from wgsentis.ops import registry
 from wgsentis.ops.cast import cast_target
 

@@ -65,7 +65,7 @@ from wgsentis.backends.gpu.tensors import (
 from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_passes
 from wgsentis.budget import check_device_bytes
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, RunInterruptedError, WgSentisError
-from wgsentis.model import Graph, Layer, captured_names
+from wgsentis.ir import Graph, Layer, captured_names
 
 
 # Ops whose outputs only move, select or compare input values: a narrow input's values need no rounding or wrap.
