@@ -4,109 +4,22 @@ omitted)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wgsentis.errors import InputError, WgSentisError
-
-SAMPLE_NAME = "sample.onnx"
-
-
-def sample_model_path() -> Path:
-    """Path of the built-in sample model shipped inside the package."""
-    return Path(str(resources.files("wgsentis") / "data" / SAMPLE_NAME))
-
-
-def _load(path: str | None) -> Any:
-    import wgsentis as ws
-
-    return ws.load_model(path or sample_model_path(), name=None if path else "sample")
-
-
-def _parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        if not sep or not name or not value:
-            raise InputError(f"{what} '{pair}' must look like NAME=VALUE")
-        out[name] = value
-    return out
-
-
-def _parse_dims(model: Any, pairs: list[str] | None) -> dict[str, int]:
-    """--dim NAME=N pairs: N a whole number >= 1, NAME a symbolic dim of an input or INPUT:AXIS."""
-    names = {d for info in model.inputs for d in (info.shape or []) if isinstance(d, str)}
-    names |= {f"{info.name}:{axis}" for info in model.inputs for axis, d in enumerate(info.shape or [])
-              if not isinstance(d, int)}
-    dims: dict[str, int] = {}
-    for name, value in _parse_pairs(pairs, "--dim").items():
-        if name not in names:
-            raise InputError(f"--dim {name}={value}: model '{model.name}' has no symbolic dimension '{name}'; "
-                             f"its symbolic dimensions: {sorted(names) or 'none'}")
-        try:
-            size = int(value)
-        except ValueError:
-            size = 0
-        if size < 1 or str(size) != value.strip():
-            raise InputError(f"--dim {name}={value}: the size must be a whole number of at least 1")
-        dims[name] = size
-    return dims
-
-
-def _inputs_for(model: Any, args: argparse.Namespace) -> dict[str, np.ndarray]:
-    from wgsentis.shapes import sample_inputs
-
-    dims = _parse_dims(model, args.dim)
-    files = _parse_pairs(args.input, "--input")
-    known = {i.name for i in model.inputs}
-    for name in files:
-        if name not in known:
-            raise InputError(f"--input {name}=...: model '{model.name}' has no input '{name}'; inputs: {sorted(known)}")
-    feeds = sample_inputs(model, dims, seed=args.seed) if len(files) < len(known) else {}
-    for name, file in files.items():
-        try:
-            feeds[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--input {name}={file}: cannot read a .npy array: {exc}") from None
-    return feeds
-
-
-def check_output_file(path: str | None, flag: str) -> None:
-    """Raise InputError naming ``flag`` and ``path`` unless a file can be written at ``path`` (its folder exists
-    and is writable, and it is not a folder itself): checked before a run, so a long profile does not fail at
-    its end. None: nothing to check."""
-    if not path:
-        return
-    target = Path(path).expanduser()
-    folder = target.parent
-    if target.is_dir():
-        raise InputError(f"{flag} {path}: is a folder, not a file")
-    if not folder.is_dir():
-        what = "is a file, not a folder" if folder.exists() else "does not exist"
-        raise InputError(f"{flag} {path}: the folder '{folder}' {what}")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise InputError(f"{flag} {path}: not writable")
-
-
-def check_output_dir(path: str | None, flag: str) -> None:
-    """Raise InputError naming ``flag`` and ``path`` unless ``path`` is, or can be made, a writable folder (no
-    file in the way of it or of a folder above it). None: nothing to check."""
-    if not path:
-        return
-    target = Path(path).expanduser()
-    existing = next((p for p in (target, *target.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        where = "" if existing == target else f"'{existing}' "
-        raise InputError(f"{flag} {path}: {where}is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path}: '{existing}' is not writable")
-
+from wgsentis.cli_common import (
+    check_output_dir,
+    check_output_file,
+    inputs_for,
+    load_model_arg,
+    run_command,
+)
+from wgsentis.cli_common import sample_model_path as sample_model_path  # re-exported: tests and tools use it
+from wgsentis.errors import InputError
 
 def _summary(value: Any) -> str:
     if isinstance(value, list):
@@ -126,8 +39,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import wgsentis as ws
 
     check_output_dir(args.output_dir, "--output-dir")
-    model = _load(args.model)
-    feeds = _inputs_for(model, args)
+    model = load_model_arg(args.model)
+    feeds = inputs_for(model, args)
     with ws.Worker(model, args.backend, threads=args.threads, precision=args.precision,
                    spin_wait=not args.no_spin_wait) as worker:
         start = time.perf_counter()
@@ -180,9 +93,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, flops_of, lookup
     from wgsentis.shapes import layer_shapes
 
-    model = _load(args.model)
+    model = load_model_arg(args.model)
     with ws.Worker(model, "cpu", threads=1) as worker:  # the inputs checked as run, profile and capture check them
-        feeds = worker.validate(_inputs_for(model, args))
+        feeds = worker.validate(inputs_for(model, args))
     print(f"model   {model.name} ({args.model or 'built-in sample'})")
     print("opsets  " + ", ".join(f"{d or 'ai.onnx'}:{v}" for d, v in sorted(model.opsets.items())))
     for info in model.inputs:
@@ -239,11 +152,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     path = targets[0] if targets else None
     for flag, target in (("--json", args.json), ("--trace", args.trace), ("--html", args.html)):
         check_output_file(target, flag)
-    model = _load(path)
+    model = load_model_arg(path)
     if args.loss:
         return _loss_profile(model, args)
     # Inputs from files or from --dim values; with neither, the profiler makes them at its batch size.
-    feeds = _inputs_for(model, args) if args.input or args.dim else None
+    feeds = inputs_for(model, args) if args.input or args.dim else None
     prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
                       warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
                       pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress,
@@ -279,7 +192,7 @@ def _inputs_from_dir(model: Any, folder: str) -> dict[str, np.ndarray]:
 
 def _levels(text: str | None, flag: str) -> tuple[float, ...]:
     """Sparsity levels from ``S,S,...`` (the default levels when None; an empty string: none)."""
-    from wgsentis.profiler.pruning import DEFAULT_LEVELS
+    from wgsentis.profiler.loss import DEFAULT_LEVELS
 
     if text is None:
         return DEFAULT_LEVELS
@@ -296,7 +209,7 @@ def _loss_profile(model: Any, args: argparse.Namespace) -> int:
     if args.inputs:
         feeds = _inputs_from_dir(model, args.inputs)
     elif args.input or args.dim:
-        feeds = _inputs_for(model, args)
+        feeds = inputs_for(model, args)
     else:
         feeds = None  # seeded random inputs: the profile says so
     levels = _levels(args.levels, "--levels")
@@ -387,17 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "repeat", 1) < 1:
         print("wgsentis: error: --repeat must be at least 1", file=sys.stderr)
         return 2
-    try:
-        return int(args.func(args))
-    except WgSentisError as exc:
-        print(f"wgsentis: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a file that could not be read or written: one line naming it, no traceback
-        where = f"'{exc.filename}': " if exc.filename else ""
-        print(f"wgsentis: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command(args)
 
 
 if __name__ == "__main__":

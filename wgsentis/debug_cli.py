@@ -14,21 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.cli_common import check_output_file, inputs_for, load_model_arg, run_command
 from wgsentis.errors import InputError
 
 PROFILE_RUNS = 3  # timestamped replays whose median per layer is stored with a capture
-
-
-def _load(path: str | None) -> Any:
-    from wgsentis.cli import _load as load
-
-    return load(path)
-
-
-def _inputs(model: Any, args: argparse.Namespace) -> dict[str, np.ndarray]:
-    from wgsentis.cli import _inputs_for
-
-    return _inputs_for(model, args)
 
 
 def _layer_names(model: Any, spec: str | None) -> list[str]:
@@ -101,9 +90,9 @@ def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *,
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    model = _load(args.model)
+    model = load_model_arg(args.model)
     layers = _layer_names(model, args.layers)
-    feeds = _inputs(model, args)
+    feeds = inputs_for(model, args)
     out = capture_model(model, feeds, args.output, backend=args.backend, layers=layers, overwrite=args.overwrite)
     how = "RenderDoc injected by its launcher" if out["injected"] else "RenderDoc loaded in-process"
     print(f"capture {out['path']} ({out['bytes']} bytes, mode 0600; {how})")
@@ -114,14 +103,13 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from wgsentis.cli import check_output_file
     from wgsentis.viewer import run_view
 
     check_output_file(args.screenshot, "--screenshot")
-    model = _load(args.model)
+    model = load_model_arg(args.model)
     if args.layer is None:
         raise InputError(f"--layer is required; layers of '{model.name}': {[la.name for la in model.layers]}")
-    feeds = _inputs(model, args)
+    feeds = inputs_for(model, args)
     summary = run_view(model, args.layer, feeds, frames=args.frames, screenshot=args.screenshot, scale=args.scale,
                        rdc_frame=args.rdc_frame, overwrite=args.overwrite, backend=args.backend)
     print(f"view    {summary['layer']} (tensor {summary['tensor']}): {summary['frames']} frame(s), "
@@ -164,9 +152,9 @@ def add_parsers(subparsers: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m wgsentis.debug_cli capture|view ...``: the same as the ``wgsentis`` command."""
-    from wgsentis.cli import main as cli_main
-
-    return cli_main(argv)
+    parser = argparse.ArgumentParser(prog="wgsentis", description="Capture and view ONNX models' GPU work.")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    return run_command(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None 
     if isinstance(src, ModelProto):
         proto = src
     elif isinstance(src, bytes | bytearray | memoryview):
-        proto = _parse_bytes(bytes(src), "<bytes>")
+        proto = parse_bytes(bytes(src), "<bytes>")
     elif isinstance(src, str | os.PathLike):
         path = Path(src)
         source = str(path)
@@ -74,7 +74,7 @@ def load_model(src: str | os.PathLike | bytes | ModelProto, *, name: str | None 
                 data = file.read()
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"model file '{path}' cannot be read: {exc}") from None
-        proto = _parse_bytes(data, str(path))
+        proto = parse_bytes(data, str(path))
         base_dir = path.parent if base_dir is None else base_dir
     else:
         raise ModelLoadError(f"load_model expects a path, bytes or onnx.ModelProto, got {type(src).__name__}")
@@ -93,7 +93,7 @@ def check_wire_size(size: int, label: str) -> None:
         )
 
 
-def _parse_bytes(data: bytes, label: str) -> ModelProto:
+def parse_bytes(data: bytes, label: str) -> ModelProto:
     check_wire_size(len(data), label)
     proto = ModelProto()
     try:

@@ -36,7 +36,7 @@ class BackendType(enum.Enum):
     GPU_PIXEL = "gpu-pixel"
 
 
-def _backend_of(backend: BackendType | str) -> BackendType:
+def backend_of(backend: BackendType | str) -> BackendType:
     if isinstance(backend, BackendType):
         return backend
     try:
@@ -85,7 +85,7 @@ class Worker:
                  max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
-        self.backend = _backend_of(backend)
+        self.backend = backend_of(backend)
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise InputError(f"Worker(threads={threads!r}): threads must be a positive integer")
         if precision not in ("float32", "float16"):

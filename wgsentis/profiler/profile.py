@@ -32,7 +32,7 @@ from wgsentis.profiler.flops import (
     tensor_facts,
 )
 from wgsentis.profiler.summary import op_type_summary
-from wgsentis.worker import BackendType, Worker, _backend_of
+from wgsentis.worker import BackendType, Worker, backend_of
 
 FORMAT = "wgsentis-profile/1"
 # The pruning levels (fractions of a prunable layer's weights set to zero) of the pruned views, as Sparsify's.
@@ -110,7 +110,7 @@ class Profile:
 
 
 # -- preparing the model and its inputs ------------------------------------------------------------------
-def _model_of(source: Any, name: str | None) -> Model:
+def model_of(source: Any, name: str | None) -> Model:
     import wgsentis as ws
 
     if isinstance(source, Model):
@@ -160,7 +160,7 @@ def _check_levels(levels: Any) -> tuple[float, ...]:
 
 def _check_args(backend: Any, batch_size: Any, threads: Any, runs: Any, warmup: Any,
                 pruning_layers: Any) -> BackendType:
-    kind = _backend_of(backend)
+    kind = backend_of(backend)
     for arg, value, low in (("batch_size", batch_size, 1), ("runs", runs, 1), ("warmup", warmup, 0),
                             ("pruning_layers", pruning_layers, 0)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
@@ -189,7 +189,7 @@ def profile(model_or_path: Any, backend: BackendType | str = "gpu-compute", batc
     """
     kind = _check_args(backend, batch_size, threads, runs, warmup, pruning_layers)
     levels = _check_levels(pruning_levels)
-    model = _model_of(model_or_path, name)
+    model = model_of(model_or_path, name)
     model, dims = _with_batch(model, int(batch_size))
     if inputs is None:
         from wgsentis.shapes import sample_inputs

@@ -88,7 +88,7 @@ class PruneResult:
 # -- the model as a ModelProto ----------------------------------------------------------------------------
 def _proto_of(source: Any) -> ModelProto:
     """A private copy of the model as a ModelProto with every tensor in memory."""
-    from wgsentis.onnx_import import _parse_bytes, load_model
+    from wgsentis.onnx_import import parse_bytes, load_model
 
     if isinstance(source, Model):
         return _export(source)
@@ -97,7 +97,7 @@ def _proto_of(source: Any) -> ModelProto:
         proto.CopyFrom(source)
         base: str | None = None
     elif isinstance(source, bytes | bytearray | memoryview):
-        proto, base = _parse_bytes(bytes(source), "<bytes>"), None
+        proto, base = parse_bytes(bytes(source), "<bytes>"), None
     elif isinstance(source, str | os.PathLike):
         path = Path(source)
         try:
@@ -106,7 +106,7 @@ def _proto_of(source: Any) -> ModelProto:
             data = path.read_bytes()
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"model file '{path}' cannot be read: {exc}") from None
-        proto, base = _parse_bytes(data, str(path)), str(path.parent)
+        proto, base = parse_bytes(data, str(path)), str(path.parent)
     else:
         raise InputError(f"prune(model_or_path=...): expected a path, bytes, onnx.ModelProto or wgsentis Model, "
                          f"got {type(source).__name__}")
