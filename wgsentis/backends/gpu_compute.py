@@ -277,7 +277,7 @@ class Recorder:
         source = wgsl_source(shader, subs)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
-        pipeline, bgl = self.ctx.pipeline(key, source, consts, label)
+        pipeline, bgl = self.ctx.pipeline(key, source, consts, label, owner=self.program)
         ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
         extra: list[Any] = [{"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}]
         extra.extend(textures or [])  # bound by their current view: a scratch slot may grow after this

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,19 +107,25 @@ class GPUContext:
         self._modules: OrderedDict[str, Any] = OrderedDict()
         self._pipelines: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
         self._lock = threading.Lock()
+        # Pipelines built (cache misses), in all and per owner (the program whose recording asked): what shows
+        # that a new size of a model reuses its pipelines (uniform sizes) instead of compiling new ones.
+        self.pipelines_created = 0
+        self._created_by: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     # -- shaders and pipelines -------------------------------------------------------------------
-    def pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str) -> tuple[Any, Any]:
-        """The compute pipeline and its bind group layout for ``key`` (built once, then cached)."""
+    def pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str,
+                 owner: Any = None) -> tuple[Any, Any]:
+        """The compute pipeline and its bind group layout for ``key`` (built once, then cached); a build is
+        counted for ``owner`` (``pipelines_created_by``)."""
         def make(module: Any) -> Any:
             return self.device.create_compute_pipeline(
                 layout="auto", label=label,
                 compute={"module": module, "entry_point": "main", "constants": dict(constants)})
 
-        return self._cached_pipeline(key, source, label, "pipeline", make)
+        return self._cached_pipeline(key, source, label, "pipeline", make, owner)
 
     def render_pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str,
-                        formats: list[str]) -> tuple[Any, Any]:
+                        formats: list[str], owner: Any = None) -> tuple[Any, Any]:
         """The render pipeline (vertex ``vs_main``, fragment ``fs_main`` writing ``formats`` targets) and its bind
         group layout for ``key``, built once and cached with the compute pipelines (``key`` must tell them
         apart: ``tensors.pipeline_key(stage="render", targets=...)``)."""
@@ -130,12 +137,13 @@ class GPUContext:
                           "targets": [{"format": f} for f in formats]},
                 primitive={"topology": "triangle-list"})
 
-        return self._cached_pipeline(key, source, label, "render pipeline", make)
+        return self._cached_pipeline(key, source, label, "render pipeline", make, owner)
 
     def _cached_pipeline(self, key: tuple, source: str, label: str, kind: str,
-                         make: Callable[[Any], Any]) -> tuple[Any, Any]:
+                         make: Callable[[Any], Any], owner: Any = None) -> tuple[Any, Any]:
         """The pipeline ``make(module)`` builds from ``source``'s module, and its bind group layout, cached
-        under ``key`` (least recently used dropped first); ``kind`` names it in a DeviceError."""
+        under ``key`` (least recently used dropped first); ``kind`` names it in a DeviceError. A build counts
+        in ``pipelines_created`` and, with ``owner``, in ``pipelines_created_by(owner)``."""
         with self._lock:
             hit = self._pipelines.get(key)
             if hit is not None:
@@ -147,6 +155,9 @@ class GPUContext:
             except Exception as exc:
                 raise DeviceError(f"{kind} '{label}' could not be created: {exc}") from None
             entry = (pipeline, pipeline.get_bind_group_layout(0))
+            self.pipelines_created += 1
+            if owner is not None:
+                self._created_by[owner] = self._created_by.get(owner, 0) + 1
             self._pipelines[key] = entry
             if len(self._pipelines) > MAX_PIPELINES:
                 self._pipelines.popitem(last=False)
@@ -206,6 +217,11 @@ class GPUContext:
     @property
     def cached_pipelines(self) -> int:
         return len(self._pipelines)
+
+    def pipelines_created_by(self, owner: Any) -> int:
+        """How many pipelines this context built for ``owner`` (a program), the cached ones it reused apart."""
+        with self._lock:
+            return self._created_by.get(owner, 0)
 
     @property
     def max_loop_iterations(self) -> int | None:

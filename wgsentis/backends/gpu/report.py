@@ -76,6 +76,7 @@ def program_stats(program: Any) -> dict[str, Any]:
         "max_plans": program.plans.capacity,
         "cached_plan_bytes": cached_plan_bytes(program),
         "pipelines": program.ctx.cached_pipelines,
+        "pipelines_created": program.ctx.pipelines_created_by(program),  # built for this program's recordings
         "run": {"recorded": report.recorded, **report.fixed_costs_ms()},
     }
 
