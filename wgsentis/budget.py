@@ -23,7 +23,7 @@ import numpy as np
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.errors import ResourceLimitError
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.ops.image import resize_geometry
+from wgsentis.ops.resize import resize_geometry
 from wgsentis.ops.pool import pool_geometry
 
 Output = tuple[tuple[int, ...] | None, int, str]  # (shape or None for a sequence, bytes, what it is)

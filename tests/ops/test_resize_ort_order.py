@@ -1,6 +1,6 @@
 """Linear and cubic Resize bit-identical to ONNX Runtime's CPU kernels on random inputs, on every backend.
 
-ONNX leaves the float evaluation order of Resize open; wgsentis follows ORT's (image.py says how), so a model that
+ONNX leaves the float evaluation order of Resize open; wgsentis follows ORT's (ops/resize.py says how), so a model that
 re-quantizes resized tensors many times does not drift away from ORT. Every case here is compared with exact
 equality (np.array_equal), on cpu, gpu-compute and gpu-pixel (lavapipe: its shaders do not contract a * b + c,
 and the programs keep the products apart from the sums for drivers that would), with no fallback layer on a GPU.

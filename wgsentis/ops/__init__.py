@@ -44,6 +44,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     reduce,
     reduce_gpu,
     reduce_pixel,
+    resize,
     rnn,
     rnn_gpu,
     rnn_pixel,

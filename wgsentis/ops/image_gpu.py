@@ -1,6 +1,6 @@
 """gpu-compute programs of the image family: Resize and Upsample (nearest, linear and cubic, every
 coordinate transformation, tf_crop_and_resize). The tap tables are the CPU kernel's own: linear and cubic
-from image.resize_plan (ONNX Runtime's float32 arithmetic, combined in its order by the shaders), nearest
+from resize.resize_plan (ONNX Runtime's float32 arithmetic, combined in its order by the shaders), nearest
 from the same per-axis functions the CPU kernel runs. The usual case of at most two interpolated axes runs
 resize2.wgsl, more axes resize.wgsl."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
-from wgsentis.ops import image as _image
+from wgsentis.ops import resize as resize_rules
 from wgsentis.ops.elementwise_gpu import refusing
 from wgsentis.ops.registry import GPU_COMPUTE, register
 from wgsentis.ops.tensor_gpu import MAX_RANK, device_tensor, dispatch_copy, pad6, row_strides, storage_bits
@@ -25,13 +25,13 @@ def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a,
     axes left out) and how they combine (a KINDS key); raises ValueError where the CPU kernel would."""
     rank = len(shape)
     if mode != "nearest":
-        plan = _image.resize_plan(shape, scales, sizes, roi, mode=mode, ctm=ctm, cubic_a=cubic_a,
-                                  exclude_outside=exclude_outside, axes=axes, policy=policy)
+        plan = resize_rules.resize_plan(shape, scales, sizes, roi, mode=mode, ctm=ctm, cubic_a=cubic_a,
+                                        exclude_outside=exclude_outside, axes=axes, policy=policy)
         tables: list[Any] = [None] * rank
         for a, table in plan.tables.items():
             tables[a] = (table.taps.astype(np.int32), table.weights, table.outside, table.divisors)
         return list(plan.out_shape), tables, plan.crop, plan.combine
-    axes, scale_of, out_of, roi_lo, roi_hi = _image.resize_geometry(shape, scales, sizes, roi, axes, policy)
+    axes, scale_of, out_of, roi_lo, roi_hi = resize_rules.resize_geometry(shape, scales, sizes, roi, axes, policy)
     crop = ctm == "tf_crop_and_resize"
     out_shape = [out_of[a] for a in range(rank)]
     tables = [None] * rank
@@ -41,9 +41,9 @@ def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a,
             continue
         if out_len == 0 or in_len == 0:
             continue
-        x = _image._source_coords(ctm, out_len, in_len, scale, roi_lo[a], roi_hi[a])
-        taps, _ = _image._axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_a,
-                                    antialias=False, exclude_outside=bool(exclude_outside))
+        x = resize_rules.source_coords(ctm, out_len, in_len, scale, roi_lo[a], roi_hi[a])
+        taps, _ = resize_rules.axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_a,
+                                         antialias=False, exclude_outside=bool(exclude_outside))
         taps = np.clip(taps, 0, in_len - 1).astype(np.int32)
         outside = ((x < 0) | (x > in_len - 1)) if crop else np.zeros(out_len, bool)
         tables[a] = (taps, np.ones(taps.shape, np.float32), outside, np.ones(out_len, np.float32))
