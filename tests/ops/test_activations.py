@@ -126,7 +126,7 @@ def test_rnn_names_resolve_in_the_cpu_and_gpu_tables(name):
         betas = [attrs["beta"]] if "beta" in attrs else []
         (cpu,) = rnn._activations([name], alphas, betas, ["Tanh"], 1)
         np.testing.assert_array_equal(cpu[0](x), act.kernel(x, **{**act.attrs, **attrs}))
-        (gpu,) = rnn_gpu._activations([name], alphas, betas, ["Tanh"], 1)
+        (gpu,) = rnn_gpu.step_activations([name], alphas, betas, ["Tanh"], 1)
         expr, params = act.expression(attrs)
         assert gpu == [(expr, params[0], params[1])]
         assert "gamma" not in expr  # the step kernels bind alpha and beta only
@@ -137,12 +137,12 @@ def test_rnn_names_are_exactly_the_spec_list():
     assert rnn_activation("Gelu") is None
     with pytest.raises(ValueError, match="unsupported RNN activation"):
         rnn._activations(["Gelu"], None, None, ["Tanh"], 1)
-    assert rnn_gpu._activations(["Gelu"], None, None, ["Tanh"], 1) is None
+    assert rnn_gpu.step_activations(["Gelu"], None, None, ["Tanh"], 1) is None
 
 
 def test_rnn_alpha_beta_consumed_in_order():
     # LeakyRelu takes the first alpha, HardSigmoid the second and the only beta; Tanh takes none.
-    (funcs,) = rnn_gpu._activations(["LeakyRelu", "Tanh", "HardSigmoid"], [0.1, 0.3], [0.6],
+    (funcs,) = rnn_gpu.step_activations(["LeakyRelu", "Tanh", "HardSigmoid"], [0.1, 0.3], [0.6],
                                     ["Sigmoid", "Tanh", "Tanh"], 1)
     assert [f[1:] for f in funcs] == [(0.1, 0.0), (0.0, 0.0), (0.3, 0.6)]
 

@@ -17,20 +17,20 @@ from onnx import TensorProto
 from wgsentis.dtypes import NUMPY_TO_ONNX, to_numpy_dtype
 from wgsentis.ops.registry import register
 
-_FLOAT8 = frozenset({TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
-                     TensorProto.FLOAT8E5M2FNUZ})
+FLOAT8_TYPES = frozenset({TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+                          TensorProto.FLOAT8E5M2FNUZ})
 _FLOAT8E8M0 = getattr(TensorProto, "FLOAT8E8M0", -1)
 # Narrow floats without an Inf/NaN encoding of overflow: ml_dtypes already saturates them.
-_SATURATING_FLOATS = frozenset(getattr(TensorProto, n) for n in ("FLOAT4E2M1", "FLOAT6E2M3", "FLOAT6E3M2")
-                               if hasattr(TensorProto, n))
-_INT_RANGES: dict[int, tuple[int, int]] = {
+SATURATING_FLOATS = frozenset(getattr(TensorProto, n) for n in ("FLOAT4E2M1", "FLOAT6E2M3", "FLOAT6E3M2")
+                              if hasattr(TensorProto, n))
+ONNX_INT_RANGES: dict[int, tuple[int, int]] = {
     TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127),
     TensorProto.UINT16: (0, 65535), TensorProto.INT16: (-32768, 32767),
     TensorProto.UINT4: (0, 15), TensorProto.INT4: (-8, 7),
 }
 for _name, _range in (("UINT2", (0, 3)), ("INT2", (-2, 1))):
     if hasattr(TensorProto, _name):
-        _INT_RANGES[getattr(TensorProto, _name)] = _range
+        ONNX_INT_RANGES[getattr(TensorProto, _name)] = _range
 
 
 def _onnx_type(to: int | str) -> int:
@@ -43,7 +43,7 @@ def _onnx_type(to: int | str) -> int:
     return int(to)
 
 
-def _onnx_type_of(dtype: np.dtype) -> int:
+def onnx_type_of(dtype: np.dtype) -> int:
     """The ONNX element type of a numpy dtype (object and unicode arrays are strings)."""
     if dtype.kind in "OUS":
         return TensorProto.STRING
@@ -95,7 +95,7 @@ def _from_strings(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return values.reshape(x.shape)
 
 
-def _saturate(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def saturated(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Clamp finite and infinite values to the target float's range (NaN stays NaN)."""
     info = ml_dtypes.finfo(dtype)
     if x.dtype.kind == "V":
@@ -167,8 +167,8 @@ def cast_to(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -
         x = _from_strings(x, dtype)
     if x.dtype == dtype:
         return x
-    if to in _FLOAT8 and saturate and x.dtype.kind in "fViu":
-        return _saturate(x, dtype).astype(dtype)
+    if to in FLOAT8_TYPES and saturate and x.dtype.kind in "fViu":
+        return saturated(x, dtype).astype(dtype)
     if to == _FLOAT8E8M0:
         return to_float8e8m0(x, bool(saturate), round_mode)
     if x.dtype.kind == "f" and dtype.type in _WRAPPED_INTS:
@@ -214,20 +214,20 @@ def cast_24(ctx, input, *, to=None, saturate=1, round_mode="up"):
 @register("CastLike", 15)
 def cast_like_15(ctx, input, target_type):
     """CastLike: Cast to the element type of ``target_type``."""
-    return cast_to(input, _onnx_type_of(target_type.dtype))
+    return cast_to(input, onnx_type_of(target_type.dtype))
 
 
 @register("CastLike", 19)
 @register("CastLike", 21)
 @register("CastLike", 23)
 def cast_like_19(ctx, input, target_type, *, saturate=1):
-    return cast_to(input, _onnx_type_of(target_type.dtype), saturate)
+    return cast_to(input, onnx_type_of(target_type.dtype), saturate)
 
 
 @register("CastLike", 24)
 @register("CastLike", 25)
 def cast_like_24(ctx, input, target_type, *, saturate=1, round_mode="up"):
-    return cast_to(input, _onnx_type_of(target_type.dtype), saturate, round_mode)
+    return cast_to(input, onnx_type_of(target_type.dtype), saturate, round_mode)
 
 
 @register("BitCast", 26)

@@ -3,8 +3,9 @@ attention family aside (contrib_attention.py's): the transformer optimizer's fus
 QuickGelu, BiasAdd, BiasSplitGelu, the skip, simplified and embed layer norms) and the graph optimizer's fusions
 (FusedConv, FusedGemm, FusedMatMul, NhwcConv, NhwcFusedConv), plus SimplifiedLayerNormalization, which ORT
 registers in the ONNX domain at version 1 (its version-1 LayerNormalization is norm.py's); and the helpers the
-other contrib modules share (``MS_DOMAIN``, ``_error``, ``_scalar``, ``_work``). The quantization tools'
-operators are contrib_quant.py's, which builds on the helpers here and in contrib_attention.py.
+other contrib modules share (``MS_DOMAIN``, ``F32``, ``layer_error``, ``first_scalar``, ``working_float``,
+``attr_text``). The quantization tools' operators are contrib_quant.py's, which builds on the helpers here and in
+contrib_attention.py.
 
 Semantics are what ONNX Runtime's CPU execution provider computes, since these models are made and checked
 with it (where ORT has no CPU kernel, BiasAdd, BiasSplitGelu and NhwcConv, the contrib spec's). The ops reuse
@@ -26,11 +27,11 @@ from wgsentis.ops.registry import register, register_flops
 from wgsentis.ops.tensor import check_indices
 
 MS_DOMAIN = "com.microsoft"
-_F32 = np.float32
+F32 = np.float32
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _error(ctx, detail: str) -> Exception:
+def layer_error(ctx, detail: str) -> Exception:
     """A LayerError naming ctx's layer (a ValueError where the kernel runs without one)."""
     layer = getattr(ctx, "layer", None)
     if layer is None:
@@ -50,27 +51,29 @@ def expect_shape(ctx, what: str, x: Any, form: str, *dims: int | None) -> None:
     ``.layer``), so a malformed input is the same error on every backend."""
     shape = shape_of(x)
     if len(shape) != len(dims):
-        raise _error(ctx, f"{what} must be {form}, got shape {list(shape)} (rank {len(shape)}, not {len(dims)})")
+        raise layer_error(ctx, f"{what} must be {form}, got shape {list(shape)} "
+                               f"(rank {len(shape)}, not {len(dims)})")
     labels = form.split(" with ")[0].strip("()").split(", ")
     for k, (size, want) in enumerate(zip(shape, dims, strict=True)):
         if want is not None and size != want:
             label = f" ({labels[k]})" if len(labels) == len(dims) else ""
-            raise _error(ctx, f"{what} must be {form}, got shape {list(shape)}: dim {k}{label} is {size}, "
-                              f"expected {want}")
+            raise layer_error(ctx, f"{what} must be {form}, got shape {list(shape)}: dim {k}{label} is {size}, "
+                                   f"expected {want}")
 
 
 def refuse_shape(ctx, what: str, x: Any, detail: str) -> Exception:
     """A LayerError naming input ``what`` and its shape, with ``detail`` saying what is wrong with it."""
-    return _error(ctx, f"{what} of shape {list(shape_of(x))}: {detail}")
+    return layer_error(ctx, f"{what} of shape {list(shape_of(x))}: {detail}")
 
 
-def _scalar(value: Any, dtype: Any = np.float64) -> Any:
+def first_scalar(value: Any, dtype: Any = np.float64) -> Any:
+    """The first element of ``value`` (a scalar or a one-element input) as a ``dtype`` scalar."""
     return np.asarray(value).astype(dtype).reshape(-1)[0]
 
 
-def _work(x: np.ndarray) -> np.ndarray:
+def working_float(x: np.ndarray) -> np.ndarray:
     """x in a numpy float type the kernels compute in: float32/float64 kept, others widened to float32."""
-    return x if x.dtype in (np.float32, np.float64) else x.astype(_F32)
+    return x if x.dtype in (np.float32, np.float64) else x.astype(F32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -78,7 +81,7 @@ def _work(x: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
-    w = _work(x)
+    w = working_float(x)
     return ACTIVATIONS["Gelu"].kernel(w, approximate=approximate).astype(x.dtype, copy=False)
 
 
@@ -103,7 +106,7 @@ def fast_gelu(ctx, X, bias=None):
 @register("QuickGelu", 1, domain=MS_DOMAIN)
 def quick_gelu(ctx, X, *, alpha=1.702):
     """QuickGelu: x * sigmoid(alpha * x)."""
-    w = _work(X)
+    w = working_float(X)
     gate = ACTIVATIONS["Sigmoid"].kernel(w * w.dtype.type(alpha))
     return (w * gate).astype(X.dtype, copy=False)
 
@@ -120,7 +123,7 @@ def bias_split_gelu(ctx, X, bias):
     y = X + bias
     half = y.shape[-1] // 2
     if y.shape[-1] != 2 * half:
-        raise _error(ctx, f"input's last dimension {y.shape[-1]} is not even")
+        raise layer_error(ctx, f"input's last dimension {y.shape[-1]} is not even")
     return y[..., :half] * _gelu(y[..., half:])
 
 
@@ -171,7 +174,7 @@ def _normalize_last(x: np.ndarray, gamma, beta, epsilon: float, simplified: bool
     y = centered * inv_std * gamma.astype(np.float64)
     if beta is not None:
         y = y + beta.astype(np.float64)
-    return y.astype(x.dtype), mean.astype(_F32), inv_std.astype(_F32)
+    return y.astype(x.dtype), mean.astype(F32), inv_std.astype(F32)
 
 
 def _skip_norm_outputs(ctx, y, mean, inv_std, total):
@@ -207,8 +210,8 @@ def simplified_layer_normalization(ctx, X, scale, *, axis=-1, epsilon=1e-5, stas
     rank = X.ndim
     axis = axis + rank if axis < 0 else axis
     if not 0 <= axis < rank:
-        raise _error(ctx, f"axis {axis} is out of range for input rank {rank}")
-    work = np.float64 if X.dtype == np.float64 or stash_type == 11 else _F32
+        raise layer_error(ctx, f"axis {axis} is out of range for input rank {rank}")
+    work = np.float64 if X.dtype == np.float64 or stash_type == 11 else F32
     x = X.astype(work, copy=False)
     axes = tuple(range(axis, rank))
     inv_std = 1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + work(epsilon))
@@ -223,9 +226,9 @@ def embed_layer_normalization(ctx, input_ids, segment_ids, word_embedding, posit
     """LayerNorm(word[input_ids] + position[position_ids or 0..S-1] + segment[segment_ids]); outputs
     (output, mask_index = count of set mask entries per row (zeros without a mask), embedding_sum)."""
     if input_ids.ndim != 2:
-        raise _error(ctx, f"input_ids must be 2-D (batch, sequence), got {list(input_ids.shape)}")
+        raise layer_error(ctx, f"input_ids must be 2-D (batch, sequence), got {list(input_ids.shape)}")
     if gamma is None or beta is None:
-        raise _error(ctx, "gamma and beta are required")
+        raise layer_error(ctx, "gamma and beta are required")
     batch, seq = input_ids.shape
     check_indices(ctx, input_ids, word_embedding.shape[0], "input_ids", negative_ok=False)
     total = word_embedding[input_ids.astype(np.int64)]
@@ -259,16 +262,17 @@ _ACTIVATION_PARAMS = {"LeakyRelu": ("alpha",), "Clip": ("min", "max"), "HardSigm
                       "Softplus": (), "Relu": (), "Sigmoid": (), "Tanh": (), "Gelu": ()}
 
 
-def _text(value: Any) -> str:
+def attr_text(value: Any) -> str:
+    """A string attribute as text (the importer may hand it over as bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def fused_activation_of(activation: Any, params: dict[str, float]) -> tuple[str, dict[str, Any]] | None:
     """(op type, attributes) of a fused op's ``activation`` (None where it has none), the way a layer's
     ``fused_activation`` holds it; raises ValueError for an activation not in ACTIVATIONS."""
-    if activation is None or _text(activation) in ("", "Identity"):
+    if activation is None or attr_text(activation) in ("", "Identity"):
         return None
-    name = _text(activation)
+    name = attr_text(activation)
     if name not in ACTIVATIONS or name not in _ACTIVATION_PARAMS:
         raise ValueError(f"unsupported fused activation '{name}'")
     return name, {k: v for k, v in params.items() if k in ACTIVATIONS[name].attrs}
@@ -276,7 +280,7 @@ def fused_activation_of(activation: Any, params: dict[str, float]) -> tuple[str,
 
 def conv_activation(activation: Any, activation_params: Any) -> tuple[str, dict[str, Any]] | None:
     """FusedConv's ``activation`` and ``activation_params`` as (op type, attributes), or None."""
-    name = None if activation is None else _text(activation)
+    name = None if activation is None else attr_text(activation)
     values = [float(p) for p in (activation_params or [])]
     return fused_activation_of(name, dict(zip(_ACTIVATION_PARAMS.get(name or "", ()), values, strict=False)))
 
@@ -312,7 +316,7 @@ def fused_conv(ctx, X, W, B=None, Z=None, *, auto_pad="NOTSET", dilations=None, 
     try:
         act = conv_activation(activation, activation_params)
     except ValueError as exc:
-        raise _error(ctx, str(exc)) from None
+        raise layer_error(ctx, str(exc)) from None
     return _apply_activation(ctx, _conv_plain(ctx, X, W, B, Z, attrs), act)
 
 
@@ -356,7 +360,7 @@ def fused_gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, ac
     try:
         act = gemm_activation(activation, activation_alpha, activation_beta, activation_gamma)
     except ValueError as exc:
-        raise _error(ctx, str(exc)) from None
+        raise layer_error(ctx, str(exc)) from None
     y = onnx_matmul.gemm(ctx, A, B, C, alpha=alpha, beta=beta, transA=transA, transB=transB)
     return _apply_activation(ctx, y, act)
 

@@ -1,7 +1,7 @@
 """Numpy kernels of ONNX Runtime's float ``com.microsoft`` attention operators, the transformer optimizer's
 fusions: Attention, MultiHeadAttention, GroupQueryAttention and RotaryEmbedding; their FLOP counts (QAttention's
-included); and the attention core they share (``sdpa``, ``key_mask``, ``_attention_core``), which
-contrib_quant.py's QAttention and contrib_gpu.py's programs reuse. The other float contrib operators, and the
+included); and the attention core they share (``sdpa``, ``key_mask``, ``attention_core``, ``softmax_last_axis``),
+which contrib_quant.py's QAttention and contrib_gpu.py's programs reuse. The other float contrib operators, and the
 helpers all contrib modules share, are contrib.py's.
 
 Semantics are what ONNX Runtime's CPU execution provider computes, since these models are made and checked
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from wgsentis.ops import attention as onnx_attention
-from wgsentis.ops.contrib import _F32, MS_DOMAIN, _error, _scalar, _work, expect_shape, refuse_shape, shape_of
+from wgsentis.ops.contrib import (F32, MS_DOMAIN, expect_shape, first_scalar, layer_error, refuse_shape, shape_of,
+                                  working_float)
 from wgsentis.ops.registry import register, register_flops
 
 # ORT's default additive mask value for masked-out keys (Attention, MultiHeadAttention, QAttention).
@@ -40,7 +41,8 @@ def _merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(b, s, n * h)
 
 
-def _softmax(scores: np.ndarray) -> np.ndarray:
+def softmax_last_axis(scores: np.ndarray) -> np.ndarray:
+    """The softmax of ``scores`` along their last axis."""
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
@@ -61,7 +63,7 @@ def sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, bias: np.nda
     if bias is not None:
         scores = scores + bias.astype(dtype, copy=False)
     if extra_logit is None:
-        probs = _softmax(scores)
+        probs = softmax_last_axis(scores)
     else:
         extra = np.broadcast_to(np.asarray(extra_logit, dtype=dtype), (*scores.shape[:-1], 1))
         top = np.maximum(scores.max(axis=-1, keepdims=True), extra)
@@ -92,14 +94,14 @@ def key_mask(ctx, mask: np.ndarray | None, batch: int, q_len: int, kv_len: int, 
                 and m.shape[3] >= kv_len:
             keep = (m[:, :, past_len:past_len + q_len, :kv_len] > 0)
         else:
-            raise _error(ctx, f"mask of shape {list(m.shape)} fits none of (B), (2B), (B, T), (B, S, T), "
-                              f"(B, 1, M, M) with B={batch}, S={q_len}, T={kv_len}")
-    bias = None if keep is None else np.where(keep, _F32(0), _F32(filter_value))
+            raise layer_error(ctx, f"mask of shape {list(m.shape)} fits none of (B), (2B), (B, T), (B, S, T), "
+                                   f"(B, 1, M, M) with B={batch}, S={q_len}, T={kv_len}")
+    bias = None if keep is None else np.where(keep, F32(0), F32(filter_value))
     if causal:
         # ORT leaves the keys after a query out of its softmax altogether (a key-masked key only weighs
         # exp(filter_value) less): a query whose every visible key is masked still attends to those keys.
         causal_keep = (np.arange(kv_len)[None, :] <= np.arange(q_len)[:, None] + past_len)[None, None]
-        causal_bias = np.where(causal_keep, _F32(0), _F32(-np.inf))
+        causal_bias = np.where(causal_keep, F32(0), F32(-np.inf))
         bias = causal_bias if bias is None else bias + causal_bias
     return bias
 
@@ -110,20 +112,20 @@ def _with_bias(mask_bias: np.ndarray | None, attention_bias: np.ndarray | None) 
     return attention_bias if mask_bias is None else mask_bias + attention_bias
 
 
-def _attention_core(ctx, qkv: np.ndarray, sizes: tuple[int, int, int], num_heads: int, mask_index, past,
-                    attention_bias, scale, unidirectional, mask_filter_value):
+def attention_core(ctx, qkv: np.ndarray, sizes: tuple[int, int, int], num_heads: int, mask_index, past,
+                   attention_bias, scale, unidirectional, mask_filter_value):
     """Attention (and QAttention) after the input projection: qkv (B, S, Dq+Dk+Dv). Returns (output, present)."""
     dq, dk, dv = sizes
     batch, seq = qkv.shape[:2]
     if dq % num_heads or dk % num_heads or dv % num_heads:
-        raise _error(ctx, f"qkv_hidden_sizes {list(sizes)} are not multiples of num_heads {num_heads}")
+        raise layer_error(ctx, f"qkv_hidden_sizes {list(sizes)} are not multiples of num_heads {num_heads}")
     q = _split_heads(qkv[..., :dq], num_heads)
     k = _split_heads(qkv[..., dq:dq + dk], num_heads)
     v = _split_heads(qkv[..., dq + dk:], num_heads)
     past_len = 0
     if past is not None:
         if past.ndim != 5 or past.shape[0] != 2:
-            raise _error(ctx, f"past must be (2, B, N, P, H), got {list(past.shape)}")
+            raise layer_error(ctx, f"past must be (2, B, N, P, H), got {list(past.shape)}")
         past_len = past.shape[3]
         k = np.concatenate([past[0].astype(k.dtype, copy=False), k], axis=2)
         v = np.concatenate([past[1].astype(v.dtype, copy=False), v], axis=2)
@@ -147,22 +149,22 @@ def attention(ctx, input, weights, bias=None, mask_index=None, past=None, attent
     softmax(scale Q K^T + mask + attention_bias) V per head; ``past`` (2, B, N, P, H) is concatenated before
     the new keys and values, ``present`` is the result. Declines do_rotary and the shared past/present buffer."""
     if not num_heads:
-        raise _error(ctx, "the num_heads attribute is required")
+        raise layer_error(ctx, "the num_heads attribute is required")
     if do_rotary:
-        raise _error(ctx, "do_rotary=1 is not supported (apply a RotaryEmbedding node before it instead)")
+        raise layer_error(ctx, "do_rotary=1 is not supported (apply a RotaryEmbedding node before it instead)")
     if past_present_share_buffer or past_sequence_length is not None:
-        raise _error(ctx, "a past/present buffer shared in place (past_present_share_buffer, "
-                          "past_sequence_length) is not supported")
+        raise layer_error(ctx, "a past/present buffer shared in place (past_present_share_buffer, "
+                               "past_sequence_length) is not supported")
     total = weights.shape[1]
     sizes = tuple(int(s) for s in qkv_hidden_sizes) if qkv_hidden_sizes else (total // 3,) * 3
     if len(sizes) != 3 or sum(sizes) != total:
-        raise _error(ctx, f"qkv_hidden_sizes {list(sizes)} do not add up to the weights' {total} columns")
-    w = _work(input)
+        raise layer_error(ctx, f"qkv_hidden_sizes {list(sizes)} do not add up to the weights' {total} columns")
+    w = working_float(input)
     qkv = np.matmul(w, weights.astype(w.dtype, copy=False))
     if bias is not None:
         qkv += bias.astype(w.dtype, copy=False)
-    result = _attention_core(ctx, qkv, sizes, int(num_heads), mask_index, past, attention_bias, scale,
-                             unidirectional, mask_filter_value)
+    result = attention_core(ctx, qkv, sizes, int(num_heads), mask_index, past, attention_bias, scale,
+                            unidirectional, mask_filter_value)
     if isinstance(result, tuple):
         return tuple(None if r is None else r.astype(input.dtype, copy=False) for r in result)
     return result.astype(input.dtype, copy=False)
@@ -212,7 +214,7 @@ def check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value
             raise refuse_shape(ctx, "input 0 (query)", query, f"dim 2 (D) {dq} is not a multiple of num_heads {n}")
         head = dq // n
         if key is None:
-            raise _error(ctx, "key is required unless the query packs Q, K and V")
+            raise layer_error(ctx, "key is required unless the query packs Q, K and V")
         k_shape = shape_of(key)
         if len(k_shape) == 5:
             expect_shape(ctx, "input 1 (key)", key, f"(B, L, N, 2, H) with B = {batch}, N = {n}, H = {head}",
@@ -223,7 +225,7 @@ def check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value
                          batch, n, None, head)
             kv_len = k_shape[2]
             if value is None:
-                raise _error(ctx, "value is required with a separate key")
+                raise layer_error(ctx, "value is required with a separate key")
             expect_shape(ctx, "input 2 (value)", value, f"(B, N, L, Hv) with B = {batch}, N = {n}, L = {kv_len}",
                          batch, n, kv_len, None)
             widths = (dq, dq, n * shape_of(value)[3])
@@ -232,7 +234,7 @@ def check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value
                          batch, None, dq)
             kv_len = k_shape[1]
             if value is None:
-                raise _error(ctx, "value is required with a separate key")
+                raise layer_error(ctx, "value is required with a separate key")
             expect_shape(ctx, "input 2 (value)", value, f"(B, L, Dv) with B = {batch}, L = {kv_len}",
                          batch, kv_len, None)
             dv = shape_of(value)[2]
@@ -251,7 +253,7 @@ def check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value
                          batch, n, None, head if k == 6 else None)
             past_len = shape_of(past)[2]
     if (past_key is None) != (past_value is None):
-        raise _error(ctx, "past_key and past_value come together")
+        raise layer_error(ctx, "past_key and past_value come together")
     if past_key is not None and shape_of(past_key)[2] != shape_of(past_value)[2]:
         raise refuse_shape(ctx, "input 7 (past_value)", past_value,
                            f"its dim 2 (P) differs from past_key's {shape_of(past_key)[2]}")
@@ -265,29 +267,29 @@ def _mha_inputs(ctx, query, key, value, bias, num_heads: int):
     added to the 3-D forms' projections."""
     if query.ndim == 5:  # packed QKV
         if key is not None or value is not None:
-            raise _error(ctx, "a packed (B, S, N, 3, H) query takes no key or value")
+            raise layer_error(ctx, "a packed (B, S, N, 3, H) query takes no key or value")
         if bias is not None:
             n, h = query.shape[2], query.shape[4]
             query = query + bias.reshape(3, n, h).transpose(1, 0, 2)
         q, k, v = (query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3))
         return q, k, v
     if query.ndim != 3:
-        raise _error(ctx, f"query must be (B, S, D) or (B, S, N, 3, H), got {list(query.shape)}")
+        raise layer_error(ctx, f"query must be (B, S, D) or (B, S, N, 3, H), got {list(query.shape)}")
     dq = query.shape[2]
     if bias is not None:
         query = query + bias[:dq]
     q = _split_heads(query, num_heads)
     if key is None:
-        raise _error(ctx, "key is required unless the query packs Q, K and V")
+        raise layer_error(ctx, "key is required unless the query packs Q, K and V")
     if key.ndim == 5:  # packed KV
         if value is not None:
-            raise _error(ctx, "a packed (B, L, N, 2, H) key takes no value")
+            raise layer_error(ctx, "a packed (B, L, N, 2, H) key takes no value")
         if bias is not None:
             n, h = key.shape[2], key.shape[4]
             key = key + bias[dq:].reshape(2, n, h).transpose(1, 0, 2)
         return q, key[:, :, :, 0].transpose(0, 2, 1, 3), key[:, :, :, 1].transpose(0, 2, 1, 3)
     if value is None:
-        raise _error(ctx, "value is required with a separate key")
+        raise layer_error(ctx, "value is required with a separate key")
     if key.ndim == 4:  # already (B, N, L, H): no bias is added to them
         return q, key, value
     dk = key.shape[2]
@@ -305,13 +307,13 @@ def multi_head_attention(ctx, query, key=None, value=None, bias=None, key_paddin
     key_padding_mask ((B) lengths or (B, T) 0/1), attention_bias (B|1, N|1, S, T) and a (B, N, P, H) past;
     outputs (output, present_key, present_value, qk)."""
     if not num_heads:
-        raise _error(ctx, "the num_heads attribute is required")
+        raise layer_error(ctx, "the num_heads attribute is required")
     if past_sequence_length is not None or cache_indirection is not None:
-        raise _error(ctx, "past_sequence_length and cache_indirection (beam search buffers) are not supported")
+        raise layer_error(ctx, "past_sequence_length and cache_indirection (beam search buffers) are not supported")
     check_mha(ctx, query, key, value, bias, attention_bias, past_key, past_value, int(num_heads))
     dtype = query.dtype
-    q, k, v = _mha_inputs(ctx, _work(query), key if key is None else _work(key),
-                          value if value is None else _work(value), bias, int(num_heads))
+    q, k, v = _mha_inputs(ctx, working_float(query), key if key is None else working_float(key),
+                          value if value is None else working_float(value), bias, int(num_heads))
     past_len = 0
     if past_key is not None and past_value is not None:
         past_len = past_key.shape[2]
@@ -345,7 +347,7 @@ def check_gqa(ctx, query, key, value, past_key, past_value, seqlens_k, attention
     (B, S, (N + 2 Nkv) H)), key and value (B, S, Nkv H), past (B, Nkv, P, H), seqlens_k (B), num_heads a multiple
     of kv_num_heads. Returns the head size."""
     if n <= 0 or nkv <= 0 or n % nkv:
-        raise _error(ctx, f"num_heads {n} is not a positive multiple of kv_num_heads {nkv}")
+        raise layer_error(ctx, f"num_heads {n} is not a positive multiple of kv_num_heads {nkv}")
     expect_shape(ctx, "input 0 (query)", query, "(B, S, D)", None, None, None)
     batch, seq, width = shape_of(query)
     if key is None:
@@ -359,7 +361,7 @@ def check_gqa(ctx, query, key, value, past_key, past_value, seqlens_k, attention
         head = width // n
         for k, (name, x) in enumerate((("key", key), ("value", value)), start=1):
             if x is None:
-                raise _error(ctx, f"{name} is required with a separate key")
+                raise layer_error(ctx, f"{name} is required with a separate key")
             expect_shape(ctx, f"input {k} ({name})", x, f"(B, S, Nkv x H) with B = {batch}, S = {seq}, "
                          f"Nkv x H = {nkv * head}", batch, seq, nkv * head)
     for k, (name, past) in ((3, ("past_key", past_key)), (4, ("past_value", past_value))):
@@ -367,7 +369,7 @@ def check_gqa(ctx, query, key, value, past_key, past_value, seqlens_k, attention
             expect_shape(ctx, f"input {k} ({name})", past, f"(B, Nkv, P, H) with B = {batch}, Nkv = {nkv}, "
                          f"H = {head}", batch, nkv, None, head)
     if (past_key is None) != (past_value is None):
-        raise _error(ctx, "past_key and past_value come together")
+        raise layer_error(ctx, "past_key and past_value come together")
     if seqlens_k is not None and int(np.size(seqlens_k)) != batch:
         raise refuse_shape(ctx, "input 5 (seqlens_k)", seqlens_k, f"must hold one length per batch, {batch}")
     if attention_bias is not None:
@@ -395,34 +397,34 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     rotary embedding of Q and K (do_rotary), packed QKV, attention_bias, softcap, local window, smooth softmax
     and head sinks. Declines quantized caches and Q/K normalization."""
     if not num_heads or not kv_num_heads:
-        raise _error(ctx, "the num_heads and kv_num_heads attributes are required")
+        raise layer_error(ctx, "the num_heads and kv_num_heads attributes are required")
     if any(t is not None for t in (k_scale, v_scale, q_norm_weight, k_norm_weight, query_seqlens)) \
             or int(kv_cache_bit_width or 0):
-        raise _error(ctx, "quantized KV caches, Q/K normalization and query_seqlens are not supported")
+        raise layer_error(ctx, "quantized KV caches, Q/K normalization and query_seqlens are not supported")
     if seqlens_k is None or total_sequence_length is None:
-        raise _error(ctx, "seqlens_k and total_sequence_length are required")
+        raise layer_error(ctx, "seqlens_k and total_sequence_length are required")
     n, nkv = int(num_heads), int(kv_num_heads)
     head = check_gqa(ctx, query, key, value, past_key, past_value, seqlens_k, attention_bias, n, nkv)
     dtype = query.dtype
-    x = _work(query)
+    x = working_float(query)
     if key is None:  # packed QKV (B, S, (N + 2 Nkv) H)
         q, k, v = np.split(x, [n * head, (n + nkv) * head], axis=2)
     else:
-        q, k, v = x, _work(key), _work(value)
+        q, k, v = x, working_float(key), working_float(value)
     batch, seq = q.shape[:2]
     q = _split_heads(q, n)
     k = _split_heads(k, nkv)
     v = _split_heads(v, nkv)
     lens = np.asarray(seqlens_k).astype(np.int64).reshape(-1) + 1  # valid tokens of each batch, new ones included
-    total = int(_scalar(total_sequence_length, np.int64))
+    total = int(first_scalar(total_sequence_length, np.int64))
     past_len = 0 if past_key is None else past_key.shape[2]
     first_prompt = past_key is None or (past_len == 0) or (seq == total and seq > 1)
     starts = np.zeros(batch, dtype=np.int64) if first_prompt else lens - seq  # where the new tokens go
     if np.any(starts < 0) or (np.any(starts + seq > max(past_len, total)) and not first_prompt):
-        raise _error(ctx, f"seqlens_k {list(lens - 1)} do not fit {seq} new tokens after a past of {past_len}")
+        raise layer_error(ctx, f"seqlens_k {list(lens - 1)} do not fit {seq} new tokens after a past of {past_len}")
     if do_rotary:
         if cos_cache is None or sin_cache is None:
-            raise _error(ctx, "do_rotary needs cos_cache and sin_cache")
+            raise layer_error(ctx, "do_rotary needs cos_cache and sin_cache")
         expect_shape(ctx, "input 7 (cos_cache)", cos_cache, "(max_position, rotary_dim / 2)", None, None)
         expect_shape(ctx, "input 8 (sin_cache)", sin_cache, "(max_position, rotary_dim / 2) as cos_cache",
                      *shape_of(cos_cache))
@@ -457,7 +459,7 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
             keep = keep & (j <= pos)
         if window >= 0:
             keep = keep & (j > pos - window)  # the window counts the query's own key
-        bias = np.where(keep, _F32(0), _F32(-np.inf))[None, None]
+        bias = np.where(keep, F32(0), F32(-np.inf))[None, None]
         if attention_bias is not None:
             ab = np.asarray(attention_bias)
             bias = bias + ab[b if ab.shape[0] > 1 else 0][None, :, :, :kv_len]
@@ -471,7 +473,7 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     y = _merge_heads(out).astype(dtype, copy=False)
     outs = (y, present_k.astype(dtype, copy=False), present_v.astype(dtype, copy=False))
     if ctx.num_outputs > 3:
-        raise _error(ctx, "the output_qk output is not supported")
+        raise layer_error(ctx, "the output_qk output is not supported")
     return outs[:ctx.num_outputs] if ctx.num_outputs > 1 else y
 
 
@@ -512,21 +514,22 @@ def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interlea
     """ORT's RotaryEmbedding: input (B, S, D) or (B, N, S, H); position_ids (1) (the first position, the
     others following it) or (B, S); caches (max_position, rotary_dim / 2)."""
     if is_packed_batching:
-        raise _error(ctx, "is_packed_batching is not supported")
+        raise layer_error(ctx, "is_packed_batching is not supported")
     check_rotary(ctx, input, cos_cache, sin_cache, num_heads, rotary_embedding_dim)
     batch, seq = input.shape[0], input.shape[-2] if input.ndim == 4 else input.shape[1]
     ids = np.asarray(position_ids).astype(np.int64)
     if ids.size == 1:
         ids = np.broadcast_to(ids.reshape(()) + np.arange(seq), (batch, seq))
     elif ids.shape != (batch, seq):
-        raise _error(ctx, f"position_ids of shape {list(ids.shape)} is neither (1) nor (B, S) = {[batch, seq]}")
+        raise layer_error(ctx, f"position_ids of shape {list(ids.shape)} is neither (1) nor (B, S) = {[batch, seq]}")
     heads = int(num_heads or 0)
     rot_dim = int(rotary_embedding_dim or 0)
     if input.ndim == 3 and not heads:
         heads = input.shape[2] // (2 * cos_cache.shape[1])  # the caches span a whole head
-    x = _work(input)
-    y = onnx_attention.rotary_embedding(ctx, x, _work(cos_cache), _work(sin_cache), ids, interleaved=interleaved,
-                                        num_heads=heads, rotary_embedding_dim=rot_dim or 2 * cos_cache.shape[1])
+    x = working_float(input)
+    y = onnx_attention.rotary_embedding(ctx, x, working_float(cos_cache), working_float(sin_cache), ids,
+                                        interleaved=interleaved, num_heads=heads,
+                                        rotary_embedding_dim=rot_dim or 2 * cos_cache.shape[1])
     return y.astype(input.dtype, copy=False)
 
 

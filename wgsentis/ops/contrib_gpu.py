@@ -1,8 +1,8 @@
 """GPU program builders, for gpu-compute and gpu-pixel alike, of ONNX Runtime's float contrib operators
 (contrib.py, contrib_attention.py): the Gelu family, BiasAdd, BiasSplitGelu, the skip/simplified/embed layer
 norms and ORT's opset-1 LayerNormalization, FusedConv, NhwcConv, FusedGemm, FusedMatMul, RotaryEmbedding,
-Attention / MultiHeadAttention without a past; and the composition they are built by (``_Composer``,
-``_register``), which contrib_quant_gpu.py's builders of the quantized ones share.
+Attention / MultiHeadAttention without a past; and the composition they are built by (``Composer``,
+``register_composite``), which contrib_quant_gpu.py's builders of the quantized ones share.
 
 Each is composed from the standard ops' builders of the same backend (``registry.lookup(op, "", opset,
 backend)``), called with a stand-in layer that carries only what they read of one (name, outputs, opset and
@@ -22,7 +22,6 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import Declined
 from wgsentis.ops import contrib, contrib_attention, quant_gpu, registry
 from wgsentis.ops.contrib import MS_DOMAIN
-from wgsentis.ops.quant_gpu import _Decline as QuantDeclined
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL
 
 GPU_BACKENDS = (GPU_COMPUTE, GPU_PIXEL)
@@ -31,11 +30,7 @@ GPU_BACKENDS = (GPU_COMPUTE, GPU_PIXEL)
 _CAUSAL_FILTER = -1e30
 
 
-class _Declined(Exception):  # noqa: N818 - internal: a composed builder declined, the layer falls back
-    pass
-
-
-class _Composer:
+class Composer:
     """Calls the standard ops' builders of one backend for one contrib layer."""
 
     def __init__(self, rec, layer, backend: str) -> None:
@@ -50,18 +45,18 @@ class _Composer:
 
     def op(self, op_type: str, opset: int, *inputs: Any, outputs: int = 1, activation: Any = None,
            **attrs: Any) -> Any:
-        """The outputs of standard op ``op_type`` (at ``opset``) on ``inputs``; raises _Declined where its builder
+        """The outputs of standard op ``op_type`` (at ``opset``) on ``inputs``; raises Declined where its builder
         declines. ``activation``: (op type, attributes) the builder fuses, as a layer's fused_activation."""
         impl = registry.lookup(op_type, "", opset, self.backend)
         if impl is None:
-            raise _Declined
+            raise Declined
         try:
             result = impl.build(self.rec, self.stand_in(op_type, opset, outputs, activation, attrs), *inputs,
                                 **attrs)
         except Declined:
-            raise _Declined from None
+            raise Declined from None  # the composite declines as a whole (its reason: the layer's arguments)
         if result is NotImplemented:
-            raise _Declined
+            raise Declined
         return result
 
     def mark(self) -> int:
@@ -81,7 +76,7 @@ class _Composer:
         """The outputs of one of quant_gpu.py's builders (``build``, standard op ``op_type``'s) on ``inputs``."""
         result = build(self.rec, self.stand_in(op_type, 21, outputs), *inputs, **attrs)
         if result is NotImplemented:
-            raise _Declined
+            raise Declined
         return result
 
     def map(self, inputs: list[Any], expr: str, dtype: Any) -> Any:
@@ -129,16 +124,19 @@ def _wide_codes(x: Any) -> Any:
     return x
 
 
-def _wanted(layer, index: int) -> bool:
+def output_wanted(layer, index: int) -> bool:
+    """Whether ``layer`` has an output ``index`` that the model names (an omitted optional output has no name)."""
     return index < len(layer.outputs) and bool(layer.outputs[index])
 
 
-def _float32(*tensors: Any) -> bool:
+def all_float32(*tensors: Any) -> bool:
+    """Whether every one of ``tensors`` given (not None) is float32."""
     return all(t is None or getattr(t, "dtype", None) == np.float32 for t in tensors)
 
 
-def _register(op_type: str, domain: str = MS_DOMAIN, host_inputs: tuple[int, ...] = (), narrow_types: bool = False):
-    """Register ``fn(c, *inputs, **attrs)`` (``c`` a _Composer) as ``op_type``'s builder on both GPU backends;
+def register_composite(op_type: str, domain: str = MS_DOMAIN, host_inputs: tuple[int, ...] = (),
+                       narrow_types: bool = False):
+    """Register ``fn(c, *inputs, **attrs)`` (``c`` a Composer) as ``op_type``'s builder on both GPU backends;
     a declined composition answers NotImplemented. ``narrow_types``: it takes 8/16-bit integer tensors with their
     logical dtype (the quantized ops), not widened to int32."""
 
@@ -146,9 +144,11 @@ def _register(op_type: str, domain: str = MS_DOMAIN, host_inputs: tuple[int, ...
         def for_backend(backend: str):
             def build(rec, layer, *inputs, **attrs):
                 try:
-                    return fn(_Composer(rec, layer, backend), *inputs, **attrs)
-                except (_Declined, QuantDeclined):
-                    return NotImplemented
+                    return fn(Composer(rec, layer, backend), *inputs, **attrs)
+                except Declined as declined:
+                    if declined.args:
+                        raise  # a reason the runtime reports as it is
+                    return NotImplemented  # the runtime names the arguments the composition declined
                 except ValueError:
                     # A malformed parameter (a shape, a block size): the CPU kernel runs and names it.
                     return NotImplemented
@@ -168,42 +168,42 @@ def _register(op_type: str, domain: str = MS_DOMAIN, host_inputs: tuple[int, ...
 
 # -- Gelu family, BiasAdd, BiasSplitGelu ---------------------------------------------------------------------
 
-@_register("Gelu")
-def gelu(c: _Composer, X):
+@register_composite("Gelu")
+def gelu(c: Composer, X):
     """Gelu (erf)."""
-    return c.gelu(X) if _float32(X) else NotImplemented
+    return c.gelu(X) if all_float32(X) else NotImplemented
 
 
-@_register("BiasGelu")
-def bias_gelu(c: _Composer, A, B):
+@register_composite("BiasGelu")
+def bias_gelu(c: Composer, A, B):
     """Gelu(A + B)."""
-    return c.gelu(c.add(A, B)) if _float32(A, B) else NotImplemented
+    return c.gelu(c.add(A, B)) if all_float32(A, B) else NotImplemented
 
 
-@_register("FastGelu")
-def fast_gelu(c: _Composer, X, bias=None):
+@register_composite("FastGelu")
+def fast_gelu(c: Composer, X, bias=None):
     """tanh-approximated Gelu(X + bias)."""
-    if not _float32(X, bias):
+    if not all_float32(X, bias):
         return NotImplemented
     return c.gelu(X if bias is None else c.add(X, bias), "tanh")
 
 
-@_register("QuickGelu")
-def quick_gelu(c: _Composer, X, *, alpha=1.702):
+@register_composite("QuickGelu")
+def quick_gelu(c: Composer, X, *, alpha=1.702):
     """x * sigmoid(alpha x): ONNX's Swish."""
-    return c.op("Swish", 24, X, alpha=float(alpha)) if _float32(X) else NotImplemented
+    return c.op("Swish", 24, X, alpha=float(alpha)) if all_float32(X) else NotImplemented
 
 
-@_register("BiasAdd")
-def bias_add(c: _Composer, X, bias, skip):
+@register_composite("BiasAdd")
+def bias_add(c: Composer, X, bias, skip):
     """X + bias + skip."""
-    return c.add(c.add(X, bias), skip) if _float32(X, bias, skip) else NotImplemented
+    return c.add(c.add(X, bias), skip) if all_float32(X, bias, skip) else NotImplemented
 
 
-@_register("BiasSplitGelu")
-def bias_split_gelu(c: _Composer, X, bias):
+@register_composite("BiasSplitGelu")
+def bias_split_gelu(c: Composer, X, bias):
     """(X + bias) halves along the last axis: left * Gelu(right)."""
-    if not _float32(X, bias) or X.shape[-1] % 2:
+    if not all_float32(X, bias) or X.shape[-1] % 2:
         return NotImplemented
     total = c.add(X, bias)
     half = X.shape[-1] // 2
@@ -214,62 +214,62 @@ def bias_split_gelu(c: _Composer, X, bias):
 
 # -- layer norms -------------------------------------------------------------------------------------------
 
-def _skip_outputs(c: _Composer, total, normalized) -> tuple:
+def _skip_outputs(c: Composer, total, normalized) -> tuple:
     """(output, mean, inv_std_var, input_skip_bias_sum) for the layer's outputs; None where not asked for."""
     layer = c.layer
     y, mean, inv = normalized if isinstance(normalized, tuple) else (normalized, None, None)
-    if (_wanted(layer, 1) and mean is None) or (_wanted(layer, 2) and inv is None):
-        raise _Declined
+    if (output_wanted(layer, 1) and mean is None) or (output_wanted(layer, 2) and inv is None):
+        raise Declined
     values = (y, mean, inv, total)
-    outs = tuple(v if _wanted(layer, k) or k == 0 else None for k, v in enumerate(values[:len(layer.outputs)]))
+    outs = tuple(v if output_wanted(layer, k) or k == 0 else None for k, v in enumerate(values[:len(layer.outputs)]))
     return outs if len(outs) > 1 else outs[0]
 
 
-def _skip_total(c: _Composer, input, skip, bias):
+def _skip_total(c: Composer, input, skip, bias):
     if skip.shape[-1] != input.shape[-1] or skip.ndim > input.ndim or input.ndim != 3:
-        raise _Declined
+        raise Declined
     total = c.add(input, skip)
     return total if bias is None else c.add(total, bias)
 
 
-@_register("SkipLayerNormalization")
-def skip_layer_normalization(c: _Composer, input, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
+@register_composite("SkipLayerNormalization")
+def skip_layer_normalization(c: Composer, input, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
     """LayerNormalization(input + skip + bias), with its statistics and the sum where asked for."""
     contrib.check_skip_norm(c, input, skip, gamma, beta, bias)
-    if not _float32(input, skip, gamma, beta, bias):
+    if not all_float32(input, skip, gamma, beta, bias):
         return NotImplemented
     total = _skip_total(c, input, skip, bias)
-    stats = _wanted(c.layer, 1) or _wanted(c.layer, 2)
+    stats = output_wanted(c.layer, 1) or output_wanted(c.layer, 2)
     normalized = c.op("LayerNormalization", 17, total, gamma, beta, outputs=3 if stats else 1, axis=-1,
                       epsilon=float(epsilon))
     return _skip_outputs(c, total, normalized)
 
 
-@_register("SkipSimplifiedLayerNormalization")
-def skip_simplified_layer_normalization(c: _Composer, input, skip, gamma, bias=None, *, epsilon=1e-12):
+@register_composite("SkipSimplifiedLayerNormalization")
+def skip_simplified_layer_normalization(c: Composer, input, skip, gamma, bias=None, *, epsilon=1e-12):
     """RMSNormalization(input + skip + bias) and the sum (the statistics outputs fall back)."""
     contrib.check_skip_norm(c, input, skip, gamma, None, bias, simplified=True)
-    if not _float32(input, skip, gamma, bias):
+    if not all_float32(input, skip, gamma, bias):
         return NotImplemented
     total = _skip_total(c, input, skip, bias)
     return _skip_outputs(c, total, c.op("RMSNormalization", 23, total, gamma, axis=-1, epsilon=float(epsilon)))
 
 
-@_register("SimplifiedLayerNormalization", domain="")
-def simplified_layer_normalization(c: _Composer, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
+@register_composite("SimplifiedLayerNormalization", domain="")
+def simplified_layer_normalization(c: Composer, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
     """ORT's SimplifiedLayerNormalization: RMSNormalization (inv_std_var falls back)."""
-    if not _float32(X, scale) or _wanted(c.layer, 1) or stash_type != 1:
+    if not all_float32(X, scale) or output_wanted(c.layer, 1) or stash_type != 1:
         return NotImplemented
     return c.op("RMSNormalization", 23, X, scale, axis=axis, epsilon=float(epsilon))
 
 
-@_register("EmbedLayerNormalization")
-def embed_layer_normalization(c: _Composer, input_ids, segment_ids, word_embedding, position_embedding,
+@register_composite("EmbedLayerNormalization")
+def embed_layer_normalization(c: Composer, input_ids, segment_ids, word_embedding, position_embedding,
                               segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
                               epsilon=1e-12, mask_index_type=1):
     """Gathers of the three tables (ids bounds-checked on the device), their sum, LayerNormalization; the
     mask index as the count of set mask entries per row (zeros without a mask)."""
-    if not _float32(word_embedding, position_embedding, segment_embedding, gamma, beta) or gamma is None \
+    if not all_float32(word_embedding, position_embedding, segment_embedding, gamma, beta) or gamma is None \
             or beta is None or getattr(input_ids, "ndim", 0) != 2:
         return NotImplemented
     batch, seq = input_ids.shape
@@ -291,7 +291,7 @@ def embed_layer_normalization(c: _Composer, input_ids, segment_ids, word_embeddi
         total = c.add(total, c.op("Gather", 13, segment_embedding, segment_ids, axis=0))
     y = c.op("LayerNormalization", 17, total, gamma, beta, axis=-1, epsilon=float(epsilon))
     outs: list[Any] = [y, None, total]
-    if _wanted(c.layer, 1):
+    if output_wanted(c.layer, 1):
         if mask is None:
             outs[1] = np.zeros(batch, dtype=np.int32)
         else:
@@ -307,8 +307,8 @@ def _conv_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if v is not None}
 
 
-@_register("FusedConv", host_inputs=(1, 2))
-def fused_conv(c: _Composer, X, W, B=None, Z=None, *, activation=None, activation_params=None, **attrs):
+@register_composite("FusedConv", host_inputs=(1, 2))
+def fused_conv(c: Composer, X, W, B=None, Z=None, *, activation=None, activation_params=None, **attrs):
     """activation(Conv(X, W, B) + Z): the Conv builder (this engine's FusedConv's where Z is given) with the
     activation fused into its epilogue."""
     try:
@@ -320,10 +320,10 @@ def fused_conv(c: _Composer, X, W, B=None, Z=None, *, activation=None, activatio
     return c.op("FusedConv", 1, X, W, B, Z, activation=act, **_conv_attrs(attrs))
 
 
-@_register("NhwcConv", host_inputs=(1, 2))
-def nhwc_conv(c: _Composer, X, W, B=None, **attrs):
+@register_composite("NhwcConv", host_inputs=(1, 2))
+def nhwc_conv(c: Composer, X, W, B=None, **attrs):
     """Conv between two transposes: channels-last X and Y."""
-    if not _float32(X) or X.ndim < 3:
+    if not all_float32(X) or X.ndim < 3:
         return NotImplemented
     rank = X.ndim
     x = c.transpose(X, [0, rank - 1, *range(1, rank - 1)])
@@ -331,8 +331,8 @@ def nhwc_conv(c: _Composer, X, W, B=None, **attrs):
     return c.transpose(y, [0, *range(2, rank), 1])
 
 
-@_register("FusedGemm")
-def fused_gemm(c: _Composer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, activation=None,
+@register_composite("FusedGemm")
+def fused_gemm(c: Composer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, activation=None,
                activation_alpha=None, activation_beta=None, activation_gamma=None):
     """activation(Gemm(A, B, C)), the activation in the Gemm builder's epilogue."""
     try:
@@ -342,7 +342,7 @@ def fused_gemm(c: _Composer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, tra
     return c.op("Gemm", 13, A, B, C, activation=act, alpha=alpha, beta=beta, transA=transA, transB=transB)
 
 
-def _matmul_operand(c: _Composer, x: Any, trans: int, trans_batch: int) -> Any:
+def _matmul_operand(c: Composer, x: Any, trans: int, trans_batch: int) -> Any:
     if isinstance(x, np.ndarray):
         return np.ascontiguousarray(contrib.fused_matmul_operand(x, trans, trans_batch))
     rank = x.ndim
@@ -354,10 +354,10 @@ def _matmul_operand(c: _Composer, x: Any, trans: int, trans_batch: int) -> Any:
     return x if perm == list(range(rank)) else c.transpose(x, perm)
 
 
-@_register("FusedMatMul")
-def fused_matmul(c: _Composer, A, B, *, alpha=1.0, transA=0, transB=0, transBatchA=0, transBatchB=0):
+@register_composite("FusedMatMul")
+def fused_matmul(c: Composer, A, B, *, alpha=1.0, transA=0, transB=0, transBatchA=0, transBatchB=0):
     """alpha * op(A) @ op(B): transposes (on the host for constants), MatMul, a scale."""
-    if not _float32(A, B):
+    if not all_float32(A, B):
         return NotImplemented
     y = c.op("MatMul", 13, _matmul_operand(c, A, transA, transBatchA), _matmul_operand(c, B, transB, transBatchB))
     return y if float(alpha) == 1.0 else c.mul(y, np.array(alpha, np.float32))
@@ -365,7 +365,7 @@ def fused_matmul(c: _Composer, A, B, *, alpha=1.0, transA=0, transB=0, transBatc
 
 # -- RotaryEmbedding ---------------------------------------------------------------------------------------
 
-def _rotate(c: _Composer, x: Any, cos: Any, sin: Any, half: int, interleaved: int) -> Any:
+def _rotate(c: Composer, x: Any, cos: Any, sin: Any, half: int, interleaved: int) -> Any:
     """Rotate the first 2 * half features of x's last axis; cos and sin broadcast against (..., half)."""
     last = x.ndim - 1
     head = x.shape[-1]
@@ -386,12 +386,12 @@ def _rotate(c: _Composer, x: Any, cos: Any, sin: Any, half: int, interleaved: in
     return rotated if 2 * half == head else c.concat([rotated, c.slice(x, last, 2 * half, head)], last)
 
 
-@_register("RotaryEmbedding")
-def rotary_embedding(c: _Composer, input, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
+@register_composite("RotaryEmbedding")
+def rotary_embedding(c: Composer, input, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
                      rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
     """Rotary embedding: cos and sin gathered by position (a host table for host positions), x viewed as
     (B, S, N, H) (or (B, N, S, H)), the halves (or the even and odd features) rotated and put back."""
-    if is_packed_batching or not _float32(input, cos_cache, sin_cache):
+    if is_packed_batching or not all_float32(input, cos_cache, sin_cache):
         return NotImplemented
     contrib_attention.check_rotary(c, input, cos_cache, sin_cache, num_heads, rotary_embedding_dim)
     batch = input.shape[0]
@@ -432,20 +432,20 @@ def rotary_embedding(c: _Composer, input, position_ids, cos_cache, sin_cache, *,
 
 # -- Attention, MultiHeadAttention --------------------------------------------------------------------------
 
-def _heads(c: _Composer, x: Any, heads: int, perm: list[int]) -> Any:
+def _heads(c: Composer, x: Any, heads: int, perm: list[int]) -> Any:
     """(B, S, N*H) -> (B, S, N, H) -> transposed by ``perm``."""
     b, s, d = x.shape
     return c.transpose(c.reshape(x, (b, s, heads, d // heads)), perm)
 
 
-def _key_mask_bias(c: _Composer, mask: Any, batch: int, q_len: int, kv_len: int, causal: bool,
+def _key_mask_bias(c: Composer, mask: Any, batch: int, q_len: int, kv_len: int, causal: bool,
                    filter_value: float) -> Any:
     """The additive (B|1, 1, S|1, T) mask of ``mask`` ((B) key lengths or (B, T) 0/1, int32) and the causal
     limit, or None; a host mask (or none) gives a host constant."""
     bias = None
     if mask is not None:
         if getattr(mask, "dtype", None) != np.int32:
-            raise _Declined
+            raise Declined
         if isinstance(mask, np.ndarray):
             bias = np.asarray(contrib_attention.key_mask(None, mask, batch, q_len, kv_len, 0, False, filter_value),
                               np.float32)
@@ -459,7 +459,7 @@ def _key_mask_bias(c: _Composer, mask: Any, batch: int, q_len: int, kv_len: int,
             bias = c.op("Where", 16, keep, np.array(0, np.float32), np.array(filter_value, np.float32))
             bias = c.reshape(bias, (batch, 1, 1, kv_len))
         else:
-            raise _Declined
+            raise Declined
     if causal:
         allowed = np.arange(kv_len)[None, :] <= np.arange(q_len)[:, None]  # no past: as the CPU kernel
         causal_bias = np.where(allowed, np.float32(0), np.float32(_CAUSAL_FILTER))[None, None]
@@ -468,7 +468,7 @@ def _key_mask_bias(c: _Composer, mask: Any, batch: int, q_len: int, kv_len: int,
     return bias
 
 
-def _attend(c: _Composer, q: Any, k_t: Any, v: Any, scale: float, bias: Any) -> Any:
+def _attend(c: Composer, q: Any, k_t: Any, v: Any, scale: float, bias: Any) -> Any:
     """softmax(q k_t * scale + bias) v for q (B, N, S, H), k_t (B, N, H, T), v (B, N, T, Hv): (B, S, N*Hv)."""
     scores = c.mul(c.op("MatMul", 13, q, k_t), np.array(scale, np.float32))
     if bias is not None:
@@ -478,14 +478,14 @@ def _attend(c: _Composer, q: Any, k_t: Any, v: Any, scale: float, bias: Any) -> 
     return c.reshape(c.transpose(context, [0, 2, 1, 3]), (b, s, n * hv))
 
 
-@_register("Attention")
-def attention(c: _Composer, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
+@register_composite("Attention")
+def attention(c: Composer, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
               past_sequence_length=None, *, num_heads=None, qkv_hidden_sizes=None, unidirectional=0, scale=None,
               mask_filter_value=None, do_rotary=0, rotary_embedding_dim=0, past_present_share_buffer=0):
     """Attention without a past: the packed projection (MatMul + bias), heads split by Slice, Reshape and
     Transpose, scores by MatMul, the mask as an additive bias, Softmax, the context by MatMul."""
-    if past is not None or past_sequence_length is not None or do_rotary or _wanted(c.layer, 1) \
-            or not num_heads or not _float32(input, weights, bias, attention_bias) or input.ndim != 3:
+    if past is not None or past_sequence_length is not None or do_rotary or output_wanted(c.layer, 1) \
+            or not num_heads or not all_float32(input, weights, bias, attention_bias) or input.ndim != 3:
         return NotImplemented
     heads = int(num_heads)
     total = weights.shape[1]
@@ -495,12 +495,12 @@ def attention(c: _Composer, input, weights, bias=None, mask_index=None, past=Non
     qkv = c.op("MatMul", 13, input, weights)
     if bias is not None:
         qkv = c.add(qkv, bias)
-    return _packed_attention(c, qkv, sizes, heads, mask_index, attention_bias, unidirectional, scale,
-                             mask_filter_value)
+    return packed_attention(c, qkv, sizes, heads, mask_index, attention_bias, unidirectional, scale,
+                            mask_filter_value)
 
 
-def _packed_attention(c: _Composer, qkv: Any, sizes: list[int], heads: int, mask_index: Any, attention_bias: Any,
-                      unidirectional: int, scale: Any, mask_filter_value: Any) -> Any:
+def packed_attention(c: Composer, qkv: Any, sizes: list[int], heads: int, mask_index: Any, attention_bias: Any,
+                     unidirectional: int, scale: Any, mask_filter_value: Any) -> Any:
     """Attention's steps after its input projection ``qkv`` (B, S, sum(sizes)): Q, K and V split off, the heads
     apart, the mask (and ``attention_bias``) as an additive bias, the scaled-dot-product attention."""
     bounds = np.cumsum([0, *sizes])
@@ -516,8 +516,8 @@ def _packed_attention(c: _Composer, qkv: Any, sizes: list[int], heads: int, mask
                    _heads(c, v, heads, [0, 2, 1, 3]), scale, mask)
 
 
-@_register("MultiHeadAttention")
-def multi_head_attention(c: _Composer, query, key=None, value=None, bias=None, key_padding_mask=None,
+@register_composite("MultiHeadAttention")
+def multi_head_attention(c: Composer, query, key=None, value=None, bias=None, key_padding_mask=None,
                          attention_bias=None, past_key=None, past_value=None, past_sequence_length=None,
                          cache_indirection=None, *, num_heads=None, scale=None, mask_filter_value=None,
                          unidirectional=0):
@@ -528,7 +528,7 @@ def multi_head_attention(c: _Composer, query, key=None, value=None, bias=None, k
     if any(t is not None for t in (past_key, past_value, past_sequence_length, cache_indirection)) \
             or len(c.layer.outputs) > 1 or not num_heads or key is None or value is None \
             or query.ndim != 3 or key.ndim != 3 or value.ndim != 3 \
-            or not _float32(query, key, value, bias, attention_bias):
+            or not all_float32(query, key, value, bias, attention_bias):
         return NotImplemented
     heads = int(num_heads)
     dq, dk = query.shape[2], key.shape[2]

@@ -23,20 +23,23 @@ def _pack(outputs: list):
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _need_graph(graph, op: str, name: str) -> Graph:
+def need_graph(graph, op: str, name: str) -> Graph:
+    """``graph``, the subgraph attribute ``name`` of ``op``; ValueError where the layer has none."""
     if not isinstance(graph, Graph):
         raise ValueError(f"{op} needs the graph attribute '{name}'")
     return graph
 
 
-def _scalar_int(value, what: str) -> int:
+def scalar_int(value, what: str) -> int:
+    """A one-element input (a trip count, an iteration) as an int; ValueError naming ``what`` otherwise."""
     arr = np.asarray(value)
     if arr.size != 1:
         raise ValueError(f"{what} must be a scalar, got shape {arr.shape}")
     return int(arr.reshape(-1)[0])
 
 
-def _truth(value, what: str) -> bool:
+def scalar_truth(value, what: str) -> bool:
+    """A one-element condition as a bool; ValueError naming ``what`` otherwise."""
     arr = np.asarray(value)
     if arr.size != 1:
         raise ValueError(f"{what} must be a single boolean, got shape {arr.shape}")
@@ -108,8 +111,8 @@ def _empty_scan_output(graph: Graph, index: int) -> np.ndarray:
 @register("If", 1)
 def if_(ctx, cond, *, then_branch=None, else_branch=None):
     """Run ``then_branch`` or ``else_branch``; its outputs are the node's outputs."""
-    branch = then_branch if _truth(cond, "If condition") else else_branch
-    branch = _need_graph(branch, "If", "then_branch/else_branch")
+    branch = then_branch if scalar_truth(cond, "If condition") else else_branch
+    branch = need_graph(branch, "If", "then_branch/else_branch")
     outputs = ctx.run_graph(branch, [])
     if len(outputs) != ctx.num_outputs:
         raise ValueError(f"If: branch '{branch.name}' gives {len(outputs)} outputs, node has {ctx.num_outputs}")
@@ -121,7 +124,7 @@ def if_(ctx, cond, *, then_branch=None, else_branch=None):
 
 # A trip count at least this large is exporters' "infinite": such a Loop is bounded as one with none, by the run's
 # ``max_loop_iterations`` (run_control.check_loop_iterations).
-_UNBOUNDED_TRIP_COUNT = 2**62
+UNBOUNDED_TRIP_COUNT = 2**62
 
 
 @register("Loop", 1)
@@ -132,27 +135,27 @@ def loop(ctx, M=None, cond=None, *v_initial, body=None):
     stacks its per-iteration values along a new leading axis. Every iteration is a checkpoint of the run
     (cancel, timeout), and the scan outputs kept so far are checked against its memory budget.
     """
-    body = _need_graph(body, "Loop", "body")
+    body = need_graph(body, "Loop", "body")
     n_carried = len(v_initial)
     n_scan = len(body.outputs) - 1 - n_carried
     if n_scan < 0 or len(body.inputs) != 2 + n_carried:
         raise ValueError(f"Loop: body has {len(body.inputs)} inputs / {len(body.outputs)} outputs for "
                          f"{n_carried} loop-carried values")
-    trip_count = None if M is None else _scalar_int(M, "Loop trip count M")
-    keep_going = True if cond is None else _truth(cond, "Loop condition")
+    trip_count = None if M is None else scalar_int(M, "Loop trip count M")
+    keep_going = True if cond is None else scalar_truth(cond, "Loop condition")
     iter_dtype = np.int64 if M is None else np.asarray(M).dtype
     carried = list(v_initial)
     scans: list[list] = [[] for _ in range(n_scan)]
     accumulation = Accumulation(ctx.control, ctx.layer)
     iteration = 0
-    unbounded = trip_count is None or trip_count >= _UNBOUNDED_TRIP_COUNT
+    unbounded = trip_count is None or trip_count >= UNBOUNDED_TRIP_COUNT
     while keep_going and (trip_count is None or iteration < trip_count):
         ctx.checkpoint()
         if unbounded:
             check_loop_iterations(ctx.control, ctx.layer, iteration)
         outputs = ctx.run_graph(body, [np.array(iteration, dtype=iter_dtype),
                                        np.array(keep_going, dtype=np.bool_), *carried])
-        keep_going = _truth(outputs[0], "Loop body condition output")
+        keep_going = scalar_truth(outputs[0], "Loop body condition output")
         carried = list(outputs[1:1 + n_carried])
         if n_scan:
             accumulation.add(scans, list(outputs[1 + n_carried:1 + n_carried + n_scan]))
@@ -216,7 +219,7 @@ def _scan_core(ctx, body: Graph, states: list, scan_inputs: list[np.ndarray], in
 def scan_v8(ctx, sequence_lens=None, *inputs, body=None, num_scan_inputs=None, directions=None):
     """Scan-8: every input has batch axis 0 and (scan inputs) sequence axis 1; shorter sequences
     given by ``sequence_lens`` leave zero padding in the scan outputs."""
-    body = _need_graph(body, "Scan", "body")
+    body = need_graph(body, "Scan", "body")
     if num_scan_inputs is None:
         raise ValueError("Scan needs 'num_scan_inputs'")
     n_states = len(inputs) - num_scan_inputs
@@ -248,7 +251,7 @@ def scan_v8(ctx, sequence_lens=None, *inputs, body=None, num_scan_inputs=None, d
 @register("Scan", 9)
 def scan(ctx, *inputs, body=None, num_scan_inputs=None, scan_input_axes=None, scan_input_directions=None,
          scan_output_axes=None, scan_output_directions=None):
-    body = _need_graph(body, "Scan", "body")
+    body = need_graph(body, "Scan", "body")
     if num_scan_inputs is None:
         raise ValueError("Scan needs 'num_scan_inputs'")
     n_states = len(inputs) - num_scan_inputs
@@ -276,7 +279,7 @@ def _sequence(value, op: str) -> list:
 def _position(ctx, position, length: int, allow_end: bool) -> int:
     """``position`` in [-length, length) (or ``length`` itself when ``allow_end``: an append), made >= 0;
     otherwise IndexOutOfRangeError naming ``ctx``'s layer."""
-    pos = _scalar_int(position, f"{ctx.layer.op_type} position")
+    pos = scalar_int(position, f"{ctx.layer.op_type} position")
     if not (allow_end and pos == length):
         what = f"position (or {length} to append)" if allow_end else "position"
         check_indices(ctx, np.array([pos], np.int64), length, what)
@@ -364,7 +367,7 @@ def concat_from_sequence(ctx, input_sequence, *, axis=None, new_axis=0):
 @register("SequenceMap", 17)
 def sequence_map(ctx, input_sequence, *additional_inputs, body=None):
     """Run ``body`` once per element; sequence inputs are indexed, tensor inputs passed whole."""
-    body = _need_graph(body, "SequenceMap", "body")
+    body = need_graph(body, "SequenceMap", "body")
     seq = _sequence(input_sequence, "SequenceMap")
     for extra in additional_inputs:
         if isinstance(extra, list) and len(extra) != len(seq):

@@ -20,11 +20,11 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import SubgraphDeclined
 from wgsentis.ops import registry
 from wgsentis.ops.control import (
-    _UNBOUNDED_TRIP_COUNT,
+    UNBOUNDED_TRIP_COUNT,
     Accumulation,
-    _need_graph,
-    _scalar_int,
-    _truth,
+    need_graph,
+    scalar_int,
+    scalar_truth,
 )
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.run_control import check_loop_iterations
@@ -77,8 +77,8 @@ def if_(rec, layer, cond, *, then_branch=None, else_branch=None, **attrs):
     """The chosen branch's layers, recorded in place of the If."""
     if cond is None or getattr(cond, "size", 1) != 1:
         return NotImplemented  # the CPU kernel names the bad condition
-    chosen = _truth(rec.program.read_scalar(rec, cond, "condition"), "If condition")
-    branch = _need_graph(then_branch if chosen else else_branch, "If", "then_branch/else_branch")
+    chosen = scalar_truth(rec.program.read_scalar(rec, cond, "condition"), "If condition")
+    branch = need_graph(then_branch if chosen else else_branch, "If", "then_branch/else_branch")
     outputs = rec.program.record_subgraph(rec, branch, [], rec.scope)
     if len(outputs) != len(layer.outputs):
         return NotImplemented
@@ -111,16 +111,16 @@ def _stack(rec, layer, values: list[Any], axis: int = 0) -> Any:
 def loop(rec, layer, M=None, cond=None, *v_initial, body=None, **attrs):
     """The body recorded once per iteration: the iteration number and the condition as host values, the carried
     values passed on as the device tensors the previous iteration made, scan outputs stacked at the end."""
-    body = _need_graph(body, "Loop", "body")
+    body = need_graph(body, "Loop", "body")
     n_carried = len(v_initial)
     n_scan = len(body.outputs) - 1 - n_carried
     if n_scan < 0 or len(body.inputs) != 2 + n_carried or any(isinstance(v, list) or v is None for v in v_initial):
         return NotImplemented  # sequence or optional carried values: the CPU kernel
     program = rec.program
-    trip_count = None if M is None else _scalar_int(program.read_scalar(rec, M, "trip count"), "Loop trip count M")
-    keep_going = True if cond is None else _truth(program.read_scalar(rec, cond, "condition"), "Loop condition")
+    trip_count = None if M is None else scalar_int(program.read_scalar(rec, M, "trip count"), "Loop trip count M")
+    keep_going = True if cond is None else scalar_truth(program.read_scalar(rec, cond, "condition"), "Loop condition")
     iter_dtype = np.dtype(np.int64) if M is None else np.dtype(getattr(M, "dtype", np.int64))
-    unbounded = trip_count is None or trip_count >= _UNBOUNDED_TRIP_COUNT
+    unbounded = trip_count is None or trip_count >= UNBOUNDED_TRIP_COUNT
     carried = list(v_initial)
     scans: list[list[Any]] = [[] for _ in range(n_scan)]
     scan_allocs: set[int] = set()
@@ -137,7 +137,7 @@ def loop(rec, layer, M=None, cond=None, *v_initial, body=None, **attrs):
             check_loop_iterations(program.control, layer, iteration)
         outputs = program.record_subgraph(
             rec, body, [np.array(iteration, dtype=iter_dtype), np.array(keep_going), *carried], rec.scope)
-        keep_going = _truth(program.read_scalar(rec, outputs[0], "body condition"), "Loop body condition output")
+        keep_going = scalar_truth(program.read_scalar(rec, outputs[0], "body condition"), "Loop body condition output")
         if n_scan:
             accumulation.add(scans, list(outputs[1 + n_carried:1 + n_carried + n_scan]))
             scan_allocs.update(_alloc_ids(outputs[1 + n_carried:1 + n_carried + n_scan]))
@@ -160,7 +160,7 @@ def scan(rec, layer, *inputs, body=None, num_scan_inputs=None, scan_input_axes=N
          scan_output_axes=None, scan_output_directions=None, **attrs):
     """The body recorded once per step: each scan input's slice taken on the device (Gather at the step), states
     passed on as device tensors, scan outputs stacked along their axes at the end."""
-    body = _need_graph(body, "Scan", "body")
+    body = need_graph(body, "Scan", "body")
     if num_scan_inputs is None or any(isinstance(v, list) or v is None for v in inputs):
         return NotImplemented
     n_states = len(inputs) - num_scan_inputs

@@ -56,7 +56,7 @@ def _as_gpu(rec, t: Any, name: str = ""):
     return t if _is_gpu(t) else rec.upload(np.asarray(t), name)
 
 
-def _bind_division(rec, expr: str) -> str:
+def bind_division(rec, expr: str) -> str:
     """``expr`` with its div_f32 calls bound to the device's division (math.wgsl). Only an expression that
     divides asks for it, so models that never divide never run the device's division probe."""
     if "div_f32(" not in expr:
@@ -76,7 +76,7 @@ def unary(rec, x, expr: str, params: list[float], out_dtype=None, in_type: str |
         return NotImplemented
     x = _as_gpu(rec, x)
     y = rec.alloc(x.shape, out_dtype or x.dtype)
-    expr = _bind_division(rec, expr)
+    expr = bind_division(rec, expr)
     for first, count in rec.element_blocks(x.size, [x, y]):
         part_x, part_y = _part(rec, x, first, count), _part(rec, y, first, count)
         if _vec4_ok(x, y) and in_type is None:
@@ -164,15 +164,15 @@ def clip(rec, layer, x, lo=None, hi=None, **attrs):
 
 
 # Integer forms of the float unary functions (x holds int32-range values).
-_INT_UNARY = {"Abs": "abs(v)", "Neg": "-v", "Sign": "select(select(0, -1, v < 0), 1, v > 0)"}
+INT_UNARY = {"Abs": "abs(v)", "Neg": "-v", "Sign": "select(select(0, -1, v < 0), 1, v > 0)"}
 
 
 def _register_float_unary(op: str, expr: str) -> None:
     @register(op, backend=GPU_COMPUTE)
     def build(rec, layer, x, **attrs):
         if not _float_in(x):
-            if op in _INT_UNARY and getattr(x, "dtype", None) in _INTS:
-                return unary(rec, x, _INT_UNARY[op], [0.0] * 3)
+            if op in INT_UNARY and getattr(x, "dtype", None) in _INTS:
+                return unary(rec, x, INT_UNARY[op], [0.0] * 3)
             return NotImplemented
         return unary(rec, x, expr, [0.0] * 3)
 
@@ -208,7 +208,7 @@ def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
 
 # -- binary -------------------------------------------------------------------------------------
 # op -> {storage type: expression}, and whether the result is bool
-_ARITH = {
+ARITH = {
     "Add": {"f32": "a + b", "i32": "a + b"},
     "Sub": {"f32": "a - b", "i32": "a - b"},
     "Mul": {"f32": "a * b", "i32": "a * b"},
@@ -219,7 +219,7 @@ _ARITH = {
     "Min": {"f32": "select(min(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "min(a, b)"},
     "PRelu": {"f32": "select(a * b, a, a >= 0.0)"},
 }
-_COMPARE = {
+COMPARE = {
     "Equal": "a == b", "Greater": "a > b", "Less": "a < b", "GreaterOrEqual": "a >= b", "LessOrEqual": "a <= b",
 }
 _LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
@@ -296,7 +296,7 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
         raise Declined(f"rank {len(out_shape)} output {list(out_shape)} is past the {MAX_RANK} dims binary.wgsl "
                        "indexes")
     y = rec.alloc(out_shape, out_dtype)
-    expr = _bind_division(rec, expr)
+    expr = bind_division(rec, expr)
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
     modes = [_vec4_operand(t, out_shape, name) for t, name in ((a, "A"), (b, "B"))]
     blocks = rec.element_blocks(y.size, [t for t in (a, b, y) if t.size == y.size])
@@ -378,7 +378,7 @@ def _register_arith(op: str, exprs: dict[str, str]) -> None:
         return binary(rec, a, b, exprs[gpu], da, layer.name, act)
 
 
-for _op, _exprs in _ARITH.items():
+for _op, _exprs in ARITH.items():
     _register_arith(_op, _exprs)
 
 
@@ -391,7 +391,7 @@ def _register_compare(op: str, expr: str) -> None:
         return binary(rec, a, b, f"select(0u, 1u, {expr})", np.bool_, layer.name)
 
 
-for _op, _expr in _COMPARE.items():
+for _op, _expr in COMPARE.items():
     _register_compare(_op, _expr)
 
 
@@ -419,7 +419,7 @@ def _register_variadic(op: str) -> None:
             act = fused_activation(layer, dtype)
         except _NoFusion:
             return NotImplemented
-        expr = {"Sum": "a + b", "Mean": "a + b", "Max": _ARITH["Max"][gpu], "Min": _ARITH["Min"][gpu]}[op]
+        expr = {"Sum": "a + b", "Mean": "a + b", "Max": ARITH["Max"][gpu], "Min": ARITH["Min"][gpu]}[op]
         # (operand, expression) steps folding the inputs left to right; the fused activation rides on
         # the last one.
         steps = [(_as_gpu(rec, x, f"{layer.name}:{k}"), expr) for k, x in enumerate(inputs[1:], 1)]
@@ -458,7 +458,7 @@ def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
     params = [y.size, max(1, len(out_shape)), *_pad6(list(out_shape) or [1])]
     for t in inputs:
         params += _pad6(broadcast_strides(t.shape, out_shape) or [0])
-    subs = {"EXPR": _bind_division(rec, expr), "TA": inputs[0].gpu_type, "TB": inputs[1].gpu_type,
+    subs = {"EXPR": bind_division(rec, expr), "TA": inputs[0].gpu_type, "TB": inputs[1].gpu_type,
             "TC": inputs[2].gpu_type, "TY": y.gpu_type}
     for first, count in rec.element_blocks(y.size, [t for t in (*inputs, y) if t.size == y.size]):
         whole = [t.size == y.size for t in inputs]
@@ -476,8 +476,8 @@ def _int_pair(a, b) -> bool:
 
 
 # srem, not %: WGSL's i32 % is undefined for negative operands on NVIDIA's Vulkan driver (math.wgsl).
-_INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
-            1: "select(srem(a, b), 0, b == 0)"}
+INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
+           1: "select(srem(a, b), 0, b == 0)"}
 
 
 @register("Mod", 10, backend=GPU_COMPUTE)
@@ -489,7 +489,7 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
     if da != db or da not in (np.float32, np.int32, np.int64):
         return NotImplemented
     if da != np.float32:
-        return binary(rec, a, b, _INT_MOD[int(bool(fmod))], da, layer.name)
+        return binary(rec, a, b, INT_MOD[int(bool(fmod))], da, layer.name)
     a, b = _as_gpu(rec, a, f"{layer.name}:a"), _as_gpu(rec, b, f"{layer.name}:b")
     if a.alloc is None or b.alloc is None:
         return NotImplemented  # split over several bindings

@@ -19,10 +19,10 @@ from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.ops.activations import ACTIVATIONS
 from wgsentis.ops.elementwise_gpu import (
-    _ARITH,
-    _COMPARE,
-    _INT_MOD,
-    _INT_UNARY,
+    ARITH,
+    COMPARE,
+    INT_MOD,
+    INT_UNARY,
     FLOAT_UNARY,
     LEGACY_BROADCAST,
     activation,
@@ -161,8 +161,8 @@ def _register_float_unary(op: str, expr: str) -> None:
     @register(op, backend=GPU_PIXEL)
     def build(rec, layer, x, **attrs):
         if not _float_in(x):
-            if op in _INT_UNARY and getattr(x, "dtype", None) in _INTS:
-                return unary(rec, x, _INT_UNARY[op], [], x.dtype)
+            if op in INT_UNARY and getattr(x, "dtype", None) in _INTS:
+                return unary(rec, x, INT_UNARY[op], [], x.dtype)
             return NotImplemented
         return unary(rec, x, expr, [])
 
@@ -220,7 +220,7 @@ def _register_arith(op: str, exprs: dict[str, str]) -> None:
         return elementwise(rec, [a, b], f"r = {exprs[kind]};", da, layer)
 
 
-for _op, _exprs in _ARITH.items():
+for _op, _exprs in ARITH.items():
     if _op not in ("Max", "Min"):  # variadic below
         _register_arith(_op, _exprs)
 
@@ -234,7 +234,7 @@ def _register_compare(op: str, expr: str) -> None:
         return elementwise(rec, [a, b], f"r = select(0, 1, {expr});", np.bool_, layer)
 
 
-for _op, _expr in _COMPARE.items():
+for _op, _expr in COMPARE.items():
     _register_compare(_op, _expr)
 
 
@@ -268,7 +268,7 @@ def _register_variadic(op: str) -> None:
         elif kind == "f32":
             lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; {_SUBNORMAL_SAFE[op]} }}" for n in names[1:])
         else:
-            pair = _ARITH[op][kind]
+            pair = ARITH[op][kind]
             lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; r = {pair}; }}" for n in names[1:])
         return elementwise(rec, list(inputs), lane, dtype, layer, helpers=_subnormal_helpers() if kind == "f32" else "")
 
@@ -299,7 +299,7 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
             lane += (" if (!is_nan(r)) { if (r == 0.0) { r = with_sign_of(0.0, b); } "
                      "else if ((r < 0.0) != (b < 0.0)) { r = r + b; } }")
         return elementwise(rec, [a, b], lane, da, layer, helpers=wgsl_source("common/fmod.wgsl"))
-    return elementwise(rec, [a, b], f"r = {_INT_MOD[int(bool(fmod))]};", da, layer)
+    return elementwise(rec, [a, b], f"r = {INT_MOD[int(bool(fmod))]};", da, layer)
 
 
 @register("BitShift", 11, backend=GPU_PIXEL)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.budget import size_rule
+from wgsentis.ops.spec import size_rule
 from wgsentis.ops.registry import register
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -67,11 +67,12 @@ def ints(values: Any) -> np.ndarray:
 def class_labels(numbers: Any, strings: Any) -> tuple[np.ndarray, bool]:
     """The class labels (int64 or object array) and whether they are strings."""
     if strings is not None and len(strings):
-        return _object_array([text(s) for s in strings]), True
+        return object_array([text(s) for s in strings]), True
     return ints(numbers), False
 
 
-def _object_array(values: list) -> np.ndarray:
+def object_array(values: list) -> np.ndarray:
+    """A 1-D object array holding each of ``values`` as one element (numpy would read nested sequences as axes)."""
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -139,7 +140,7 @@ def _binary_scores(score: np.ndarray, name: str, complement: bool) -> np.ndarray
 
 
 def pick(labels: np.ndarray, index: np.ndarray) -> np.ndarray:
-    return labels[index] if labels.dtype != object else _object_array(labels[index].tolist())
+    return labels[index] if labels.dtype != object else object_array(labels[index].tolist())
 
 
 def base(values: np.ndarray, count: int) -> np.ndarray:
@@ -186,7 +187,7 @@ def linear_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None
     if count == 1:
         # One score: its sign picks the second label (or "1"/1 when there are not two labels).
         if labels.size != 2:
-            labels = _object_array(["0", "1"]) if strings else np.array([0, 1], dtype=np.int64)
+            labels = object_array(["0", "1"]) if strings else np.array([0, 1], dtype=np.int64)
         score = scores[:, 0]
         label = pick(labels, (score > 0).astype(np.int64))
         if (classlabels_strings and len(classlabels_strings) == 2) or (
@@ -347,7 +348,7 @@ def svm_classifier(ctx, X, *, classlabels_ints=None, classlabels_strings=None, c
             if scores.shape[1] == 1:
                 return label, _binary_scores(scores[:, 0], post, False).astype(np.float32)
             return label, apply_post_transform(scores, post).astype(np.float32)
-        fallback = _object_array(["0", "1"]) if strings else np.array([0, 1], dtype=np.int64)
+        fallback = object_array(["0", "1"]) if strings else np.array([0, 1], dtype=np.int64)
         return pick(fallback, (best > 0).astype(np.int64)), apply_post_transform(scores, post).astype(np.float32)
     return pick(labels, winner), apply_post_transform(scores, post).astype(np.float32)
 

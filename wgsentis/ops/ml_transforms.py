@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.ml import ML_DOMAIN, _object_array, choice, class_labels, ints, text
+from wgsentis.ops.ml import ML_DOMAIN, object_array, choice, class_labels, ints, text
 from wgsentis.ops.registry import register
 from wgsentis.ops.tensor import check_indices
 
@@ -358,14 +358,14 @@ def cast_map(ctx, X, *, cast_to="TO_FLOAT", map_form="DENSE", max_map=1):
     dtype = _CAST_MAP_TYPES[to]
     if form == "DENSE":
         values = [_cast_map_value(v, to) for _, v in items]
-        out = _object_array(values) if dtype is object else np.array(values, dtype=dtype)
+        out = object_array(values) if dtype is object else np.array(values, dtype=dtype)
         return out.reshape(1, -1)
     width = int(max_map)
     if width < 0:
         raise ValueError(f"max_map must not be negative, got {width}")
     if items and items[0][0] < 0:
         raise ValueError(f"a SPARSE map's keys are indices: key {items[0][0]} is negative")
-    out = _object_array(["0.f"] * width) if dtype is object else np.zeros(width, dtype=dtype)
+    out = object_array(["0.f"] * width) if dtype is object else np.zeros(width, dtype=dtype)
     for key, value in items:
         if key < width:
             out[key] = _cast_map_value(value, to)

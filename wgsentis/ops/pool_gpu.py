@@ -16,7 +16,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.conv import spatial_attrs
-from wgsentis.ops.elementwise_gpu import _bind_division
+from wgsentis.ops.elementwise_gpu import bind_division
 from wgsentis.ops.pool import LONG_GLOBAL_POOL, average_order, pool_geometry
 from wgsentis.ops.reduce_gpu import reduce_to
 from wgsentis.ops.registry import GPU_COMPUTE, register
@@ -111,7 +111,7 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
         # An average divides, correctly rounded.
-        average = _bind_division(rec, "div_f32(acc, f32(max(count, 1)))") if x.gpu_type == "f32" else "acc"
+        average = bind_division(rec, "div_f32(acc, f32(max(count, 1)))") if x.gpu_type == "f32" else "acc"
         rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
                      constants={"MODE": mode, "COLUMNS": int(columns), **_window_constants(params)},
                      subs={**_subs(x, p), "AVERAGE": average, "POOL_T": x.gpu_type}, loops=_window_passes(params))
@@ -194,7 +194,7 @@ def global_average_pool(rec, layer, X, **attrs):
     if not rec.loops_fit(passes) or length >= LONG_GLOBAL_POOL:
         return _global(rec, X, "mean")
     y = rec.alloc((*X.shape[:2], *([1] * (X.ndim - 2))), np.float32)
-    mean = _bind_division(rec, "div_f32(total, f32(length))")
+    mean = bind_division(rec, "div_f32(total, f32(length))")
     rec.dispatch("compute/lane_mean.wgsl", [X], [y], [rows, length], rows, subs={"MEAN": mean}, loops=passes)
     return y
 

@@ -11,7 +11,7 @@ import numpy as np
 from onnx import TensorProto
 
 from wgsentis.dtypes import to_numpy_dtype
-from wgsentis.ops.cast import _FLOAT8, _INT_RANGES, _SATURATING_FLOATS, _onnx_type_of, _saturate
+from wgsentis.ops.cast import FLOAT8_TYPES, ONNX_INT_RANGES, SATURATING_FLOATS, onnx_type_of, saturated
 from wgsentis.ops.conv import conv_nd, spatial_attrs
 from wgsentis.ops.registry import register
 
@@ -20,7 +20,7 @@ from wgsentis.ops.registry import register
 # ---------------------------------------------------------------------------------------------
 
 
-def _expand_param(value: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int) -> np.ndarray:
+def expand_param(value: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int) -> np.ndarray:
     """Make a scale/zero point broadcastable to the data: scalar (per tensor), 1-D along ``axis``
     (per axis), or same rank with ``axis`` blocked by ``block_size`` (blocked)."""
     if value.ndim == 0:
@@ -59,12 +59,12 @@ def _quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, a
     """y = saturate(round(x / scale) + zero_point), rounding half to even."""
     target = output_dtype or TensorProto.UINT8
     if zero_point is not None:
-        zp_type = _onnx_type_of(zero_point.dtype)
+        zp_type = onnx_type_of(zero_point.dtype)
         if output_dtype and output_dtype != zp_type:
             raise ValueError(f"output_dtype {output_dtype} differs from the zero point's type {zp_type}")
         target = zp_type
     dtype = to_numpy_dtype(target)
-    scale_b = _expand_param(scale, x.shape, axis, block_size)
+    scale_b = expand_param(scale, x.shape, axis, block_size)
     if precision:
         work = to_numpy_dtype(precision)
         scaled = x.astype(work) / scale_b.astype(work)
@@ -72,21 +72,21 @@ def _quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, a
         scaled = x.astype(np.float32) / scale_b.astype(np.float32)
     else:
         scaled = x / scale_b
-    if target in _INT_RANGES:
-        lo, hi = _INT_RANGES[target]
+    if target in ONNX_INT_RANGES:
+        lo, hi = ONNX_INT_RANGES[target]
         y = np.rint(scaled)
         if y.dtype.itemsize < 4:  # float16 cannot hold every zero point + value exactly
             y = y.astype(np.float32)
         if zero_point is not None:
-            y += _expand_param(zero_point, x.shape, axis, block_size).astype(y.dtype)
+            y += expand_param(zero_point, x.shape, axis, block_size).astype(y.dtype)
         np.clip(y, lo, hi, out=y)
         return y.astype(dtype)
-    if target in _FLOAT8:
+    if target in FLOAT8_TYPES:
         # A float8 zero point must be 0, so it is not added.
-        return (_saturate(scaled, dtype) if saturate else scaled).astype(dtype)
-    if target in _SATURATING_FLOATS:
+        return (saturated(scaled, dtype) if saturate else scaled).astype(dtype)
+    if target in SATURATING_FLOATS:
         if zero_point is not None:
-            scaled = scaled + _expand_param(zero_point, x.shape, axis, block_size).astype(np.float32)
+            scaled = scaled + expand_param(zero_point, x.shape, axis, block_size).astype(np.float32)
         return np.asarray(scaled).astype(dtype)
     raise TypeError(f"QuantizeLinear: {dtype} is not a quantized type")
 
@@ -129,14 +129,14 @@ def quantize_linear_23(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1
 def _dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int = 1,
                 block_size: int = 0, output_dtype: int = 0) -> np.ndarray:
     """y = (x - zero_point) * scale, in float32, returned in the scale's type (or output_dtype)."""
-    x_type = _onnx_type_of(x.dtype)
+    x_type = onnx_type_of(x.dtype)
     y = x.astype(np.float32)
     # Float8 and float4 data carry no zero point (it must be 0 when given).
-    if zero_point is not None and x_type not in _FLOAT8 and x_type not in _SATURATING_FLOATS:
+    if zero_point is not None and x_type not in FLOAT8_TYPES and x_type not in SATURATING_FLOATS:
         if zero_point.dtype != x.dtype:
             raise TypeError(f"DequantizeLinear: zero point type {zero_point.dtype} differs from x's {x.dtype}")
-        y -= _expand_param(zero_point, x.shape, axis, block_size).astype(np.float32)
-    scale_b = _expand_param(scale, x.shape, axis, block_size)
+        y -= expand_param(zero_point, x.shape, axis, block_size).astype(np.float32)
+    scale_b = expand_param(scale, x.shape, axis, block_size)
     y *= scale_b.astype(np.float32) if scale_b.dtype != np.float32 else scale_b
     out = to_numpy_dtype(output_dtype) if output_dtype else scale.dtype
     return y.astype(out, copy=False)

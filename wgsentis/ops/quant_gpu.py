@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
-from wgsentis.backends.gpu.tensors import GTensor
+from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
-from wgsentis.ops.quant import _expand_param, requant_multiplier
-from wgsentis.ops.elementwise_gpu import _bind_division, ternary
+from wgsentis.ops.quant import expand_param, requant_multiplier
+from wgsentis.ops.elementwise_gpu import bind_division, ternary
 from wgsentis.ops.elementwise_pixel import elementwise
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import MAX_RANK
@@ -36,11 +36,7 @@ _DEVICE_INTS = (*INT_RANGES, np.dtype(np.int32))
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 
 
-class _Decline(Exception):  # noqa: N818 - internal: the builder answers NotImplemented, the CPU kernel runs
-    pass
-
-
-def _host(t: Any) -> np.ndarray | None:
+def host_value(t: Any) -> np.ndarray | None:
     """A host value: the array itself, or a device tensor's host copy where it has one."""
     if isinstance(t, np.ndarray):
         return t
@@ -60,17 +56,17 @@ def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
     shapes = [tuple(x.shape) for x in inputs]
     out_shape = tuple(np.broadcast_shapes(*shapes))
     if len(out_shape) > MAX_RANK:
-        raise _Decline
+        raise Declined
     if rec.program.backend == GPU_PIXEL:
         # Fragment shaders may flush subnormals (wgsl/common/subnormal.wgsl): quotients are taken through it.
-        expr = _bind_division(rec, expr.replace("div_f32(f32(a), f32(b))",
-                                                "sn_quotient(f32(a), f32(b), div_f32(f32(a), f32(b)))"))
+        expr = bind_division(rec, expr.replace("div_f32(f32(a), f32(b))",
+                                               "sn_quotient(f32(a), f32(b), div_f32(f32(a), f32(b)))"))
         out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False,
                           helpers=wgsl_source("common/subnormal.wgsl"))
         if out is NotImplemented:
-            raise _Decline
+            raise Declined
         return out
-    expr = _bind_division(rec, expr)
+    expr = bind_division(rec, expr)
     tensors = [x if isinstance(x, GTensor) else rec.upload(x, f"{rec.layer.name}:q{k}")
                for k, x in enumerate(inputs)]
     return ternary(rec, tensors, expr, out_dtype)
@@ -79,22 +75,22 @@ def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
 def _param(rec, value: Any, shape: tuple[int, ...], axis: int, block_size: int) -> Any:
     """A scale or zero point made broadcastable to data of ``shape``: host values expanded as the CPU kernel
     expands them (per axis, blocked), device ones only as scalars."""
-    host = _host(value)
+    host = host_value(value)
     if host is not None:
-        return _wide_host(_expand_param(np.asarray(host), shape, axis, block_size))
+        return _wide_host(expand_param(np.asarray(host), shape, axis, block_size))
     if isinstance(value, GTensor) and value.size == 1:
         return value  # a device scalar (DynamicQuantizeLinear's) broadcasts as it is
     if isinstance(value, GTensor) and not block_size and value.ndim == 1 and shape:
         # A per-axis parameter computed on the device (or fed as an input): its values laid along ``axis``.
         axis = axis + len(shape) if axis < 0 else axis
         if not 0 <= axis < len(shape) or value.shape[0] != shape[axis]:
-            raise _Decline  # the CPU kernel names the mismatch
+            raise Declined  # the CPU kernel names the mismatch
         dims = np.array([1] * axis + [shape[axis]] + [1] * (len(shape) - axis - 1), np.int64)
         laid = _standard(rec, "Reshape", 14)(rec, rec.layer, value, dims)
         if laid is NotImplemented:
-            raise _Decline
+            raise Declined
         return laid
-    raise _Decline
+    raise Declined
 
 
 def _quantize_expr(lo: int, hi: int, half_input: bool) -> str:
@@ -109,13 +105,13 @@ def _quantize_expr(lo: int, hi: int, half_input: bool) -> str:
 def _quantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
               precision: int = 0):
     if precision or getattr(x, "dtype", None) not in _FLOATS:
-        raise _Decline
+        raise Declined
     if zero_point is not None:
         target = np.dtype(zero_point.dtype)
     else:
         target = np.dtype(ONNX_TO_NUMPY.get(output_dtype, np.uint8)) if output_dtype else np.dtype(np.uint8)
     if target not in INT_RANGES:
-        raise _Decline  # 4-bit and float8 targets stay on the CPU kernel
+        raise Declined  # 4-bit and float8 targets stay on the CPU kernel
     shape = tuple(x.shape)
     s = _param(rec, scale, shape, axis, block_size)
     z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
@@ -125,12 +121,12 @@ def _quantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, out
 
 def _dequantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, output_dtype: int = 0):
     if getattr(x, "dtype", None) not in _DEVICE_INTS or getattr(scale, "dtype", None) not in _FLOATS:
-        raise _Decline
+        raise Declined
     out = np.dtype(ONNX_TO_NUMPY[output_dtype]) if output_dtype else np.dtype(scale.dtype)
     if out not in _FLOATS:
-        raise _Decline
+        raise Declined
     if zero_point is not None and zero_point.dtype != x.dtype:
-        raise _Decline  # the CPU kernel names the mismatch
+        raise Declined  # the CPU kernel names the mismatch
     shape = tuple(x.shape)
     s = _param(rec, scale, shape, axis, block_size)
     z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
@@ -143,7 +139,11 @@ def _declining(fn):
     def build(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (_Decline, ValueError, TypeError):
+        except Declined as declined:
+            if declined.args:
+                raise  # a reason the runtime reports as it is
+            return NotImplemented  # the CPU kernel runs; the runtime names the arguments declined
+        except (ValueError, TypeError):
             return NotImplemented  # the CPU kernel runs (and reports what is wrong, if anything)
 
     build.__name__ = fn.__name__
@@ -189,14 +189,14 @@ def _standard(rec, op: str, opset: int):
     """The recorder's backend builder of standard op ``op``."""
     impl = registry.lookup(op, "", opset, rec.program.backend)
     if impl is None:
-        raise _Decline
+        raise Declined
     return impl.build
 
 
 def _full_reduce(rec, layer, x, op: str) -> Any:
     out = _standard(rec, op, 18)(rec, layer, x, None, keepdims=0)
     if out is NotImplemented:
-        raise _Decline
+        raise Declined
     return out
 
 
@@ -205,7 +205,7 @@ def dynamic_quantize_linear(rec, layer, x, **attrs):
     """uint8 quantization with scale and zero point from the data's range (always including 0), all on the
     device: the range's two reductions, two scalar draws and the quantizing map."""
     if getattr(x, "dtype", None) != np.float32 or not isinstance(x, GTensor) or x.size == 0:
-        raise _Decline
+        raise Declined
     hi = _full_reduce(rec, layer, x, "ReduceMax")
     lo = _full_reduce(rec, layer, x, "ReduceMin")
     # scale = (hi - lo) / 255 over the range widened to hold 0 (1 for an all-zero tensor), as the CPU kernel.
@@ -217,13 +217,13 @@ def dynamic_quantize_linear(rec, layer, x, **attrs):
 
 
 # -- integer products -------------------------------------------------------------------------------------------
-def _shifted(rec, layer, t: Any, zero_point: Any, shape_zp, key: str) -> Any:
+def zero_shifted(rec, layer, t: Any, zero_point: Any, shape_zp, key: str) -> Any:
     """``t`` - zero point as float32: a host constant once per program (``rec.derived``), a device tensor by a
     map. ``shape_zp`` reshapes a 1-D zero point to broadcast the way the op's spec says."""
     if getattr(t, "dtype", None) not in _DEVICE_INTS:
-        raise _Decline
-    zp_host = None if zero_point is None else _host(zero_point)
-    host = _host(t) if isinstance(t, np.ndarray) else None
+        raise Declined
+    zp_host = None if zero_point is None else host_value(zero_point)
+    host = host_value(t) if isinstance(t, np.ndarray) else None
     if host is not None and (zero_point is None or zp_host is not None):
         zp = None if zero_point is None else np.asarray(zp_host)
         sources = (host,) if zp is None else (host, zp)
@@ -239,7 +239,7 @@ def _shifted(rec, layer, t: Any, zero_point: Any, shape_zp, key: str) -> Any:
         return map3(rec, [t], "f32(a)", np.float32)
     zp = shape_zp(_wide_host(np.asarray(zp_host))) if zp_host is not None else zero_point
     if not isinstance(zp, np.ndarray) and zp.size != 1:
-        raise _Decline
+        raise Declined
     return map3(rec, [t, None, zp], "f32(a) - f32(c)", np.float32)
 
 
@@ -262,7 +262,7 @@ def _zp_per_channel(rank: int):
 
 def _float_result(out: Any) -> Any:
     if out is NotImplemented or isinstance(out, tuple):
-        raise _Decline
+        raise Declined
     return out
 
 
@@ -270,14 +270,14 @@ def _to_int32(rec, acc: Any) -> Any:
     return map3(rec, [acc], "i32(round(a))", np.int32)
 
 
-def _requantize(rec, acc: Any, multiplier: np.ndarray, zero_point: Any) -> Any:
+def requantize_on_device(rec, acc: Any, multiplier: np.ndarray, zero_point: Any) -> Any:
     """saturate(round(acc * multiplier) + zero point) in the zero point's type (ONNX Runtime's requantization)."""
     target = np.dtype(zero_point.dtype) if zero_point is not None else np.dtype(np.uint8)
     if target not in INT_RANGES:
-        raise _Decline
-    zp = _host(zero_point) if zero_point is not None else np.zeros((), np.float32)
+        raise Declined
+    zp = host_value(zero_point) if zero_point is not None else np.zeros((), np.float32)
     if zp is None or np.asarray(zp).size != 1:
-        raise _Decline
+        raise Declined
     lo, hi = INT_RANGES[target]
     return map3(rec, [acc, multiplier, _wide_host(np.asarray(zp).reshape(()))],
                 f"i32(clamp(round(a * b) + c, {lo:.1f}, {hi:.1f}))", target)
@@ -288,10 +288,10 @@ _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "stride
 
 def _conv(rec, layer, x, w, x_zero_point, w_zero_point, bias, attrs: dict) -> Any:
     """The float32 conv of the zero-point-shifted operands (exact integer sums; see the module docstring)."""
-    if _host(w) is None or getattr(x, "ndim", 0) < 3 or getattr(x_zero_point, "size", 1) != 1:
-        raise _Decline  # (x's zero point is a scalar by the spec)
-    xf = _shifted(rec, layer, x, x_zero_point, lambda zp: zp.reshape(()), "x")
-    wf = _shifted(rec, layer, np.asarray(_host(w)), w_zero_point, _zp_per_channel(w.ndim), "w")
+    if host_value(w) is None or getattr(x, "ndim", 0) < 3 or getattr(x_zero_point, "size", 1) != 1:
+        raise Declined  # (x's zero point is a scalar by the spec)
+    xf = zero_shifted(rec, layer, x, x_zero_point, lambda zp: zp.reshape(()), "x")
+    wf = zero_shifted(rec, layer, np.asarray(host_value(w)), w_zero_point, _zp_per_channel(w.ndim), "w")
     conv_attrs = {k: v for k, v in attrs.items() if k in _CONV_ATTRS}
     return _float_result(_standard(rec, "Conv", 11)(rec, layer, xf, wf, bias, **conv_attrs))
 
@@ -304,23 +304,24 @@ def conv_integer(rec, layer, x, w, x_zero_point=None, w_zero_point=None, **attrs
 @_on_both("QLinearConv", 10, host_inputs=(1, 3, 4, 5, 6, 7, 8))
 def qlinear_conv(rec, layer, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,
                  **attrs):
-    if any(_host(s) is None for s in (x_scale, w_scale, y_scale)):
-        raise _Decline
+    if any(host_value(s) is None for s in (x_scale, w_scale, y_scale)):
+        raise Declined
     bias = None
     if B is not None:
-        b = _host(B)
+        b = host_value(B)
         if b is None:
-            raise _Decline
+            raise Declined
         bias = rec.derived(("qconv-bias",), (b,), lambda: np.ascontiguousarray(b.astype(np.float32)))
     acc = _conv(rec, layer, x, w, x_zero_point, w_zero_point, bias, attrs)
-    multiplier = requant_multiplier(_host(x_scale).reshape(()), _host(w_scale).reshape(-1), _host(y_scale))
+    multiplier = requant_multiplier(host_value(x_scale).reshape(()), host_value(w_scale).reshape(-1),
+                                    host_value(y_scale))
     multiplier = multiplier.reshape((-1,) + (1,) * (acc.ndim - 2)) if multiplier.size > 1 else multiplier.reshape(())
-    return _requantize(rec, acc, multiplier, y_zero_point)
+    return requantize_on_device(rec, acc, multiplier, y_zero_point)
 
 
 def _matmul(rec, layer, a, b, a_zero_point, b_zero_point) -> Any:
-    af = _shifted(rec, layer, a, a_zero_point, _zp_per_row, "a")
-    bf = _shifted(rec, layer, b, b_zero_point, _zp_per_col, "b")
+    af = zero_shifted(rec, layer, a, a_zero_point, _zp_per_row, "a")
+    bf = zero_shifted(rec, layer, b, b_zero_point, _zp_per_col, "b")
     return _float_result(_standard(rec, "MatMul", 13)(rec, layer, af, bf))
 
 
@@ -331,13 +332,13 @@ def matmul_integer(rec, layer, A, B, a_zero_point=None, b_zero_point=None, **att
 
 @_on_both("QLinearMatMul", 10, host_inputs=(1, 4, 6, 7))
 def qlinear_matmul(rec, layer, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, **attrs):
-    scales = [_host(s) for s in (a_scale, b_scale, y_scale)]
+    scales = [host_value(s) for s in (a_scale, b_scale, y_scale)]
     if any(s is None for s in scales) or scales[2].size != 1:
-        raise _Decline
+        raise Declined
     acc = _matmul(rec, layer, a, b, a_zero_point, b_zero_point)
     a_s = scales[0].reshape(-1, 1) if scales[0].size > 1 else scales[0].reshape(())
     b_s = scales[1].reshape(()) if scales[1].size == 1 else scales[1]
-    return _requantize(rec, acc, requant_multiplier(a_s, b_s, scales[2]), y_zero_point)
+    return requantize_on_device(rec, acc, requant_multiplier(a_s, b_s, scales[2]), y_zero_point)
 
 
 __all__ = ["INT_RANGES", "map3"]

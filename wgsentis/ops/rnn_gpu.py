@@ -35,7 +35,8 @@ _CELLS = {  # op -> (gates, default activations, step shader, storage bindings o
 }
 _GRU_WG = 64
 
-def _activations(names, alphas, betas, defaults: list[str], dirs: int) -> list[list[tuple[str, float, float]]] | None:
+def step_activations(names, alphas, betas, defaults: list[str],
+                     dirs: int) -> list[list[tuple[str, float, float]]] | None:
     """Per-direction (WGSL expression, alpha, beta) lists from the records of activations.py, alpha/beta
     values consumed in order as by the CPU kernel; None where the CPU kernel would refuse."""
     try:
@@ -89,7 +90,7 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
             or (lens is not None and lens.size != batch)
             or any(s is not None and tuple(s.shape) != state_shape for s in (h0, c0))):
         return NotImplemented  # shapes the CPU kernel rejects, or no step to run
-    funcs = _activations(activations, activation_alpha, activation_beta, defaults, dirs)
+    funcs = step_activations(activations, activation_alpha, activation_beta, defaults, dirs)
     if funcs is None:
         return NotImplemented
 

@@ -23,7 +23,7 @@ from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.matmul_pixel import divided, product
 from wgsentis.ops.registry import GPU_PIXEL
 from wgsentis.ops.rnn import DEFAULT_ACTIVATIONS
-from wgsentis.ops.rnn_gpu import _activations, register_recurrent
+from wgsentis.ops.rnn_gpu import step_activations, register_recurrent
 
 # Step-draw flags (see wgsl/pixel/rnn_common.wgsl).
 F_LENS, F_H0_ZERO, F_C0_ZERO, F_CLIP, F_VARIANT, F_PEEP, F_BIAS = (1 << k for k in range(7))
@@ -179,7 +179,7 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
             or (P is not None and P.size != dirs * 3 * hidden) or (lens is not None and lens.size != batch)
             or any(s is not None and tuple(s.shape) != state_in for s in (h0, c0))):
         return NotImplemented  # shapes the CPU kernel rejects, or nothing to run
-    funcs = _activations(activations, activation_alpha, activation_beta, defaults, dirs)
+    funcs = step_activations(activations, activation_alpha, activation_beta, defaults, dirs)
     if funcs is None:
         return NotImplemented
     jbs = -(-hidden // 4)

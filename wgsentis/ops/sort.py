@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.ops.registry import register
-from wgsentis.ops.tensor import _axis, _scalar
+from wgsentis.ops.tensor import normalized_axis, int_scalar
 
 
 def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-k along ``axis``, sorted; ties keep the smaller index first."""
-    axis = _axis(axis, x.ndim)
+    axis = normalized_axis(axis, x.ndim)
     n = x.shape[axis]
     if not 0 <= k <= n:
         raise ValueError(f"TopK: k={k} is out of range for axis size {n}")
@@ -36,10 +36,10 @@ def top_k_v1(ctx, x, *, axis=-1, k=None):
 
 @register("TopK", 10)
 def top_k_v10(ctx, x, K, *, axis=-1):
-    return _top_k(x, _scalar(K), axis, 1)
+    return _top_k(x, int_scalar(K), axis, 1)
 
 
 @register("TopK", 11)
 def top_k(ctx, x, K, *, axis=-1, largest=1, sorted=1):
     # Unsorted output may be in any order; sorted is as good as any.
-    return _top_k(x, _scalar(K), axis, largest)
+    return _top_k(x, int_scalar(K), axis, largest)

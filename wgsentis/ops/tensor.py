@@ -18,7 +18,7 @@ from wgsentis.ops.registry import register, register_flops
 # -- shared helpers ---------------------------------------------------------------------------
 
 
-def _axis(axis: int, rank: int, what: str = "axis") -> int:
+def normalized_axis(axis: int, rank: int, what: str = "axis") -> int:
     """Normalize a possibly negative axis into [0, rank)."""
     axis = int(axis)
     if not -rank <= axis < max(rank, 1):
@@ -26,9 +26,9 @@ def _axis(axis: int, rank: int, what: str = "axis") -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _axes(axes, rank: int) -> list[int]:
+def normalized_axes(axes, rank: int) -> list[int]:
     """Normalize a list of axes; duplicates are an error."""
-    out = [_axis(a, rank, "axes entry") for a in axes]
+    out = [normalized_axis(a, rank, "axes entry") for a in axes]
     if len(set(out)) != len(out):
         raise ValueError(f"axes {list(axes)} repeat an axis")
     return out
@@ -42,7 +42,8 @@ def _ints(value) -> list[int]:
     return [int(v) for v in arr.reshape(-1)]
 
 
-def _scalar(value) -> int:
+def int_scalar(value) -> int:
+    """A one-element input (a count, an axis, a shift) as a Python int; ValueError for any other size."""
     arr = np.asarray(value)
     if arr.size != 1:
         raise ValueError(f"expected a scalar, got shape {arr.shape}")
@@ -147,7 +148,7 @@ def constant_of_shape(ctx, shape, *, value=None):
 # -- shapes and views -------------------------------------------------------------------------
 
 
-def _reshape_target(in_shape: tuple[int, ...], shape: list[int], allowzero: int) -> list[int]:
+def reshape_target(in_shape: tuple[int, ...], shape: list[int], allowzero: int) -> list[int]:
     """Resolve 0 (copy input dim unless allowzero) and -1 (inferred) in a Reshape target."""
     out = list(shape)
     for i, d in enumerate(shape):
@@ -175,17 +176,17 @@ def _reshape_target(in_shape: tuple[int, ...], shape: list[int], allowzero: int)
 def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
     if shape is None:
         raise ValueError("Reshape-1 needs the 'shape' attribute")
-    return data.reshape(_reshape_target(data.shape, list(shape), 0))
+    return data.reshape(reshape_target(data.shape, list(shape), 0))
 
 
 @register("Reshape", 5)
 def reshape_v5(ctx, data, shape):
-    return data.reshape(_reshape_target(data.shape, _ints(shape), 0))
+    return data.reshape(reshape_target(data.shape, _ints(shape), 0))
 
 
 @register("Reshape", 14)
 def reshape(ctx, data, shape, *, allowzero=0):
-    return data.reshape(_reshape_target(data.shape, _ints(shape), allowzero))
+    return data.reshape(reshape_target(data.shape, _ints(shape), allowzero))
 
 
 @register("Flatten", 1)
@@ -200,7 +201,7 @@ def flatten(ctx, x, *, axis=1):
 def _squeeze(data: np.ndarray, axes) -> np.ndarray:
     if axes is None or len(axes) == 0:
         return data.reshape([d for d in data.shape if d != 1])
-    axes = _axes(axes, data.ndim)
+    axes = normalized_axes(axes, data.ndim)
     for a in axes:
         if data.shape[a] != 1:
             raise ValueError(f"Squeeze: axis {a} has size {data.shape[a]}, not 1")
@@ -219,7 +220,7 @@ def squeeze(ctx, data, axes=None):
 
 def _unsqueeze(data: np.ndarray, axes) -> np.ndarray:
     rank = data.ndim + len(axes)
-    axes = set(_axes(axes, rank))
+    axes = set(normalized_axes(axes, rank))
     dims = iter(data.shape)
     return data.reshape([1 if i in axes else next(dims) for i in range(rank)])
 
@@ -278,11 +279,11 @@ def concat(ctx, *inputs, axis=None):
     if not inputs:
         raise ValueError("Concat needs at least one input")
     rank = np.ndim(inputs[0])
-    return np.concatenate(inputs, axis=_axis(axis, rank))
+    return np.concatenate(inputs, axis=normalized_axis(axis, rank))
 
 
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tuple:
-    axis = _axis(axis, x.ndim)
+    axis = normalized_axis(axis, x.ndim)
     dim = x.shape[axis]
     if sizes is None:
         if count <= 0:
@@ -329,7 +330,7 @@ def _slice(data: np.ndarray, starts, ends, axes, steps) -> np.ndarray:
     """Basic slicing with ONNX clamping rules (always a numpy view)."""
     if axes is None:
         axes = list(range(len(starts)))
-    axes = _axes(axes, data.ndim)
+    axes = normalized_axes(axes, data.ndim)
     if steps is None:
         steps = [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -370,7 +371,7 @@ def slice_(ctx, data, starts, ends, axes=None, steps=None):
 
 @register("Gather", 1)
 def gather(ctx, data, indices, *, axis=0):
-    axis = _axis(axis, data.ndim)
+    axis = normalized_axis(axis, data.ndim)
     idx = np.asarray(indices).astype(np.int64, copy=False)
     check_indices(ctx, idx, data.shape[axis])
     return np.take(data, idx, axis=axis)
@@ -378,7 +379,7 @@ def gather(ctx, data, indices, *, axis=0):
 
 @register("GatherElements", 11)
 def gather_elements(ctx, data, indices, *, axis=0):
-    axis = _axis(axis, data.ndim)
+    axis = normalized_axis(axis, data.ndim)
     if np.ndim(indices) != data.ndim:
         raise ValueError("GatherElements: indices must have the rank of data")
     return data[_index_grid(ctx, indices, axis, data.shape[axis])]
@@ -422,7 +423,7 @@ def scatter_elements_v11(ctx, data, indices, updates, *, axis=0):
 
 @register("ScatterElements", 16)
 def scatter_elements(ctx, data, indices, updates, *, axis=0, reduction="none"):
-    axis = _axis(axis, data.ndim)
+    axis = normalized_axis(axis, data.ndim)
     if np.shape(indices) != np.shape(updates):
         raise ValueError("ScatterElements: indices and updates must have the same shape")
     out = data.copy()
@@ -448,7 +449,7 @@ def scatter_nd(ctx, data, indices, updates, *, reduction="none"):
 @register("TensorScatter", 24)
 def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
     """KV-cache update: writes ``update`` into ``past_cache`` along ``axis`` at per-batch offsets."""
-    axis = _axis(axis, past_cache.ndim)
+    axis = normalized_axis(axis, past_cache.ndim)
     if axis == 0:
         raise ValueError("TensorScatter: axis cannot be the batch axis 0")
     batch, max_len, seq_len = past_cache.shape[0], past_cache.shape[axis], update.shape[axis]
@@ -488,7 +489,7 @@ def expand(ctx, x, shape):
 @register("Tile", 1)
 def tile_v1(ctx, x, tiles, axis):
     reps = [1] * x.ndim
-    reps[_axis(_scalar(axis), x.ndim)] = _scalar(tiles)
+    reps[normalized_axis(int_scalar(axis), x.ndim)] = int_scalar(tiles)
     return np.tile(x, reps)
 
 
@@ -505,7 +506,7 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wra
 
 def _pad(data: np.ndarray, pads: list[int], mode: str, value, axes) -> np.ndarray:
     rank = data.ndim
-    axes = list(range(rank)) if axes is None else _axes(axes, rank)
+    axes = list(range(rank)) if axes is None else normalized_axes(axes, rank)
     if len(pads) != 2 * len(axes):
         raise ValueError(f"Pad: {len(pads)} pads for {len(axes)} axes")
     if mode not in _PAD_MODES:
@@ -564,7 +565,7 @@ def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
 def center_crop_pad(ctx, input_data, shape, *, axes=None):
     """Crop (window start rounded down) or zero-pad (extra pixel on the right) each axis to ``shape``."""
     rank = input_data.ndim
-    axes = list(range(rank)) if axes is None else _axes(axes, rank)
+    axes = list(range(rank)) if axes is None else normalized_axes(axes, rank)
     target = _ints(shape)
     if len(target) != len(axes):
         raise ValueError(f"CenterCropPad: {len(target)} sizes for {len(axes)} axes")
@@ -625,7 +626,7 @@ def one_hot(ctx, indices, depth, values, *, axis=-1):
     idx = np.asarray(indices)
     idx = idx.astype(np.int64) if idx.dtype.kind in "iub" else np.trunc(idx).astype(np.int64)
     rank = idx.ndim + 1
-    axis = _axis(axis, rank)
+    axis = normalized_axis(axis, rank)
     idx = np.where(idx < 0, idx + depth, idx)
     hot = np.arange(depth).reshape((depth,) + (1,) * (rank - 1 - axis))
     mask = np.expand_dims(idx, axis) == hot  # out-of-range indices match nothing: all off
@@ -634,7 +635,7 @@ def one_hot(ctx, indices, depth, values, *, axis=-1):
 
 @register("Trilu", 14)
 def trilu(ctx, x, k=None, *, upper=1):
-    shift = 0 if k is None else _scalar(k)
+    shift = 0 if k is None else int_scalar(k)
     if x.ndim < 2:
         raise ValueError("Trilu: input must have rank >= 2")
     return np.triu(x, shift) if upper else np.tril(x, shift)
@@ -657,7 +658,7 @@ def compress(ctx, x, condition, *, axis=None):
     # A condition longer than the axis (or the flattened input) selects nothing beyond it, as in ORT.
     if axis is None:
         return np.compress(cond[:x.size], x.reshape(-1))
-    axis = _axis(axis, x.ndim)
+    axis = normalized_axis(axis, x.ndim)
     return np.compress(cond[:x.shape[axis]], x, axis=axis)
 
 
@@ -665,7 +666,7 @@ def compress(ctx, x, condition, *, axis=None):
 def unique(ctx, x, *, axis=None, sorted=1):
     """Unique values (or slices along ``axis``): Y, first indices, inverse indices, counts."""
     if axis is not None:
-        axis = _axis(axis, x.ndim)
+        axis = normalized_axis(axis, x.ndim)
     src = x.reshape(-1) if axis is None else x
     if src.dtype == object:
         # np.unique with axis cannot sort object arrays; strings only ever come flattened here.
@@ -691,7 +692,7 @@ def unique(ctx, x, *, axis=None, sorted=1):
 
 def _cumulative(x: np.ndarray, axis, exclusive: int, reverse: int, op: np.ufunc,
                 identity_value) -> np.ndarray:
-    axis = _axis(_scalar(axis), x.ndim)
+    axis = normalized_axis(int_scalar(axis), x.ndim)
     data = np.flip(x, axis) if reverse else x
     out = op.accumulate(data, axis=axis, dtype=x.dtype)
     if exclusive:
@@ -764,7 +765,7 @@ def space_to_depth(ctx, x, *, blocksize=None, mode="DCR"):
 
 @register("ReverseSequence", 10)
 def reverse_sequence(ctx, x, sequence_lens, *, batch_axis=1, time_axis=0):
-    batch_axis, time_axis = _axis(batch_axis, x.ndim), _axis(time_axis, x.ndim)
+    batch_axis, time_axis = normalized_axis(batch_axis, x.ndim), normalized_axis(time_axis, x.ndim)
     if batch_axis == time_axis:
         raise ValueError("ReverseSequence: batch_axis and time_axis must differ")
     lens = _ints(sequence_lens)

@@ -157,9 +157,9 @@ def split_sizes(dim: int, sizes: list[int] | None, count: int) -> list[int] | No
 
 def slice_geometry(shape, starts, ends, axes, steps) -> tuple[list[int], list[int], list[int]] | None:
     """Slice as (output shape, first index, step) per axis, clamped as the CPU kernel clamps; None where it
-    raises (mismatched lengths, a zero step, a bad axis: ValueError from ``_tensor._axes``)."""
+    raises (mismatched lengths, a zero step, a bad axis: ValueError from ``_tensor.normalized_axes``)."""
     rank = len(shape)
-    axes = list(range(len(starts))) if axes is None else _tensor._axes(axes, rank)
+    axes = list(range(len(starts))) if axes is None else _tensor.normalized_axes(axes, rank)
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
         return None
@@ -184,7 +184,7 @@ def pad_geometry(shape, pads, mode: str, axes) -> tuple[list[int], list[int], li
     shape): negative pads crop first, as the CPU kernel slices them off and then pads what remains. None where
     the CPU kernel raises (pads of the wrong length, a crop past the axis, edge/reflect/wrap of an empty axis)."""
     rank = len(shape)
-    axes = list(range(rank)) if axes is None else _tensor._axes(axes, rank)
+    axes = list(range(rank)) if axes is None else _tensor.normalized_axes(axes, rank)
     if len(pads) != 2 * len(axes):
         return None
     begin, end = [0] * rank, [0] * rank
@@ -216,12 +216,12 @@ def identity(rec, layer, x, **attrs):
 def reshape_v1(rec, layer, data, *, shape=None, **attrs):
     if shape is None:
         return NotImplemented
-    return reshaped_view(rec, data, _tensor._reshape_target(data.shape, list(shape), 0))
+    return reshaped_view(rec, data, _tensor.reshape_target(data.shape, list(shape), 0))
 
 
 @gpu("Reshape", 5, host_inputs=(1,))
 def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
-    return reshaped_view(rec, data, _tensor._reshape_target(data.shape, _ints(shape), allowzero))
+    return reshaped_view(rec, data, _tensor.reshape_target(data.shape, _ints(shape), allowzero))
 
 
 @gpu("Flatten", 1)
@@ -233,10 +233,11 @@ def flatten(rec, layer, x, *, axis=1, **attrs):
     return reshaped_view(rec, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
-def _squeezed(shape, axes) -> list[int] | None:
+def squeezed_shape(shape, axes) -> list[int] | None:
+    """Squeeze's output shape for ``axes`` (None or empty: every axis of size 1); None where an axis is not 1."""
     if axes is None or len(axes) == 0:
         return [d for d in shape if d != 1]
-    axes = _tensor._axes(axes, len(shape))
+    axes = _tensor.normalized_axes(axes, len(shape))
     if any(shape[a] != 1 for a in axes):
         return None  # the CPU kernel raises the error
     return [d for i, d in enumerate(shape) if i not in axes]
@@ -244,19 +245,20 @@ def _squeezed(shape, axes) -> list[int] | None:
 
 @gpu("Squeeze", 1)
 def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
-    shape = _squeezed(tuple(data.shape), axes)
+    shape = squeezed_shape(tuple(data.shape), axes)
     return NotImplemented if shape is None else reshaped_view(rec, data, shape)
 
 
 @gpu("Squeeze", 13, host_inputs=(1,))
 def squeeze(rec, layer, data, axes=None, **attrs):
-    shape = _squeezed(tuple(data.shape), None if axes is None else _ints(axes))
+    shape = squeezed_shape(tuple(data.shape), None if axes is None else _ints(axes))
     return NotImplemented if shape is None else reshaped_view(rec, data, shape)
 
 
-def _unsqueezed(shape, axes) -> list[int]:
+def unsqueezed_shape(shape, axes) -> list[int]:
+    """Unsqueeze's output shape: ``shape`` with a 1 inserted at each of ``axes`` (axes of the output)."""
     rank = len(shape) + len(axes)
-    axes = set(_tensor._axes(axes, rank))
+    axes = set(_tensor.normalized_axes(axes, rank))
     dims = iter(shape)
     return [1 if i in axes else next(dims) for i in range(rank)]
 
@@ -265,12 +267,12 @@ def _unsqueezed(shape, axes) -> list[int]:
 def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
     if axes is None:
         return NotImplemented
-    return reshaped_view(rec, data, _unsqueezed(tuple(data.shape), list(axes)))
+    return reshaped_view(rec, data, unsqueezed_shape(tuple(data.shape), list(axes)))
 
 
 @gpu("Unsqueeze", 13, host_inputs=(1,))
 def unsqueeze(rec, layer, data, axes, **attrs):
-    return reshaped_view(rec, data, _unsqueezed(tuple(data.shape), _ints(axes)))
+    return reshaped_view(rec, data, unsqueezed_shape(tuple(data.shape), _ints(axes)))
 
 
 def filled_tensor(rec, shape, dtype, value):
@@ -303,7 +305,7 @@ def concat(rec, layer, *inputs, axis=None, **attrs):
     if any(x is None for x in xs) or len({x.dtype for x in xs}) != 1:
         return NotImplemented
     rank = len(xs[0].shape)
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     out_shape = list(xs[0].shape)
     out_shape[axis] = sum(x.shape[axis] for x in xs)
     out_st = row_strides(out_shape)
@@ -340,7 +342,7 @@ def _split(rec, layer, data, axis, sizes, count):
     if x is None:
         return NotImplemented
     rank = len(x.shape)
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     sizes = split_sizes(x.shape[axis], sizes, count)
     if sizes is None:
         return NotImplemented
@@ -465,7 +467,7 @@ def _tile(rec, data, reps):
 @gpu("Tile", 1, host_inputs=(1, 2))
 def tile_v1(rec, layer, x, tiles, axis, **attrs):
     reps = [1] * len(x.shape)
-    reps[_tensor._axis(_tensor._scalar(axis), len(x.shape))] = _tensor._scalar(tiles)
+    reps[_tensor.normalized_axis(_tensor.int_scalar(axis), len(x.shape))] = _tensor.int_scalar(tiles)
     return _tile(rec, x, reps)
 
 
@@ -640,7 +642,7 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
     x = device_tensor(rec, data, f"{layer.name}:data")
     idx = _index_tensor(rec, indices, f"{layer.name}:{what}")
     shape = tuple(getattr(data, "shape", ()))
-    axis = _tensor._axis(axis, len(shape))
+    axis = _tensor.normalized_axis(axis, len(shape))
     blocks = _table_blocks(rec, data, x, f"{layer.name}:data") if axis == 0 else None
     # (Empty data, such as the rows an NMS selected when it selected none, has no buffer: none is read.)
     if idx is None or (x is None and not blocks and (getattr(data, "size", None) != 0
@@ -699,7 +701,7 @@ def _elements(rec, layer, data, indices, updates, axis):
     idx = _index_tensor(rec, indices, f"{layer.name}:indices")
     if x is None or idx is None or len(idx.shape) != len(x.shape) or not 0 < len(x.shape) <= MAX_RANK:
         return NotImplemented
-    axis = _tensor._axis(axis, len(x.shape))
+    axis = _tensor.normalized_axis(axis, len(x.shape))
     length = x.shape[axis]
     if not _host_indices_ok(indices, length):
         return NotImplemented
@@ -794,7 +796,7 @@ def _scatter_reduce(rec, layer, data, indices, updates, axis, reduction: str):
     rank = len(x.shape)
     if len(idx.shape) != rank or not 0 < rank <= MAX_RANK:
         return NotImplemented
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     length = x.shape[axis]
     if not _host_indices_ok(indices, length):
         return NotImplemented
@@ -1004,7 +1006,7 @@ def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
     if depth < 0:
         return NotImplemented
     rank = len(idx.shape) + 1
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     out_shape = [*idx.shape[:axis], depth, *idx.shape[axis:]]
     try:
         off, on = storage_bits(values[0], values.dtype), storage_bits(values[1], values.dtype)
@@ -1022,7 +1024,7 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
     x = device_tensor(rec, data)
     if x is None or len(x.shape) < 2:
         return NotImplemented
-    shift = 0 if k is None else _tensor._scalar(k)
+    shift = 0 if k is None else _tensor.int_scalar(k)
     shift = min(max(shift, _I32_MIN + 1), _I32_MAX)  # beyond any matrix either way
     y = rec.alloc(x.shape, x.dtype)
     params = [y.size, max(x.shape[-2], 1), max(x.shape[-1], 1), shift, int(bool(upper))]

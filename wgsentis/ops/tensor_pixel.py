@@ -30,8 +30,8 @@ from wgsentis.ops.registry import GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import (
     reverse_sequence_plan,
     scatter_reduction,
-    _squeezed,
-    _unsqueezed,
+    squeezed_shape,
+    unsqueezed_shape,
     depth_to_space_plan,
     pad_geometry,
     slice_geometry,
@@ -84,12 +84,12 @@ def identity(rec, layer, x, **attrs):
 def reshape_v1(rec, layer, data, *, shape=None, **attrs):
     if shape is None:
         return NotImplemented
-    return _reshaped(rec, data, _tensor._reshape_target(data.shape, list(shape), 0))
+    return _reshaped(rec, data, _tensor.reshape_target(data.shape, list(shape), 0))
 
 
 @pixel("Reshape", 5, host_inputs=(1,))
 def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
-    return _reshaped(rec, data, _tensor._reshape_target(data.shape, _ints(shape), allowzero))
+    return _reshaped(rec, data, _tensor.reshape_target(data.shape, _ints(shape), allowzero))
 
 
 @pixel("Flatten", 1)
@@ -103,13 +103,13 @@ def flatten(rec, layer, x, *, axis=1, **attrs):
 
 @pixel("Squeeze", 1)
 def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
-    shape = _squeezed(tuple(data.shape), axes)
+    shape = squeezed_shape(tuple(data.shape), axes)
     return NotImplemented if shape is None else _reshaped(rec, data, shape)
 
 
 @pixel("Squeeze", 13, host_inputs=(1,))
 def squeeze(rec, layer, data, axes=None, **attrs):
-    shape = _squeezed(tuple(data.shape), None if axes is None else _ints(axes))
+    shape = squeezed_shape(tuple(data.shape), None if axes is None else _ints(axes))
     return NotImplemented if shape is None else _reshaped(rec, data, shape)
 
 
@@ -117,12 +117,12 @@ def squeeze(rec, layer, data, axes=None, **attrs):
 def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
     if axes is None:
         return NotImplemented
-    return _reshaped(rec, data, _unsqueezed(tuple(data.shape), list(axes)))
+    return _reshaped(rec, data, unsqueezed_shape(tuple(data.shape), list(axes)))
 
 
 @pixel("Unsqueeze", 13, host_inputs=(1,))
 def unsqueeze(rec, layer, data, axes, **attrs):
-    return _reshaped(rec, data, _unsqueezed(tuple(data.shape), _ints(axes)))
+    return _reshaped(rec, data, unsqueezed_shape(tuple(data.shape), _ints(axes)))
 
 
 def _filled(rec, shape, dtype, value) -> GTensor:
@@ -234,7 +234,7 @@ def _split(rec, layer, data, axis, sizes, count):
     if x is None:
         return NotImplemented
     rank = len(x.shape)
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     sizes = split_sizes(x.shape[axis], sizes, count)
     if sizes is None:
         return NotImplemented
@@ -296,7 +296,7 @@ def _tile(rec, data, reps):
 @pixel("Tile", 1, host_inputs=(1, 2))
 def tile_v1(rec, layer, x, tiles, axis, **attrs):
     reps = [1] * len(x.shape)
-    reps[_tensor._axis(_tensor._scalar(axis), len(x.shape))] = _tensor._scalar(tiles)
+    reps[_tensor.normalized_axis(_tensor.int_scalar(axis), len(x.shape))] = _tensor.int_scalar(tiles)
     return _tile(rec, x, reps)
 
 
@@ -358,7 +358,7 @@ def concat(rec, layer, *inputs, axis=None, **attrs):
     rank = len(xs[0].shape)
     if rank == 0:
         return NotImplemented
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     for x in xs:
         if len(x.shape) != rank or any(x.shape[a] != xs[0].shape[a] for a in range(rank) if a != axis):
             return NotImplemented
@@ -512,7 +512,7 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
     if x is None or idx is None:
         return NotImplemented
     rank = len(x.shape)
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     dim = x.shape[axis]
     if not _host_indices_ok(indices, dim, negative_ok):
         return NotImplemented
@@ -560,7 +560,7 @@ def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none")
     if x is None or idx is None or len(idx.shape) != len(x.shape) or not 0 < len(x.shape) <= MAX_RANK:
         return NotImplemented
     rank = len(x.shape)
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     dim = x.shape[axis]
     if not _host_indices_ok(indices, dim):
         return NotImplemented
@@ -908,7 +908,7 @@ def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
     rank = len(idx.shape) + 1
     if rank > MAX_RANK:
         return NotImplemented
-    axis = _tensor._axis(axis, rank)
+    axis = _tensor.normalized_axis(axis, rank)
     out_shape = [*idx.shape[:axis], depth, *idx.shape[axis:]]
     kind = texel_kind(values.dtype)
     lo, li = MAX_RANK - rank, MAX_RANK - len(idx.shape)
@@ -927,7 +927,7 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
     x = _tensor_of(rec, data)
     if x is None or len(x.shape) < 2:
         return NotImplemented
-    shift = 0 if k is None else _tensor._scalar(k)
+    shift = 0 if k is None else _tensor.int_scalar(k)
     shift = min(max(shift, -(2**31) + 1), 2**31 - 1)  # beyond any matrix either way
     keep = "j - i >= pei(0u)" if upper else "j - i <= pei(0u)"
     body = f"let i = i32(c.c[4]); let j = i32(c.c[5]); r = select({x.layout.kind}(0), x0(c), {keep});"

@@ -54,7 +54,8 @@ def _rescale_conv(consts: dict[str, np.ndarray], conv: Layer, scale: np.ndarray,
                      (bias - center) * scale + shift, base)
 
 
-def _single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
+def single_consumer(consumers: dict[str, list[Layer]], name: str) -> Layer | None:
+    """The one layer that reads tensor ``name``, once; None where several read it (or one reads it twice)."""
     users = consumers.get(name, [])
     return users[0] if len(users) == 1 and users[0].inputs.count(name) == 1 else None
 
@@ -71,7 +72,7 @@ class FuseConvBatchNorm:
             if conv.op_type != "Conv" or conv.domain or conv.fused_activation or len(conv.inputs) < 2:
                 continue
             y = conv.outputs[0]
-            bn = _single_consumer(consumers, y)
+            bn = single_consumer(consumers, y)
             if (bn is None or bn.op_type != "BatchNormalization" or bn.domain or y in outputs
                     or bn.inputs[0] != y or len(bn.inputs) != 5
                     or any(o for o in bn.outputs[1:]) or bn.attrs.get("training_mode", 0)
@@ -152,7 +153,7 @@ class FuseHardSwishPattern:
         removed: set[int] = set()
 
         def only_reader(name: str, layer: Layer) -> bool:
-            return name not in outputs and _single_consumer(consumers, name) is layer
+            return name not in outputs and single_consumer(consumers, name) is layer
 
         for last in graph.layers:
             if last.domain or len(last.inputs) != 2 or len(last.outputs) != 1 or last.attrs:
@@ -227,7 +228,7 @@ class FoldChannelAffine:
             x, c_name = op.inputs[k], op.inputs[1 - k]
             host = producers.get(x)
             if (host is None or id(host) in removed or x in outputs
-                    or _single_consumer(consumers, x) is not op or host.fused_activation or host.domain):
+                    or single_consumer(consumers, x) is not op or host.fused_activation or host.domain):
                 continue
             if self._fold(graph, host, op, consts[c_name], producers):
                 host.outputs = list(op.outputs)
@@ -308,7 +309,7 @@ class FoldAffineIntoNextConv:
                 ) -> Layer | None:
         """The Conv that the affine ``op`` can fold into, or None."""
         consts = graph.constants
-        conv = _single_consumer(consumers, op.outputs[0])
+        conv = single_consumer(consumers, op.outputs[0])
         if (conv is None or op.outputs[0] in outputs or conv.op_type != "Conv" or conv.domain
                 or len(conv.inputs) < 2 or conv.inputs[0] != op.outputs[0] or conv.inputs[1] not in consts):
             return None
@@ -357,7 +358,7 @@ class FuseActivation:
                 continue
             if len(host.outputs) != 1 or host.outputs[0] in outputs or host.attrs.get("training_mode"):
                 continue
-            act = _single_consumer(consumers, host.outputs[0])
+            act = single_consumer(consumers, host.outputs[0])
             if act is None or act.op_type not in FUSABLE or act.domain:
                 continue
             attrs = dict(act.attrs)
@@ -394,7 +395,7 @@ class FuseResidualAdd:
                 conv = producers.get(name)
                 if (conv is None or conv.op_type != "Conv" or conv.domain or conv.fused_activation
                         or id(conv) in removed or len(conv.outputs) != 1 or name in outputs
-                        or _single_consumer(consumers, name) is not add or len(conv.inputs) < 2):
+                        or single_consumer(consumers, name) is not add or len(conv.inputs) < 2):
                     continue
                 candidates.append((position[id(conv)], k, conv))
             if not candidates:

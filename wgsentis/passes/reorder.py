@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from wgsentis.ir import Graph, Layer
-from wgsentis.passes.fuse import _single_consumer
+from wgsentis.passes.fuse import single_consumer
 
 # The pool may grow at most this much (in channels) for a swap that makes the products cheaper.
 _MAX_POOL_GROWTH = 4
@@ -78,7 +78,7 @@ class CommutePoolAndPointwiseConv:
             if id(first) in swapped or len(first.outputs) != 1:
                 continue
             middle = first.outputs[0]
-            second = _single_consumer(consumers, middle)
+            second = single_consumer(consumers, middle)
             if middle in outputs or second is None or id(second) in swapped or second.inputs[0] != middle:
                 continue
             if first.op_type == "AveragePool" and second.op_type == "Conv":
