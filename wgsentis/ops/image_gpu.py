@@ -20,7 +20,7 @@ from wgsentis.ops.tensor_gpu import MAX_RANK, device_tensor, dispatch_copy, pad6
 KINDS = {"nearest": 0, "corners": 1, "passes": 2}  # the shaders' KIND override
 
 
-def _resize_plan(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a, exclude_outside, axes, policy):
+def resize_tables(shape, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a, exclude_outside, axes, policy):
     """Output shape, per-axis tables (taps, weights, outside, divisors) as the CPU kernel computes them (None for
     axes left out) and how they combine (a KINDS key); raises ValueError where the CPU kernel would."""
     rank = len(shape)
@@ -58,7 +58,7 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
     if mode != "nearest" and x.dtype != np.float32:
         return NotImplemented  # integer interpolation (ORT's fixed point, truncation) runs on the CPU
     try:
-        out_shape, tables, crop, combine = _resize_plan(
+        out_shape, tables, crop, combine = resize_tables(
             tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
             exclude_outside=exclude_outside, axes=axes, policy=policy)
         extrap = storage_bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)

@@ -25,7 +25,7 @@ from wgsentis.ops.cast import cast_target
 from wgsentis.ops.cast_gpu import narrow_cast
 from wgsentis.ops.elementwise_gpu import refusing
 from wgsentis.ops.elementwise_pixel import unary
-from wgsentis.ops.image_gpu import _resize_plan
+from wgsentis.ops.image_gpu import resize_tables
 from wgsentis.ops.registry import GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import (
     reverse_sequence_plan,
@@ -726,7 +726,7 @@ def cast_like(rec, layer, x, target_type, **attrs):
 # -- resize -------------------------------------------------------------------------------------------------------
 def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
             extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
-    """Resize from the CPU kernel's own tap tables (image_gpu._resize_plan), combined in its order (image.py,
+    """Resize from the CPU kernel's own tap tables (image_gpu.resize_tables), combined in its order (image.py,
     ONNX Runtime's): nearest copies its tap; linear ("corners") sums (w_inner * ... * w_outer) * x over the taps'
     tensor product from the first term; cubic ("passes") nests one sum from 0 per axis, adding x * w / divisor.
     Texel by texel where the blocked axis is not interpolated. Products that are added are rounded on their own
@@ -736,7 +736,7 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
         return NotImplemented
     if mode != "nearest" and x.dtype != np.float32:
         return NotImplemented  # integer interpolation (ORT's fixed point, truncation) runs on the CPU
-    out_shape, tables, _crop, combine = _resize_plan(
+    out_shape, tables, _crop, combine = resize_tables(
         tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
         exclude_outside=exclude_outside, axes=axes, policy=policy)
     extrap = storage_bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)
