@@ -142,7 +142,7 @@ def compare(profiles: list[dict[str, Any]]) -> str:
     by_name = [{e["name"]: e for e in p["layers"]} for p in profiles]
     for n in names:
         lines.append(row(n, [m[n]["time_ms"] if n in m else None for m in by_name]))
-    from wgsentis.profiler.prune_model import speedup_lines  # the first profile as the dense one: ws.prune's view
+    from wgsentis.profiler.prune_speedup import speedup_lines  # the first profile as the dense one: ws.prune's view
 
     for p in profiles[1:]:
         lines += speedup_lines(profiles[0], p)
