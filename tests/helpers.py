@@ -41,16 +41,16 @@ def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimize: 
 def spy_scratch(monkeypatch) -> list[tuple[str, tuple[int, ...]]]:
     """Record the (key, shape) of every scratch buffer the CPU convolutions ask for, in order: how a test
     sees the chunks, blocks and forms a kernel chose."""
-    from wgsentis.ops import conv
+    from wgsentis.ops.parallel import HostWorkspace
 
     requests: list[tuple[str, tuple[int, ...]]] = []
-    original = conv.scratch
+    original = HostWorkspace.scratch
 
-    def recording(key, shape, dtype):
+    def recording(workspace, key, shape, dtype):
         requests.append((key, tuple(shape)))
-        return original(key, shape, dtype)
+        return original(workspace, key, shape, dtype)
 
-    monkeypatch.setattr(conv, "scratch", recording)
+    monkeypatch.setattr(HostWorkspace, "scratch", recording)
     return requests
 
 

@@ -17,6 +17,7 @@ import onnx.numpy_helper
 from wgsentis.backends import ProgramOptions, create_program
 from wgsentis.errors import InputError, SymbolicDimensionWarning, WgSentisError
 from wgsentis.model import Model, TensorInfo
+from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 from wgsentis.run_control import (
     DEFAULT_MAX_LOOP_ITERATIONS,
     CancelToken,
@@ -68,6 +69,9 @@ class Worker:
     layers but with 4-7x the rounding error of a direct float32 sum; the default, False, takes F(2x2, 3x3) at
     most, whose error is within a direct sum's (quantized models re-quantize every layer and amplify errors).
     The cpu backend's kernels do not read it.
+    ``kernels``: a ``KernelOptions``, the kernel forms the program may take (textures for GPU operands and
+    inputs, vec4 stores, the CPU's Winograd); every one is on by default, each field says what turning it off
+    takes instead (to compare forms, or to run the plainer paths).
     ``max_loop_iterations``: the iterations a Loop with no trip count (or an "infinite" one) may run before the
     run stops with a LayerError naming the Loop, on every backend (default 1e6: a condition that never turns
     false is taken for a model bug rather than left to hang).
@@ -82,6 +86,7 @@ class Worker:
                  threads: int | None = None, spin_wait: bool = True, debug_groups: bool = False,
                  precision: str = "float32", memory_limit: int | str | None = "default",
                  max_plans: int = 16, fast_winograd: bool = False,
+                 kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS,
                  max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
@@ -96,6 +101,8 @@ class Worker:
             raise InputError(f"Worker(spin_wait={spin_wait!r}): spin_wait must be True or False")
         if not isinstance(fast_winograd, bool):
             raise InputError(f"Worker(fast_winograd={fast_winograd!r}): fast_winograd must be True or False")
+        if not isinstance(kernels, KernelOptions):
+            raise InputError(f"Worker(kernels={kernels!r}): kernels must be a wgsentis KernelOptions")
         self.spin_wait = spin_wait
         self.memory_limit = parse_memory_limit(memory_limit)
         self.max_loop_iterations = parse_max_loop_iterations(max_loop_iterations)
@@ -104,7 +111,8 @@ class Worker:
         self.threads = threads or min(os.cpu_count() or 1, 8)
         self.debug_groups = debug_groups
         self._options = ProgramOptions(threads=self.threads, spin_wait=spin_wait, debug_groups=debug_groups,
-                                       precision=precision, max_plans=max_plans, fast_winograd=fast_winograd)
+                                       precision=precision, max_plans=max_plans, fast_winograd=fast_winograd,
+                                       kernels=kernels)
         self._graph = model.graph
         self._program = self._compile(self._graph)
         self._variants: dict[frozenset[str], Any] = {}  # fed overridable initializers -> program (_program_for)

@@ -146,6 +146,26 @@ def test_winograd_leaves_other_shapes_to_im2col(x_shape, m, attrs, monkeypatch):
     assert not calls
 
 
+def test_winograd_is_left_out_where_the_kernel_options_say_so(monkeypatch):
+    """Worker(kernels=KernelOptions(cpu_winograd=False)): a shape Winograd takes runs as im2col instead, on
+    one and two threads (and kn2row keeps to its own shapes: it takes the small planes only beside Winograd)."""
+    calls = []
+    original = conv._conv_winograd_3x3
+    monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = _model((1, 64, 28, 28), 64, {"pads": [1, 1, 1, 1]})
+    x = np.random.default_rng(27).standard_normal((1, 64, 28, 28)).astype(np.float32)
+    expected = ort_outputs(model, {"x": x})[0]
+    loaded = ws.load_model(model)
+    for threads in (1, 2):
+        with ws.Worker(loaded, "cpu", threads=threads, spin_wait=False,
+                       kernels=ws.KernelOptions(cpu_winograd=False)) as worker:
+            np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-4, atol=1e-4)
+    assert not calls
+    with ws.Worker(loaded, "cpu") as worker:  # the default takes it
+        np.testing.assert_allclose(worker.run({"x": x})["y"], expected, rtol=1e-4, atol=1e-4)
+    assert calls
+
+
 ACTIVATIONS = [("Relu", {}, []), ("LeakyRelu", {"alpha": 0.2}, []), ("Clip", {}, [-0.5, 0.75]),
                ("Clip", {}, [-0.25, None]), ("HardSwish", {}, [])]
 CONV_PATHS = [  # (x shape, w shape, attrs): the paths that apply an activation part by part, and one that does not

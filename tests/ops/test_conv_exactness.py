@@ -109,3 +109,11 @@ def test_a_static_qdq_convolution_chain_matches_onnx_runtime_on_every_backend(qd
     with ws.Worker(ws.load_model(model), backend) as worker:
         got = worker.run(feeds)["y"]
     assert _relative_l2(got, expected) <= 1e-6, _relative_l2(got, expected)
+
+
+def test_kernel_options_must_be_kernel_options():
+    model, _, _, _ = _conv_case(8, 8, 4)
+    with pytest.raises(ws.errors.InputError, match="kernels"):
+        ws.Worker(ws.load_model(model), "cpu", kernels={"cpu_winograd": False})
+    with pytest.raises(ws.errors.InputError, match="cpu_winograd"):
+        ws.KernelOptions(cpu_winograd="no")

@@ -23,8 +23,9 @@ def _rel_l2(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-def _run(model, feeds, precision):
-    with ws.Worker(ws.load_model(model), "gpu-compute", precision=precision) as worker:
+def _run(model, feeds, precision, textures=True):
+    kernels = ws.KernelOptions(texture_operands=textures)
+    with ws.Worker(ws.load_model(model), "gpu-compute", precision=precision, kernels=kernels) as worker:
         out = worker.run(feeds)["y0"]
         return out, worker.stats()
 
@@ -41,14 +42,11 @@ CASES = [
 
 @pytest.mark.parametrize("textures", [True, False])
 @pytest.mark.parametrize("op,feeds,constants,attrs", CASES)
-def test_float16_weights_match_float32(op, feeds, constants, attrs, textures, monkeypatch, shaders):
-    from wgsentis.ops import matmul_gpu
-
-    monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", textures)
+def test_float16_weights_match_float32(op, feeds, constants, attrs, textures, shaders):
     model = gpu_check.node_model(op, feeds, constants=constants, **attrs)
-    full, full_stats = _run(model, feeds, "float32")
+    full, full_stats = _run(model, feeds, "float32", textures)
     shaders.clear()
-    half, half_stats = _run(model, feeds, "float16")
+    half, half_stats = _run(model, feeds, "float16", textures)
     assert half_stats["precision"] == "float16" and half_stats["fallback_layers"] == []
     assert half.dtype == np.float32
     err = _rel_l2(half, full)
@@ -61,7 +59,6 @@ def test_float16_weights_match_float32(op, feeds, constants, attrs, textures, mo
 
 def test_float16_buffer_path_enables_shader_f16(monkeypatch):
     from wgsentis.backends.gpu.device import wgsl_source
-    from wgsentis.ops import matmul_gpu
 
     seen = []
 
@@ -69,12 +66,11 @@ def test_float16_buffer_path_enables_shader_f16(monkeypatch):
         seen.append(dict(subs or {}))
         return wgsl_source(path, subs)
 
-    monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", False)
     from wgsentis.backends import gpu_compute
 
     monkeypatch.setattr(gpu_compute, "wgsl_source", spy)
     feeds = {"a": _rand(5, 16)}
-    _run(gpu_check.node_model("MatMul", feeds, constants={"b": _rand(16, 8)}), feeds, "float16")
+    _run(gpu_check.node_model("MatMul", feeds, constants={"b": _rand(16, 8)}), feeds, "float16", textures=False)
     assert any(s.get("ENABLE") == "enable f16;" and s.get("TB") == "vec4<f16>" for s in seen)
 
 

@@ -181,20 +181,18 @@ WINOGRAD_CASES = [  # (x, w, attrs, output tile side: F(2x2, 3x3) or F(4x4, 3x3)
 
 @pytest.mark.parametrize("textures", [True, False])
 @pytest.mark.parametrize("x_shape,w_shape,attrs,side", WINOGRAD_CASES)
-def test_conv_winograd(x_shape, w_shape, attrs, side, textures, monkeypatch, shaders):
-    from wgsentis.ops import matmul_gpu
-
-    monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", textures)
+def test_conv_winograd(x_shape, w_shape, attrs, side, textures, shaders):
+    kernels = ws.KernelOptions(texture_operands=textures)
     feeds = {"x": _rand(*x_shape)}
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
     # F(4x4) is taken only where the worker allows it (fast_winograd); by default every case is F(2x2).
     model = gpu_check.node_model("Conv", feeds, constants=constants, **attrs)
-    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, options={"fast_winograd": True})
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, options={"fast_winograd": True, "kernels": kernels})
     prefix = "compute/winograd" if side == 2 else "compute/winograd4"
     assert f"{prefix}_in.wgsl" in shaders and f"{prefix}_out.wgsl" in shaders
     assert ("compute/matmul_tab.wgsl" in shaders) == textures
     shaders.clear()
-    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, backend="gpu-compute")
+    gpu_check.compare(model, feeds, rtol=1e-4, atol=1e-4, backend="gpu-compute", options={"kernels": kernels})
     assert "compute/winograd_in.wgsl" in shaders and not any("winograd4" in s for s in shaders)
 
 
@@ -282,15 +280,12 @@ def test_conv_no_bias_fused_clip():
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs", [CONV_CASES[0], CONV_CASES[2], CONV_CASES[3], CONV_CASES[10]])
-def test_conv_without_textures(x_shape, w_shape, attrs, monkeypatch, shaders):
+def test_conv_without_textures(x_shape, w_shape, attrs, shaders):
     # The storage-buffer path for weights (taken when a texture does not fit the device limits).
-    from wgsentis.ops import matmul_gpu
-
-    monkeypatch.setattr(matmul_gpu, "USE_TEXTURES", False)
     feeds = {"x": _rand(*x_shape)}
     constants = {"w": _rand(*w_shape, scale=0.3), "b": _rand(w_shape[0])}
     gpu_check.compare(gpu_check.node_model("Conv", feeds, constants=constants, **attrs), feeds,
-                      rtol=1e-4, atol=1e-4)
+                      rtol=1e-4, atol=1e-4, options={"kernels": ws.KernelOptions(texture_operands=False)})
     assert not any("matmul_t" in s for s in shaders)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from wgsentis.errors import BackendNotAvailableError, InputError
+from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 
 class Readback(Protocol):
@@ -38,7 +39,8 @@ class Program(Protocol):
 class ProgramOptions:
     """What a Worker asks of a backend: ``threads`` for host kernels, ``spin_wait`` (cpu), ``debug_groups``
     (a debug group per layer, for captures), ``precision`` of constant matmul operands, ``max_plans`` (GPU:
-    recorded plans kept, one per input signature)."""
+    recorded plans kept, one per input signature), ``fast_winograd`` (GPU: 3x3 convolutions may take
+    Winograd F(4x4, 3x3)), ``kernels`` (the kernel forms the program may take, ``KernelOptions``)."""
 
     threads: int = 1
     spin_wait: bool = True
@@ -46,6 +48,7 @@ class ProgramOptions:
     precision: str = "float32"
     max_plans: int = 16
     fast_winograd: bool = False
+    kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -90,21 +93,21 @@ def _offering(precision: str) -> str:
 def _cpu(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.cpu import GraphProgram
 
-    return GraphProgram(graph, options.threads, spin_wait=options.spin_wait)
+    return GraphProgram(graph, options.threads, spin_wait=options.spin_wait, kernels=options.kernels)
 
 
 def _gpu_compute(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.gpu_compute import ComputeProgram
 
     return ComputeProgram(graph, options.threads, debug_groups=options.debug_groups, precision=options.precision,
-                          max_plans=options.max_plans, fast_winograd=options.fast_winograd)
+                          max_plans=options.max_plans, fast_winograd=options.fast_winograd, kernels=options.kernels)
 
 
 def _gpu_pixel(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.gpu_pixel import PixelProgram
 
     return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, max_plans=options.max_plans,
-                        fast_winograd=options.fast_winograd)
+                        fast_winograd=options.fast_winograd, kernels=options.kernels)
 
 
 register_backend(BackendSpec("cpu", _cpu))

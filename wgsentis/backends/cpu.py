@@ -39,7 +39,8 @@ from wgsentis.errors import (
 from wgsentis.ir import Graph, Layer, captured_names
 from wgsentis.ops import registry
 from wgsentis.ops.activations import inplace_activation
-from wgsentis.ops.parallel import set_blas_threads
+from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
+from wgsentis.ops.parallel import TRANSIENT, HostWorkspace, set_blas_threads
 
 POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
 
@@ -47,8 +48,8 @@ POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is n
 class KernelContext:
     """What a kernel may ask of the engine besides its inputs and attributes."""
 
-    __slots__ = ("activation", "activation_taken", "cache", "layer", "num_outputs", "opset", "outer", "program",
-                 "rng", "threads")
+    __slots__ = ("activation", "activation_taken", "cache", "kernels", "layer", "num_outputs", "opset", "outer",
+                 "program", "rng", "threads", "workspace")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         self.layer = layer
@@ -65,6 +66,10 @@ class KernelContext:
         # Threads the kernel may split its work over (wgsentis.ops.parallel.kernel_threads): the program's,
         # or 1 while other layers run beside it on the branch pool, so 2 cores never carry 4 threads.
         self.threads = getattr(program, "kernel_threads", 1)
+        # The program's kernel choices (KernelOptions) and its workspace: the scratch buffers and thread pools
+        # kernels use (wgsentis.ops.parallel.kernel_workspace), freed when the program closes.
+        self.kernels: KernelOptions = getattr(program, "kernels", DEFAULT_KERNEL_OPTIONS)
+        self.workspace: HostWorkspace = getattr(program, "workspace", TRANSIENT)
 
     def take_activation(self) -> Any:
         """The layer's fused activation as an in-place function on parts of the output, for a kernel that
@@ -183,13 +188,19 @@ class HostValues:
 
 
 class GraphProgram:
-    """A graph compiled for the CPU backend: steps, dependencies and tensor lifetimes."""
+    """A graph compiled for the CPU backend: steps, dependencies and tensor lifetimes.
+
+    It owns the workspace its kernels share (scratch buffers, the pools their splits run on) and its branch
+    pool; a subprogram (a control-flow body) shares its parent's. ``close()`` frees them."""
 
     def __init__(self, graph: Graph, threads: int = 1, parent: GraphProgram | None = None,
-                 branch_parallel: bool = True, spin_wait: bool = False) -> None:
+                 branch_parallel: bool = True, spin_wait: bool = False,
+                 kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS) -> None:
         self.graph = graph
         self.threads = max(1, threads)
         self.spin_wait = spin_wait
+        self.kernels = kernels if parent is None else parent.kernels
+        self.workspace = HostWorkspace() if parent is None else parent.workspace
         if parent is None:
             keep_freed_memory()  # each run's outputs reuse the last run's memory, not fresh pages
         # Threads a kernel may split its own work over: none of ours while BLAS's threads carry the products.
@@ -242,14 +253,17 @@ class GraphProgram:
     def subprogram(self, graph: Graph) -> GraphProgram:
         program = self._subprograms.get(id(graph))
         if program is None:
-            program = GraphProgram(graph, 1, parent=self)
+            program = GraphProgram(graph, 1, parent=self)  # (the parent's kernel choices and workspace)
             self._subprograms[id(graph)] = program
         return program
 
     def close(self) -> None:
+        """Shut the branch pool down and free the workspace (a subprogram leaves its parent's alone)."""
         if self.pool is not None:
             self.pool.shutdown(wait=True)
             self.pool = None
+        if self.parent is None:
+            self.workspace.close()
 
     # -- the program protocol (wgsentis.backends) -----------------------------------------------
     def execute(self, feeds: dict[str, Any], control: Any = None) -> HostValues:
@@ -413,4 +427,8 @@ class GraphProgram:
 
 def evaluate(graph: Graph) -> list:
     """Run a graph with no inputs once on one thread: constant folding's evaluator (``wgsentis.passes``)."""
-    return GraphProgram(graph, 1).run({})
+    program = GraphProgram(graph, 1)
+    try:
+        return program.run({})
+    finally:
+        program.close()

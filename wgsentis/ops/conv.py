@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from wgsentis.ops.parallel import MIN_SPLIT_FLOPS, blas_threads, kernel_threads, par_matmul, run_split
+from wgsentis.ops.kernel_options import kernel_options
+from wgsentis.ops.parallel import (
+    MIN_SPLIT_FLOPS,
+    TRANSIENT,
+    HostWorkspace,
+    blas_threads,
+    kernel_threads,
+    kernel_workspace,
+    par_matmul,
+    run_split,
+)
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -115,29 +124,6 @@ def compute_dtype(x: np.ndarray) -> np.dtype:
 # Conv
 # --------------------------------------------------------------------------------------------
 
-_SCRATCH = threading.local()
-_SCRATCH_MAX_BYTES = 256 << 20  # larger temporaries are allocated fresh, not kept
-
-
-def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-    """An uninitialised temporary of ``shape`` from a per-thread buffer reused across calls.
-
-    Large fresh numpy allocations are served by mmap and pay a page fault per 4 KiB on first
-    touch, which costs as much as the arithmetic for im2col columns and depthwise planes; reusing
-    warm buffers avoids that. The caller must be done with the array before asking for ``key`` again."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes > _SCRATCH_MAX_BYTES:
-        return np.empty(shape, dtype=dtype)
-    buffers = getattr(_SCRATCH, "buffers", None)
-    if buffers is None:
-        buffers = _SCRATCH.buffers = {}
-    buf = buffers.get(key)
-    if buf is None or buf.nbytes < nbytes:
-        buf = buffers[key] = np.empty(max(nbytes, 1), dtype=np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
-
-
 _PARALLEL_MIN_ELEMENTS = 1 << 16  # below this, thread hand-off costs more than it saves
 # Gathered elements (N * C * K * P) below which one thread runs the depthwise columns form: alternating
 # runs, 2^16 against 2^20: PP-LCNet 9.5 -> 8.3 ms, shufflenet 19.7 -> 19.1, PP-OCR det 138 -> 135.
@@ -216,17 +202,20 @@ class FlatWindows:
     Each padded input plane is split into its stride phases (space-to-depth) so that every kernel
     tap reads one *contiguous* run of a flattened phase plane: numpy then runs long unit-stride
     inner loops instead of short strided ones. An output row is ``wq`` wide in that layout; the
-    ``wq - ow`` wrap-around columns per row are computed and dropped by ``crop``."""
+    ``wq - ow`` wrap-around columns per row are computed and dropped by ``crop``. Its planes and accumulators
+    are scratch of ``workspace`` (the running program's)."""
 
-    __slots__ = ("begins", "copy_h", "copy_w", "hq", "length", "outs", "strides", "taps", "wq")
+    __slots__ = ("begins", "copy_h", "copy_w", "hq", "length", "outs", "strides", "taps", "workspace", "wq")
 
-    def __init__(self, in_hw, kernel, strides, dilations, begins, outs) -> None:
+    def __init__(self, in_hw, kernel, strides, dilations, begins, outs,
+                 workspace: HostWorkspace = TRANSIENT) -> None:
         h, wd = in_hw
         kh, kw = kernel
         sh, sw = strides
         dh, dw = dilations
         oh, ow = outs
         self.strides, self.begins, self.outs = (sh, sw), tuple(begins), (oh, ow)
+        self.workspace = workspace
         self.hq = oh + (kh - 1) * dh // sh  # phase-plane rows/cols needed by the furthest tap
         self.wq = ow + (kw - 1) * dw // sw
         self.length = (oh - 1) * self.wq + ow  # flat span covering every valid output position
@@ -241,7 +230,7 @@ class FlatWindows:
         fits; per-thread scratch named after ``key``."""
         sh, sw = self.strides
         rows = planes.shape[0]
-        padded = scratch(key + "_padded", (rows, self.hq * sh, self.wq * sw), planes.dtype)
+        padded = self.workspace.scratch(key + "_padded", (rows, self.hq * sh, self.wq * sw), planes.dtype)
         fill_padded(padded, planes[:, :self.copy_h, :self.copy_w], self.begins, pad_value)
         return padded
 
@@ -254,7 +243,7 @@ class FlatWindows:
         if sh == 1 and sw == 1:
             return padded.reshape(1, rows, self.hq * self.wq)
         # (rows, hq, sh, wq, sw) -> (sh*sw, rows, hq*wq): phase (a, b) holds padded[a::sh, b::sw]
-        phases = scratch(key + "_phases", (sh, sw, rows, self.hq, self.wq), planes.dtype)
+        phases = self.workspace.scratch(key + "_phases", (sh, sw, rows, self.hq, self.wq), planes.dtype)
         np.copyto(phases, padded.reshape(rows, self.hq, sh, self.wq, sw).transpose(2, 4, 0, 1, 3))
         return phases.reshape(sh * sw, rows, self.hq * self.wq)
 
@@ -263,19 +252,19 @@ class FlatWindows:
         rows are the inner axis); per-thread scratch named after ``key``."""
         sh, sw = self.strides
         rows = planes.shape[0]
-        padded = scratch(key + "_padded", (self.hq * sh, self.wq * sw, rows), planes.dtype)
+        padded = self.workspace.scratch(key + "_padded", (self.hq * sh, self.wq * sw, rows), planes.dtype)
         # (rows, H, W) view of the channels-last buffer: the border fill and the copy write through it
         fill_padded(padded.transpose(2, 0, 1), planes[:, :self.copy_h, :self.copy_w], self.begins)
         if sh == 1 and sw == 1:
             return padded.reshape(1, self.hq * self.wq, rows)
         # (hq, sh, wq, sw, rows) -> (sh*sw, hq*wq, rows): phase (a, b) holds padded[a::sh, b::sw]
-        phases = scratch(key + "_phases", (sh, sw, self.hq, self.wq, rows), planes.dtype)
+        phases = self.workspace.scratch(key + "_phases", (sh, sw, self.hq, self.wq, rows), planes.dtype)
         np.copyto(phases, padded.reshape(self.hq, sh, self.wq, sw, rows).transpose(1, 3, 0, 2, 4))
         return phases.reshape(sh * sw, self.hq * self.wq, rows)
 
     def accumulator(self, rows: int, dtype, key: str) -> tuple[np.ndarray, np.ndarray]:
         """A scratch ``(rows, oh*wq)`` result and its ``(rows, length)`` view that the taps fill."""
-        acc = scratch(key + "_acc", (rows, self.outs[0] * self.wq), dtype)
+        acc = self.workspace.scratch(key + "_acc", (rows, self.outs[0] * self.wq), dtype)
         return acc, acc[:, :self.length]
 
     def crop(self, acc: np.ndarray) -> np.ndarray:
@@ -285,12 +274,13 @@ class FlatWindows:
 
 
 def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins,
-                       outs, threads: int, epilogue: ConvEpilogue | None = None) -> np.ndarray:
+                       outs, threads: int, workspace: HostWorkspace,
+                       epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """Depthwise 2-D conv (one filter per channel) as k*k multiply-adds on flat phase planes
     (``FlatWindows``). Channel ranges run in parallel threads (padding, taps and the crop included)."""
     n, c, h, wd = x.shape
     kh, kw = w.shape[2:]
-    geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs)
+    geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs, workspace)
     planes = x.reshape(n * c, h, wd)
     w_cols = np.tile(w.reshape(c, kh * kw), (n, 1))  # (N*C, K)
     bias = None if b is None else np.tile(b.reshape(c, 1), (n, 1))
@@ -304,7 +294,7 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
         rows = hi - lo
         phases = geo.phases(planes[lo:hi], 0, "dw")
         acc, acc_view = geo.accumulator(rows, x.dtype, "dw")
-        tmp = scratch("dw_tmp", (rows, geo.length), x.dtype)
+        tmp = workspace.scratch("dw_tmp", (rows, geo.length), x.dtype)
         weights = w_cols[lo:hi]
         for k, (phase, offset) in enumerate(geo.taps):
             src = phases[phase, :, offset:offset + geo.length]
@@ -324,12 +314,13 @@ def _conv_depthwise_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strid
     # (k taps) hit the cache rather than memory.
     block = max(1, DEPTHWISE_BLOCK_BYTES // (geo.length * x.dtype.itemsize))
     big = n * c * outs[0] * outs[1] >= _PARALLEL_MIN_ELEMENTS
-    run_split(n * c, threads if big else 1, work)
+    run_split(n * c, threads if big else 1, work, workspace=workspace)
     return y.reshape(n, c, *outs)
 
 
 def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations, begins, ends,
-                            outs, threads: int, epilogue: ConvEpilogue | None = None) -> np.ndarray:
+                            outs, threads: int, workspace: HostWorkspace,
+                            epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """Depthwise 2-D conv as one small product per channel: the channel's kh*kw shifted planes gathered
     into (K, P) columns, then (1, K) @ (K, P) for every (image, channel) in one stacked matmul. Two
     numpy passes per tap (``_conv_depthwise_2d``) cost more than one gather of all taps and a product
@@ -348,14 +339,14 @@ def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, 
     y3 = y.reshape(1, n * c, p)  # one image (the only case with an epilogue): rows are channels
 
     def work(lo: int, hi: int) -> None:
-        cols = scratch("dwc_cols", (hi - lo, k, p), x.dtype)
+        cols = workspace.scratch("dwc_cols", (hi - lo, k, p), x.dtype)
         np.copyto(cols.reshape(hi - lo, kh, kw, oh, ow), windows[lo:hi])
         np.matmul(w_rows[lo:hi], cols, out=y[lo:hi])
         if epilogue is not None:  # the epilogue carries the bias
             epilogue.apply(y3[:, lo:hi], (slice(None), slice(lo, hi), slice(None)))
 
     big = n * c * k * p >= DEPTHWISE_COLS_MIN_SPLIT
-    run_split(n * c, threads if big else 1, work)
+    run_split(n * c, threads if big else 1, work, workspace=workspace)
     y = y.reshape(n, c, oh, ow)
     if b is not None and epilogue is None:
         y += b.reshape(1, c, 1, 1)
@@ -363,8 +354,8 @@ def _conv_depthwise_2d_cols(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, 
 
 
 def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides, dilations,
-                                     begins, outs, threads: int, epilogue: ConvEpilogue | None = None
-                                     ) -> np.ndarray:
+                                     begins, outs, threads: int, workspace: HostWorkspace,
+                                     epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """Depthwise 2-D conv on channels-last flat phase planes: each image's padded planes are laid out as
     (hq*wq, C), so one tap is a single (L, C) * (C,) multiply-add over every channel and position, and
     at stride 1 all taps are one einsum over a strided view. Where planes are small and channels many,
@@ -376,7 +367,7 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
     kh, kw = w.shape[2:]
     oh, ow = outs
     sh, sw = strides
-    geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs)
+    geo = FlatWindows((h, wd), (kh, kw), strides, dilations, begins, outs, workspace)
     w_taps = np.ascontiguousarray(w.reshape(c, kh * kw).T)  # (K, C)
     dh, dw = dilations
     y = np.empty((n, c, oh, ow), dtype=x.dtype)
@@ -387,7 +378,7 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
         weights = w_taps[:, lo:hi]
         for image in range(n):
             phases = geo.phases_channels_last(x[image, lo:hi], "dwl")
-            acc = scratch("dwl_acc", (oh * geo.wq, cs), x.dtype)
+            acc = workspace.scratch("dwl_acc", (oh * geo.wq, cs), x.dtype)
             acc_view = acc[:geo.length]
             if sh == 1 and sw == 1:
                 # Every tap reads the one plane at offset (i*dh)*wq + j*dw: all taps are one (kh, kw, L, C)
@@ -400,7 +391,7 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
                                   (dh * geo.wq * cs * step, dw * cs * step, cs * step, step), writeable=False)
                 np.einsum("ablc,abc->lc", view, weights.reshape(kh, kw, cs), out=acc_view)
             else:
-                tmp = scratch("dwl_tmp", (geo.length, cs), x.dtype)
+                tmp = workspace.scratch("dwl_tmp", (geo.length, cs), x.dtype)
                 for k, (phase, offset) in enumerate(geo.taps):
                     src = phases[phase, offset:offset + geo.length]
                     if k == 0:
@@ -417,7 +408,7 @@ def _conv_depthwise_2d_channels_last(x: np.ndarray, w: np.ndarray, b: np.ndarray
     # Split only where each thread's passes stay long: a pass is one numpy call, and two threads making
     # many short calls wait on each other for the GIL (256ch@14 5x5: 0.53 ms on one thread, 0.82 on two).
     parts = max(1, min(threads, geo.length * c // CHANNELS_LAST_MIN_PASS))
-    run_split(c, parts, work)
+    run_split(c, parts, work, workspace=workspace)
     return y
 
 
@@ -485,8 +476,8 @@ _WINO_OUT = np.kron(_WINO_AT, _WINO_AT).astype(np.float32)
 # - at least 64 input channels: the 36 products are C deep (16->64 at 55x55 0.5x, 32->128 at 27x27
 #   0.8x), and 16 output channels.
 # Wins seen: 64->64 at 56x56 1.2-1.6x, 128->128 at 28x28 1.3-1.8x, 96->24 at 160x160 1.7x, 128->32 at
-# 56x56 1.6-1.7x, 512->512 at 12x12 1.2x, VGG-19's 512->512 at 28x28 2.3x.
-USE_WINOGRAD = True
+# 56x56 1.6-1.7x, 512->512 at 12x12 1.2x, VGG-19's 512->512 at 28x28 2.3x. (A program whose KernelOptions
+# turn ``cpu_winograd`` off never takes it.)
 WINOGRAD_MIN_TILES = 36
 WINOGRAD_CACHED_MIN_TILES = 9
 WINOGRAD_CACHED_WEIGHT_BYTES = 8 << 20
@@ -496,8 +487,8 @@ WINOGRAD_MIN_OUT_CHANNELS = 16
 
 
 def winograd_applies(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begins, ends, outs) -> bool:
-    """Whether a convolution runs as Winograd F(4x4, 3x3) on the CPU."""
-    if not USE_WINOGRAD or x.ndim != 4 or x.dtype != np.float32 or group != 1 or tuple(w.shape[2:]) != (3, 3):
+    """Whether a convolution runs as Winograd F(4x4, 3x3) on the CPU (where the program allows it)."""
+    if x.ndim != 4 or x.dtype != np.float32 or group != 1 or tuple(w.shape[2:]) != (3, 3):
         return False
     if tuple(strides) != (1, 1) or tuple(dilations) != (1, 1) or min(*begins, *ends) < 0:
         return False
@@ -518,7 +509,8 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(36, m, c).astype(w.dtype))
 
 
-def _winograd_transform(matrix: np.ndarray, kron: np.ndarray, tiles: np.ndarray, out: np.ndarray) -> None:
+def _winograd_transform(matrix: np.ndarray, kron: np.ndarray, tiles: np.ndarray, out: np.ndarray,
+                        workspace: HostWorkspace) -> None:
     """``out`` (r*r, n) = (matrix x matrix) applied to float32 ``tiles`` (6*6, n): ``matrix`` (r, 6) over
     each tile's rows, then its columns; ``kron`` is the same as one (r*r, 36) product."""
     r = matrix.shape[0]
@@ -526,13 +518,14 @@ def _winograd_transform(matrix: np.ndarray, kron: np.ndarray, tiles: np.ndarray,
     if n > SEPARABLE_MAX_COLUMNS or blas_threads() > 1:
         np.matmul(kron, tiles, out=out)
         return
-    rows = scratch("wino_rows", (r, 6 * n), tiles.dtype)
+    rows = workspace.scratch("wino_rows", (r, 6 * n), tiles.dtype)
     np.matmul(matrix, tiles.reshape(6, 6 * n), out=rows)  # (r, 6 cols, n)
     np.matmul(matrix, rows.reshape(r, 6, n), out=out.reshape(r, r, n))
 
 
 def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begins, outs, threads: int,
-                       cache: dict | None, epilogue: ConvEpilogue | None = None) -> np.ndarray:
+                       workspace: HostWorkspace, cache: dict | None,
+                       epilogue: ConvEpilogue | None = None) -> np.ndarray:
     """3x3 stride-1 convolution as Winograd F(4x4, 3x3), image by image, in two parallel phases:
     - over input-channel ranges: the zero-padded input cut into overlapping 6x6 tiles (one strided
       gather into (36, C_r*T)) and transformed by one product into V (36, C, T);
@@ -558,36 +551,36 @@ def _conv_winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin
 
         def transform_in(lo: int, hi: int, image=image) -> None:
             rows = hi - lo
-            padded = scratch("wino_padded", (rows, hp, wp), x.dtype)
+            padded = workspace.scratch("wino_padded", (rows, hp, wp), x.dtype)
             fill_padded(padded, image[lo:hi, :min(h, hp - top), :min(wd, wp - left)], begins)
             s_c, s_h, s_w = padded.strides
             # (6, 6, C_r, th, tw): tile (ty, tx) starts at row 4*ty, column 4*tx
             windows = as_strided(padded, (6, 6, rows, th, tw), (s_h, s_w, s_c, 4 * s_h, 4 * s_w),
                                  writeable=False)
-            d = scratch("wino_d", (36, rows * tiles), x.dtype)
+            d = workspace.scratch("wino_d", (36, rows * tiles), x.dtype)
             np.copyto(d.reshape(6, 6, rows, th, tw), windows)
-            _winograd_transform(_WINO_BT32, _WINO_IN, d, v[:, lo:hi].reshape(36, rows * tiles))
+            _winograd_transform(_WINO_BT32, _WINO_IN, d, v[:, lo:hi].reshape(36, rows * tiles), workspace)
 
         def products_out(lo: int, hi: int, i=i) -> None:
             rows = hi - lo
-            prod = scratch("wino_prod", (36, rows, tiles), x.dtype)
+            prod = workspace.scratch("wino_prod", (36, rows, tiles), x.dtype)
             np.matmul(u[:, lo:hi], v, out=prod)  # (36, M_r, T)
-            back = scratch("wino_back", (16, rows * tiles), x.dtype)
-            _winograd_transform(_WINO_AT32, _WINO_OUT, prod.reshape(36, rows * tiles), back)
+            back = workspace.scratch("wino_back", (16, rows * tiles), x.dtype)
+            _winograd_transform(_WINO_AT32, _WINO_OUT, prod.reshape(36, rows * tiles), back, workspace)
             # (4, 4, M_r, th, tw) -> (M_r, th, 4, tw, 4): output row 4*ty + a, column 4*tx + b
             blocks = back.reshape(4, 4, rows, th, tw).transpose(2, 3, 0, 4, 1)
             if exact:
                 np.add(blocks, bias[lo:hi], out=y[i, lo:hi].reshape(rows, th, 4, tw, 4))
             else:
-                full = scratch("wino_out", (rows, th, 4, tw, 4), x.dtype)
+                full = workspace.scratch("wino_out", (rows, th, 4, tw, 4), x.dtype)
                 np.add(blocks, bias[lo:hi], out=full)
                 y[i, lo:hi] = full.reshape(rows, 4 * th, 4 * tw)[:, :oh, :ow]
             if epilogue is not None:
                 index = (slice(i, i + 1), slice(lo, hi), slice(None))
                 epilogue.apply(y3[index], index)
 
-        run_split(c, parts, transform_in)
-        run_split(m, parts, products_out)
+        run_split(c, parts, transform_in, workspace=workspace)
+        run_split(m, parts, products_out, workspace=workspace)
     return y
 
 
@@ -596,14 +589,15 @@ KN2ROW_BLOCK_BYTES = 2 << 20
 KN2ROW_MIN_BLOCK_COLUMNS = 256
 
 
-def kn2row_applies(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begins, ends, outs) -> bool:
+def kn2row_applies(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begins, ends, outs,
+                   winograd: bool = True) -> bool:
     """Whether a stride-1 convolution runs as kn2row: where it has at most half as many output channels as
     input channels (its K shifted sums of M rows cost less than im2col's gather of K*C rows), and on planes
     of at most 4x4 Winograd tiles where Winograd would run (its transforms and edge overhang weigh most
     there). Interleaved per layer against the path it replaces, one kernel thread, BLAS on two: DenseNet's
     128->32 3x3 at 56/28/14/7 0.79/0.62/0.53/0.74, PP-OCR det's 96->24 at 160..20 0.71-0.77, Inception
     v2's 14x14 layers 0.69-0.81 (192 channels and up 0.97-1.02). It lost where M >= C on im2col (1.2-2.5)
-    and on larger planes under Winograd (1.15-3.2)."""
+    and on larger planes under Winograd (1.15-3.2). ``winograd``: whether the program allows Winograd."""
     if x.ndim != 4 or x.dtype not in _FLOAT_KINDS or group != 1 or tuple(strides) != (1, 1):
         return False
     if w.shape[2] * w.shape[3] == 1 or min(*begins, *ends) < 0 or 0 in outs:
@@ -612,11 +606,11 @@ def kn2row_applies(x: np.ndarray, w: np.ndarray, group: int, strides, dilations,
     if 2 * m <= c:
         return True
     tiles = -(-outs[0] // 4) * -(-outs[1] // 4)
-    return tiles <= 16 and winograd_applies(x, w, group, strides, dilations, begins, ends, outs)
+    return tiles <= 16 and winograd and winograd_applies(x, w, group, strides, dilations, begins, ends, outs)
 
 
 def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, begins, outs, threads: int,
-                 cache: dict | None, epilogue: ConvEpilogue | None) -> np.ndarray:
+                 workspace: HostWorkspace, cache: dict | None, epilogue: ConvEpilogue | None) -> np.ndarray:
     """Stride-1 2-D convolution as kn2row: one product of every tap's weights stacked, (K*M, C), with the
     zero-padded input planes taken flat (``FlatWindows``), then the output as the sum of K shifted slices of
     it, one per tap: tap (i, j) of output position p reads the product at p + i*wq + j (dilated). No gather
@@ -628,7 +622,7 @@ def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, 
     m = w.shape[0]
     kh, kw = w.shape[2:]
     k = kh * kw
-    geo = FlatWindows((h, wd), (kh, kw), (1, 1), dilations, begins, outs)
+    geo = FlatWindows((h, wd), (kh, kw), (1, 1), dilations, begins, outs, workspace)
     stacked = derived_weights(cache, "kn2row_weights", (w,),  # (K*M, C), tap-major
                               lambda: np.ascontiguousarray(w.transpose(2, 3, 0, 1).reshape(k * m, c)))
     offsets = [offset for _, offset in geo.taps]
@@ -641,12 +635,12 @@ def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, 
     parts = threads if 2 * k * m * c * geo.length >= MIN_SPLIT_FLOPS else 1
     for image in range(n):
         flat = geo.padded(x[image], 0, "kn2row").reshape(c, -1)  # (C, hq*wq)
-        acc = scratch("kn2row_acc", (m, outs[0] * geo.wq), x.dtype)
+        acc = workspace.scratch("kn2row_acc", (m, outs[0] * geo.wq), x.dtype)
 
         def columns(lo: int, hi: int, flat=flat, acc=acc) -> None:
             for first in range(lo * block, min(hi * block, geo.length), block):
                 width = min(block, geo.length - first)
-                products = scratch("kn2row_products", (k * m, width + reach), x.dtype)
+                products = workspace.scratch("kn2row_products", (k * m, width + reach), x.dtype)
                 np.matmul(stacked, flat[:, first:first + width + reach], out=products)
                 taps = products.reshape(k, m, width + reach)
                 out = acc[:, first:first + width]
@@ -654,7 +648,7 @@ def _conv_kn2row(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dilations, 
                 for t in range(2, k):
                     out += taps[t, :, offsets[t]:offsets[t] + width]
 
-        run_split(blocks, parts, columns)
+        run_split(blocks, parts, columns, workspace=workspace)
         if bias is None:
             y[image] = geo.crop(acc)
         else:
@@ -677,7 +671,7 @@ IM2COL_MIN_CHUNK_COLUMNS = 1024
 
 
 def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, outs, threads: int,
-                        epilogue: ConvEpilogue | None) -> np.ndarray:
+                         workspace: HostWorkspace, epilogue: ConvEpilogue | None) -> np.ndarray:
     """One image's im2col product in chunks of output rows: each chunk's columns are gathered into a
     scratch of about ``IM2COL_CHUNK_BYTES`` (at least ``IM2COL_MIN_CHUNK_COLUMNS`` wide) and multiplied
     while they are in cache, instead of gathering every column first (VGG-19's first layers: 115 MB of
@@ -699,7 +693,8 @@ def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, out
     def band(lo: int, hi: int) -> None:
         for first in range(lo, hi, chunk_rows):
             last = min(hi, first + chunk_rows)
-            cols = scratch("im2col_chunk", (width, (last - first) * inner), w_mat.dtype)  # (C*K [+1], rows*inner)
+            # (C*K [+1], rows*inner)
+            cols = workspace.scratch("im2col_chunk", (width, (last - first) * inner), w_mat.dtype)
             gathered = windows[(Ellipsis, slice(first, last), *rest)]
             np.copyto(cols[:width - extra].reshape(gathered.shape), gathered)
             if extra:
@@ -710,12 +705,13 @@ def _im2col_gemm_by_rows(windows: np.ndarray, w_mat: np.ndarray, extra: int, out
             if hook is not None:
                 hook(part, slice(None), span)
 
-    run_split(outs[0], threads, band)
+    run_split(outs[0], threads, band, workspace=workspace)
     return out
 
 
 def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, threads=1,
-                 epilogue: ConvEpilogue | None = None, cache: dict | None = None) -> np.ndarray:
+                 workspace: HostWorkspace = TRANSIENT, epilogue: ConvEpilogue | None = None,
+                 cache: dict | None = None) -> np.ndarray:
     """General conv: im2col of the padded input, then one sgemm per group (and image).
 
     The columns are laid out (C_g*K, P) so ``W (M_g, C_g*K) @ cols`` is already NCHW; with one
@@ -743,18 +739,21 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
             # Split by bands of output rows (columns of the product) where N >= M; otherwise each band
             # would pack all of the larger weights again, and the whole-image product splits by rows.
             if not split or out_size >= m:
-                y = _im2col_gemm_by_rows(windows[0], w_mat, extra, outs, threads if split else 1, epilogue)
+                y = _im2col_gemm_by_rows(windows[0], w_mat, extra, outs, threads if split else 1, workspace,
+                                         epilogue)
                 return y.reshape(1, m, out_size)
-        cols = scratch("im2col", (n, rows + extra, out_size), x.dtype)  # (N, C*K [+1], P)
+        cols = workspace.scratch("im2col", (n, rows + extra, out_size), x.dtype)  # (N, C*K [+1], P)
         np.copyto(cols[:, :rows].reshape(windows.shape), windows)
         if b is not None:
             cols[:, rows] = 1
         if n == 1:
             hook = epilogue.matmul_hook(False) if epilogue is not None else None
-            return par_matmul(w_mat, cols[0], threads, hook).reshape(1, m, out_size)
-        return par_matmul(w_mat, cols, threads, epilogue.matmul_hook(True) if epilogue is not None else None)
+            return par_matmul(w_mat, cols[0], threads, hook, workspace=workspace).reshape(1, m, out_size)
+        return par_matmul(w_mat, cols, threads, epilogue.matmul_hook(True) if epilogue is not None else None,
+                          workspace=workspace)
     cols = windows.reshape(n, group, c_g * k_size, out_size)
-    y = par_matmul(w.reshape(group, m // group, c_g * k_size), cols, threads).reshape(n, m, out_size)
+    y = par_matmul(w.reshape(group, m // group, c_g * k_size), cols, threads, workspace=workspace)
+    y = y.reshape(n, m, out_size)
     if b is not None:
         y += b.reshape(1, m, 1)
     return y
@@ -762,12 +761,13 @@ def _im2col_gemm(x, w, b, *, group, strides, dilations, begins, ends, outs, thre
 
 def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, strides, dilations,
             pads, auto_pad: str, threads: int = 1, cache: dict | None = None, residual: np.ndarray | None = None,
-            activation=None) -> np.ndarray:
+            activation=None, winograd: bool = True, workspace: HostWorkspace = TRANSIENT) -> np.ndarray:
     """Float N-D convolution in the compute dtype of ``x`` (``x``, ``w``, ``b`` already that dtype):
     ``activation(conv(x) + residual)``. ``cache``: where derived weights (Winograd's, im2col's with the
     bias) are kept between runs of the same layer, None where W or B may change between runs;
     ``residual``: broadcastable to the output; ``activation``: an in-place function
-    (``KernelContext.take_activation``)."""
+    (``KernelContext.take_activation``); ``winograd``: whether 3x3 layers may take Winograd F(4x4, 3x3)
+    (``KernelOptions.cpu_winograd``); ``workspace``: the running program's scratch buffers and thread pools."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ValueError(f"Conv expects X and W of equal rank >= 3, got X{list(x.shape)} W{list(w.shape)}")
     n, c = x.shape[:2]
@@ -803,10 +803,11 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         if group == 1:
             hook = epilogue.matmul_hook(n > 1) if epilogue is not None else None
             operand = xs.reshape(c, out_size) if n == 1 else xs.reshape(n, c, out_size)
-            y = par_matmul(w.reshape(m, c), operand, threads, hook)
+            y = par_matmul(w.reshape(m, c), operand, threads, hook, workspace=workspace)
             bias_done = applied = True
         else:
-            y = par_matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size), threads)
+            y = par_matmul(w.reshape(group, m_g, c_g), xs.reshape(n, group, c_g, out_size), threads,
+                           workspace=workspace)
     elif group == c and c_g == 1 and m == c and nd == 2:
         # Many channels over small planes: channels-last. Otherwise small planes: one gather of every tap
         # and a product per channel; large ones (where the gathered columns leave the cache) run tap by
@@ -814,24 +815,26 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, s
         # strided, and lose ~0.7x at 112x112.
         bias_done, applied = True, n == 1
         if depthwise_channels_last_applies(c, kernel, outs):
-            y = _conv_depthwise_2d_channels_last(x, w, b, strides, dilations, begins, outs, threads, bare)
+            y = _conv_depthwise_2d_channels_last(x, w, b, strides, dilations, begins, outs, threads, workspace,
+                                                 bare)
             applied = True
         elif out_size <= 1024 or (out_size <= 4096 and tuple(strides) == (1, 1)):
-            y = _conv_depthwise_2d_cols(x, w, b, strides, dilations, begins, ends, outs, threads,
+            y = _conv_depthwise_2d_cols(x, w, b, strides, dilations, begins, ends, outs, threads, workspace,
                                         epilogue if n == 1 else None)
         else:
-            y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads, bare if n == 1 else None)
-    elif kn2row_applies(x, w, group, strides, dilations, begins, ends, outs):
-        y = _conv_kn2row(x, w, b, dilations, begins, outs, threads, cache, bare)
+            y = _conv_depthwise_2d(x, w, b, strides, dilations, begins, outs, threads, workspace,
+                                   bare if n == 1 else None)
+    elif kn2row_applies(x, w, group, strides, dilations, begins, ends, outs, winograd):
+        y = _conv_kn2row(x, w, b, dilations, begins, outs, threads, workspace, cache, bare)
         bias_done = applied = True
-    elif winograd_applies(x, w, group, strides, dilations, begins, ends, outs):
-        y = _conv_winograd_3x3(x, w, b, begins, outs, threads, cache, bare)
+    elif winograd and winograd_applies(x, w, group, strides, dilations, begins, ends, outs):
+        y = _conv_winograd_3x3(x, w, b, begins, outs, threads, workspace, cache, bare)
         bias_done = applied = True
     elif group == c and c_g == 1 and m == c:
         y = _conv_depthwise(pad_spatial(x, begins, ends), w, strides, dilations, outs)
     else:
         y = _im2col_gemm(x, w, b, group=group, strides=strides, dilations=dilations, begins=begins, ends=ends,
-                         outs=outs, threads=threads, epilogue=bare, cache=cache)
+                         outs=outs, threads=threads, workspace=workspace, epilogue=bare, cache=cache)
         bias_done, applied = True, group == 1
     y = y.reshape(out_shape)
     if b is not None and not bias_done:
@@ -870,7 +873,7 @@ def _conv(ctx, X, W, B, Z, *, auto_pad, dilations, group, kernel_shape, pads, st
                 None if B is None else B.astype(dtype, copy=False),
                 group=int(group), strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
                 threads=kernel_threads(ctx), cache=constant_cache(1, 2) if constant_cache else None, residual=Z,
-                activation=activation)
+                activation=activation, winograd=kernel_options(ctx).cpu_winograd, workspace=kernel_workspace(ctx))
     return y.astype(X.dtype, copy=False)
 
 

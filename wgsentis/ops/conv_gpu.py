@@ -39,7 +39,6 @@ import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, aligned, fits_binding, loop_passes
-from wgsentis.ops import matmul_gpu
 from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
                                      padded_cols)
@@ -47,13 +46,9 @@ from wgsentis.ops.registry import GPU_COMPUTE, register
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 _NO_IMPLICIT = False
-# Convolutions copy their input planes (1x1, _pointwise_texture) or im2col columns (_im2col_texture)
-# into a texture first: on lavapipe the matmul then runs ~25% faster, far more than the copy costs
-# (ResNet-50: 569 -> 517 ms for the 1x1 layers alone).
-TEXTURE_INPUTS = True
-# 1x1 stride-1 inputs reach their texture by a transfer copy into a linear texture rather than a copy
-# shader (to_texture.wgsl): a memcpy on lavapipe, ~10x cheaper.
-LINEAR_INPUTS = True
+# Convolutions copy their input planes (1x1, _pointwise_texture) or im2col columns (_im2col_texture) into a
+# texture first, 1x1 stride-1 inputs by a transfer copy into a linear texture rather than a copy shader
+# (to_texture.wgsl), unless the program's KernelOptions turn it off (``texture_inputs``, ``linear_inputs``).
 
 
 def _pad4(v: int) -> int:
@@ -501,7 +496,7 @@ def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool
     cp = _pad4(X.shape[1])
     u = rec.derived(("winograd4",), (w,), lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
     a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
-    if matmul_gpu.USE_TEXTURES and a_op.tex is None:
+    if rec.program.kernels.texture_operands and a_op.tex is None:
         return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
     _winograd_record(rec, _F4X4, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
     return True
@@ -514,7 +509,7 @@ def _winograd_tiles(rec, X, m: int, outs, form: _WinogradForm) -> tuple[list[_Ti
     n, c = X.shape[:2]
     cp = _pad4(c)
     th, tw = -(-outs[0] // form.side), -(-outs[1] // form.side)
-    for v_fits in (_texture_fits, _buffer_fits) if matmul_gpu.USE_TEXTURES else (_buffer_fits,):
+    for v_fits in (_texture_fits, _buffer_fits) if rec.program.kernels.texture_operands else (_buffer_fits,):
         def fits(images: int, rows: int, v_fits=v_fits) -> bool:
             tp = _pad4(images * rows * tw)
             return v_fits(rec, form.xi * cp * tp) and _buffer_fits(rec, form.xi * m * tp)
@@ -583,12 +578,12 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
     h, wd = X.shape[2:] if X.ndim == 4 else (1, X.shape[2])
     oh, ow = outs
     p = oh * ow
-    if not TEXTURE_INPUTS:
+    if not rec.program.kernels.texture_inputs:
         return False
     a_op = const_operand(rec, w_mat, f"{layer.name}:W")
     if a_op.tex is None:
         return False
-    if LINEAR_INPUTS and st == [1, 1] and p % 4 == 0 and p == h * wd:
+    if rec.program.kernels.linear_inputs and st == [1, 1] and p % 4 == 0 and p == h * wd:
         # The planes lie in the buffer as the matmul reads them: a transfer copy into a linear texture.
         x_tex = rec.scratch_texture(n * c, p, "conv input (linear)") if _texture_fits(rec, n * c * p) else None
         if x_tex is None:
@@ -614,7 +609,7 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     """One-group convolution as im2col into a storage texture (im2col_tex.wgsl, rows n * Kp + kk, one
     column per output pixel) and the matmul with both operands as textures, tile by tile where the columns
     would pass the texture's size. Returns False when textures do not apply or fit."""
-    if not TEXTURE_INPUTS:
+    if not rec.program.kernels.texture_inputs:
         return False
     n = X.shape[0]
     oh, ow = outs

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.parallel import kernel_threads, par_matmul
+from wgsentis.ops.parallel import TRANSIENT, HostWorkspace, kernel_threads, kernel_workspace, par_matmul
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -27,10 +27,11 @@ def _as_blas(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1) -> np.ndarray:
+def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1,
+                       workspace: HostWorkspace = TRANSIENT) -> np.ndarray:
     """np.matmul with the result in the inputs' dtype."""
     if a.dtype == b.dtype and a.dtype in _FLOAT_KINDS:
-        return np.asarray(par_matmul(a, b, threads))
+        return np.asarray(par_matmul(a, b, threads, workspace=workspace))
     if np.issubdtype(a.dtype, np.integer):
         # Integer results must wrap like the spec's integer arithmetic: use numpy's exact integer path.
         return np.asarray(np.matmul(a, b))
@@ -40,7 +41,7 @@ def _matmul_keep_dtype(a: np.ndarray, b: np.ndarray, threads: int = 1) -> np.nda
 @register("MatMul", 1)
 def matmul(ctx, A, B):
     """MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast."""
-    return _matmul_keep_dtype(A, B, kernel_threads(ctx))
+    return _matmul_keep_dtype(A, B, kernel_threads(ctx), kernel_workspace(ctx))
 
 
 @register("Gemm", 1)
@@ -58,7 +59,7 @@ def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, broadcast=0, transA=0, trans
         if C is not None and beta != 0.0:
             y = (y + np.asarray(C) * beta).astype(out_dtype) if beta != 1.0 else y + np.asarray(C)
     else:
-        y = np.asarray(par_matmul(_as_blas(a), _as_blas(b), kernel_threads(ctx)))
+        y = np.asarray(par_matmul(_as_blas(a), _as_blas(b), kernel_threads(ctx), workspace=kernel_workspace(ctx)))
         if alpha != 1.0:
             y *= y.dtype.type(alpha)
         if C is not None and beta != 0.0:

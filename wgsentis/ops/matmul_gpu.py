@@ -73,8 +73,8 @@ def _storage_type(op: Operand) -> str:
     return "vec4<f32>" if op.vec else "f32"
 
 
-# Epilogue stores (see matmul_body.wgsl's store4): per element, or a vec4 per group of four columns.
-VEC4_STORES = True
+# Epilogue stores (see matmul_body.wgsl's store4): per element, or a vec4 per group of four columns
+# (KernelOptions.vec4_stores).
 _SCALAR_STORES = " ".join(f"if (q.{lane} != SKIP) {{ epilogue(c.{lane}, m, q.{lane}, yb, e); }}" for lane in "xyzw")
 _STORE_SCALAR = {"TY": "f32", "Y_GET": "return Y[i];", "Y_SET": "Y[i] = v;", "STORE4": _SCALAR_STORES}
 _STORE_VEC = {
@@ -91,15 +91,9 @@ _STORE_VEC = {
 }
 
 
-# Constant operands are read through rgba32float textures where they fit: lavapipe vectorises texture
-# fetches while storage-buffer loads become per-lane scalar loops with bounds checks (1024^3 MatMul
-# with a constant B: 19 -> 31 GFLOP/s; ResNet 3x3 conv 64->64 at 56x56: 14.8 -> 9.8 ms).
-# Set to False (tests, comparisons) to keep every operand in storage buffers. Workers compiled
-# after the change use it; constants already uploaded as textures stay cached in their worker.
-USE_TEXTURES = True
-# Device operands (activations) whose rows are whole texels reach a linear texture by a transfer copy
-# (a memcpy) and are read as one: 1024^3 MatMul 19.7 -> 23.x GFLOP/s on lavapipe (see device_operand).
-LINEAR_OPERANDS = True
+# Constant operands are read through rgba32float textures where they fit, and device operands whose rows are
+# whole texels through linear textures, unless the program's KernelOptions turn them off
+# (``texture_operands``, ``linear_operands``: what each choice measured is written there).
 
 
 def const_operand(rec, host: np.ndarray, name: str, batch: list[int] | None = None, *,
@@ -111,7 +105,7 @@ def const_operand(rec, host: np.ndarray, name: str, batch: list[int] | None = No
     # Worker(precision="float16"): weights held in half precision (rgba16float textures, or f16
     # storage buffers read with shader-f16), widened to f32 in registers; products accumulate in f32.
     half = rec.half_weights and cols % 4 == 0
-    if USE_TEXTURES and texture:
+    if rec.program.kernels.texture_operands and texture:
         mat = host if host.ndim == 2 else rec.derived(("tex2d",), (host,), lambda: host.reshape(-1, cols))
         tex = rec.texture(mat, name, half=half)
         if tex is not None:
@@ -189,7 +183,9 @@ def device_operand(rec, t: GTensor, row: int, batch: list[int], name: str) -> Op
     (lavapipe fetches textures faster than storage buffers, and the copy is a memcpy), else read from
     its buffer."""
     op = Operand(t, row, 1, batch)
-    if not (USE_TEXTURES and LINEAR_OPERANDS and op.vec and t.alloc is not None and t.size % 4 == 0):
+    kernels = rec.program.kernels
+    if not (kernels.texture_operands and kernels.linear_operands and op.vec and t.alloc is not None
+            and t.size % 4 == 0):
         return op
     tex = rec.scratch_texture(1, t.size, name)
     if tex is None:
@@ -241,7 +237,7 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
     # vec4 stores of whole output groups where every stored group is 16-byte aligned and contiguous.
-    vec_y = (VEC4_STORES and col_map[0] == 0 and (bias is None or bias_strides[1] == 0)
+    vec_y = (rec.program.kernels.vec4_stores and col_map[0] == 0 and (bias is None or bias_strides[1] == 0)
              and y_row % 4 == 0 and y_col0 % 4 == 0 and all(s % 4 == 0 for s in (y_batch or [])))
     a_load, a_load1 = _LOAD_A_HALF if a.half else _LOAD_A[a_mode]
     subs = {"TA": _storage_type(a), "TB": _storage_type(b),

@@ -12,9 +12,8 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.conv import scratch
 from wgsentis.ops.numeric import sum_dtype
-from wgsentis.ops.parallel import kernel_threads, run_split
+from wgsentis.ops.parallel import kernel_threads, kernel_workspace, run_split
 from wgsentis.ops.registry import register, register_flops
 
 _FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -231,10 +230,11 @@ def lrn(ctx, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None):
     lo = (size - 1) // 2
     hi = size - 1 - lo
     y = np.empty(x.shape, dtype=work)
+    workspace = kernel_workspace(ctx)
 
     def part(index: tuple) -> None:
         xs = x[index]
-        sq = scratch("lrn_sq", (xs.shape[0], c + lo + hi, *xs.shape[2:]), work)
+        sq = workspace.scratch("lrn_sq", (xs.shape[0], c + lo + hi, *xs.shape[2:]), work)
         sq[:, :lo] = 0
         sq[:, lo + c:] = 0
         np.multiply(xs, xs, out=sq[:, lo:lo + c])
@@ -255,7 +255,8 @@ def lrn(ctx, X, *, alpha=1e-4, beta=0.75, bias=1.0, size=None):
 
     threads = kernel_threads(ctx)
     if x.ndim > 2 and x.shape[2] >= threads > 1 and x.size >= _LRN_SPLIT_ELEMENTS:
-        run_split(x.shape[2], threads, lambda a, b: part((slice(None), slice(None), slice(a, b))))
+        run_split(x.shape[2], threads, lambda a, b: part((slice(None), slice(None), slice(a, b))),
+                  workspace=workspace)
     else:
         part((slice(None),) * x.ndim)
     return y.astype(X.dtype, copy=False)

@@ -1,4 +1,5 @@
-"""Intra-op parallelism for the CPU kernels: split work over the worker's ``threads``.
+"""Intra-op parallelism for the CPU kernels: split work over the worker's ``threads``, and the workspace
+(per-thread scratch buffers, the thread pools of the splits) that a CPU program lends its kernels.
 
 This is the ``spin_wait=False`` mode of the CPU backend (wgsentis.backends.cpu): threads that block when
 idle, for cores shared with other busy processes. In the default spin-wait mode kernels get one thread
@@ -16,6 +17,9 @@ needs for everything BLAS does not run: with big products on BLAS threads, all 1
 measured 0.97x (PP-OCR det's banded im2col layer 9.7 -> 17 ms); see BENCHMARKS.md, seventh session.
 So the two never mix: spin-wait mode leaves this pool out entirely and runs everything else on one
 thread, which measured 1.16x over this mode on cores of its own (eighth session).
+
+The scratch buffers and pools belong to a ``HostWorkspace``, which the CPU program (and a GPU program's
+host program) owns and closes with itself; kernels reach it through their context (``kernel_workspace``).
 """
 
 from __future__ import annotations
@@ -23,25 +27,108 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
 # Below this many FLOPs a product runs on one thread: a hand-off costs ~50 us on this VM, and inside a
 # model the split loses more (alternating runs, 4M against 32M: shufflenet 22.6 -> 19.9 ms, squeezenet
 # 17.1 -> 16.3, ResNet-50 and Inception within 2%).
 MIN_SPLIT_FLOPS = 32_000_000
+SCRATCH_MAX_BYTES = 256 << 20  # larger temporaries are allocated fresh, not kept
 
 
-def _pool(parts: int) -> ThreadPoolExecutor:
-    with _POOLS_LOCK:
-        pool = _POOLS.get(parts)
-        if pool is None:
-            pool = _POOLS[parts] = ThreadPoolExecutor(max_workers=parts - 1, thread_name_prefix="wgsentis-op")
-        return pool
+class _ThreadBuffers:
+    """One thread's scratch buffers in one workspace, by key."""
+
+    __slots__ = ("__weakref__", "buffers")
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, np.ndarray] = {}
+
+
+class HostWorkspace:
+    """What a CPU program lends its kernels besides threads: per-thread scratch buffers reused across calls,
+    and the thread pools that ``run_split`` hands parts to (one per part count). ``close()`` frees both;
+    the workspace still works after it (it allocates again), so a late kernel call cannot fail on it.
+
+    ``keep=False``: a workspace that keeps nothing (fresh temporaries, a pool per split), for kernels called
+    outside a program (``TRANSIENT``)."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self._lock = threading.Lock()
+        # A thread's buffers live in a thread-local, so they die with the thread as before; the weak set
+        # reaches every live thread's buffers for close() and held_bytes().
+        self._local = threading.local()
+        self._threads: weakref.WeakSet[_ThreadBuffers] = weakref.WeakSet()
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+
+    def scratch(self, key: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """An uninitialised temporary of ``shape`` from the calling thread's buffer named ``key``.
+
+        Large fresh numpy allocations are served by mmap and pay a page fault per 4 KiB on first touch,
+        which costs as much as the arithmetic for im2col columns and depthwise planes; reusing warm buffers
+        avoids that. The caller must be done with the array before asking for ``key`` again."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if not self.keep or nbytes > SCRATCH_MAX_BYTES:
+            return np.empty(shape, dtype=dtype)
+        mine = getattr(self._local, "buffers", None)
+        if mine is None:
+            mine = self._local.buffers = _ThreadBuffers()
+            with self._lock:
+                self._threads.add(mine)
+        buf = mine.buffers.get(key)
+        if buf is None or buf.nbytes < nbytes:
+            buf = mine.buffers[key] = np.empty(max(nbytes, 1), dtype=np.uint8)
+        return buf[:nbytes].view(dtype).reshape(shape)
+
+    def pool(self, parts: int) -> ThreadPoolExecutor | None:
+        """The pool of ``parts - 1`` threads that splits into ``parts`` hand work to (made on first use), or
+        None where this workspace keeps no pools."""
+        if not self.keep:
+            return None
+        with self._lock:
+            pool = self._pools.get(parts)
+            if pool is None:
+                pool = self._pools[parts] = ThreadPoolExecutor(max_workers=parts - 1,
+                                                               thread_name_prefix="wgsentis-op")
+            return pool
+
+    def held_bytes(self) -> int:
+        """Bytes of scratch buffers held for the live threads."""
+        with self._lock:
+            return sum(buf.nbytes for mine in list(self._threads) for buf in mine.buffers.values())
+
+    def pool_threads(self) -> int:
+        """Threads the pools made so far may run (each starts lazily, as work arrives)."""
+        with self._lock:
+            return sum(parts - 1 for parts in self._pools)
+
+    def close(self) -> None:
+        """Free every thread's scratch buffers and shut the pools down (waiting for their threads)."""
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+            for mine in list(self._threads):
+                mine.buffers.clear()
+            self._threads = weakref.WeakSet()
+            self._local = threading.local()
+        for pool in pools:
+            pool.shutdown(wait=True)
+
+
+TRANSIENT = HostWorkspace(keep=False)  # keeps nothing: the workspace of kernels called outside a program
+
+
+def kernel_workspace(ctx: Any) -> HostWorkspace:
+    """The workspace of the program a kernel runs in (its context's ``workspace``), ``TRANSIENT`` outside
+    one."""
+    workspace = getattr(ctx, "workspace", None)
+    return workspace if isinstance(workspace, HostWorkspace) else TRANSIENT
 
 
 _blas_lock = threading.Lock()
@@ -95,9 +182,11 @@ def kernel_threads(ctx) -> int:
 CALLER_SHARE = 1.2
 
 
-def run_split(count: int, threads: int, work: Callable[[int, int], None], align: int = 1) -> None:
+def run_split(count: int, threads: int, work: Callable[[int, int], None], align: int = 1, *,
+              workspace: HostWorkspace | None = None) -> None:
     """Run ``work(lo, hi)`` over ``[0, count)`` split into ``threads`` contiguous parts (inner bounds on
-    multiples of ``align``); the first part, a ``CALLER_SHARE`` larger one, runs on the calling thread."""
+    multiples of ``align``); the first part, a ``CALLER_SHARE`` larger one, runs on the calling thread, the
+    others on ``workspace``'s pool (a pool made for this split where the workspace keeps none)."""
     parts = max(1, min(threads, count // align))
     if parts == 1:
         work(0, count)
@@ -107,7 +196,16 @@ def run_split(count: int, threads: int, work: Callable[[int, int], None], align:
     bounds = [0, *cuts, count]
     if any(lo >= hi for lo, hi in itertools.pairwise(bounds)):  # too few units to weight: even parts
         bounds = [0, *((count * i // parts + align // 2) // align * align for i in range(1, parts)), count]
-    futures = [_pool(parts).submit(work, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    pool = (workspace or TRANSIENT).pool(parts)
+    if pool is None:
+        with ThreadPoolExecutor(max_workers=parts - 1, thread_name_prefix="wgsentis-op") as transient:
+            _run_parts(transient, bounds, work)
+        return
+    _run_parts(pool, bounds, work)
+
+
+def _run_parts(pool: ThreadPoolExecutor, bounds: list[int], work: Callable[[int, int], None]) -> None:
+    futures = [pool.submit(work, bounds[i], bounds[i + 1]) for i in range(1, len(bounds) - 1)]
     work(bounds[0], bounds[1])
     for future in futures:
         future.result()
@@ -116,7 +214,8 @@ def run_split(count: int, threads: int, work: Callable[[int, int], None], align:
 Epilogue = Callable[[np.ndarray, slice, slice], None]
 
 
-def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | None = None) -> np.ndarray:
+def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | None = None, *,
+               workspace: HostWorkspace | None = None) -> np.ndarray:
     """``np.matmul(a, b)``, split by output rows or columns over ``threads``.
 
     Each part's sgemm packs the whole of the operand that is not split, so the split runs along the
@@ -124,7 +223,8 @@ def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | 
     SqueezeNet's im2col products (M 64-128, N 784-12544) columns ran 1.05-1.3x faster than rows.
 
     ``epilogue(part, rows, cols)``, if given, runs on each computed part ``out[..., rows, cols]`` on the
-    thread that computed it, while the part is in cache (a bias, a residual, an activation)."""
+    thread that computed it, while the part is in cache (a bias, a residual, an activation). The parts run
+    on ``workspace``'s pool (``run_split``)."""
     whole = slice(None)
     splittable = threads > 1 and a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype and a.dtype.kind == "f"
     if splittable:
@@ -145,7 +245,7 @@ def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | 
             if epilogue is not None:
                 epilogue(part, slice(lo, hi), whole)
 
-        run_split(m, threads, rows)
+        run_split(m, threads, rows, workspace=workspace)
     else:
         def cols(lo: int, hi: int) -> None:
             part = out[..., lo:hi]
@@ -153,5 +253,5 @@ def par_matmul(a: np.ndarray, b: np.ndarray, threads: int, epilogue: Epilogue | 
             if epilogue is not None:
                 epilogue(part, whole, slice(lo, hi))
 
-        run_split(n, threads, cols, align=16 if n >= 64 * threads else 1)  # whole 64-byte lines
+        run_split(n, threads, cols, align=16 if n >= 64 * threads else 1, workspace=workspace)  # whole 64-byte lines
     return out

@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.conv import FlatWindows, pad_spatial, scratch, spatial_attrs, tap_slices
+from wgsentis.ops.conv import FlatWindows, pad_spatial, spatial_attrs, tap_slices
 from wgsentis.ops.numeric import LONG_SUM, sum_dtype
-from wgsentis.ops.parallel import kernel_threads, run_split
+from wgsentis.ops.parallel import TRANSIENT, HostWorkspace, kernel_threads, kernel_workspace, run_split
 from wgsentis.ops.registry import register, register_flops
 from wgsentis.ops.tensor import check_indices
 
@@ -95,7 +95,7 @@ _PARALLEL_MIN_ELEMENTS = 1 << 19
 
 def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduce: np.ufunc, pad_value,
                   threads: int, divisor: np.ndarray | None = None,
-                  columns_first: bool = False) -> np.ndarray | None:
+                  columns_first: bool = False, workspace: HostWorkspace = TRANSIENT) -> np.ndarray | None:
     """``reduce`` (np.maximum or np.add) over every window of a 2-D float ``x`` (N, C, H, W) padded with
     ``pad_value``, separably: each row's taps, then the rows' (``columns_first``: each column's, then the
     columns'), divided by ``divisor`` (an (oh, ow) plane, an average's counts) if given; None where the flat
@@ -108,7 +108,7 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
             and all(k == 1 or d == 1 for k, d in zip(kernel, dilations, strict=True))):
         # one window over the whole plane: a reduction, not k*k passes
         return planes.reshape(n * c, h * w).max(axis=1).reshape(n, c, 1, 1)
-    geo = FlatWindows((h, w), kernel, strides, dilations, begins, outs)
+    geo = FlatWindows((h, w), kernel, strides, dilations, begins, outs, workspace)
     kh, kw = kernel
     sh, sw = strides
     dh, dw = dilations
@@ -137,9 +137,9 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
         steps = [[j * dw for j in range(kw)], [i * dh * geo.wq for i in range(kh)]]
         first, second = steps[::-1] if columns_first else steps
         part_span = rows * plane - first[-1]
-        part = scratch("pool_rows", (part_span,), x.dtype)
+        part = workspace.scratch("pool_rows", (part_span,), x.dtype)
         fold(part, [flat[o:o + part_span] for o in first])
-        acc = scratch("pool_acc", (rows, geo.hq, geo.wq), x.dtype)
+        acc = workspace.scratch("pool_acc", (rows, geo.hq, geo.wq), x.dtype)
         span = part_span - second[-1]
         fold(acc.reshape(rows * plane)[:span], [part[o:o + span] for o in second])
         if divisor is None:
@@ -155,18 +155,18 @@ def _flat_pool_2d(x: np.ndarray, kernel, strides, dilations, begins, outs, reduc
         inside = not any(begins) and span_h + (kh - 1) * dh <= h and span_w + (kw - 1) * dw <= w
         padded = planes[lo:hi] if inside else geo.padded(planes[lo:hi], pad_value, "pool")
         if columns_first:
-            col_red = scratch("pool_rows", (hi - lo, oh, padded.shape[2]), x.dtype)
+            col_red = workspace.scratch("pool_rows", (hi - lo, oh, padded.shape[2]), x.dtype)
             fold(col_red, [padded[:, i * dh:i * dh + span_h:sh] for i in range(kh)])
             fold(y[lo:hi], [col_red[:, :, j * dw:j * dw + span_w:sw] for j in range(kw)])
         else:
-            row_red = scratch("pool_rows", (hi - lo, padded.shape[1], ow), x.dtype)
+            row_red = workspace.scratch("pool_rows", (hi - lo, padded.shape[1], ow), x.dtype)
             fold(row_red, [padded[:, :, j * dw:j * dw + span_w:sw] for j in range(kw)])
             fold(y[lo:hi], [row_red[:, i * dh:i * dh + span_h:sh] for i in range(kh)])
         if divisor is not None:
             y[lo:hi] /= divisor
 
     big = x.size >= _PARALLEL_MIN_ELEMENTS
-    run_split(n * c, threads if big else 1, unit_stride if (sh, sw) == (1, 1) else strided)
+    run_split(n * c, threads if big else 1, unit_stride if (sh, sw) == (1, 1) else strided, workspace=workspace)
     return y.reshape(n, c, *outs)
 
 
@@ -199,7 +199,7 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
     want_indices = ctx.output_wanted(1)
     if not want_indices:
         y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.maximum, _min_value(x.dtype),
-                          kernel_threads(ctx))
+                          kernel_threads(ctx), workspace=kernel_workspace(ctx))
         if y is not None:
             y = y.astype(X.dtype, copy=False)
             return (y, None) if ctx.num_outputs > 1 else y
@@ -255,7 +255,7 @@ def _window_counts(in_spatial, kernel, strides, dilations, begins, ends, outs, i
 
 
 def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: int = 1,
-              divisor: np.ndarray | None = None, order: str = "rows"):
+              divisor: np.ndarray | None = None, order: str = "rows", workspace: HostWorkspace = TRANSIENT):
     """Sum over each window (zero padding) of x, or of |x|**power, divided by ``divisor`` (an outputs-shaped
     plane) if given. ``order`` (of a plain sum): "columns" sums each window column by column and then the
     columns (2-D on flat planes; other ranks: the last axis's taps outermost), "generic" one running sum in
@@ -268,7 +268,7 @@ def _sum_pool(x, kernel, strides, dilations, begins, outs, power=None, threads: 
         order = "generic"
     if power is None and order != "generic":
         y = _flat_pool_2d(x, kernel, strides, dilations, begins, outs, np.add, 0, threads, divisor,
-                          columns_first=order == "columns")
+                          columns_first=order == "columns", workspace=workspace)
         if y is not None:
             return y
     xp = _padded(x, begins, outs, kernel, strides, dilations, 0)
@@ -326,7 +326,7 @@ def average_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
                             bool(count_include_pad))
     divisor = np.maximum(counts, 1).astype(x.dtype)
     y = _sum_pool(x, kernel, strides, dilations, begins, outs, threads=kernel_threads(ctx), divisor=divisor,
-                  order="generic" if order == "global" else order)
+                  order="generic" if order == "global" else order, workspace=kernel_workspace(ctx))
     return y.astype(X.dtype, copy=False)
 
 

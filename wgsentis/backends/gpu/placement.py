@@ -14,6 +14,7 @@ from wgsentis.errors import PASS_THROUGH_ERRORS, LayerError, WgSentisError
 from wgsentis.ir import Graph, Layer, captured_names, subgraphs
 from wgsentis.ops import registry
 from wgsentis.ops.cast import cast_target
+from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
 # Ops whose int64 result can leave the int32 range the device holds int64 values in (backends/gpu/dtypes.py), for
@@ -210,13 +211,14 @@ def last_uses(graph: Graph, output_names: list[str]) -> dict[str, int]:
 class Placer:
     """Places the layers of one graph for one GPU backend and runs those placed on the host."""
 
-    def __init__(self, graph: Graph, backend: str, control_of: Any) -> None:
+    def __init__(self, graph: Graph, backend: str, control_of: Any,
+                 kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS) -> None:
         self.graph = graph
         self.backend = backend
         self.host_needed = host_tensors(graph, backend)
         self.index_only = index_only_tensors(graph)  # tensors that only serve as indices (int64_range_reason)
         self.last_use = last_uses(graph, [o.name for o in graph.outputs])
-        self.host_program = HostProgram(graph, control_of)
+        self.host_program = HostProgram(graph, control_of, kernels)
         self.cpu_steps = [LayerStep(layer, self.host_program) for layer in graph.layers]
         self._subgraph_steps: dict[int, tuple[Layer, LayerStep]] = {}
 
@@ -280,12 +282,15 @@ class Placer:
 
 
 class HostProgram:
-    """Stands in for the CPU GraphProgram where kernels ask for subprograms (control flow)."""
+    """Stands in for the CPU GraphProgram where kernels ask for subprograms (control flow), and lends them its
+    CPU program's kernel choices and workspace (scratch buffers, thread pools), which ``close`` frees."""
 
-    def __init__(self, graph: Graph, control_of: Any) -> None:
-        self._cpu = GraphProgram(Graph("host", [], [], {}, []), 1)
+    def __init__(self, graph: Graph, control_of: Any, kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS) -> None:
+        self._cpu = GraphProgram(Graph("host", [], [], {}, []), 1, kernels=kernels)
         self._control_of = control_of
         self.graph = graph  # whose constants a kernel may keep derived weights of
+        self.kernels = kernels
+        self.workspace = self._cpu.workspace
 
     @property
     def control(self) -> Any:

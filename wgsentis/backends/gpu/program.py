@@ -66,6 +66,7 @@ from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_pa
 from wgsentis.budget import check_device_bytes
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, RunInterruptedError, WgSentisError
 from wgsentis.ir import Graph, Layer, captured_names
+from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 
 # Ops whose outputs only move, select or compare input values: a narrow input's values need no rounding or wrap.
@@ -121,7 +122,8 @@ class GPUProgram(HostSync):
 
     def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
                  precision: str = "float32", ctx: GPUContext | None = None, max_plans: int = DEFAULT_MAX_PLANS,
-                 native_calls: bool = True, fast_winograd: bool = False) -> None:
+                 native_calls: bool = True, fast_winograd: bool = False,
+                 kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS) -> None:
         self.ctx = ctx or get_context()  # another context: e.g. a device with other limits
         if precision not in PRECISIONS:
             raise DeviceError(f"precision '{precision}' is not one of {list(PRECISIONS)}")
@@ -132,6 +134,9 @@ class GPUProgram(HostSync):
         # 3x3 convolutions may take Winograd F(4x4, 3x3) (up to 1.75x faster on wide planes, but 4-7x the rounding
         # error of a direct float32 sum, measured); False: F(2x2, 3x3) at most, within a direct sum's error.
         self.fast_winograd = fast_winograd
+        # The kernel forms builders may take (textures for operands and inputs, vec4 stores; the host layers'
+        # CPU Winograd): builders read ``rec.program.kernels``.
+        self.kernels = kernels
         # Encode through wgpu-native's calls with arguments built once (wgpu-py's methods convert their
         # arguments on every call); False: wgpu-py's public methods only (what other wgpu-py versions get).
         self.native_calls = native_calls
@@ -151,7 +156,7 @@ class GPUProgram(HostSync):
         self._encoded = 0
         self._reads_device = False
         self._deaths: dict[int, tuple[Graph, list[list[str]]]] = {}  # _subgraph_deaths' cache
-        self.placer = Placer(graph, self.backend, lambda: self.control)
+        self.placer = Placer(graph, self.backend, lambda: self.control, kernels)
         self.last_plan: Plan | None = None
         self.last_run = RunReport()
         self.control: Any = None  # the RunControl of the run in progress (wgsentis.run_control), or None
