@@ -705,6 +705,7 @@ def test_the_device_memory_a_plan_holds_is_bounded_too():
 def test_constant_folding_at_load_bounds_the_splats_it_makes_in_all():
     """Folding runs at load, before any worker's budget exists: past its total the splats stay layers (run
     later under memory_limit) instead of ten 1 GiB ConstantOfShape nodes costing 10 GiB in load_model."""
+    from wgsentis.backends.cpu import evaluate
     from wgsentis.passes.fold_constants import FoldConstants
 
     nodes = [h.make_node("ConstantOfShape", [f"shape{k}"], [f"splat{k}"], name=f"splat{k}",
@@ -715,7 +716,7 @@ def test_constant_folding_at_load_bounds_the_splats_it_makes_in_all():
                                for k in range(4)])  # 1 MiB each
     model = ws.load_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), optimize=False)
     folded = model.graph
-    FoldConstants(max_folded_splat_bytes=(5 << 20) // 2).run(folded, model.opsets)  # room for two of four
+    FoldConstants(evaluate, max_folded_splat_bytes=(5 << 20) // 2).run(folded, model.opsets)  # room for two of four
     assert sorted(n for n in folded.constants if n.startswith("splat")) == ["splat0", "splat1"]
     assert [layer.name for layer in folded.layers] == ["splat2", "splat3", "sum"]
     with ws.Worker(model, "cpu") as worker:  # the unfolded two run at run time, same answer

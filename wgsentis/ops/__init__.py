@@ -1,5 +1,6 @@
 """Operators: one module per op family, each registering its kernels with ``registry`` (its GPU programs in
-``<family>_gpu.py`` beside it); ``activations`` holds the one record of each activation."""
+``<family>_gpu.py`` / ``<family>_pixel.py`` beside it) and declaring its ops' facets on their specs (``spec``) in
+``<family>_spec.py``; ``activations`` holds the one record of each activation."""
 
 from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     attention,
@@ -54,6 +55,18 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     tensor,
     tensor_gpu,
     tensor_pixel,
+)
+from wgsentis.ops import (  # noqa: F401  (imported for the facets they declare on the ops' specs)
+    conv_spec,
+    elementwise_spec,
+    generators_spec,
+    indexing_spec,
+    matmul_spec,
+    ml_spec,
+    rnn_spec,
+    sequence_spec,
+    signal_spec,
+    tensor_spec,
 )
 from wgsentis.ops.registry import flops_of, lookup, register, supported_ops
 

@@ -1,0 +1,90 @@
+"""Size rules of the products: MatMul, MatMulInteger, QLinearMatMul, Gemm, Einsum.
+
+Each rule is ``fn(layer, args) -> [(shape, nbytes, detail)]`` (``wgsentis.ops.spec.SizeRule``); the memory budget
+(``wgsentis.budget``) reads them from the ops' specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+from wgsentis.ops import spec
+from wgsentis.ops.spec import Output, size_rule
+
+
+# -- products ----------------------------------------------------------------------------------------
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if not a or not b:
+        raise ValueError("MatMul of a scalar")
+    a_vec, b_vec = len(a) == 1, len(b) == 1
+    a = (1, *a) if a_vec else a
+    b = (*b, 1) if b_vec else b
+    batch = spec.broadcast(a[:-2], b[:-2])
+    return (*batch, *(() if a_vec else (a[-2],)), *(() if b_vec else (b[-1],)))
+
+
+@size_rule("MatMul")
+def _matmul(layer: Any, args: list[Any]) -> list[Output]:
+    return [spec.out(_matmul_shape(spec.shape_of(args[0]), spec.shape_of(args[1])), spec.itemsize_of(args[0]))]
+
+
+@size_rule("MatMulInteger")
+def _matmul_integer(layer: Any, args: list[Any]) -> list[Output]:
+    return [spec.out(_matmul_shape(spec.shape_of(args[0]), spec.shape_of(args[1])), 4)]
+
+
+@size_rule("QLinearMatMul")
+def _qlinear_matmul(layer: Any, args: list[Any]) -> list[Output]:
+    zero_point = spec.arg(args, 7)
+    itemsize = 1 if zero_point is None else spec.itemsize_of(zero_point)
+    return [spec.out(_matmul_shape(spec.shape_of(args[0]), spec.shape_of(args[3])), itemsize)]
+
+
+@size_rule("Gemm")
+def _gemm(layer: Any, args: list[Any]) -> list[Output]:
+    a, b = spec.shape_of(args[0]), spec.shape_of(args[1])
+    m = a[1] if layer.attrs.get("transA", 0) else a[0]
+    n = b[0] if layer.attrs.get("transB", 0) else b[1]
+    shape: tuple[int, ...] = (m, n)
+    if spec.arg(args, 2) is not None:
+        shape = spec.broadcast(shape, spec.shape_of(args[2]))
+    return [spec.out(shape, spec.itemsize_of(args[0]))]
+
+
+@size_rule("Einsum")
+def _einsum(layer: Any, args: list[Any]) -> list[Output]:
+    equation = layer.attrs["equation"].replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(args):
+        raise ValueError("operand count")
+    dims: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    ellipsis: tuple[int, ...] = ()
+    for term, arg in zip(terms, args, strict=True):
+        shape = spec.shape_of(arg)
+        if "..." in term:
+            before, _, after = term.partition("...")
+            n_ellipsis = len(shape) - len(before) - len(after)
+            if n_ellipsis < 0:
+                raise ValueError("rank")
+            ellipsis = spec.broadcast(ellipsis, shape[len(before):len(before) + n_ellipsis])
+            letters, sizes = before + after, shape[:len(before)] + shape[len(before) + n_ellipsis:]
+        else:
+            letters, sizes = term, shape
+        if len(letters) != len(sizes):
+            raise ValueError("rank")
+        for letter, size in zip(letters, sizes, strict=True):
+            counts[letter] = counts.get(letter, 0) + 1
+            known = dims.get(letter)
+            if known is None or known == 1:
+                dims[letter] = size
+            elif size not in (1, known):
+                raise ValueError("inconsistent sizes")
+    if not arrow:  # implicit output: the ellipsis, then the letters seen once, in alphabetical order
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c, k in counts.items() if k == 1))
+    before, has_ellipsis, after = rhs.partition("...")
+    shape_out = [dims[c] for c in before] + (list(ellipsis) if has_ellipsis else []) + [dims[c] for c in after]
+    return [spec.out(shape_out, spec.itemsize_of(args[0]))]

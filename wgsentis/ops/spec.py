@@ -1,0 +1,214 @@
+"""One spec record per op: what the generic modules need to know of an op, declared by the op's family.
+
+The registry (``ops/registry.py``) holds each op's implementations per backend and opset; an ``OpSpec`` holds
+everything else the engine knows of the op as data or as small rules: the output-size rule of the memory budget
+(``wgsentis.budget``), the leading axis through which gpu-compute may cut its tensors into tiles
+(``backends/gpu/outer_tiles.py``), which inputs' values it passes on unchanged (narrow types need no rounding,
+int64 bounds carry over: ``backends/gpu/program.py``, ``backends/gpu/placement.py``), the bound of an int64
+result, the input that holds indices, whether it reads only its input's shape. Families declare their ops'
+facets in ``ops/<family>_spec.py`` with ``describe`` (or the facet decorators below); the generic modules call
+``spec_of`` and keep no per-op tables of their own.
+
+Rules take plain values, never backend objects: ``args`` are host arrays, device tensors seen through
+``.shape``/``.dtype`` (and ``host`` values handed in by the caller), sequences (lists) or None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from wgsentis.dtypes import ONNX_TO_NUMPY
+
+Output = tuple[tuple[int, ...] | None, int, str]  # (shape or None for a sequence, bytes, what it is)
+# fn(layer, args) -> [(shape, nbytes, detail)]: the layer's first output first, then its other outputs and the
+# working copies its kernel makes; raises (anything) where the size cannot be known on the host.
+SizeRule = Callable[[Any, list[Any]], list[Output]]
+# fn(layer, shapes, host) -> the last leading axis through which inputs and outputs are independent, or None;
+# ``shapes``: the inputs' shapes; ``host``: the inputs' host values (None where only the device holds one).
+TileRule = Callable[[Any, list[tuple[int, ...]], list[Any]], int | None]
+# fn(layer, bounds, shapes) -> bounds on |v| of the outputs (one int for all of them, or a list), from bounds on
+# the inputs' |v| and the inputs' shapes; only for ops whose int64 results follow from their inputs'.
+BoundRule = Callable[[Any, list[int], list[tuple[int, ...]]], int | list[int]]
+
+ALL_INPUTS = "all"  # ``passes_values_of``: every input's values may reach the output
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What the engine knows of one op (``domain``, ``op_type``) beyond its kernels. Unset facets are the
+    defaults: no size rule (the op never amplifies), no tiling, no values passed on."""
+
+    op_type: str
+    domain: str = ""
+    size_rule: SizeRule | None = None
+    tile_axis: TileRule | None = None
+    # Every device input must be cut with the data (indices and updates shaped as the data along the leading
+    # axes: a whole indices tensor beside a tile of the data would pair the wrong elements).
+    tiles_all_inputs: bool = False
+    # One-dimensional per-channel inputs (statistics, scales) are cut with the channels axis.
+    tiles_channel_params: bool = False
+    # Outputs only move, select or compare input values: a narrow input's values need no rounding or wrap.
+    preserves_values: bool = False
+    # Input positions whose values the outputs may carry unchanged (ALL_INPUTS: every input): an int64 bound on
+    # them is a bound on the outputs.
+    passes_values_of: tuple[int, ...] | str = ()
+    # The bound of an int64 result from its inputs' bounds, where arithmetic makes it (sums, products...).
+    int64_bound: BoundRule | None = None
+    # The result may leave the int32 range its int64 inputs are within (sums, products, powers, -(-2**31)).
+    widens_int64: bool = False
+    index_input: int | None = None  # the input holding indices into its data's axis, checked on the device
+    shape_only: bool = False  # reads its input's shape, never its data
+
+
+_SPECS: dict[tuple[str, str], OpSpec] = {}
+_FACETS = frozenset(f.name for f in fields(OpSpec)) - {"op_type", "domain"}
+
+
+def _normalize_domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def spec_of(op_type: str, domain: str = "") -> OpSpec:
+    """The op's spec; an op no family describes gets the defaults (kept, so the next lookup is one dict get:
+    the budget and the recorders ask once per layer and run)."""
+    found = _SPECS.get((domain, op_type))
+    if found is None:
+        domain = _normalize_domain(domain)
+        found = _SPECS.setdefault((domain, op_type), OpSpec(op_type, domain))
+    return found
+
+
+def describe(*op_types: str, domain: str = "", **facets: Any) -> None:
+    """Set ``facets`` on the specs of ``op_types``. A facet is declared once per op: a second, different
+    declaration is a programming error (two families claiming one op)."""
+    unknown = set(facets) - _FACETS
+    if unknown:
+        raise TypeError(f"describe({op_types}): unknown facets {sorted(unknown)}; facets are {sorted(_FACETS)}")
+    domain = _normalize_domain(domain)
+    for op_type in op_types:
+        current = _SPECS.get((domain, op_type)) or OpSpec(op_type, domain)
+        default = OpSpec(op_type, domain)
+        for name, value in facets.items():
+            old = getattr(current, name)
+            if old != getattr(default, name) and old != value:
+                raise ValueError(f"op {domain or 'ai.onnx'}::{op_type}: facet {name} declared twice")
+        _SPECS[(domain, op_type)] = replace(current, **facets)
+
+
+def described(facet: str) -> list[OpSpec]:
+    """The specs that set ``facet`` (to anything but its default), sorted by (domain, op type)."""
+    return [spec for key, spec in sorted(_SPECS.items())
+            if getattr(spec, facet) != getattr(OpSpec(spec.op_type, spec.domain), facet)]
+
+
+def size_rule(*op_types: str, domain: str = "") -> Callable[[SizeRule], SizeRule]:
+    """Decorator: ``fn`` is the size rule of ``op_types`` (see ``SizeRule``)."""
+
+    def wrap(fn: SizeRule) -> SizeRule:
+        describe(*op_types, domain=domain, size_rule=fn)
+        return fn
+
+    return wrap
+
+
+def tile_rule(*op_types: str, domain: str = "", **facets: Any) -> Callable[[TileRule], TileRule]:
+    """Decorator: ``fn`` is the tile rule of ``op_types`` (see ``TileRule``); ``facets``: more of theirs."""
+
+    def wrap(fn: TileRule) -> TileRule:
+        describe(*op_types, domain=domain, tile_axis=fn, **facets)
+        return fn
+
+    return wrap
+
+
+# -- helpers for size rules ---------------------------------------------------------------------------
+
+
+class Unknown(Exception):  # noqa: N818 - a condition, not a failure: the rule cannot know the size
+    """Raised inside a rule when an input's host value is needed but only the device holds it."""
+
+
+def out(shape: tuple[int, ...] | list[int], itemsize: int, detail: str = "") -> Output:
+    """An output of ``shape`` (Python ints: their product never overflows)."""
+    shape = tuple(shape)
+    return shape, math.prod(shape) * itemsize, detail
+
+
+def shape_of(value: Any) -> tuple[int, ...]:
+    """The shape of an input (host array or GPU tensor); AttributeError for None or a sequence."""
+    return tuple(value.shape)
+
+
+def itemsize_of(value: Any) -> int:
+    """Bytes per element of an input (host array or GPU tensor)."""
+    return value.dtype.itemsize
+
+
+def host(value: Any) -> np.ndarray:
+    """The host value of an input: an array as it is, a GPU tensor's host copy; Unknown when only the
+    device holds it."""
+    if isinstance(value, np.ndarray):
+        return value
+    copy = getattr(value, "host", None)
+    if copy is None:
+        if value is None or isinstance(value, list):
+            raise ValueError("no tensor value")
+        if isinstance(value, int | float | np.generic):
+            return np.asarray(value)
+        raise Unknown
+    return np.asarray(copy)
+
+
+def ints(value: Any) -> list[int]:
+    """A shape-like input as Python ints (never numpy int64, whose products overflow)."""
+    return [int(v) for v in host(value).reshape(-1).tolist()]
+
+
+def scalar(value: Any) -> Any:
+    """A scalar input's host value as a Python number."""
+    arr = host(value).reshape(-1)
+    if arr.size != 1:
+        raise ValueError("expected a scalar")
+    return arr.tolist()[0]
+
+
+def arg(args: list[Any], index: int) -> Any:
+    """Input ``index``, or None where it is omitted."""
+    return args[index] if index < len(args) else None
+
+
+def dtype_size(code: Any, default: int) -> int:
+    """Bytes per element of an ONNX element type attribute (``default`` when absent or 0)."""
+    if code is None or code == 0:
+        return default
+    return ONNX_TO_NUMPY[int(code)].itemsize
+
+
+def axis_of(axis: int, rank: int) -> int:
+    """``axis`` within ``rank`` (negative counts from the end); ValueError when outside."""
+    axis = int(axis)
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError("axis out of range")
+    return axis + rank if axis < 0 else axis
+
+
+def broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The multidirectional (numpy) broadcast of two shapes; ValueError when they do not broadcast."""
+    if a == b:
+        return a
+    if len(a) < len(b):
+        a, b = b, a
+    out = list(a)
+    offset = len(a) - len(b)
+    for i, d in enumerate(b, offset):
+        current = out[i]
+        if d != current and d != 1:
+            if current != 1:
+                raise ValueError("shapes do not broadcast")
+            out[i] = d
+    return tuple(out)
