@@ -1,4 +1,9 @@
-"""Tensor manipulation operators: constants, identity, shapes, views, copies, gathers, scatters.
+"""Tensor manipulation operators (numpy kernels): identity, shapes and views (Reshape, Flatten, Squeeze, Unsqueeze,
+Transpose, Shape, Size), joins and splits (Concat, Split, Slice), broadcasting, tiling and padding (Expand, Tile, Pad,
+CenterCropPad), scans (CumSum, CumProd) and layout rearrangements (DepthToSpace, SpaceToDepth, ReverseSequence,
+Col2Im); and the axis, integer and index helpers every family shares (``normalized_axis``, ``normalized_axes``,
+``int_list``, ``int_scalar``, ``check_indices``). The gathers, scatters and selections are indexing.py's; the
+constants and other generators generators.py's. Their GPU programs are tensor_gpu.py's and tensor_pixel.py's.
 
 Reshape, Flatten, Squeeze, Unsqueeze and Transpose return numpy views of their input wherever
 numpy allows one; kernels never write into their inputs, so sharing memory is safe.
@@ -11,7 +16,6 @@ import math
 
 import numpy as np
 
-from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.errors import IndexOutOfRangeError
 from wgsentis.ops.registry import register, register_flops
 
@@ -34,7 +38,7 @@ def normalized_axes(axes, rank: int) -> list[int]:
     return out
 
 
-def _ints(value) -> list[int]:
+def int_list(value) -> list[int]:
     """A 0-d or 1-d integer tensor (or list) as a list of Python ints."""
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":  # complex, strings, objects: never a shape, axis or count
@@ -67,82 +71,12 @@ def check_indices(ctx, idx: np.ndarray, bound: int, what: str = "indices", negat
     raise IndexOutOfRangeError(ctx.layer.name, ctx.layer.op_type, bad, bound, what, negative_ok)
 
 
-def _index_grid(ctx, indices: np.ndarray, axis: int, axis_len: int) -> tuple:
-    """Open index grids over ``indices.shape`` with ``indices`` (wrapped, bounds-checked) on ``axis``."""
-    idx = np.asarray(indices).astype(np.int64, copy=False)
-    check_indices(ctx, idx, axis_len)
-    idx = np.where(idx < 0, idx + axis_len, idx)
-    grid = list(np.indices(idx.shape, sparse=True))
-    grid[axis] = idx
-    return tuple(grid)
-
-
-_SCATTER_UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
-
-
-def _scatter_into(out: np.ndarray, index: tuple, updates: np.ndarray, reduction: str) -> np.ndarray:
-    """Write ``updates`` at ``index`` (fancy index) into ``out``, combining with ``reduction``."""
-    updates = np.asarray(updates, dtype=out.dtype)
-    if reduction == "none":
-        out[index] = updates
-    elif reduction in _SCATTER_UFUNC:
-        _SCATTER_UFUNC[reduction].at(out, index, updates)
-    else:
-        raise ValueError(f"unknown reduction '{reduction}'")
-    return out
-
-
-# -- constants and identity -------------------------------------------------------------------
+# -- identity ---------------------------------------------------------------------------------
 
 
 @register("Identity", 1)
 def identity(ctx, x):
     return x
-
-
-@register("Constant", 1)
-def constant_v1(ctx, *, value=None):
-    return constant(ctx, value=value)
-
-
-@register("Constant", 11)
-def constant_v11(ctx, *, value=None, sparse_value=None):
-    return constant(ctx, value=value, sparse_value=sparse_value)
-
-
-@register("Constant", 12)
-def constant(ctx, *, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None,
-             value_string=None, value_strings=None, sparse_value=None):
-    if value is not None:
-        return value
-    if sparse_value is not None:
-        return sparse_value
-    if value_float is not None:
-        return np.array(value_float, dtype=np.float32)
-    if value_floats is not None:
-        return np.array(value_floats, dtype=np.float32)
-    if value_int is not None:
-        return np.array(value_int, dtype=np.int64)
-    if value_ints is not None:
-        return np.array(value_ints, dtype=np.int64)
-    if value_string is not None:
-        return np.array(value_string, dtype=object)
-    if value_strings is not None:
-        return np.array(value_strings, dtype=object)
-    raise ValueError("Constant has no value attribute")
-
-
-@register("ConstantOfShape", 9)
-def constant_of_shape(ctx, shape, *, value=None):
-    dims = _ints(shape)
-    if any(d < 0 for d in dims):
-        raise ValueError(f"ConstantOfShape: negative dimension in {dims}")
-    if value is None:
-        return np.zeros(dims, dtype=np.float32)
-    fill = np.asarray(value)
-    if fill.size != 1:
-        raise ValueError("ConstantOfShape: value must hold exactly one element")
-    return np.full(dims, fill.reshape(-1)[0], dtype=fill.dtype)
 
 
 # -- shapes and views -------------------------------------------------------------------------
@@ -181,12 +115,12 @@ def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
 
 @register("Reshape", 5)
 def reshape_v5(ctx, data, shape):
-    return data.reshape(reshape_target(data.shape, _ints(shape), 0))
+    return data.reshape(reshape_target(data.shape, int_list(shape), 0))
 
 
 @register("Reshape", 14)
 def reshape(ctx, data, shape, *, allowzero=0):
-    return data.reshape(reshape_target(data.shape, _ints(shape), allowzero))
+    return data.reshape(reshape_target(data.shape, int_list(shape), allowzero))
 
 
 @register("Flatten", 1)
@@ -215,7 +149,7 @@ def squeeze_v1(ctx, data, *, axes=None):
 
 @register("Squeeze", 13)
 def squeeze(ctx, data, axes=None):
-    return _squeeze(data, None if axes is None else _ints(axes))
+    return _squeeze(data, None if axes is None else int_list(axes))
 
 
 def _unsqueeze(data: np.ndarray, axes) -> np.ndarray:
@@ -234,7 +168,7 @@ def unsqueeze_v1(ctx, data, *, axes=None):
 
 @register("Unsqueeze", 13)
 def unsqueeze(ctx, data, axes):
-    return _unsqueeze(data, _ints(axes))
+    return _unsqueeze(data, int_list(axes))
 
 
 @register("Transpose", 1)
@@ -304,7 +238,7 @@ def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tup
 @register("Split", 1)
 def split_v1(ctx, x, split_sizes=None, *, axis=0, split=None):
     # Split-1 takes the sizes either as the optional second input or as the 'split' attribute.
-    sizes = _ints(split_sizes) if split_sizes is not None else split
+    sizes = int_list(split_sizes) if split_sizes is not None else split
     return _split(x, axis, None if sizes is None else list(sizes), ctx.num_outputs)
 
 
@@ -315,7 +249,7 @@ def split_v2(ctx, x, *, axis=0, split=None):
 
 @register("Split", 13)
 def split_v13(ctx, x, split=None, *, axis=0):
-    return _split(x, axis, None if split is None else _ints(split), ctx.num_outputs)
+    return _split(x, axis, None if split is None else int_list(split), ctx.num_outputs)
 
 
 @register("Split", 18)
@@ -323,7 +257,7 @@ def split_v18(ctx, x, split=None, *, axis=0, num_outputs=None):
     if split is not None and num_outputs is not None:
         raise ValueError("Split: give either the 'split' input or 'num_outputs', not both")
     count = ctx.num_outputs if num_outputs is None else num_outputs
-    return _split(x, axis, None if split is None else _ints(split), count)
+    return _split(x, axis, None if split is None else int_list(split), count)
 
 
 def _slice(data: np.ndarray, starts, ends, axes, steps) -> np.ndarray:
@@ -362,119 +296,8 @@ def slice_v1(ctx, data, *, starts=None, ends=None, axes=None):
 
 @register("Slice", 10)
 def slice_(ctx, data, starts, ends, axes=None, steps=None):
-    return _slice(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
-                  None if steps is None else _ints(steps))
-
-
-# -- gathers and scatters -------------------------------------------------------------------------
-
-
-@register("Gather", 1)
-def gather(ctx, data, indices, *, axis=0):
-    axis = normalized_axis(axis, data.ndim)
-    idx = np.asarray(indices).astype(np.int64, copy=False)
-    check_indices(ctx, idx, data.shape[axis])
-    return np.take(data, idx, axis=axis)
-
-
-@register("GatherElements", 11)
-def gather_elements(ctx, data, indices, *, axis=0):
-    axis = normalized_axis(axis, data.ndim)
-    if np.ndim(indices) != data.ndim:
-        raise ValueError("GatherElements: indices must have the rank of data")
-    return data[_index_grid(ctx, indices, axis, data.shape[axis])]
-
-
-def _nd_index(ctx, data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int) -> tuple:
-    """The fancy index selecting GatherND/ScatterND's slices: (batch, idx0, ..., idx_{k-1})."""
-    idx = np.asarray(indices).astype(np.int64, copy=False)
-    k = idx.shape[-1]
-    if batch_dims + k > len(data_shape):
-        raise ValueError(f"indices last dimension {k} too large for data rank {len(data_shape)}")
-    parts = []
-    b_shape = idx.shape[:batch_dims]
-    middle = idx.ndim - 1 - batch_dims
-    for b, n in enumerate(b_shape):  # batch coordinates broadcast over the index tuples
-        parts.append(np.arange(n).reshape((1,) * b + (n,) + (1,) * (batch_dims - b - 1 + middle)))
-    for j in range(k):
-        dim = data_shape[batch_dims + j]
-        comp = idx[..., j]
-        check_indices(ctx, comp, dim)  # component by component, as the GPU's fault slots are ordered
-        parts.append(np.where(comp < 0, comp + dim, comp))
-    return tuple(parts)
-
-
-@register("GatherND", 11)
-def gather_nd_v11(ctx, data, indices):
-    return data[_nd_index(ctx, data.shape, indices, 0)]
-
-
-@register("GatherND", 12)
-def gather_nd(ctx, data, indices, *, batch_dims=0):
-    if data.shape[:batch_dims] != np.shape(indices)[:batch_dims]:
-        raise ValueError("GatherND: batch dimensions of data and indices differ")
-    return data[_nd_index(ctx, data.shape, indices, batch_dims)]
-
-
-@register("ScatterElements", 11)
-def scatter_elements_v11(ctx, data, indices, updates, *, axis=0):
-    return scatter_elements(ctx, data, indices, updates, axis=axis)
-
-
-@register("ScatterElements", 16)
-def scatter_elements(ctx, data, indices, updates, *, axis=0, reduction="none"):
-    axis = normalized_axis(axis, data.ndim)
-    if np.shape(indices) != np.shape(updates):
-        raise ValueError("ScatterElements: indices and updates must have the same shape")
-    out = data.copy()
-    return _scatter_into(out, _index_grid(ctx, indices, axis, data.shape[axis]), updates, reduction)
-
-
-@register("Scatter", 9)
-def scatter(ctx, data, indices, updates, *, axis=0):
-    return scatter_elements(ctx, data, indices, updates, axis=axis)
-
-
-@register("ScatterND", 11)
-def scatter_nd_v11(ctx, data, indices, updates):
-    return scatter_nd(ctx, data, indices, updates)
-
-
-@register("ScatterND", 16)
-def scatter_nd(ctx, data, indices, updates, *, reduction="none"):
-    out = data.copy()
-    return _scatter_into(out, _nd_index(ctx, data.shape, indices, 0), updates, reduction)
-
-
-@register("TensorScatter", 24)
-def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
-    """KV-cache update: writes ``update`` into ``past_cache`` along ``axis`` at per-batch offsets."""
-    axis = normalized_axis(axis, past_cache.ndim)
-    if axis == 0:
-        raise ValueError("TensorScatter: axis cannot be the batch axis 0")
-    batch, max_len, seq_len = past_cache.shape[0], past_cache.shape[axis], update.shape[axis]
-    if mode not in ("linear", "circular"):
-        raise ValueError(f"TensorScatter: unknown mode '{mode}'")
-    if seq_len > max_len:
-        raise ValueError(f"TensorScatter: update's sequence length {seq_len} exceeds max_sequence_length {max_len}")
-    starts = np.zeros(batch, np.int64) if write_indices is None else np.asarray(write_indices, np.int64).reshape(-1)
-    if starts.shape != (batch,):
-        raise ValueError(f"TensorScatter: write_indices must have shape ({batch},), got {np.shape(write_indices)}")
-    if mode == "linear":  # each write index w needs w + sequence_length <= max_sequence_length
-        check_indices(ctx, starts, max_len - seq_len + 1,
-                      f"write_indices (update length {seq_len}, cache length {max_len})", negative_ok=False)
-    else:  # any w >= 0 is valid: positions are taken modulo max_sequence_length; 0..max_len-1 are named
-        check_indices(ctx, starts[starts < 0], max_len, "write_indices (circular mode)", negative_ok=False)
-    out = past_cache.copy()
-    for b in range(batch):
-        positions = int(starts[b]) + np.arange(seq_len)
-        if mode == "circular":
-            positions %= max_len
-        target = out[b]  # view: (D1, ..., max_len, ..., Dn)
-        index = [slice(None)] * target.ndim
-        index[axis - 1] = positions
-        target[tuple(index)] = update[b]
-    return out
+    return _slice(data, int_list(starts), int_list(ends), None if axes is None else int_list(axes),
+                  None if steps is None else int_list(steps))
 
 
 # -- broadcasting, tiling, padding ----------------------------------------------------------------
@@ -482,7 +305,7 @@ def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode
 
 @register("Expand", 8)
 def expand(ctx, x, shape):
-    target = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
+    target = np.broadcast_shapes(x.shape, tuple(int_list(shape)))
     return np.array(np.broadcast_to(x, target))
 
 
@@ -495,7 +318,7 @@ def tile_v1(ctx, x, tiles, axis):
 
 @register("Tile", 6)
 def tile(ctx, x, repeats):
-    reps = _ints(repeats)
+    reps = int_list(repeats)
     if len(reps) != x.ndim:
         raise ValueError(f"Tile: repeats has {len(reps)} entries for rank {x.ndim}")
     return np.tile(x, reps)
@@ -553,12 +376,12 @@ def pad_v2(ctx, data, *, mode="constant", pads=None, value=0.0):
 
 @register("Pad", 11)
 def pad_v11(ctx, data, pads, constant_value=None, *, mode="constant"):
-    return _pad(data, _ints(pads), mode, constant_value, None)
+    return _pad(data, int_list(pads), mode, constant_value, None)
 
 
 @register("Pad", 18)
 def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
-    return _pad(data, _ints(pads), mode, constant_value, None if axes is None else _ints(axes))
+    return _pad(data, int_list(pads), mode, constant_value, None if axes is None else int_list(axes))
 
 
 @register("CenterCropPad", 18)
@@ -566,7 +389,7 @@ def center_crop_pad(ctx, input_data, shape, *, axes=None):
     """Crop (window start rounded down) or zero-pad (extra pixel on the right) each axis to ``shape``."""
     rank = input_data.ndim
     axes = list(range(rank)) if axes is None else normalized_axes(axes, rank)
-    target = _ints(shape)
+    target = int_list(shape)
     if len(target) != len(axes):
         raise ValueError(f"CenterCropPad: {len(target)} sizes for {len(axes)} axes")
     src = [slice(None)] * rank
@@ -584,107 +407,6 @@ def center_crop_pad(ctx, input_data, shape, *, axes=None):
     out = np.zeros(out_shape, dtype=input_data.dtype)
     out[tuple(dst)] = input_data[tuple(src)]
     return out
-
-
-# -- generators -------------------------------------------------------------------------------
-
-
-@register("Range", 11)
-def range_v11(ctx, start, limit, delta):
-    return range_(ctx, start, limit, delta)
-
-
-@register("Range", 27)
-def range_(ctx, start, limit, delta, *, stash_type=1):
-    dtype = np.asarray(start).dtype
-    s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    if d == 0:
-        raise ValueError("Range: delta cannot be 0")
-    if dtype.kind in "iu":
-        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
-        return (int(s) + np.arange(count, dtype=np.int64) * int(d)).astype(dtype)
-    # Compute in float64 (at least the stash precision) and round once at the end.
-    s64, lim64, d64 = float(s), float(lim), float(d)
-    count = max(math.ceil((lim64 - s64) / d64), 0)
-    return (s64 + np.arange(count, dtype=np.float64) * d64).astype(dtype)
-
-
-@register("EyeLike", 9)
-def eye_like(ctx, x, *, dtype=None, k=0):
-    if x.ndim != 2:
-        raise ValueError("EyeLike: input must be 2-D")
-    out_dtype = x.dtype if dtype is None else ONNX_TO_NUMPY[dtype]
-    return np.eye(x.shape[0], x.shape[1], k=k, dtype=out_dtype)
-
-
-@register("OneHot", 9)
-def one_hot(ctx, indices, depth, values, *, axis=-1):
-    depth = int(np.asarray(depth).reshape(-1)[0])
-    values = np.asarray(values).reshape(-1)
-    if values.size != 2:
-        raise ValueError("OneHot: values must be [off_value, on_value]")
-    idx = np.asarray(indices)
-    idx = idx.astype(np.int64) if idx.dtype.kind in "iub" else np.trunc(idx).astype(np.int64)
-    rank = idx.ndim + 1
-    axis = normalized_axis(axis, rank)
-    idx = np.where(idx < 0, idx + depth, idx)
-    hot = np.arange(depth).reshape((depth,) + (1,) * (rank - 1 - axis))
-    mask = np.expand_dims(idx, axis) == hot  # out-of-range indices match nothing: all off
-    return np.where(mask, values[1], values[0]).astype(values.dtype)
-
-
-@register("Trilu", 14)
-def trilu(ctx, x, k=None, *, upper=1):
-    shift = 0 if k is None else int_scalar(k)
-    if x.ndim < 2:
-        raise ValueError("Trilu: input must have rank >= 2")
-    return np.triu(x, shift) if upper else np.tril(x, shift)
-
-
-# -- selection ------------------------------------------------------------------------------------
-
-
-@register("NonZero", 9)
-def non_zero(ctx, x):
-    x = np.asarray(x)
-    if x.ndim == 0:
-        return np.zeros((0, int(bool(x))), dtype=np.int64)
-    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
-
-
-@register("Compress", 9)
-def compress(ctx, x, condition, *, axis=None):
-    cond = np.asarray(condition).reshape(-1).astype(bool)
-    # A condition longer than the axis (or the flattened input) selects nothing beyond it, as in ORT.
-    if axis is None:
-        return np.compress(cond[:x.size], x.reshape(-1))
-    axis = normalized_axis(axis, x.ndim)
-    return np.compress(cond[:x.shape[axis]], x, axis=axis)
-
-
-@register("Unique", 11)
-def unique(ctx, x, *, axis=None, sorted=1):
-    """Unique values (or slices along ``axis``): Y, first indices, inverse indices, counts."""
-    if axis is not None:
-        axis = normalized_axis(axis, x.ndim)
-    src = x.reshape(-1) if axis is None else x
-    if src.dtype == object:
-        # np.unique with axis cannot sort object arrays; strings only ever come flattened here.
-        values, first, inverse, counts = np.unique(src.astype(str), return_index=True,
-                                                   return_inverse=True, return_counts=True)
-        values = src[first]
-    else:
-        values, first, inverse, counts = np.unique(src, return_index=True, return_inverse=True,
-                                                   return_counts=True, axis=axis)
-    inverse = inverse.reshape(-1)
-    if not sorted:
-        order = np.argsort(first, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        values = np.take(values, order, axis=0 if axis is None else axis)
-        first, counts, inverse = first[order], counts[order], rank[inverse]
-    outs = (values, first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64))
-    return outs[:ctx.num_outputs] if ctx.num_outputs > 1 else outs[0]
 
 
 # -- scans --------------------------------------------------------------------------------------
@@ -768,7 +490,7 @@ def reverse_sequence(ctx, x, sequence_lens, *, batch_axis=1, time_axis=0):
     batch_axis, time_axis = normalized_axis(batch_axis, x.ndim), normalized_axis(time_axis, x.ndim)
     if batch_axis == time_axis:
         raise ValueError("ReverseSequence: batch_axis and time_axis must differ")
-    lens = _ints(sequence_lens)
+    lens = int_list(sequence_lens)
     out = x.copy()
     for b, n in enumerate(lens):
         if not 0 <= n <= x.shape[time_axis]:
@@ -783,8 +505,8 @@ def reverse_sequence(ctx, x, sequence_lens, *, batch_axis=1, time_axis=0):
 @register("Col2Im", 18)
 def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
     """Sum sliding blocks (N, C*prod(block), L) back into an image (N, C, *image_shape)."""
-    image = _ints(image_shape)
-    block = _ints(block_shape)
+    image = int_list(image_shape)
+    block = int_list(block_shape)
     nd = len(image)
     dil = list(dilations) if dilations else [1] * nd
     stride = list(strides) if strides else [1] * nd
@@ -808,22 +530,16 @@ def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strid
     return out[(slice(None), slice(None), *crop)]
 
 
-@register_flops("Identity", "Constant", "ConstantOfShape", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                "Transpose", "Shape", "Size", "Concat", "Split", "Slice", "Gather", "GatherElements",
-                "GatherND", "Scatter", "TensorScatter", "Expand", "Tile", "Pad", "CenterCropPad",
-                "EyeLike", "OneHot", "Trilu", "NonZero", "Compress", "DepthToSpace", "SpaceToDepth",
+@register_flops("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Shape", "Size", "Concat",
+                "Split", "Slice", "Expand", "Tile", "Pad", "CenterCropPad", "DepthToSpace", "SpaceToDepth",
                 "ReverseSequence")
 def data_movement_flops(layer, in_shapes, out_shapes) -> int:
-    """0: these ops only move or select data, they do no arithmetic."""
+    """0: these ops only move data, they do no arithmetic."""
     return 0
 
 
-@register_flops("CumSum", "CumProd", "Col2Im", "ScatterElements", "ScatterND")
+@register_flops("CumSum", "CumProd", "Col2Im")
 def accumulate_flops(layer, in_shapes, out_shapes) -> int:
-    """One add (or multiply/compare) per accumulated element: CumSum/CumProd and Col2Im count
-    their input elements, reducing scatters their update elements."""
-    index = 2 if layer.op_type.startswith("Scatter") else 0
-    if layer.op_type.startswith("Scatter") and layer.attrs.get("reduction", "none") == "none":
-        return 0
-    shape = in_shapes[index] if len(in_shapes) > index else None
+    """One add (or multiply) per accumulated element: CumSum/CumProd and Col2Im count their input elements."""
+    shape = in_shapes[0] if in_shapes else None
     return math.prod(shape) if shape is not None else 0
