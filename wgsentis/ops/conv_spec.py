@@ -1,5 +1,5 @@
-"""Size rules of convolutions and pools: outputs from their geometry (ops/conv.py, ops/pool.py), and the working copies
-their kernels make.
+"""Facets of convolutions and pools: their size rules (outputs from their geometry, ops/conv.py and ops/pool.py, and the
+working copies their kernels make), the pools' tile rule, and MaxPool's selection of values.
 
 Each rule is ``fn(layer, args) -> [(shape, nbytes, detail)]`` (``wgsentis.ops.spec.SizeRule``); the memory budget
 (``wgsentis.budget``) reads them from the ops' specs."""
@@ -13,7 +13,7 @@ from typing import Any
 from wgsentis.ops import spec
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.ops.pool import pool_geometry
-from wgsentis.ops.spec import Output, size_rule
+from wgsentis.ops.spec import Output, describe, images_and_channels, size_rule, tile_rule
 
 
 # -- convolutions and pools -----------------------------------------------------------------------------
@@ -132,3 +132,10 @@ def _roi_align(layer: Any, args: list[Any]) -> list[Output]:
 def _grid_sample(layer: Any, args: list[Any]) -> list[Output]:
     x, grid = spec.shape_of(args[0]), spec.shape_of(args[1])
     return [spec.out((*x[:2], *grid[1:-1]), spec.itemsize_of(args[0]))]
+
+
+# Pools run over each image and channel apart: gpu-compute may cut them into tiles of those past the binding limit.
+tile_rule("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")(
+    images_and_channels)
+describe("MaxPool", passes_values_of=(0,), preserves_values=True)  # a max selects one of its window's values
+describe("GlobalMaxPool", preserves_values=True)

@@ -1,5 +1,6 @@
-"""Size rules of broadcasting arithmetic, comparisons, Where, Cast and DequantizeLinear: outputs the broadcast of their
-inputs.
+"""Facets of the elementwise family's ops: the size rules of broadcasting arithmetic, comparisons, Where, Cast and
+DequantizeLinear (outputs the broadcast of their inputs), and how their int64 results are bounded (sums and
+products widen, selections pass their inputs' values on).
 
 Each rule is ``fn(layer, args) -> [(shape, nbytes, detail)]`` (``wgsentis.ops.spec.SizeRule``); the memory budget
 (``wgsentis.budget``) reads them from the ops' specs."""
@@ -9,9 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 
 from wgsentis.ops import spec
-from wgsentis.ops.spec import Output, size_rule
+from wgsentis.ops.spec import ALL_INPUTS, ANY_INT32, Output, describe, size_rule
 
 
 # -- broadcasting arithmetic ----------------------------------------------------------------------------
@@ -51,3 +53,30 @@ def _cast(layer: Any, args: list[Any]) -> list[Output]:
 @size_rule("DequantizeLinear")
 def _dequantize(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out(spec.shape_of(args[0]), spec.itemsize_of(args[1]))]
+
+
+# -- int64 on the device (backends/gpu/placement.py) ---------------------------------------------------
+# Results that can leave the int32 range the device holds int64 values in, for int64 inputs all within it: sums,
+# differences, products, powers, negation and absolute value of -2**31. (Max, Min, Where, Mod... select or shrink.)
+describe("Add", "Sub", int64_bound=lambda layer, b, args: b[0] + b[1], widens_int64=True)
+describe("Sum", int64_bound=lambda layer, b, args: sum(b), widens_int64=True)
+describe("Mul", int64_bound=lambda layer, b, args: b[0] * b[1], widens_int64=True)
+describe("Neg", "Abs", "Div", int64_bound=lambda layer, b, args: b[0] if b else 0, widens_int64=True)
+describe("Pow", widens_int64=True)
+describe("Mod", int64_bound=lambda layer, b, args: min(b[:2]))
+# Narrow integer types bound what a Cast from them makes.
+_TYPE_BOUNDS = {np.dtype(np.bool_): 1, np.dtype(np.int8): 128, np.dtype(np.uint8): 255, np.dtype(np.int16): 32768,
+                np.dtype(np.uint16): 65535}
+
+
+def _cast_bound(layer: Any, bounds: list[int], args: list[Any]) -> int:
+    source = np.dtype(getattr(args[0], "dtype", np.float32))
+    return _TYPE_BOUNDS.get(source, (bounds[0] if bounds else 0) if source == np.int64 else ANY_INT32)
+
+
+describe("Cast", "CastLike", int64_bound=_cast_bound)
+# Selections: the output's values are some of the inputs'.
+describe("Max", "Min", passes_values_of=ALL_INPUTS, preserves_values=True)
+describe("Clip", passes_values_of=ALL_INPUTS)
+describe("Where", passes_values_of=(1, 2), views_values_of=(1, 2), preserves_values=True)
+describe("Relu", "Shrink", preserves_values=True)

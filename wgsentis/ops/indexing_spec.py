@@ -1,17 +1,18 @@
-"""Size rules of the indexing ops, whose output follows their indices' shape (Gather, GatherElements, GatherND, OneHot,
-...).
+"""Facets of the indexing ops: size rules (outputs that follow their indices' shape: Gather, GatherElements, GatherND,
+OneHot, ...), their tile rules, the input holding indices, and the values they pass on.
 
 Each rule is ``fn(layer, args) -> [(shape, nbytes, detail)]`` (``wgsentis.ops.spec.SizeRule``); the memory budget
 (``wgsentis.budget``) reads them from the ops' specs."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from wgsentis.ops import spec
-from wgsentis.ops.spec import Output, size_rule
+from wgsentis.ops.spec import Output, before_axis_attribute, describe, size_rule, tile_rule, valid_axis
 
 
 # -- indexing ----------------------------------------------------------------------------------------
@@ -59,3 +60,25 @@ def _concat(layer: Any, args: list[Any]) -> list[Output]:
     shape = list(shapes[0])
     shape[axis] = sum(s[axis] for s in shapes)
     return [spec.out(shape, spec.itemsize_of(args[0]))]
+
+
+# -- tile rules (backends/gpu/outer_tiles.py) ----------------------------------------------------------
+
+
+def _gather_growth(layer: Any, shapes: list[tuple[int, ...]], host: list[Any], last: int) -> float:
+    """A Gather's output row against its input's: its indices' size over the gathered axis."""
+    if len(shapes) < 2 or shapes[1] is None:
+        return 1.0
+    axis = valid_axis(layer.attrs.get("axis", 0), len(shapes[0]))
+    return max(1.0, math.prod(shapes[1]) / max(1, shapes[0][axis]))
+
+
+tile_rule("Gather", tile_growth=_gather_growth)(before_axis_attribute(0))
+# Their indices and updates are shaped as the data along the leading axes: every device input is cut with it.
+tile_rule("GatherElements", "ScatterElements", tiles_all_inputs=True)(before_axis_attribute(0))
+
+
+# -- values (backends/gpu/placement.py, program.py) ----------------------------------------------------
+# Input 1 holds indices, checked against their axis on the device as on the host.
+describe("Gather", "GatherElements", "GatherND", index_input=1, passes_values_of=(0,), preserves_values=True)
+describe("ScatterElements", "ScatterND", index_input=1, passes_values_of=(0, 2), preserves_values=True)

@@ -31,11 +31,13 @@ SizeRule = Callable[[Any, list[Any]], list[Output]]
 # fn(layer, shapes, host) -> the last leading axis through which inputs and outputs are independent, or None;
 # ``shapes``: the inputs' shapes; ``host``: the inputs' host values (None where only the device holds one).
 TileRule = Callable[[Any, list[tuple[int, ...]], list[Any]], int | None]
-# fn(layer, bounds, shapes) -> bounds on |v| of the outputs (one int for all of them, or a list), from bounds on
-# the inputs' |v| and the inputs' shapes; only for ops whose int64 results follow from their inputs'.
-BoundRule = Callable[[Any, list[int], list[tuple[int, ...]]], int | list[int]]
+# fn(layer, bounds, args) -> bounds on |v| of the outputs (one int for all of them, or a list), from bounds on the
+# inputs' |v| and the inputs themselves (read through .shape and .dtype only); for ops whose int64 results follow
+# from their inputs' by arithmetic.
+BoundRule = Callable[[Any, list[int], list[Any]], int | list[int]]
 
-ALL_INPUTS = "all"  # ``passes_values_of``: every input's values may reach the output
+ALL_INPUTS = "all"  # ``passes_values_of`` / ``views_values_of``: every input's values may reach the output
+ANY_INT32 = 2**31  # the bound of an int64 tensor known only to be held in an i32 word
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,17 @@ class OpSpec:
     tiles_all_inputs: bool = False
     # One-dimensional per-channel inputs (statistics, scales) are cut with the channels axis.
     tiles_channel_params: bool = False
+    # How many times wider than its input row a tile's output row is (a Resize's upscale, a Gather's indices
+    # against its axis), so the tile is sized by the wider: fn(layer, shapes, host, last) -> factor >= 1.
+    tile_growth: Callable[[Any, list[tuple[int, ...]], list[Any], int], float] | None = None
     # Outputs only move, select or compare input values: a narrow input's values need no rounding or wrap.
     preserves_values: bool = False
-    # Input positions whose values the outputs may carry unchanged (ALL_INPUTS: every input): an int64 bound on
-    # them is a bound on the outputs.
+    # Input positions whose values the outputs may carry unchanged (ALL_INPUTS: every input), selected or moved:
+    # an int64 bound on them is a bound on the outputs.
     passes_values_of: tuple[int, ...] | str = ()
+    # Input positions whose values the outputs are, only laid out anew (views and joins: Reshape, Concat, Where's
+    # branches): an output that serves only as indices makes these inputs serve only as indices.
+    views_values_of: tuple[int, ...] | str = ()
     # The bound of an int64 result from its inputs' bounds, where arithmetic makes it (sums, products...).
     int64_bound: BoundRule | None = None
     # The result may leave the int32 range its int64 inputs are within (sums, products, powers, -(-2**31)).
@@ -124,6 +132,45 @@ def tile_rule(*op_types: str, domain: str = "", **facets: Any) -> Callable[[Tile
         return fn
 
     return wrap
+
+
+def along_axis(layer: Any, args: list[Any], default: int) -> int:
+    """The length of the axis the ``axis`` attribute names (``default`` when absent) in the first input; ANY_INT32
+    where the input has no shape or the axis is outside it."""
+    shape = tuple(getattr(args[0], "shape", ())) if args else ()
+    axis = layer.attrs.get("axis", default)
+    return shape[axis] if shape and isinstance(axis, int) and -len(shape) <= axis < len(shape) else ANY_INT32
+
+
+# -- helpers for tile rules ---------------------------------------------------------------------------
+
+
+def valid_axis(value: Any, rank: int) -> int | None:
+    """``value`` as an axis within ``rank`` (negative counts from the end), or None where it is outside."""
+    value = int(value)
+    return value + rank if -rank <= value < 0 else (value if 0 <= value < rank else None)
+
+
+def leading_before(axis: Any, rank: int) -> int | None:
+    """The last leading axis before ``axis``: None when ``axis`` is the first (nothing leads it) or invalid."""
+    a = valid_axis(axis, rank)
+    return None if a is None or a == 0 else a - 1
+
+
+def before_axis_attribute(default: int) -> TileRule:
+    """The tile rule of an op along the axis its ``axis`` attribute names (``default`` when absent): the axes
+    before it lead."""
+    return lambda layer, shapes, host: leading_before(layer.attrs.get("axis", default), len(shapes[0]))
+
+
+def images_and_channels(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """Each image and channel apart (N, C leading)."""
+    return 1
+
+
+def images(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """Each image apart (N leading)."""
+    return 0
 
 
 # -- helpers for size rules ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Size rules of the ops that grow a tensor by its shape inputs: Expand, Tile, Pad, CenterCropPad, Resize, Upsample,
-Col2Im, MaxUnpool.
+"""Facets of the tensor family's ops (views, joins, movements, Resize): the size rules of the ops that grow a tensor by
+its shape inputs (Expand, Tile, Pad, CenterCropPad, Resize, Upsample, Col2Im, MaxUnpool), the leading axes gpu-compute
+tiles them along, and which inputs' values they pass on.
 
 Each rule is ``fn(layer, args) -> [(shape, nbytes, detail)]`` (``wgsentis.ops.spec.SizeRule``); the memory budget
 (``wgsentis.budget``) reads them from the ops' specs."""
@@ -14,7 +15,17 @@ import numpy as np
 from wgsentis.ops import spec
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.resize import resize_geometry
-from wgsentis.ops.spec import Output, size_rule
+from wgsentis.ops.spec import (
+    ALL_INPUTS,
+    Output,
+    before_axis_attribute,
+    describe,
+    images,
+    leading_before,
+    size_rule,
+    tile_rule,
+    valid_axis,
+)
 
 
 # -- shape-driven growth -----------------------------------------------------------------------------
@@ -119,3 +130,108 @@ def _max_unpool(layer: Any, args: list[Any]) -> list[Output]:
         return [spec.out(inferred, spec.itemsize_of(args[0]))]
     return [spec.out(spec.ints(args[2]), spec.itemsize_of(args[0]), "output_shape"),
             spec.out(inferred, spec.itemsize_of(args[0]), "the unpooled input before it is fitted to output_shape")]
+
+
+# -- tile rules (backends/gpu/outer_tiles.py) ----------------------------------------------------------
+
+
+@tile_rule("Transpose")
+def _transpose_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """The leading axes the permutation keeps in place."""
+    perm = layer.attrs.get("perm")
+    if perm is None:
+        return None
+    fixed = -1
+    for i, p in enumerate(perm):
+        if int(p) != i:
+            break
+        fixed = i
+    return None if fixed < 0 else fixed
+
+
+def resize_sizes(host: list[Any]) -> np.ndarray | None:
+    """A Resize's host-known target sizes (input 3), or None (scales instead, or computed on the device)."""
+    sizes = host[3] if len(host) > 3 else None
+    if sizes is None or np.size(sizes) == 0:
+        return None
+    return np.asarray(sizes).reshape(-1)
+
+
+def resize_ratios(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> np.ndarray | None:
+    """Output over input size per axis of a Resize (opset 11+, no ``axes``): its scales, or its sizes' ratios."""
+    if len(host) < 3 or layer.attrs.get("axes") is not None:
+        return None
+    sizes = resize_sizes(host)
+    if sizes is not None:
+        return sizes / np.maximum(np.asarray(shapes[0], np.float64), 1)
+    scales = host[2]
+    if scales is None or np.size(scales) == 0:
+        return None
+    return np.asarray(scales, np.float64).reshape(-1)
+
+
+def _resize_growth(layer: Any, shapes: list[tuple[int, ...]], host: list[Any], last: int) -> float:
+    ratios = resize_ratios(layer, shapes, host)
+    return 1.0 if ratios is None else max(1.0, float(np.prod(ratios[last + 1:])))
+
+
+@tile_rule("Resize", tile_growth=_resize_growth)
+def _resize_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """Leading axes the Resize keeps (ratio 1, by scales or by sizes: each tile then gets its own sizes)."""
+    ratios = resize_ratios(layer, shapes, host)
+    if ratios is None:
+        return None
+    kept = -1
+    for i, r in enumerate(ratios):
+        if r != 1:
+            break
+        kept = i
+    return None if kept < 0 else min(kept, 1)
+
+
+@tile_rule("Slice")
+def _slice_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """Leading axes the Slice (opset 10+: starts, ends, axes, steps inputs) keeps whole."""
+    if len(host) < 3:
+        return None
+    known = host[1:5]
+    present = [s is not None for s in shapes[1:5]]
+    if known[0] is None or known[1] is None or any(h is None and p for h, p in zip(known, present, strict=True)):
+        return None  # (a starts, ends, axes or steps known only on the device: what the Slice cuts is unknown)
+    rank = len(shapes[0])
+    starts, ends = np.asarray(known[0]).reshape(-1), np.asarray(known[1]).reshape(-1)
+    axes = np.arange(starts.size) if len(known) < 3 or known[2] is None else np.asarray(known[2]).reshape(-1)
+    steps = np.ones(starts.size, np.int64) if len(known) < 4 or known[3] is None else np.asarray(known[3]).reshape(-1)
+    cut = []
+    for a, b, e, st in zip(axes, starts, ends, steps, strict=False):
+        axis = valid_axis(a, rank)
+        if axis is None:
+            return None
+        dim = shapes[0][axis]
+        whole = st == 1 and (b == 0 or b <= -dim) and e >= dim
+        if not whole:
+            cut.append(axis)
+    return leading_before(min(cut), rank) if cut else rank - 1
+
+
+@tile_rule("Expand")
+def _expand_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    return 64  # every axis of its output (cut to its rank; outer_tiles aligns the data with the target)
+
+
+tile_rule("Split")(before_axis_attribute(0))
+tile_rule("DepthToSpace", "SpaceToDepth")(images)
+
+
+# -- values (backends/gpu/placement.py, program.py) ----------------------------------------------------
+describe("Shape", "Size", shape_only=True)
+# Views and joins: the output's values are the data's, laid out anew.
+describe("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Transpose", "Slice",
+         views_values_of=(0,), passes_values_of=(0,), preserves_values=True)
+describe("Concat", views_values_of=ALL_INPUTS, passes_values_of=ALL_INPUTS, preserves_values=True)
+# Movements: some of the data's values (and a Pad's constant), moved.
+describe("Tile", "Split", "ReverseSequence", "Compress", "DepthToSpace", "SpaceToDepth", "Trilu",
+         passes_values_of=(0,), preserves_values=True)
+describe("Pad", passes_values_of=(0, 2), preserves_values=True)
+describe("Resize", passes_values_of=(0,))
+describe("CenterCropPad", "Col2Im", "SplitToSequence", preserves_values=True)

@@ -14,32 +14,21 @@ from wgsentis.errors import PASS_THROUGH_ERRORS, LayerError, WgSentisError
 from wgsentis.ir import Graph, Layer, captured_names, subgraphs
 from wgsentis.ops import registry
 from wgsentis.ops.cast import cast_target
+from wgsentis.ops.spec import ALL_INPUTS, ANY_INT32, spec_of
 from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
-SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})  # read their input's shape, never its data
-# Ops whose int64 result can leave the int32 range the device holds int64 values in (backends/gpu/dtypes.py), for
-# int64 inputs that are all within it: sums, differences, products, powers, negation and absolute value of
-# -2**31. (Max, Min, Where, Mod, Gather... select or shrink their inputs' values and stay in range.)
-INT64_WIDENING_OPS = frozenset({"Add", "Sub", "Mul", "Sum", "Pow", "Neg", "Abs", "CumSum", "Div"})
-# The input of each op that reads indices, checked against their axis on the device as on the host.
-INDEX_INPUTS = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterElements": 1, "ScatterND": 1}
-# Ops that pass (some of) their inputs' values through unchanged: data input positions (None: all).
-_VALUE_PRESERVING: dict[str, tuple[int, ...] | None] = {
-    "Identity": (0,), "Reshape": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Flatten": (0,), "Expand": (0,),
-    "Transpose": (0,), "Slice": (0,), "Concat": None, "Where": (1, 2),
-}
 _OFFSET_BOUND = 2**30  # a host addend below this keeps a wrapped int32 sum out of every index range
 _INT32_LIMIT = 2**31 - 1  # the largest |value| an int64 result may have to be held exactly in an i32 word
-ANY_INT32 = 2**31  # the bound of an int64 tensor known only to be held in an i32 word
-_TYPE_BOUNDS = {np.dtype(np.bool_): 1, np.dtype(np.int8): 128, np.dtype(np.uint8): 255, np.dtype(np.int16): 32768,
-                np.dtype(np.uint16): 65535}
-# Ops whose results select or reshape their inputs' values: the positions whose values they pass on (None: all).
-_SELECTING: dict[str, tuple[int, ...] | None] = {
-    **_VALUE_PRESERVING, "Max": None, "Min": None, "Gather": (0,), "GatherElements": (0,), "GatherND": (0,),
-    "Tile": (0,), "Split": (0,), "ReduceMax": (0,), "ReduceMin": (0,), "Clip": None, "Pad": (0, 2),
-    "ScatterElements": (0, 2), "ScatterND": (0, 2), "Sort": (0,), "ReverseSequence": (0,), "Compress": (0,),
-    "DepthToSpace": (0,), "SpaceToDepth": (0,), "Trilu": (0,), "Resize": (0,), "MaxPool": (0,),
-}
+
+
+def _positions(chosen: tuple[int, ...] | str, count: int) -> range | tuple[int, ...]:
+    """A spec's input positions (ALL_INPUTS: every one of ``count``)."""
+    return range(count) if chosen == ALL_INPUTS else chosen
+
+
+def _takes(chosen: tuple[int, ...] | str, position: int) -> bool:
+    """Whether a spec's input positions (ALL_INPUTS: all) include ``position``."""
+    return chosen == ALL_INPUTS or position in chosen
 
 
 def value_bound(value: Any) -> int:
@@ -74,35 +63,15 @@ def int64_result_bounds(layer: Layer, args: list[Any]) -> list[int]:
     """Bounds on |v| of ``layer``'s outputs computed from its inputs' bounds (``value_bound``): sums and products
     of bounds for arithmetic, the largest of the values passed on for selections, the axis length for indices
     (ArgMax, TopK's), the type's range for casts from narrow integers; any int32 where no rule applies."""
-    op = layer.op_type if not layer.domain else ""
+    op = spec_of(layer.op_type, layer.domain)
     bounds = [value_bound(a) for a in args]
-    first = bounds[0] if bounds else 0
-    shape = tuple(getattr(args[0], "shape", ())) if args else ()
-    axis = layer.attrs.get("axis", 0 if op in ("ArgMax", "ArgMin") else -1)
-    along = shape[axis] if shape and isinstance(axis, int) and -len(shape) <= axis < len(shape) else ANY_INT32
-    if op in ("Add", "Sub"):
-        result = bounds[0] + bounds[1]
-    elif op == "Sum":
-        result = sum(bounds)
-    elif op == "Mul":
-        result = bounds[0] * bounds[1]
-    elif op in ("Neg", "Abs", "Div"):
-        result = first
-    elif op == "Mod":
-        result = min(bounds[:2])
-    elif op == "CumSum":
-        result = first * along
-    elif op in ("ArgMax", "ArgMin"):
-        result = along
-    elif op == "TopK":
-        return [first, along]
-    elif op in ("Cast", "CastLike"):
-        source = np.dtype(getattr(args[0], "dtype", np.float32))
-        result = _TYPE_BOUNDS.get(source, first if source == np.int64 else ANY_INT32)
-    elif op in _SELECTING:
-        positions = _SELECTING[op]
-        chosen = bounds if positions is None else [bounds[k] for k in positions if k < len(bounds)]
-        result = max(chosen, default=ANY_INT32)
+    if op.int64_bound is not None:
+        result = op.int64_bound(layer, bounds, args)
+        if isinstance(result, list):
+            return result
+    elif op.passes_values_of:
+        result = max((bounds[k] for k in _positions(op.passes_values_of, len(bounds)) if k < len(bounds)),
+                     default=ANY_INT32)
     else:
         result = ANY_INT32
     return [result] * max(1, len(layer.outputs))
@@ -117,10 +86,10 @@ def index_only_tensors(graph: Graph) -> set[str]:
     for layer in graph.layers:
         for position, name in enumerate(layer.inputs):
             if name:
-                readers.setdefault(name, []).append((layer.op_type if not layer.domain else "", position,
+                readers.setdefault(name, []).append((spec_of(layer.op_type, layer.domain), position,
                                                      [o for o in layer.outputs if o]))
         for name in captured_names(layer):
-            readers.setdefault(name, []).append(("", -1, []))
+            readers.setdefault(name, []).append((None, -1, []))
     outputs = {o.name for o in graph.outputs}
     memo: dict[str, bool] = {}
 
@@ -129,9 +98,8 @@ def index_only_tensors(graph: Graph) -> set[str]:
             memo[name] = False  # (a cycle cannot arise in a sorted graph; this also ends any)
             reads = readers.get(name, [])
             memo[name] = name not in outputs and bool(reads) and all(
-                INDEX_INPUTS.get(op) == position
-                or (op in _VALUE_PRESERVING and (_VALUE_PRESERVING[op] is None or position in _VALUE_PRESERVING[op])
-                    and all(index_only(o) for o in outs))
+                op is not None and (op.index_input == position
+                                    or (_takes(op.views_values_of, position) and all(index_only(o) for o in outs)))
                 for op, position, outs in reads)
         return memo[name]
 
@@ -158,7 +126,7 @@ def int64_range_reason(layer: Layer, args: list[Any], index_only: frozenset[str]
             return (f"Cast of {source.dtype.name} input '{layer.inputs[0]}' to int64: the GPU holds int64 in 32-bit "
                     "words and these values can pass the int32 range; the host casts them exactly")
         return ""
-    if layer.op_type not in INT64_WIDENING_OPS:
+    if not spec_of(layer.op_type).widens_int64:
         return ""
     data = next((a for a in args if a is not None), None)  # (the result's type: CumSum's axis is int64 too)
     if data is None or np.dtype(getattr(data, "dtype", np.float32)) != np.int64:
@@ -190,7 +158,8 @@ def host_tensors(graph: Graph, backend: str) -> set[str]:
             if pos < len(layer.inputs) and layer.inputs[pos]:
                 needed.add(layer.inputs[pos])
     for layer in reversed(graph.layers):
-        if layer.op_type in SHAPE_ONLY_OPS or subgraphs(layer) or not any(o in needed for o in layer.outputs):
+        shape_only = spec_of(layer.op_type, layer.domain).shape_only
+        if shape_only or subgraphs(layer) or not any(o in needed for o in layer.outputs):
             continue
         needed.update(n for n in layer.inputs if n and n not in graph.constants)
     return needed
@@ -230,7 +199,7 @@ class Placer:
         """(device, reason) for ``layer`` on these arguments, before any builder runs: "host", "fallback", or
         "gpu" (the builder may still give up: the caller then falls back). Shape-only layers get zero-stride
         stand-ins for their device inputs (in ``args``); host-read inputs of a GPU layer get their host values."""
-        if layer.op_type in SHAPE_ONLY_OPS and not layer.domain:
+        if spec_of(layer.op_type, layer.domain).shape_only:
             # Only the shape is read: a zero-stride stand-in carries it without any data.
             for k, a in enumerate(args):
                 if isinstance(a, GTensor):

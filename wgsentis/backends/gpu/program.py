@@ -36,7 +36,6 @@ from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
 from wgsentis.backends.gpu.placement import (
     ANY_INT32,
-    SHAPE_ONLY_OPS,
     Placer,
     host_of,
     host_read,
@@ -66,16 +65,10 @@ from wgsentis.backends.gpu.timestamps import QuerySets, Stamps, stamps_inside_pa
 from wgsentis.budget import check_device_bytes
 from wgsentis.errors import PASS_THROUGH_ERRORS, DeviceError, LayerError, RunInterruptedError, WgSentisError
 from wgsentis.ir import Graph, Layer, captured_names
+from wgsentis.ops.spec import spec_of
 from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 
-# Ops whose outputs only move, select or compare input values: a narrow input's values need no rounding or wrap.
-VALUE_PRESERVING_OPS = frozenset({
-    "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
-    "GatherElements", "GatherND", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth", "MaxPool", "Max", "Min",
-    "Relu", "Where", "ReduceMax", "ReduceMin", "TopK", "ScatterND", "ScatterElements", "Compress", "ReverseSequence",
-    "Trilu", "GlobalMaxPool", "Shrink", "Sort", "Unique", "CenterCropPad", "Col2Im", "SplitToSequence",
-})
 _WIDE = (np.dtype(np.float32), np.dtype(np.int32))
 
 
@@ -501,7 +494,7 @@ class GPUProgram(HostSync):
             if self.control is not None:
                 self.control.before_layer(layer, args)  # stop or refuse before anything is allocated
             kind, reason, outputs = self._place(rec, layer, args)
-            if kind != "fallback" and layer.op_type not in SHAPE_ONLY_OPS:
+            if kind != "fallback" and not spec_of(layer.op_type, layer.domain).shape_only:
                 for n in layer.inputs:
                     if n in plan.input_tensors and (kind == "host" or n in host_read(layer, args, env)):
                         plan.host_read_inputs[n] = np.array(feeds[n], copy=True)
@@ -674,7 +667,8 @@ class GPUProgram(HostSync):
             want = same[0] if len(same) == 1 else None
         if want is None or np.dtype(want) not in NARROW_TYPES or gpu_type_of(want) != out.gpu_type:
             return out
-        if layer.op_type in VALUE_PRESERVING_OPS and not layer.domain:
+        # (Ops whose outputs only move, select or compare input values: a narrow input's need no rounding.)
+        if spec_of(layer.op_type, layer.domain).preserves_values:
             return rec.retype(out, want)
         return rec.narrowed(out, want)
 

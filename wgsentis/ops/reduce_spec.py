@@ -1,0 +1,63 @@
+"""Facets of the reduction and sorting families' ops (ReduceX, Softmax/LogSoftmax/Hardmax, ArgMax/ArgMin, TopK,
+Sort, Unique, CumSum): the leading axes through which gpu-compute may cut them into tiles past the binding limit
+(their rows are independent), and what their int64 results are bounded by."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.ops.spec import along_axis, before_axis_attribute, describe, leading_before, tile_rule, valid_axis
+
+REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+              "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+
+
+@tile_rule(*REDUCE_OPS)
+def _reduce_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """The axes before the first reduced one lead (axes from the attribute, or from input 1 at opset 18)."""
+    rank = len(shapes[0])
+    axes = layer.attrs.get("axes")
+    if axes is None and len(host) > 1 and host[1] is not None:
+        axes = host[1]
+    if axes is None or len(np.asarray(axes).reshape(-1)) == 0:
+        return None  # every axis reduced (noop_with_empty_axes aside): nothing leads
+    first = min(valid_axis(a, rank) if valid_axis(a, rank) is not None else -1 for a in np.asarray(axes).reshape(-1))
+    return None if first <= 0 else first - 1
+
+
+@tile_rule("Softmax", "LogSoftmax", "Hardmax")
+def _softmax_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """Before opset 13 these ops flatten at ``axis`` (default 1); from 13 they run along it (default -1)."""
+    return before_axis_attribute(-1 if layer.opset >= 13 else 1)(layer, shapes, host)
+
+
+@tile_rule("CumSum")
+def _cumsum_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
+    """CumSum runs along the axis its second input holds."""
+    axis = host[1] if len(host) > 1 else None
+    return None if axis is None else leading_before(int(np.asarray(axis).reshape(-1)[0]), len(shapes[0]))
+
+
+tile_rule("ArgMax", "ArgMin")(before_axis_attribute(0))
+tile_rule("TopK")(before_axis_attribute(-1))
+
+
+# -- values (backends/gpu/placement.py, program.py) ----------------------------------------------------
+describe("ReduceMax", "ReduceMin", passes_values_of=(0,), preserves_values=True)
+describe("ArgMax", "ArgMin", int64_bound=lambda layer, b, args: along_axis(layer, args, 0))
+describe("TopK", int64_bound=lambda layer, b, args: [b[0] if b else 0, along_axis(layer, args, -1)],
+         preserves_values=True)
+describe("Sort", passes_values_of=(0,), preserves_values=True)
+describe("Unique", preserves_values=True)
+
+
+def _cumsum_bound(layer: Any, bounds: list[int], args: list[Any]) -> int:
+    """Each partial sum is at most the first input's bound times the summed axis' length; the axis is a value
+    (input 1) this rule does not see, so the longest axis bounds it."""
+    shape = tuple(getattr(args[0], "shape", ())) if args else ()
+    return (bounds[0] if bounds else 0) * max(shape, default=1)
+
+
+describe("CumSum", int64_bound=_cumsum_bound, widens_int64=True)
