@@ -26,7 +26,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops import ml, ml_transforms
-from wgsentis.ops import tensor_gpu as _tensor_gpu
+from wgsentis.ops import indexing_gpu
 from wgsentis.ops.quant_gpu import map3
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import MAX_RANK, device_tensor
@@ -518,7 +518,7 @@ def array_feature_extractor(rec, layer, X, Y, **attrs):
         return NotImplemented
     if isinstance(index, GTensor):
         index = rec.view(index, (index.size,))
-    y = _tensor_gpu.gather_along(rec, layer, X, index, -1, negative_ok=False, what="Y")
+    y = indexing_gpu.gather_along(rec, layer, X, index, -1, negative_ok=False, what="Y")
     if y is NotImplemented or len(X.shape) != 1:
         return y
     return rec.view(y, (1, index.size))
