@@ -17,7 +17,7 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
 from wgsentis.ops import ml, ml_gpu
-from wgsentis.ops import tensor_pixel as _tensor_pixel
+from wgsentis.ops import indexing_pixel
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 MAX_INPUTS = 8  # textures one FeatureVectorizer draw reads
@@ -134,7 +134,7 @@ def array_feature_extractor(rec, layer, X, Y, **attrs):
         return NotImplemented
     if isinstance(index, GTensor):
         index = rec.reshape(index, (index.size,))
-    y = _tensor_pixel.gather_along(rec, layer, X, index, -1, negative_ok=False, what="Y")
+    y = indexing_pixel.gather_along(rec, layer, X, index, -1, negative_ok=False, what="Y")
     if y is NotImplemented or len(X.shape) != 1:
         return y
     return rec.reshape(y, (1, index.size))

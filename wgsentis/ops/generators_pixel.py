@@ -1,0 +1,73 @@
+"""gpu-pixel programs of the generators (generators.py): ConstantOfShape, EyeLike, Range and Trilu, each one draw
+that writes its values from their coordinates."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
+from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops import tensor as _tensor
+from wgsentis.ops.tensor_gpu import host_ints, storage_bits
+from wgsentis.ops.tensor_pixel import filled_texture, pixel, pixel_tensor
+
+
+@pixel("ConstantOfShape", 9, host_inputs=(0,))
+def constant_of_shape(rec, layer, shape, *, value=None, **attrs):
+    dims = host_ints(shape)
+    if any(d < 0 for d in dims) or len(dims) > MAX_RANK:
+        return NotImplemented
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if fill.size != 1 or texel_kind(fill.dtype) is None:
+        return NotImplemented
+    return filled_texture(rec, dims, fill.dtype, fill[0])
+
+
+@pixel("EyeLike", 9)
+def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
+    if len(x.shape) != 2:
+        return NotImplemented
+    out_dtype = np.dtype(x.dtype if dtype is None else ONNX_TO_NUMPY[dtype])
+    kind = texel_kind(out_dtype)
+    if kind is None:
+        return NotImplemented
+    body = f"r = select(bitcast<{kind}>(pe(2u)), bitcast<{kind}>(pe(1u)), i32(c.c[5]) - i32(c.c[4]) == pei(0u));"
+    return rec.map([], x.shape, out_dtype, -1, body,
+                   [int(k), storage_bits(1, out_dtype), storage_bits(0, out_dtype)])
+
+
+@pixel("Range", 11, host_inputs=(0, 1, 2))
+def range_(rec, layer, start, limit, delta, **attrs):
+    dtype = np.asarray(start).dtype
+    if texel_kind(dtype) is None or dtype == np.bool_:
+        return NotImplemented
+    s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if d == 0:
+        return NotImplemented
+    if dtype.kind == "i":
+        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        last = int(s) + (count - 1) * int(d)
+        if not all(-(2**31) <= v < 2**31 for v in (int(s), last, int(d))):
+            return NotImplemented
+        words, expr = [int(s), int(d)], "pei(0u) + i32(c.c[5]) * pei(1u)"
+    else:
+        count = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+        if count >= 2**24:
+            return NotImplemented  # the index would not be exact in f32
+        # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.
+        words, expr = [float(s), float(d)], "fma(f32(c.c[5]), pef(1u), pef(0u))"
+    return rec.map([], [count], dtype, 0, f"r = {expr};", words)
+
+
+@pixel("Trilu", 14, host_inputs=(1,))
+def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
+    x = pixel_tensor(rec, data)
+    if x is None or len(x.shape) < 2:
+        return NotImplemented
+    shift = 0 if k is None else _tensor.int_scalar(k)
+    shift = min(max(shift, -(2**31) + 1), 2**31 - 1)  # beyond any matrix either way
+    keep = "j - i >= pei(0u)" if upper else "j - i <= pei(0u)"
+    body = f"let i = i32(c.c[4]); let j = i32(c.c[5]); r = select({x.layout.kind}(0), x0(c), {keep});"
+    return rec.map([x], x.shape, x.dtype, x.layout.axis, body, [shift])

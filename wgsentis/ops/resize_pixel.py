@@ -1,0 +1,131 @@
+"""gpu-pixel programs of Resize and Upsample (resize.py): every mode and coordinate transformation from the CPU
+kernel's own tap tables (image_gpu.resize_tables), combined in its order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.backends.pixel_layout import MAX_RANK
+from wgsentis.ops.image_gpu import resize_tables
+from wgsentis.ops.tensor_gpu import storage_bits
+from wgsentis.ops.tensor_pixel import affine_copy, pixel, pixel_tensor
+
+
+def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
+            extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
+    """Resize from the CPU kernel's own tap tables (image_gpu.resize_tables), combined in its order (resize.py,
+    ONNX Runtime's): nearest copies its tap; linear ("corners") sums (w_inner * ... * w_outer) * x over the taps'
+    tensor product from the first term; cubic ("passes") nests one sum from 0 per axis, adding x * w / divisor.
+    Texel by texel where the blocked axis is not interpolated. Products that are added are rounded on their own
+    (an XOR with a zero the compiler cannot see), so no driver contracts them into FMAs."""
+    x = pixel_tensor(rec, X)
+    if x is None or antialias or mode not in ("nearest", "linear", "cubic") or not x.shape:
+        return NotImplemented
+    if mode != "nearest" and x.dtype != np.float32:
+        return NotImplemented  # integer interpolation (ORT's fixed point, truncation) runs on the CPU
+    out_shape, tables, _crop, combine = resize_tables(
+        tuple(x.shape), scales, sizes, roi, mode=mode, ctm=ctm, nearest_mode=nearest_mode, cubic_a=cubic_a,
+        exclude_outside=exclude_outside, axes=axes, policy=policy)
+    extrap = storage_bits(np.asarray(extrapolation_value).astype(x.dtype), x.dtype)
+    resized = [a for a, t in enumerate(tables) if t is not None]
+    if not resized:
+        return affine_copy(rec, x, out_shape, list(range(len(out_shape))), [0] * len(out_shape),
+                           [1] * len(out_shape))
+    words, offsets = [], []
+    for a in resized:
+        taps, weights, outside, divisors = tables[a]
+        offsets.append(sum(w.size for w in words))
+        # Per output index o: its taps, their weights, the outside flag and the divisor, as float32
+        # (indices < 2^24).
+        n = taps.shape[1]
+        rows = np.concatenate([taps.astype(np.float32), weights, outside.astype(np.float32)[:, None],
+                               divisors[:, None]], axis=1)
+        words.append(rows.reshape(-1))
+        if n > 64 or taps.max(initial=0) >= 1 << 24:
+            return NotImplemented
+    table = np.concatenate(words).astype(np.float32)
+    tb = rec.upload(table, f"{layer.name}:taps", 0)
+    rank = len(x.shape)
+    lead = MAX_RANK - rank
+    divides = any(np.any(tables[a][3] != 1) for a in resized)
+    # Texel by texel needs no division: texels.wgsl has no math.wgsl (cubic with exclude_outside draws by element).
+    texel = x.layout.axis not in resized and x.layout.kind == "f32" and not divides
+    acc_type = "vec4<f32>" if texel else x.layout.kind
+    zero = "vec4<f32>(0.0)" if texel else f"{acc_type}(0)"
+    lines = ["var d = c; var outside = false; var first = true;"]
+    for k, a in enumerate(resized):
+        n = tables[a][0].shape[1]
+        lines.append(f"let row{k} = {offsets[k]}u + c.c[{lead + a}] * {2 * n + 2}u; "
+                     f"let div{k} = tab(row{k} + {2 * n + 1}u);")
+        lines.append(f"if (tab(row{k} + {2 * n}u) != 0.0) {{ outside = true; }}")
+    lines.append(f"var sum0 = {zero};")
+    for k, a in enumerate(resized):
+        n = tables[a][0].shape[1]
+        if k and combine == "passes":
+            lines.append(f"var sum{k} = {zero};")
+        lines.append(f"for (var i{k} = 0u; i{k} < {n}u; i{k}++) {{")
+        lines.append(f"d.c[{lead + a}] = u32(tab(row{k} + i{k})); let w{k} = tab(row{k} + {n}u + i{k});")
+    last = len(resized) - 1
+    if combine == "nearest":
+        lines.append("sum0 = x0(d);" + "}" * len(resized))
+    elif combine == "corners":
+        weight = f"w{last}"
+        for k in reversed(range(last)):
+            weight = f"({weight} * w{k})"
+        lines.append(f"let term = rz_round({weight} * x0(d)); sum0 = select(sum0 + term, term, first); first = false;")
+        lines.append("}" * len(resized))
+    else:
+        lines.append(f"sum{last} = sum{last} + rz_term(x0(d), w{last}, div{last});")
+        for k in reversed(range(last)):
+            lines.append(f"}} sum{k} = sum{k} + rz_term(sum{k + 1}, w{k}, div{k});")
+        lines.append("}")
+    if not rec.loops_fit(loop_passes(*[tables[a][0].shape[1] for a in resized]) * 8):
+        return NotImplemented  # each tap's addressing loops count too
+    if texel:
+        lines.append("out = select(sum0, vec4<f32>(bitcast<f32>(pe(0u))), outside);")
+    else:
+        lines.append(f"r = select(sum0, bitcast<{acc_type}>(pe(0u)), outside);")
+    # The table is read lane by lane through its own accessor, whatever the draw's form (input 1: words 28-41).
+    helpers = ["fn tab(i: u32) -> f32 { var e: Coords; e.c[5] = i; let at = locate(28u, e); "
+               "return textureLoad(X1, at.xy, 0)[at.z]; }"]
+    if combine != "nearest":
+        value = "vec4<f32>" if texel else "f32"
+        bits = "vec4<u32>" if texel else "u32"
+        helpers.append(f"fn rz_round(v: {value}) -> {value} {{ return bitcast<{value}>(bitcast<{bits}>(v) ^ "
+                       f"{bits}(opaque_zero())); }}")
+        if texel:
+            helpers.append("fn rz_term(v: vec4<f32>, w: f32, d: f32) -> vec4<f32> { return rz_round(v * w); }")
+        else:
+            helpers.append(f"fn rz_term(v: f32, w: f32, d: f32) -> f32 {{ let q = rz_round(v * w); "
+                           f"if (d == 1.0) {{ return q; }} return {rec.ctx.division_function}(opaque_zero(), q, d); }}")
+    draw = rec.texels if texel else rec.map
+    return draw([x, tb], out_shape, x.dtype, x.layout.axis, "\n".join(lines), [extrap], helpers="\n".join(helpers))
+
+
+@pixel("Resize", 10, host_inputs=(1,))
+def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
+
+
+@pixel("Resize", 11, host_inputs=(1, 2, 3))
+def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+           nearest_mode="round_prefer_floor", **attrs):
+    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
+                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                   policy=keep_aspect_ratio_policy)
+
+
+@pixel("Upsample", 7)
+def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
+    if scales is None:
+        return NotImplemented
+    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
+
+
+@pixel("Upsample", 9, host_inputs=(1,))
+def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
+    return resize_10(rec, layer, X, scales, mode=mode)
