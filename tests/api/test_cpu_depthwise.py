@@ -9,7 +9,7 @@ from helpers import F, make_model, ort_outputs, spy_scratch
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.ops import conv
+from wgsentis.ops import conv, conv_depthwise, conv_windows
 
 
 @pytest.mark.parametrize("x_shape,kernel,attrs,form", [
@@ -33,8 +33,8 @@ def test_depthwise_forms_match_onnxruntime(x_shape, kernel, attrs, form, monkeyp
     model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, **attrs)],
                        [("x", F, list(x_shape))], [("y", F, None)], inits)
     used = []
-    forms = {"_conv_depthwise_2d_cols": "cols", "_conv_depthwise_2d": "taps",
-             "_conv_depthwise_2d_channels_last": "channels_last"}
+    forms = {"conv_depthwise_2d_cols": "cols", "conv_depthwise_2d": "taps",
+             "conv_depthwise_2d_channels_last": "channels_last"}
     for name in forms:
         original = getattr(conv, name)
         monkeypatch.setattr(conv, name, lambda *a, _o=original, _n=name, **k: used.append(_n) or _o(*a, **k))
@@ -59,7 +59,7 @@ def test_channels_last_depthwise_with_residual_and_activation(activation):
     model = make_model(nodes, [("x", F, list(shape))], [("y", F, None)], inits, opset=14)
     loaded = ws.load_model(model)
     assert [layer.op_type for layer in loaded.layers] == ["FusedConv"]
-    assert conv.depthwise_channels_last_applies(c, (3, 3), (10, 10))
+    assert conv_depthwise.depthwise_channels_last_applies(c, (3, 3), (10, 10))
     x = rng.standard_normal(shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
@@ -79,8 +79,8 @@ def test_tap_by_tap_depthwise_in_blocks_of_channels(block_channels, spin_wait, m
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, pads=[1, 1, 1, 1], strides=[2, 2]),
              helper.make_node("Relu", ["c"], ["y"])]
     model = make_model(nodes, [("x", F, list(shape))], [("y", F, None)], inits)
-    geo = conv.FlatWindows((66, 66), (3, 3), (2, 2), (1, 1), (1, 1), (33, 33))
-    monkeypatch.setattr(conv, "DEPTHWISE_BLOCK_BYTES", block_channels * geo.length * 4)
+    geo = conv_windows.FlatWindows((66, 66), (3, 3), (2, 2), (1, 1), (1, 1), (33, 33))
+    monkeypatch.setattr(conv_depthwise, "DEPTHWISE_BLOCK_BYTES", block_channels * geo.length * 4)
     requests = spy_scratch(monkeypatch)
     x = rng.standard_normal(shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]

@@ -13,7 +13,7 @@ from helpers import F, make_model, ort_outputs, spy_scratch
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.ops import conv
+from wgsentis.ops import conv_im2col
 from wgsentis.ops.parallel import par_matmul, run_split
 
 
@@ -24,7 +24,7 @@ from wgsentis.ops.parallel import par_matmul, run_split
     ((1, 64, 4000), (64, 64, 9), {"pads": [4, 4]}, True),  # 1-D
     ((1, 8, 16, 32, 32), (32, 8, 3, 3, 3), {"pads": [1] * 6}, False),  # 3-D
 ])
-@pytest.mark.parametrize("chunk_bytes", [conv.IM2COL_CHUNK_BYTES, 1 << 16])  # whole bands, many chunks
+@pytest.mark.parametrize("chunk_bytes", [conv_im2col.IM2COL_CHUNK_BYTES, 1 << 16])  # whole bands, many chunks
 def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_bytes, monkeypatch):
     rng = np.random.default_rng(3)
     inits = {"w": rng.standard_normal(w_shape).astype(np.float32)}
@@ -34,11 +34,11 @@ def test_im2col_bands_match_onnxruntime(x_shape, w_shape, attrs, bias, chunk_byt
         inputs.append("b")
     nodes = [helper.make_node("Conv", inputs, ["c"], **attrs), helper.make_node("Relu", ["c"], ["y"])]
     model = make_model(nodes, [("x", F, list(x_shape))], [("y", F, None)], inits)
-    monkeypatch.setattr(conv, "IM2COL_CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(conv, "IM2COL_MIN_CHUNK_COLUMNS", 1)  # the chunks that the bytes alone give
+    monkeypatch.setattr(conv_im2col, "IM2COL_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(conv_im2col, "IM2COL_MIN_CHUNK_COLUMNS", 1)  # the chunks that the bytes alone give
     banded = []
-    original = conv._im2col_gemm_by_rows
-    monkeypatch.setattr(conv, "_im2col_gemm_by_rows", lambda *a: banded.append(a[4]) or original(*a))
+    original = conv_im2col.im2col_gemm_by_rows
+    monkeypatch.setattr(conv_im2col, "im2col_gemm_by_rows", lambda *a: banded.append(a[4]) or original(*a))
     x = rng.standard_normal(x_shape).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]
     for threads in (1, 2):
@@ -57,8 +57,8 @@ def test_im2col_chunks_keep_a_minimum_of_columns(spin_wait, monkeypatch):
              "b": rng.standard_normal(96).astype(np.float32)}
     model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[2, 2, 2, 2])],
                        [("x", F, list(x_shape))], [("y", F, None)], inits)
-    monkeypatch.setattr(conv, "IM2COL_CHUNK_BYTES", 1 << 18)  # one output row (12 columns) by the bytes alone
-    monkeypatch.setattr(conv, "IM2COL_MIN_CHUNK_COLUMNS", 60)  # 5 output rows of 12
+    monkeypatch.setattr(conv_im2col, "IM2COL_CHUNK_BYTES", 1 << 18)  # one output row (12 columns) by the bytes alone
+    monkeypatch.setattr(conv_im2col, "IM2COL_MIN_CHUNK_COLUMNS", 60)  # 5 output rows of 12
     requests = spy_scratch(monkeypatch)
     x = rng.standard_normal(x_shape).astype(np.float32)
     got = ws.Worker(ws.load_model(model), "cpu", threads=1, spin_wait=spin_wait).run({"x": x})["y"]

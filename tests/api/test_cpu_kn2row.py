@@ -12,7 +12,7 @@ from helpers import F, kept_between_runs, make_model, ort_outputs
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.ops import conv
+from wgsentis.ops import conv, conv_im2col
 
 
 def _model(x_shape, w_shape, attrs, *, bias=True, residual=False, act="Relu"):
@@ -35,8 +35,8 @@ def _model(x_shape, w_shape, attrs, *, bias=True, residual=False, act="Relu"):
 
 def _spy(monkeypatch) -> list[int]:
     calls: list[int] = []
-    original = conv._conv_kn2row
-    monkeypatch.setattr(conv, "_conv_kn2row", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = conv.conv_kn2row
+    monkeypatch.setattr(conv, "conv_kn2row", lambda *a, **k: calls.append(1) or original(*a, **k))
     return calls
 
 
@@ -54,8 +54,8 @@ def _spy(monkeypatch) -> list[int]:
 @pytest.mark.parametrize("threads,spin_wait", [(1, True), (2, True), (2, False)])
 def test_kn2row_matches_onnxruntime(x_shape, w_shape, attrs, bias, residual, threads, spin_wait, monkeypatch):
     calls = _spy(monkeypatch)
-    monkeypatch.setattr(conv, "KN2ROW_MIN_BLOCK_COLUMNS", 16)
-    monkeypatch.setattr(conv, "KN2ROW_BLOCK_BYTES", 64 << 10)  # several column blocks per image
+    monkeypatch.setattr(conv_im2col, "KN2ROW_MIN_BLOCK_COLUMNS", 16)
+    monkeypatch.setattr(conv_im2col, "KN2ROW_BLOCK_BYTES", 64 << 10)  # several column blocks per image
     model = _model(x_shape, w_shape, attrs, bias=bias, residual=residual)
     rng = np.random.default_rng(42)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}

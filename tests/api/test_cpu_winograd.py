@@ -11,7 +11,7 @@ from helpers import F, kept_between_runs, make_model, ort_outputs, spy_scratch
 from onnx import helper
 
 import wgsentis as ws
-from wgsentis.ops import conv, parallel
+from wgsentis.ops import conv, conv_winograd, parallel
 
 
 def _model(x_shape, m, attrs, *, bias=True, residual=False):
@@ -45,8 +45,8 @@ def _model(x_shape, m, attrs, *, bias=True, residual=False):
 def test_winograd_matches_onnxruntime(x_shape, m, attrs, bias, residual, monkeypatch):
     monkeypatch.setattr(conv, "kn2row_applies", lambda *a: False)  # it would take the small-M shapes
     calls = []
-    original = conv._conv_winograd_3x3
-    monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = conv.conv_winograd_3x3
+    monkeypatch.setattr(conv, "conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
     model = _model(x_shape, m, attrs, bias=bias, residual=residual)
     rng = np.random.default_rng(22)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
@@ -81,8 +81,8 @@ def test_winograd_transform_form_follows_blas_threads(spin_wait, separable, monk
 
 def test_winograd_weights_are_transformed_once_per_layer(monkeypatch):
     transforms = []
-    original = conv.winograd_weights
-    monkeypatch.setattr(conv, "winograd_weights", lambda w: transforms.append(1) or original(w))
+    original = conv_winograd.winograd_weights
+    monkeypatch.setattr(conv_winograd, "winograd_weights", lambda w: transforms.append(1) or original(w))
     model = _model((1, 64, 28, 28), 48, {"pads": [1, 1, 1, 1]})
     x = np.random.default_rng(23).standard_normal((1, 64, 28, 28)).astype(np.float32)
     with ws.Worker(ws.load_model(model), "cpu") as worker:
@@ -137,8 +137,8 @@ def test_weights_fed_as_inputs_are_derived_again_each_run(x_shape, m):
 def test_winograd_leaves_other_shapes_to_im2col(x_shape, m, attrs, monkeypatch):
     monkeypatch.setattr(conv, "kn2row_applies", lambda *a: False)
     calls = []
-    original = conv._conv_winograd_3x3
-    monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = conv.conv_winograd_3x3
+    monkeypatch.setattr(conv, "conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
     model = _model(x_shape, m, attrs)
     x = np.random.default_rng(24).standard_normal(x_shape).astype(np.float32)
     np.testing.assert_allclose(ws.Worker(ws.load_model(model), "cpu").run({"x": x})["y"],
@@ -150,8 +150,8 @@ def test_winograd_is_left_out_where_the_kernel_options_say_so(monkeypatch):
     """Worker(kernels=KernelOptions(cpu_winograd=False)): a shape Winograd takes runs as im2col instead, on
     one and two threads (and kn2row keeps to its own shapes: it takes the small planes only beside Winograd)."""
     calls = []
-    original = conv._conv_winograd_3x3
-    monkeypatch.setattr(conv, "_conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = conv.conv_winograd_3x3
+    monkeypatch.setattr(conv, "conv_winograd_3x3", lambda *a, **k: calls.append(1) or original(*a, **k))
     model = _model((1, 64, 28, 28), 64, {"pads": [1, 1, 1, 1]})
     x = np.random.default_rng(27).standard_normal((1, 64, 28, 28)).astype(np.float32)
     expected = ort_outputs(model, {"x": x})[0]

@@ -7,8 +7,8 @@ Conv picks the first path that applies:
   stride 1 with whole-texel planes; else a copy shader into a storage texture, subsampling by the
   stride), then is multiplied by the weight texture (``_pointwise_texture``); without textures, a
   matmul of the weight (C_out, C_in) with each image seen as (C_in, H*W), no copy at all;
-- 3x3, stride 1, one group: Winograd F(4x4, 3x3) (``_winograd4``, 4x fewer multiply-adds) where the
-  output is at least 8x8 and the weights float32, else F(2x2, 3x3) (``_winograd``, 2.25x);
+- 3x3, stride 1, one group: Winograd F(4x4, 3x3) (ops/conv_winograd_gpu.py, 4x fewer multiply-adds) where the
+  output is at least 8x8 and the weights float32, else F(2x2, 3x3) (2.25x);
 - one group: im2col into a storage texture (``_im2col_texture``), one row per (channel, tap);
 - otherwise implicit GEMM over shifted input copies (``_implicit``) or im2col into a buffer, both
   read by the register-tiled matmul of ``matmul_gpu`` as storage buffers.
@@ -16,9 +16,9 @@ lavapipe fetches textures far faster than storage buffers, hence the copies into
 layer's texture comes from a pool shared by the layers (``Recorder.scratch_texture``).
 Where a path's scratch (columns, shifted copies, Winograd's V and products) would pass the device's
 binding limit (a storage buffer) or texture size (a scratch texture), the path runs in tiles
-(``_tiles``): blocks of whole images, else of output rows of one image (Winograd: rows of tiles), each
-tile's scratch filled from X (the rows it needs, halo included) and its products stored into its part
-of Y; the scratch is made once, for the largest tile, and reused. Where X or Y itself passes the binding
+(``conv_tiles_gpu.cover_tiles``): blocks of whole images, else of output rows of one image (Winograd: rows
+of tiles), each tile's scratch filled from X (the rows it needs, halo included) and its products stored into
+its part of Y; the scratch is made once, for the largest tile, and reused. Where X or Y itself passes the binding
 limit, the convolution runs in tiles one level up (``_conv_operand_tiles``): blocks of whole images binding
 windows of X and Y (``Recorder.window``), else output rows of one image whose input rows (with the halo) are
 copied into a staging tensor and whose outputs are copied back, each tile a convolution of its own that
@@ -32,88 +32,22 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
-from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS, GTensor, aligned, fits_binding, loop_passes
+from wgsentis.backends.gpu.tensors import GTensor, fits_binding, loop_passes
+from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, largest, pad4, row_granule, texture_fits
+from wgsentis.ops.conv_winograd_gpu import conv_winograd
 from wgsentis.ops.elementwise_gpu import binary
 from wgsentis.ops.matmul_gpu import (MAX_TAPS, Operand, const_operand, device_operand, fused, gemm, host_value,
                                      padded_cols)
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
-_NO_IMPLICIT = False
 # Convolutions copy their input planes (1x1, _pointwise_texture) or im2col columns (_im2col_texture) into a
 # texture first, 1x1 stride-1 inputs by a transfer copy into a linear texture rather than a copy shader
 # (to_texture.wgsl), unless the program's KernelOptions turn it off (``texture_inputs``, ``linear_inputs``).
-
-
-def _pad4(v: int) -> int:
-    return -(-v // 4) * 4
-
-
-@dataclass(frozen=True)
-class _Tile:
-    """A block of a convolution's output that one pass of a path computes: ``images`` images from
-    ``image0``, ``rows`` output rows (Winograd: rows of output tiles) from ``row0``."""
-
-    image0: int
-    images: int
-    row0: int
-    rows: int
-
-
-def _largest(fits: Callable[[int], bool], top: int) -> int:
-    """The largest v in [1, top] with fits(v) (fits shrinks as v grows), 0 when not even 1 fits."""
-    lo, hi = 0, top
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _tiles(n: int, rows: int, fits: Callable[[int, int], bool], granule: int = 1) -> list[_Tile] | None:
-    """The fewest tiles covering ``n`` images of ``rows`` output rows whose scratch fits (``fits(images,
-    rows)``): the whole output where it fits, else blocks of whole images, else blocks of rows of one image
-    (a multiple of ``granule`` rows, where possible, so that each block starts where Y's vec4 stores stay
-    aligned). Blocks are balanced (the last is not a sliver). None when not even one row of one image fits."""
-    if fits(n, rows):
-        return [_Tile(0, n, 0, rows)]
-    if fits(1, rows):
-        per = _largest(lambda k: fits(k, rows), n)
-        per = -(-n // -(-n // per))  # as many blocks, as even as they go
-        return [_Tile(i, min(per, n - i), 0, rows) for i in range(0, n, per)]
-    per = _largest(lambda r: fits(1, r), rows)
-    if per == 0:
-        return None
-    step = granule if per >= granule else 1
-    per = per // step * step
-    even = -(-rows // -(-rows // per))  # as many blocks, as even as they go
-    per = min(per, -(-even // step) * step)
-    return [_Tile(i, 1, r, min(per, rows - r)) for i in range(n) for r in range(0, rows, per)]
-
-
-def _buffer_fits(rec, floats: int) -> bool:
-    """Whether a float32 scratch buffer of ``floats`` can be made and bound whole on this device."""
-    return aligned(4 * floats) <= min(rec.ctx.max_binding, rec.ctx.max_buffer)
-
-
-def _texture_fits(rec, floats: int) -> bool:
-    """Whether a linear scratch texture (``Recorder.scratch_texture``, LINEAR_TEXELS texels a row) of ``floats``
-    fits this device."""
-    side = int(rec.ctx.limits.get("max-texture-dimension-2d", 8192))
-    return LINEAR_TEXELS <= side and -(-floats // (4 * LINEAR_TEXELS)) <= side
-
-
-def _row_granule(ow: int) -> int:
-    """Output rows per tile step that keep a tile's first output a multiple of four elements into its plane."""
-    return 4 // math.gcd(ow, 4)
 
 
 def _as_2d(x_shape, w_shape, strides, dilations, pads, nd):
@@ -179,7 +113,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
 
 
 def _conv_operand_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> bool:
-    """A convolution whose X or Y passes the binding limit, in tiles (``_tiles``): blocks of whole images, else
+    """A convolution whose X or Y passes the binding limit, in tiles (``cover_tiles``): blocks of whole images, else
     blocks of output rows of one image, each tile's part of X (its input rows, halo included) and of Y within the
     limit, each run by ``_conv_paths`` as a convolution of its own (its top padding what lies above its first
     input row). A block of whole images that starts where a binding may binds its windows of X and Y
@@ -205,11 +139,11 @@ def _conv_operand_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, 
         ih = h if rows == oh else min(h, (rows - 1) * st[0] + span)
         return 4 * images * c * ih * wd <= limit and 4 * images * m * rows * ow <= limit
 
-    tiles = _tiles(n, oh, fits)
+    tiles = cover_tiles(n, oh, fits)
     if tiles is None:
         return X.ndim == 3 and _conv_column_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc)
 
-    def windowed(tile: _Tile) -> tuple[bool, bool]:
+    def windowed(tile: Tile) -> tuple[bool, bool]:
         """Whether the tile binds windows of X and of Y (whole images starting where a binding may)."""
         if tile.rows != oh:
             return False, False
@@ -269,7 +203,7 @@ def _conv_column_tiles(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, a
     def fits(cols: int) -> bool:
         return 4 * c * min(wd, (cols - 1) * st[1] + span) <= limit and 4 * m * cols <= limit
 
-    per = _largest(fits, ow)
+    per = largest(fits, ow)
     if per == 0:
         return False
     per = -(-ow // -(-ow // per))  # as many blocks, as even as they go
@@ -338,18 +272,18 @@ def _conv_paths(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> 
         return True
 
     k = cg * kh * kw
-    kp = _pad4(k)
+    kp = pad4(k)
     w_mat = rec.derived(("convW", group), (w,), lambda: _weight_rows(w, group, kp))  # (group, mg, kp)
     y3 = rec.view(y, (n, m, p))
     pointwise = kh == kw == 1 and pd == [0, 0, 0, 0] and group == 1
     if pointwise and _pointwise_texture(rec, layer, X, w_mat, y3, st, (oh, ow), bias_t, act, acc):
         return True
-    if pointwise and st == [1, 1] and (p % 4 == 0 or _NO_IMPLICIT):
+    if pointwise and st == [1, 1] and p % 4 == 0:
         # (C_out, C_in) @ (C_in, H*W) per image: the input is the B operand as it lies.
         a_op = const_operand(rec, w_mat, f"{layer.name}:W")
         _image_gemm(rec, a_op, Operand(X, p, 1, [c * p]), y3, c, bias_t, act, acc)
         return True
-    if _winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act, acc):
+    if conv_winograd(rec, layer, X, w, b, bias_t, y, group, (kh, kw), (oh, ow), st, dl, pd, act, acc):
         return True
     if group == 1 and _im2col_texture(rec, layer, X, w_mat, y3, k, kp, (h, wd), (kh, kw), (oh, ow), st, dl, pd,
                                       bias_t, act, acc):
@@ -368,16 +302,16 @@ def _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, hw, ksize, outs, 
     cg, mg = c // group, m // group
     oh, ow = outs
     p = oh * ow
-    tiles = _tiles(n, oh, lambda images, rows: _buffer_fits(rec, images * kp * _pad4(rows * ow)), _row_granule(ow))
+    tiles = cover_tiles(n, oh, lambda images, rows: buffer_fits(rec, images * kp * pad4(rows * ow)), row_granule(ow))
     if tiles is None:
         return False
-    cols = rec.alloc((max(t.images * kp * _pad4(t.rows * ow) for t in tiles),), np.float32)
+    cols = rec.alloc((max(t.images * kp * pad4(t.rows * ow) for t in tiles),), np.float32)
     for g in range(group):
         a_op = const_operand(rec, _group_rows(rec, w_mat, g), f"{layer.name}:W[{g}]")
         bias_g = _group_bias(rec, layer, b, bias_t, g, group)
         for tile in tiles:
             tp = tile.rows * ow
-            pp = _pad4(tp)
+            pp = pad4(tp)
             rows = tile.images * kp * tile.rows
             params = [rows, kp, pp, k, tp, c, hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1], dl[0],
                       dl[1], ow, g * cg, tile.rows, tile.row0, tile.image0]
@@ -391,7 +325,7 @@ def _im2col(rec, layer, X, w_mat, b, bias_t, y3, group, k, kp, hw, ksize, outs, 
     return True
 
 
-def _tile_col0(tile: _Tile, m: int, p: int, ow: int) -> int:
+def _tile_col0(tile: Tile, m: int, p: int, ow: int) -> int:
     """The element index in Y (N, M, P) of ``tile``'s first output in channel 0."""
     return tile.image0 * m * p + tile.row0 * ow
 
@@ -421,155 +355,6 @@ def fused_conv(rec, layer, X, W, B=None, Z=None, **attrs):
     return binary(rec, y, Z, "a + b", np.float32, layer.name, fused(layer))
 
 
-# F(2x2, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks").
-_WINO_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-_V_BUFFER_DECL = "@group(0) @binding(1) var<storage, read_write> V: array<vec4<f32>>;\n" + \
-    "@group(0) @binding(2) var<uniform> params: Params;"
-_V_BUFFER_STORE = "V[row * (pu(10u) / 4u) + t4] = value;"
-_V_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
-    "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
-# F(2x2)'s V in a linear texture (as every scratch operand texture): texel row * T4S + t4.
-_V_TEXTURE_STORE = (f"let index = row * T4S + t4; textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
-                    f"i32(index >> {LINEAR_SHIFT}u)), value);")
-WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the products they save
-# F(4x4, 3x3) transform matrices (same source): 4x fewer multiply-adds than direct, and its transformed
-# input is 2.25x the input where F(2x2)'s is 4x. Taken where the output is at least this many pixels on
-# both sides (smaller planes waste much of their 4x4 tiles), with float32 weights; F(2x2, 3x3) otherwise.
-_WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-                     [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
-WINOGRAD4_MIN_SIDE = 8
-_V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
-                           f"i32(index >> {LINEAR_SHIFT}u)), value);")
-_V_LINEAR_BUFFER_STORE = "V[index] = value;"
-
-
-@dataclass(frozen=True)
-class _WinogradForm:
-    """What tells F(2x2, 3x3) and F(4x4, 3x3) apart once their weights are transformed."""
-
-    shader: str  # compute/<shader>_in.wgsl and compute/<shader>_out.wgsl
-    side: int  # output tile side
-    xi: int  # elements of a transformed tile: the number of batched products
-    texture_store: str  # the input transform's store into a texture V
-    buffer_store: str  # ... into a buffer V
-    linear: bool  # a texture V holds its floats in buffer order (gpu_compute.LINEAR_TEXELS a row)
-
-
-_F2X2 = _WinogradForm("winograd", 2, 16, _V_TEXTURE_STORE, _V_BUFFER_STORE, True)
-_F4X4 = _WinogradForm("winograd4", 4, 36, _V_LINEAR_TEXTURE_STORE, _V_LINEAR_BUFFER_STORE, True)
-
-
-def _winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
-    """Winograd for 3x3 stride-1 convolutions: F(4x4, 3x3) where the output is at least
-    WINOGRAD4_MIN_SIDE on both sides and the weights float32 (``_winograd4``), else F(2x2, 3x3), 2.25x
-    fewer multiply-adds than direct, with V (16, Cp, T) in a 2-D texture where one holds a row of tiles
-    (lavapipe fetches textures far faster than buffers). Returns False when it does not apply."""
-    c = X.shape[1]
-    m = w.shape[0]
-    if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
-        return False
-    oh, ow = outs
-    # F(4x4) only where the worker allows it (Worker(fast_winograd=True)): its transforms (entries up to 8) give
-    # 4-7x the rounding error of a direct sum (F(2x2): 0.6-1.0x, measured on 64-128 channel layers), which a
-    # quantized model's re-quantizations amplify into flipped codes. Half-precision weights keep F(2x2) too.
-    if rec.program.fast_winograd and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
-            _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc):
-        return True
-    plan = _winograd_tiles(rec, X, m, outs, _F2X2)
-    if plan is None:
-        return False
-    cp = _pad4(c)
-    u = rec.derived(("winograd",), (w,), lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
-    a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
-    _winograd_record(rec, _F2X2, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
-    return True
-
-
-def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool:
-    """Winograd F(4x4, 3x3): 6x6 input tiles stepping by 4, V (36, Cp, T) held in buffer order in a linear
-    texture (36 * Cp rows would pass the texture height limit). Returns False when it does not fit
-    (F(2x2) is tried next)."""
-    m = w.shape[0]
-    plan = _winograd_tiles(rec, X, m, outs, _F4X4)
-    if plan is None:
-        return False
-    cp = _pad4(X.shape[1])
-    u = rec.derived(("winograd4",), (w,), lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
-    a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
-    if rec.program.kernels.texture_operands and a_op.tex is None:
-        return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
-    _winograd_record(rec, _F4X4, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
-    return True
-
-
-def _winograd_tiles(rec, X, m: int, outs, form: _WinogradForm) -> tuple[list[_Tile], bool] | None:
-    """The blocks of tiles (``_Tile`` rows are rows of output tiles) whose V and products (a buffer) fit the
-    device, and whether V is held in a scratch texture (where textures are on and one holds a row of tiles;
-    else in a buffer); None when not even one row of tiles fits."""
-    n, c = X.shape[:2]
-    cp = _pad4(c)
-    th, tw = -(-outs[0] // form.side), -(-outs[1] // form.side)
-    for v_fits in (_texture_fits, _buffer_fits) if rec.program.kernels.texture_operands else (_buffer_fits,):
-        def fits(images: int, rows: int, v_fits=v_fits) -> bool:
-            tp = _pad4(images * rows * tw)
-            return v_fits(rec, form.xi * cp * tp) and _buffer_fits(rec, form.xi * m * tp)
-
-        tiles = _tiles(n, th, fits)
-        if tiles is not None:
-            return tiles, v_fits is _texture_fits
-    return None
-
-
-def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple[list[_Tile], bool], has_bias,
-                     bias_t, act, acc) -> None:
-    """Record a Winograd convolution, block by block of tiles (``plan``: ``_winograd_tiles``): the input tiles
-    transformed into V (a scratch texture, or a buffer), ``form.xi`` batched products with the transformed
-    weights U (``a_op``), and the outputs folded back with bias, the residual (``acc``) and the activation.
-    V and the products are made once, for the largest block."""
-    tiles, v_in_texture = plan
-    c, h, wd = X.shape[1:]
-    m = y.shape[1]
-    oh, ow = outs
-    tw = -(-ow // form.side)
-    cp = _pad4(c)
-    tp_most = max(_pad4(t.images * t.rows * tw) for t in tiles)
-    v_tex = rec.scratch_texture(form.xi * cp, tp_most, f"{form.shader} V (linear)") if v_in_texture else None
-    v = None if v_tex is not None else rec.alloc((form.xi * cp * tp_most,), np.float32)
-    prod = rec.alloc((form.xi * m * tp_most,), np.float32)
-    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
-    for tile in tiles:
-        th = tile.rows
-        count = tile.images * th * tw  # tiles in this block
-        tp = _pad4(count)
-        params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0]
-        constants = {"TW": tw, "TH": th, "T4S": tp // 4}
-        if v_tex is not None:
-            rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
-                         textures=[v_tex], subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": form.texture_store},
-                         constants=constants)
-            b_op = (Operand.of_linear_texture if form.linear else Operand.of_texture)(v_tex, tp, [cp * tp])
-        else:
-            rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                         subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": form.buffer_store}, constants=constants)
-            b_op = Operand(v, tp, 1, [cp * tp])
-        gemm(rec, a_op, b_op, prod, m, count, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
-        rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],
-                     [m * count, count, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1],
-                      tile.image0, tile.row0], m * count,
-                     workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": count})
-
-
-def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:
-    """(C_out, C_in, 3, 3) -> U = G g G^T as (s*s, C_out, Cp) for G (s, 3), xi = s * row + column, zero
-    past C_in."""
-    m, c = w.shape[:2]
-    side = g_matrix.shape[0]
-    u = np.einsum("ai,mcij,bj->abmc", g_matrix, w.astype(np.float64), g_matrix).reshape(side * side, m, c)
-    out = np.zeros((side * side, m, cp), np.float32)
-    out[..., :c] = u
-    return out
-
-
 def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=False) -> bool:
     """A 1x1 convolution (any stride, one group) with both operands as textures: the input planes
     (subsampled by the stride) are copied into a storage texture (to_texture.wgsl), one plane per row,
@@ -585,14 +370,14 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
         return False
     if rec.program.kernels.linear_inputs and st == [1, 1] and p % 4 == 0 and p == h * wd:
         # The planes lie in the buffer as the matmul reads them: a transfer copy into a linear texture.
-        x_tex = rec.scratch_texture(n * c, p, "conv input (linear)") if _texture_fits(rec, n * c * p) else None
+        x_tex = rec.scratch_texture(n * c, p, "conv input (linear)") if texture_fits(rec, n * c * p) else None
         if x_tex is None:
             return False
         rec.copy_to_texture(X, x_tex)
         _image_gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, c, bias_t, act, acc)
         return True
     x_tex = rec.scratch_texture(n * c, 4 * -(-p // 4), "conv input planes (linear)") \
-        if _texture_fits(rec, n * c * 4 * -(-p // 4)) else None
+        if texture_fits(rec, n * c * 4 * -(-p // 4)) else None
     if x_tex is None:
         return False
     width = -(-p // 4)
@@ -622,9 +407,9 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
 
     def fits(images: int, rows: int) -> bool:
         width = -(-rows * ow // 4)
-        return _texture_fits(rec, images * kp * 4 * width) and images <= limit and -(-width // 64) <= limit
+        return texture_fits(rec, images * kp * 4 * width) and images <= limit and -(-width // 64) <= limit
 
-    tiles = _tiles(n, oh, fits, _row_granule(ow))
+    tiles = cover_tiles(n, oh, fits, row_granule(ow))
     if tiles is None:
         return False
     cols = rec.scratch_texture(max(t.images * kp for t in tiles), 4 * -(-max(t.rows for t in tiles) * ow // 4),
@@ -650,7 +435,7 @@ def _texture_rows(tex, k: int, p: int) -> Operand:
     return Operand.of_linear_texture(tex, row, [k * row])
 
 
-def _image_gemm(rec, a_op, b_op, y3, k: int, bias_t, act, acc=False, tile: _Tile | None = None, ow: int = 0) -> None:
+def _image_gemm(rec, a_op, b_op, y3, k: int, bias_t, act, acc=False, tile: Tile | None = None, ow: int = 0) -> None:
     """Y (N, C_out, P) = act(W @ B + bias [+ Y]) per image: the weight rows ``a_op`` times the K rows
     of image n in ``b_op``. With ``tile`` (output rows of ``ow`` pixels), only its images and rows, which
     ``b_op`` holds from the tile's first image and output pixel on."""
@@ -677,10 +462,10 @@ def _implicit(rec, layer, X, w, b, bias_t, y3, group, hw, ksize, outs, st, dl, p
     copies = len(phases) * kw
     if taps > MAX_TAPS or copies > 50:
         return False
-    cg4 = _pad4(cg)
-    wp = _pad4(ow)
+    cg4 = pad4(cg)
+    wp = pad4(ow)
     halo = max((ky * dl[0]) // st[0] for ky in range(kh))  # copy rows a tile reads below its last output row
-    tiles = _tiles(n, oh, lambda images, rows: _buffer_fits(rec, images * copies * cg4 * (rows + halo) * wp))
+    tiles = cover_tiles(n, oh, lambda images, rows: buffer_fits(rec, images * copies * cg4 * (rows + halo) * wp))
     if tiles is None or cg4 * wp == 0:
         return False
     # Weights as (group, mg, taps * cg4) rows, k = tap * cg4 + c (tap-major), zero for c >= cg.
@@ -770,8 +555,8 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     taps = kh * kw
     plane = h * wd
     # Blocks of whole images whose products fit a buffer (each block's images copied out of X first).
-    tiles = _tiles(n, 1, lambda images, _rows: _buffer_fits(rec, images * m * taps * plane)
-                   and (images == n or _buffer_fits(rec, images * c * plane)))
+    tiles = cover_tiles(n, 1, lambda images, _rows: buffer_fits(rec, images * m * taps * plane)
+                   and (images == n or buffer_fits(rec, images * c * plane)))
     # (The product path binds Y whole, and X whole unless its images are copied out in blocks.)
     if group == 1 and tiles is not None and fits_binding(y, rec.ctx.max_binding) and \
             (len(tiles) > 1 or fits_binding(X, rec.ctx.max_binding)):

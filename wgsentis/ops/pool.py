@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from wgsentis.ops.conv import FlatWindows, pad_spatial, spatial_attrs, tap_slices
+from wgsentis.ops.conv import spatial_attrs
+from wgsentis.ops.conv_windows import FlatWindows, pad_spatial, tap_slices
 from wgsentis.ops.numeric import LONG_SUM, sum_dtype
 from wgsentis.ops.parallel import TRANSIENT, HostWorkspace, kernel_threads, kernel_workspace, run_split
 from wgsentis.ops.registry import register, register_flops

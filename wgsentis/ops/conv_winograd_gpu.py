@@ -1,0 +1,166 @@
+"""gpu-compute Winograd convolutions for 3x3 stride-1 layers of one group: F(2x2, 3x3) by default, F(4x4, 3x3)
+where the worker allows it (``Worker(fast_winograd=True)``); ops/conv_gpu.py's paths try ``conv_winograd`` before
+im2col. The input tiles are transformed into V (a scratch texture where one holds a row of tiles, else a buffer),
+multiplied by the transformed weights U in batched products and folded back with bias, residual and activation,
+block by block of tiles where the scratch would pass the device's limits (ops/conv_tiles_gpu.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS
+from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, pad4, texture_fits
+from wgsentis.ops.matmul_gpu import Operand, const_operand, gemm
+
+_ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
+
+
+# F(2x2, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks").
+_WINO_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+_V_BUFFER_DECL = "@group(0) @binding(1) var<storage, read_write> V: array<vec4<f32>>;\n" + \
+    "@group(0) @binding(2) var<uniform> params: Params;"
+_V_BUFFER_STORE = "V[row * (pu(10u) / 4u) + t4] = value;"
+_V_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
+    "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
+# F(2x2)'s V in a linear texture (as every scratch operand texture): texel row * T4S + t4.
+_V_TEXTURE_STORE = (f"let index = row * T4S + t4; textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
+                    f"i32(index >> {LINEAR_SHIFT}u)), value);")
+WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the products they save
+# F(4x4, 3x3) transform matrices (same source): 4x fewer multiply-adds than direct, and its transformed
+# input is 2.25x the input where F(2x2)'s is 4x. Taken where the output is at least this many pixels on
+# both sides (smaller planes waste much of their 4x4 tiles), with float32 weights; F(2x2, 3x3) otherwise.
+_WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                     [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+WINOGRAD4_MIN_SIDE = 8
+_V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
+                           f"i32(index >> {LINEAR_SHIFT}u)), value);")
+_V_LINEAR_BUFFER_STORE = "V[index] = value;"
+
+
+@dataclass(frozen=True)
+class _WinogradForm:
+    """What tells F(2x2, 3x3) and F(4x4, 3x3) apart once their weights are transformed."""
+
+    shader: str  # compute/<shader>_in.wgsl and compute/<shader>_out.wgsl
+    side: int  # output tile side
+    xi: int  # elements of a transformed tile: the number of batched products
+    texture_store: str  # the input transform's store into a texture V
+    buffer_store: str  # ... into a buffer V
+    linear: bool  # a texture V holds its floats in buffer order (gpu_compute.LINEAR_TEXELS a row)
+
+
+_F2X2 = _WinogradForm("winograd", 2, 16, _V_TEXTURE_STORE, _V_BUFFER_STORE, True)
+_F4X4 = _WinogradForm("winograd4", 4, 36, _V_LINEAR_TEXTURE_STORE, _V_LINEAR_BUFFER_STORE, True)
+
+
+def conv_winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
+    """Winograd for 3x3 stride-1 convolutions: F(4x4, 3x3) where the output is at least
+    WINOGRAD4_MIN_SIDE on both sides and the weights float32 (``_winograd4``), else F(2x2, 3x3), 2.25x
+    fewer multiply-adds than direct, with V (16, Cp, T) in a 2-D texture where one holds a row of tiles
+    (lavapipe fetches textures far faster than buffers). Returns False when it does not apply."""
+    c = X.shape[1]
+    m = w.shape[0]
+    if ksize != (3, 3) or st != [1, 1] or dl != [1, 1] or group != 1 or c < WINOGRAD_MIN_CHANNELS:
+        return False
+    oh, ow = outs
+    # F(4x4) only where the worker allows it (Worker(fast_winograd=True)): its transforms (entries up to 8) give
+    # 4-7x the rounding error of a direct sum (F(2x2): 0.6-1.0x, measured on 64-128 channel layers), which a
+    # quantized model's re-quantizations amplify into flipped codes. Half-precision weights keep F(2x2) too.
+    if rec.program.fast_winograd and min(oh, ow) >= WINOGRAD4_MIN_SIDE and not rec.half_weights and \
+            _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc):
+        return True
+    plan = _winograd_tiles(rec, X, m, outs, _F2X2)
+    if plan is None:
+        return False
+    cp = pad4(c)
+    u = rec.derived(("winograd",), (w,), lambda: _winograd_weights(w, cp))  # (16, C_out, Cp)
+    a_op = const_operand(rec, u, f"{layer.name}:WU", batch=[m * cp])
+    _winograd_record(rec, _F2X2, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
+    return True
+
+
+def _winograd4(rec, layer, X, w, b, bias_t, y, outs, pd, act, acc=False) -> bool:
+    """Winograd F(4x4, 3x3): 6x6 input tiles stepping by 4, V (36, Cp, T) held in buffer order in a linear
+    texture (36 * Cp rows would pass the texture height limit). Returns False when it does not fit
+    (F(2x2) is tried next)."""
+    m = w.shape[0]
+    plan = _winograd_tiles(rec, X, m, outs, _F4X4)
+    if plan is None:
+        return False
+    cp = pad4(X.shape[1])
+    u = rec.derived(("winograd4",), (w,), lambda: _winograd_weights(w, cp, _WINO4_G))  # (36, C_out, Cp)
+    a_op = const_operand(rec, u, f"{layer.name}:WU4", batch=[m * cp])
+    if rec.program.kernels.texture_operands and a_op.tex is None:
+        return False  # 36 * C_out rows past the texture limit: from a buffer, U would cost more than it saves
+    _winograd_record(rec, _F4X4, X, y, a_op, outs, pd, plan, b is not None, bias_t, act, acc)
+    return True
+
+
+def _winograd_tiles(rec, X, m: int, outs, form: _WinogradForm) -> tuple[list[Tile], bool] | None:
+    """The blocks of tiles (``Tile`` rows are rows of output tiles) whose V and products (a buffer) fit the
+    device, and whether V is held in a scratch texture (where textures are on and one holds a row of tiles;
+    else in a buffer); None when not even one row of tiles fits."""
+    n, c = X.shape[:2]
+    cp = pad4(c)
+    th, tw = -(-outs[0] // form.side), -(-outs[1] // form.side)
+    for v_fits in (texture_fits, buffer_fits) if rec.program.kernels.texture_operands else (buffer_fits,):
+        def fits(images: int, rows: int, v_fits=v_fits) -> bool:
+            tp = pad4(images * rows * tw)
+            return v_fits(rec, form.xi * cp * tp) and buffer_fits(rec, form.xi * m * tp)
+
+        tiles = cover_tiles(n, th, fits)
+        if tiles is not None:
+            return tiles, v_fits is texture_fits
+    return None
+
+
+def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple[list[Tile], bool], has_bias,
+                     bias_t, act, acc) -> None:
+    """Record a Winograd convolution, block by block of tiles (``plan``: ``_winograd_tiles``): the input tiles
+    transformed into V (a scratch texture, or a buffer), ``form.xi`` batched products with the transformed
+    weights U (``a_op``), and the outputs folded back with bias, the residual (``acc``) and the activation.
+    V and the products are made once, for the largest block."""
+    tiles, v_in_texture = plan
+    c, h, wd = X.shape[1:]
+    m = y.shape[1]
+    oh, ow = outs
+    tw = -(-ow // form.side)
+    cp = pad4(c)
+    tp_most = max(pad4(t.images * t.rows * tw) for t in tiles)
+    v_tex = rec.scratch_texture(form.xi * cp, tp_most, f"{form.shader} V (linear)") if v_in_texture else None
+    v = None if v_tex is not None else rec.alloc((form.xi * cp * tp_most,), np.float32)
+    prod = rec.alloc((form.xi * m * tp_most,), np.float32)
+    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
+    for tile in tiles:
+        th = tile.rows
+        count = tile.images * th * tw  # tiles in this block
+        tp = pad4(count)
+        params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0]
+        constants = {"TW": tw, "TH": th, "T4S": tp // 4}
+        if v_tex is not None:
+            rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
+                         textures=[v_tex], subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": form.texture_store},
+                         constants=constants)
+            b_op = (Operand.of_linear_texture if form.linear else Operand.of_texture)(v_tex, tp, [cp * tp])
+        else:
+            rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
+                         subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": form.buffer_store}, constants=constants)
+            b_op = Operand(v, tp, 1, [cp * tp])
+        gemm(rec, a_op, b_op, prod, m, count, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
+        rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],
+                     [m * count, count, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1],
+                      tile.image0, tile.row0], m * count,
+                     workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": count})
+
+
+def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:
+    """(C_out, C_in, 3, 3) -> U = G g G^T as (s*s, C_out, Cp) for G (s, 3), xi = s * row + column, zero
+    past C_in."""
+    m, c = w.shape[:2]
+    side = g_matrix.shape[0]
+    u = np.einsum("ai,mcij,bj->abmc", g_matrix, w.astype(np.float64), g_matrix).reshape(side * side, m, c)
+    out = np.zeros((side * side, m, cp), np.float32)
+    out[..., :c] = u
+    return out
