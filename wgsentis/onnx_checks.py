@@ -21,6 +21,7 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 
 from wgsentis.errors import ModelLoadError
+from wgsentis.ops.spec import spec_of
 
 # Deepest nesting of subgraphs (If branches, Loop and Scan bodies) a model may have. protobuf's own parser
 # refuses messages nested over 100 levels, which a serialized model reaches at about 31 nested subgraphs
@@ -114,8 +115,6 @@ def _all_graphs(proto: ModelProto) -> Iterator[tuple[GraphProto, str]]:
 # numpy holds at most 64 dimensions. A rank beyond that can never run, and ONNX's shape inference copies a
 # rank-N type into every value downstream: a 2 MB Reshape target of 2**18 elements grew loading by 471 MB.
 MAX_RANK = 64
-# Ops whose output rank is the element count of one of their inputs: (op type, input index).
-_RANK_FROM_VALUES = {("Reshape", 1), ("ConstantOfShape", 0), ("Expand", 1)}
 
 
 def check_ranks(proto: ModelProto, model: str) -> None:
@@ -144,11 +143,12 @@ def check_ranks(proto: ModelProto, model: str) -> None:
                     elif attr.name == "value_ints":
                         lengths[node.output[0]] = len(attr.ints)
             label = f"the output of node {_node_label(node, index)!r} ({node.op_type}) of {where}"
-            for op, position in _RANK_FROM_VALUES:
-                if node.op_type == op and len(node.input) > position:
-                    rank = lengths.get(node.input[position], 0)
-                    if rank > MAX_RANK:
-                        refuse(rank, label)
+            # Ops whose output rank is the element count of one of their inputs (their specs' rank_from_input).
+            position = spec_of(node.op_type).rank_from_input
+            if position is not None and len(node.input) > position:
+                rank = lengths.get(node.input[position], 0)
+                if rank > MAX_RANK:
+                    refuse(rank, label)
             if node.op_type == "Unsqueeze":
                 axes = [len(a.ints) for a in node.attribute if a.name == "axes"]
                 axes += [lengths.get(node.input[1], 0)] if len(node.input) > 1 else []

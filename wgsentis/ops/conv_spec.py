@@ -139,3 +139,7 @@ tile_rule("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPoo
     images_and_channels)
 describe("MaxPool", passes_values_of=(0,), preserves_values=True)  # a max selects one of its window's values
 describe("GlobalMaxPool", preserves_values=True)
+
+describe("Conv", "FusedConv", "ConvTranspose", weight_input=1)
+describe("Conv", channel_rule="weighted")
+describe("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool", channel_rule="pool")

@@ -80,3 +80,14 @@ describe("Max", "Min", passes_values_of=ALL_INPUTS, preserves_values=True)
 describe("Clip", passes_values_of=ALL_INPUTS)
 describe("Where", passes_values_of=(1, 2), views_values_of=(1, 2), preserves_values=True)
 describe("Relu", "Shrink", preserves_values=True)
+
+
+# -- structured pruning (profiler/prune_channels.py, prune_constants.py) ---------------------------------
+# Shape-preserving, per-element ops: a channel of the output depends on the same channel of input 0 only.
+describe("Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+         "Softplus", "Softsign", "Mish", "Clip", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Floor",
+         "Ceil", "Round", "Sign", "Dropout", "Cast", "ThresholdedRelu", "Sin", "Cos", "Not", "IsNaN", "IsInf",
+         "Shrink", channel_rule="elementwise")
+describe("Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "PRelu", "Where", "Equal", "Less",
+         "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "BitShift", channel_rule="broadcast")
+describe("Cast", "Mul", "Add", "Sub", "Div", "Sqrt", "Neg", prune_foldable=True)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.ops import spec
-from wgsentis.ops.spec import Output, size_rule
+from wgsentis.ops.spec import Output, describe, size_rule
 
 
 # -- generators: the size comes from values, not from input sizes -------------------------------------
@@ -81,3 +81,6 @@ def _tfidf(layer: Any, args: list[Any]) -> list[Output]:
     width = max(int(i) for i in layer.attrs["ngram_indexes"]) + 1
     shape = spec.shape_of(args[0])
     return [spec.out((width,) if len(shape) <= 1 else (shape[0], width), 4)]
+
+
+describe("ConstantOfShape", rank_from_input=0)  # its input's values are the output's shape

@@ -9,7 +9,7 @@ from typing import Any
 
 
 from wgsentis.ops import spec
-from wgsentis.ops.spec import Output, size_rule
+from wgsentis.ops.spec import Output, describe, size_rule
 
 
 # -- products ----------------------------------------------------------------------------------------
@@ -88,3 +88,6 @@ def _einsum(layer: Any, args: list[Any]) -> list[Output]:
     before, has_ellipsis, after = rhs.partition("...")
     shape_out = [dims[c] for c in before] + (list(ellipsis) if has_ellipsis else []) + [dims[c] for c in after]
     return [spec.out(shape_out, spec.itemsize_of(args[0]))]
+
+
+describe("Gemm", "MatMul", weight_input=1, channel_rule="weighted")

@@ -61,3 +61,8 @@ def _cumsum_bound(layer: Any, bounds: list[int], args: list[Any]) -> int:
 
 
 describe("CumSum", int64_bound=_cumsum_bound, widens_int64=True)
+
+
+# -- structured pruning (profiler/prune_channels.py) -----------------------------------------------------
+describe("Softmax", "LogSoftmax", "Hardmax", channel_rule="softmax")
+describe(*REDUCE_OPS, channel_rule="reduce")

@@ -36,6 +36,12 @@ TileRule = Callable[[Any, list[tuple[int, ...]], list[Any]], int | None]
 # from their inputs' by arithmetic.
 BoundRule = Callable[[Any, list[int], list[Any]], int | list[int]]
 
+# How structured pruning follows channels through an op: "weighted" (a constant weight starts a channel space:
+# Conv, Gemm, MatMul), "per_channel" (per-channel parameters sliced with the channels), "elementwise" (a channel of
+# the output is the same channel of input 0), "broadcast" (elementwise over broadcast operands), "pool", "concat",
+# "relayout" (reshapes), "transpose", "softmax", "reduce", "pad", "resize".
+CHANNEL_RULES = frozenset({"weighted", "per_channel", "elementwise", "broadcast", "pool", "concat", "relayout",
+                           "transpose", "softmax", "reduce", "pad", "resize"})
 ALL_INPUTS = "all"  # ``passes_values_of`` / ``views_values_of``: every input's values may reach the output
 ANY_INT32 = 2**31  # the bound of an int64 tensor known only to be held in an i32 word
 
@@ -70,6 +76,14 @@ class OpSpec:
     # The result may leave the int32 range its int64 inputs are within (sums, products, powers, -(-2**31)).
     widens_int64: bool = False
     index_input: int | None = None  # the input holding indices into its data's axis, checked on the device
+    # How structured pruning (profiler/prune_channels.py) follows channels through the op: one of CHANNEL_RULES.
+    channel_rule: str | None = None
+    # Folded on a constant input by the pruner's own constant folding (profiler/prune_constants.py).
+    prune_foldable: bool = False
+    # The input holding a layer's weights (FLOPs and pruning: profiler/flops.py).
+    weight_input: int | None = None
+    # The input whose values give the output's rank (its length): checked at import (onnx_checks.py).
+    rank_from_input: int | None = None
     shape_only: bool = False  # reads its input's shape, never its data
 
 
@@ -95,6 +109,9 @@ def describe(*op_types: str, domain: str = "", **facets: Any) -> None:
     """Set ``facets`` on the specs of ``op_types``. A facet is declared once per op: a second, different
     declaration is a programming error (two families claiming one op)."""
     unknown = set(facets) - _FACETS
+    if facets.get("channel_rule", None) not in (None, *CHANNEL_RULES):
+        raise ValueError(f"describe({op_types}): channel_rule {facets['channel_rule']!r} is not one of "
+                         f"{sorted(CHANNEL_RULES)}")
     if unknown:
         raise TypeError(f"describe({op_types}): unknown facets {sorted(unknown)}; facets are {sorted(_FACETS)}")
     domain = _normalize_domain(domain)

@@ -235,3 +235,15 @@ describe("Tile", "Split", "ReverseSequence", "Compress", "DepthToSpace", "SpaceT
 describe("Pad", passes_values_of=(0, 2), preserves_values=True)
 describe("Resize", passes_values_of=(0,))
 describe("CenterCropPad", "Col2Im", "SplitToSequence", preserves_values=True)
+
+
+# -- structured pruning (profiler/prune_channels.py, prune_constants.py) ---------------------------------
+describe("Identity", channel_rule="elementwise")
+describe("Reshape", "Flatten", "Squeeze", "Unsqueeze", channel_rule="relayout")
+describe("Concat", channel_rule="concat")
+describe("Transpose", channel_rule="transpose")
+describe("Pad", channel_rule="pad")
+describe("Resize", "Upsample", channel_rule="resize")
+describe("Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten", "Transpose", "Concat", prune_foldable=True)
+# Inputs whose values' count is the output's rank (onnx_checks.py bounds it at import).
+describe("Reshape", "Expand", rank_from_input=1)

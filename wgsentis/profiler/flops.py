@@ -20,10 +20,10 @@ import numpy as np
 from wgsentis.backends.cpu import GraphProgram
 from wgsentis.ir import Graph, Layer, subgraphs
 from wgsentis.model import Model
+from wgsentis.ops.spec import spec_of
 from wgsentis.ops.registry import flops_of
 
 # Ops whose weight can be pruned (a FusedConv is a Conv with the residual Add after it folded in).
-WEIGHT_INPUT = {"Conv": 1, "FusedConv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}
 
 
 @dataclass
@@ -86,9 +86,10 @@ def weight_names(layer: Layer, constants: dict[str, np.ndarray]) -> list[str]:
 
 def prunable_weight(layer: Layer, constants: dict[str, np.ndarray]) -> str | None:
     """The weight tensor whose smallest entries pruning would zero (None: the layer has none)."""
-    if layer.op_type not in WEIGHT_INPUT:
+    weight = spec_of(layer.op_type).weight_input  # (by op type: a fused layer's domain aside)
+    if weight is None:
         return None
-    candidates = [layer.inputs[WEIGHT_INPUT[layer.op_type]]] if len(layer.inputs) > 1 else []
+    candidates = [layer.inputs[weight]] if len(layer.inputs) > 1 else []
     if layer.op_type == "MatMul" and layer.inputs:
         candidates.append(layer.inputs[0])  # x @ W or W @ x
     for name in candidates:

@@ -19,20 +19,16 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper
 
+from wgsentis.ops.spec import spec_of
 from wgsentis.profiler.prune_constants import Constants, captured_names, default_opset
 from wgsentis.profiler.prune_result import LayerPruning
 
-# Shape-preserving, per-element ops: a channel of the output depends on the same channel of input 0 only.
-UNARY = {"Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
-         "Softplus", "Softsign", "Mish", "Clip", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf",
-         "Floor", "Ceil", "Round", "Sign", "Identity", "Dropout", "Cast", "ThresholdedRelu", "Sin", "Cos",
-         "Not", "IsNaN", "IsInf", "Shrink"}
-BROADCAST = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "PRelu", "Where", "Equal",
-             "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "BitShift"}
-POOLS = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
-RELAYOUT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-REDUCE = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceProd",
-          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
+# Each op's channel rule is a facet of its spec (``wgsentis.ops.spec.CHANNEL_RULES``), declared by its family.
+
+
+def _rule(node: NodeProto) -> str | None:
+    """The node's channel rule (None: pruning stops at it), by op type as the tracer has always read it."""
+    return spec_of(node.op_type).channel_rule
 
 
 @dataclass(frozen=True)
@@ -167,16 +163,16 @@ class Tracer:
 
     def _is_producer(self, node: NodeProto) -> bool:
         """A Conv, Gemm or MatMul with a constant weight: it may start a channel space."""
-        return node.op_type in ("Conv", "Gemm", "MatMul") and len(node.input) > 1 \
+        return _rule(node) == "weighted" and len(node.input) > 1 \
             and self.consts.get(node.input[1]) is not None
 
     def visit(self, i: int, node: NodeProto) -> bool:
-        op = node.op_type
+        rule = _rule(node)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         x = self.chan.get(node.input[0]) if node.input else None
-        if op in ("Conv", "Gemm", "MatMul"):
+        if rule == "weighted":
             return self._weighted(i, node, attrs, x)
-        if op == "BatchNormalization" or op == "InstanceNormalization":
+        if rule == "per_channel":
             if x is None or x.axis != 1 or x.block != 1 or any(n in self.chan for n in node.input[1:]):
                 return False
             if len([o for o in node.output if o]) > 1:
@@ -188,29 +184,29 @@ class Tracer:
                 self.slices.append((i, k, 0, x))
             self.output_chan(node, x)
             return True
-        if op in UNARY:
+        if rule == "elementwise":
             if x is None or any(n in self.chan for n in node.input[1:]):
                 return False
             self.output_chan(node, x)
             return True
-        if op in BROADCAST:
+        if rule == "broadcast":
             return self._broadcast(i, node)
-        if op in POOLS:
+        if rule == "pool":
             if x is None or x.axis != 1 or x.block != 1 or (len(node.output) > 1 and node.output[1]):
                 return False
             self.output_chan(node, Chan(x.rank, 1, 1, x.segs))
             return True
-        if op == "Concat":
+        if rule == "concat":
             return self._concat(node, attrs)
-        if op in RELAYOUT:
+        if rule == "relayout":
             return self._relayout(i, node, x)
-        if op == "Transpose":
+        if rule == "transpose":
             if x is None:
                 return False
             perm = attrs.get("perm") or list(reversed(range(x.rank)))
             self.output_chan(node, Chan(x.rank, list(perm).index(x.axis), x.block, x.segs))
             return True
-        if op in ("Softmax", "LogSoftmax", "Hardmax"):
+        if rule == "softmax":
             if x is None:
                 return False
             opset = default_opset(self.proto)
@@ -219,11 +215,11 @@ class Tracer:
                 return False  # normalizes across the channels
             self.output_chan(node, x)
             return True
-        if op in REDUCE:
+        if rule == "reduce":
             return self._reduce(node, attrs, x)
-        if op == "Pad":
+        if rule == "pad":
             return self._pad(node, attrs, x)
-        if op in ("Resize", "Upsample"):
+        if rule == "resize":
             return self._resize(node, attrs, x)
         return False
 

@@ -3,13 +3,16 @@ and the small folding that exposes weights an exporter reshapes or casts in the 
 
 The folding is the pruner's own, not the engine's ``passes.FoldConstants``: that one works on the imported IR,
 folds every deterministic op with constant inputs (ConstantOfShape splats, Shape chains, ...) and drops the
-folded layers, where pruning edits and writes back the user's own graph, folding only the few ops in FOLDABLE
-into Constant nodes of the same name. Using it would change which layers are prunable and what is written."""
+folded layers, where pruning edits and writes back the user's own graph, folding only the few ops whose spec says
+``prune_foldable`` into Constant nodes of the same name. Using it would change which layers are prunable and what is
+written."""
 
 from __future__ import annotations
 
 import numpy as np
 from onnx import AttributeProto, ModelProto, NodeProto, helper, numpy_helper
+
+from wgsentis.ops.spec import spec_of
 
 
 class Constants:
@@ -136,12 +139,8 @@ def default_opset(proto: ModelProto) -> int:
     return next((e.version for e in proto.opset_import if e.domain in ("", "ai.onnx")), 1)
 
 
-FOLDABLE = {"Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Flatten", "Transpose", "Mul", "Add", "Sub",
-            "Div", "Sqrt", "Neg", "Concat"}
-
-
 def fold_constants(proto: ModelProto) -> int:
-    """Replace each node in FOLDABLE whose inputs are all constants by a Constant node of its value (same
+    """Replace each node of a ``prune_foldable`` op whose inputs are all constants by a Constant node of its value (same
     name, same output): exporters often reshape a stored bias or weight in the graph, which would hide it
     from pruning. Returns how many nodes were folded."""
     from onnx.reference import ReferenceEvaluator
@@ -150,7 +149,7 @@ def fold_constants(proto: ModelProto) -> int:
     opset = default_opset(proto)
     folded = 0
     for node in proto.graph.node:
-        if node.op_type not in FOLDABLE or node.domain not in ("", "ai.onnx") or len(node.output) != 1 \
+        if not spec_of(node.op_type).prune_foldable or node.domain not in ("", "ai.onnx") or len(node.output) != 1 \
                 or not node.input or captured_names(node):
             continue
         values = [consts.get(n) for n in node.input]
