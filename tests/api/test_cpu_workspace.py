@@ -75,6 +75,7 @@ def test_a_gpu_programs_host_workspace_is_released_on_close(backend):
     worker = ws.Worker(ws.load_model(model), backend)
     worker.run({"x": np.ones((2, 3), np.float32)})
     workspace = worker.program.placer.host_program.workspace
+    assert worker.program.placer.cpu_steps[0].ctx.workspace is workspace  # what its host layers' kernels get
     workspace.scratch("seed", (1024,), np.float32)  # what a host layer's kernel would hold
     assert workspace.held_bytes() == 4096
     worker.close()
