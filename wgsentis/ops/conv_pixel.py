@@ -156,7 +156,7 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
 
 # -- Winograd -----------------------------------------------------------------------------------------------------
 # F(S x S, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks"), the matrices gpu-compute uses
-# (ops/conv_gpu.py): B^T (A x A), G (A x 3), A^T (S x A), A = S + 2 the input tile side.
+# (ops/conv_winograd_gpu.py): B^T (A x A), G (A x 3), A^T (S x A), A = S + 2 the input tile side.
 _F2 = (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
        np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]),
        np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64))
@@ -271,7 +271,7 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
     n, c, h, wd = X.shape
     m = w.shape[0]
     oh, ow = out_shape[2:]
-    four = rec.program.fast_winograd and min(oh, ow) >= WINOGRAD4_MIN_SIDE  # see conv_gpu._winograd
+    four = rec.program.fast_winograd and min(oh, ow) >= WINOGRAD4_MIN_SIDE  # see conv_winograd_gpu.conv_winograd
     bt, g, a_t = _F4 if four else _F2
     side, a = a_t.shape
     th, tw = -(-oh // side), -(-ow // side)
