@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import wgsentis.ops  # noqa: F401  (the op families declare their size rules in their specs on import)
 from wgsentis.errors import ResourceLimitError
 from wgsentis.ops.sequence_spec import SEQUENCE_RECOUNT as SEQUENCE_RECOUNT  # re-exported: the recount period
+# The families declare their size rules when wgsentis.ops is imported, which the package's __init__ does first;
+# importing it here would close a circle (ops -> control_gpu -> run_control -> budget).
 from wgsentis.ops.spec import Output, SizeRule, described, spec_of
 
 

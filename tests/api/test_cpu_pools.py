@@ -41,7 +41,7 @@ def test_flat_pools_match_onnxruntime(op, x_shape, attrs, monkeypatch):
     monkeypatch.setattr(pool, "_flat_pool_2d", lambda *a, **k: used.append(1) or original(*a, **k))
     model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, list(x_shape))], [("y", F, None)])
     x = np.random.default_rng(5).standard_normal(x_shape).astype(np.float32)
-    # (AveragePool: against ORT's own kernel, its graph optimizations off: README, "Numerics worth knowing")
+    # (AveragePool: against ORT's own kernel, its graph optimizations off: docs/numerics.md)
     expected = ort_outputs(model, {"x": x}, optimize=op != "AveragePool")[0]
     for threads in (1, 2):
         got = ws.Worker(ws.load_model(model), "cpu", threads=threads, spin_wait=False).run({"x": x})["y"]

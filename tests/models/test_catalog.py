@@ -40,7 +40,7 @@ ILL_CONDITIONED: dict[str, float] = {
 
 # Layers a catalog model runs on the host by design, with the reason (docs/models.md's notes).
 HOST_LAYERS: dict[str, tuple[str, ...]] = {
-    # Data-dependent output shapes (README, "Data-dependent shapes"): the host sizes what follows.
+    # Data-dependent output shapes (docs/model-support.md, "Data-dependent shapes"): the host sizes what follows.
     "mk8dx_players": ("NonZero", "NonMaxSuppression"),
     "table_det_quantized": ("NonMaxSuppression",),
 }

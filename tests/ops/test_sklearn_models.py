@@ -2,7 +2,7 @@
 backend: tree ensembles, linear and SVM models, nearest neighbours (Scan, TopK, ArrayFeatureExtractor), PCA and
 the preprocessing transforms, classifiers with ZipMap's list of dicts as their probability output. On the GPU
 backends only ZipMap (a list of dicts is a host value) and an SVM's probabilities (libsvm's iterative pairwise
-coupling, README) run on the host."""
+coupling, docs/model-support.md) run on the host."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ threads, and ``spin_wait`` picks who runs in parallel:
   the other kernels on one thread. A hand-off to a spinning thread costs a few microseconds, against
   ~50 us for a blocked Python thread on a 2-vCPU VM (whose idle vCPUs halt), so on cores the worker has
   to itself this is the faster mode: all 12 reference models, each mode in its own process, 1.16x
-  geometric mean (BENCHMARKS.md, eighth session). When other processes keep the cores busy, spinning
+  geometric mean (docs/benchmarks-history.md, eighth session). When other processes keep the cores busy, spinning
   threads fight them for the cores: two ResNet-50 processes side by side ran 1.5-2.3x slower than in
   the other mode (ONNX Runtime's spinning pool slows alike).
 - ``spin_wait=False``: our own pool of blocking threads splits the big products, convolution bands,

@@ -14,7 +14,7 @@ the GIL inside matmul and its array loops, so the parts run truly in parallel.
 OpenBLAS's own split is faster for a product alone (it shares packed panels between its threads), but
 on x86_64 its idle threads spin on nops for about 0.1 s after every job, holding a core that our pool
 needs for everything BLAS does not run: with big products on BLAS threads, all 12 reference models
-measured 0.97x (PP-OCR det's banded im2col layer 9.7 -> 17 ms); see BENCHMARKS.md, seventh session.
+measured 0.97x (PP-OCR det's banded im2col layer 9.7 -> 17 ms); see docs/benchmarks-history.md, seventh session.
 So the two never mix: spin-wait mode leaves this pool out entirely and runs everything else on one
 thread, which measured 1.16x over this mode on cores of its own (eighth session).
 
