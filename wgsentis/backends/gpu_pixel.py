@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice, narrowing_expr
 from wgsentis.backends.gpu.faults import IndexCheck, reserve_checks
@@ -144,7 +145,7 @@ class PixelRecorder:
         v = self.view(t, shape)
         if v is not None:
             return v
-        return self.map([t], shape, t.dtype, axis, "r = x0(unravel(14u, linear_of(0u, c)));")
+        return self.map([t], shape, t.dtype, axis, "pixel/body/reshape_copy.wgsl")
 
     def relayout(self, t: GTensor, axis: int) -> GTensor:
         """``t`` with ``axis`` blocked: itself when it already is (or the two layouts coincide), else a layout
@@ -187,83 +188,70 @@ class PixelRecorder:
         """A new tensor of ``shape`` drawn lane by lane from the inputs' lanes: ``lane`` sets ``r`` from the
         scalars ``a``, ``b``, ``c``, ... (input 0, 1, 2, ... broadcast to ``shape``) and words ``pe(i)``. Texel-wise
         loads (wgsl/pixel/same4.wgsl where every input has the output's layout, map4.wgsl where every input is
-        texel-aligned with it), else element addressing (map.wgsl)."""
-        names = "abcdefgh"
+        texel-aligned with it), else element addressing (map.wgsl). ``lane`` and ``helpers``: WGSL text or .wgsl
+        files (``shader_gen.snippet``)."""
+        lane, helpers = shader_gen.snippet(lane), shader_gen.snippet(helpers)
         out_layout = self.program.layout_of(tuple(shape), np.dtype(dtype), axis, "an elementwise output")
-        loads = "\n    ".join(f"let v{names[k]} = x{k}(c);" for k in range(len(inputs)))
-        subs = {"LOADS": loads, "HELPERS": helpers,
-                "LANE": " ".join(f"let {names[k]} = v{names[k]}[lane];" for k in range(len(inputs))) + " " + lane}
+        kinds = [x.layout.kind for x in inputs]
         if all(x.layout.shape == out_layout.shape and x.layout.axis == out_layout.axis for x in inputs):
             # No addressing at all: the fragment at texel (x, y) reads texel (x, y) of each input.
             out = self.alloc(shape, dtype, axis)
-            decls = [self._texture_decl(k, x, f"fn x{k}(c: vec2<i32>) -> vec4<{x.layout.kind}> {{ "
-                                              f"return textureLoad(X{k}, c, 0); }}") for k, x in enumerate(inputs)]
-            decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
             params = [out.layout.texels, out.layout.shift, *out.layout.lane_params(), *(extra or [])]
             self.draw("pixel/same4.wgsl", inputs, [out], params, label=label,
-                      subs={**subs, "LOADS": loads.replace("(c);", "(texel);"), "DECLS": "\n".join(decls),
-                            "OUT": out.layout.kind, "EXTRA": "5"})
+                      subs={**shader_gen.lane_statements(len(inputs), lane, "texel"), "HELPERS": helpers,
+                            "DECLS": shader_gen.texel_inputs(kinds), "OUT": out.layout.kind, "EXTRA": "5"})
             return out
         if all(self.texel_aligned(x, out_layout) for x in inputs):
-            def whole(k: int, x: GTensor) -> str:
-                splat = x.size == 1 or (x.shape and x.shape[x.layout.axis] == 1)  # one lane, spread over four
-                return f"vec4<{x.layout.kind}>(v[at.z])" if splat else "v"
-
-            return self._addressed("pixel/map4.wgsl", inputs, shape, dtype, axis, subs, extra, label, vec4=True,
-                                   result=whole)
-        body = " ".join(f"let {names[k]} = x{k}(c);" for k in range(len(inputs))) + " " + lane
-        return self.map(inputs, shape, dtype, axis, body, extra, helpers=helpers, label=label)
+            # one lane along the blocked axis: spread over four
+            forms = ["splat" if x.size == 1 or (x.shape and x.shape[x.layout.axis] == 1) else "whole" for x in inputs]
+            subs = {**shader_gen.lane_statements(len(inputs), lane, "c"), "HELPERS": helpers}
+            return self._addressed("pixel/map4.wgsl", inputs, shape, dtype, axis, subs, extra, label, forms=forms)
+        return self.map(inputs, shape, dtype, axis, shader_gen.element_statements(len(inputs), lane), extra,
+                        helpers=helpers, label=label)
 
     def texels(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
                extra: list[int | float] | None = None, helpers: str = "", label: str = "") -> GTensor:
         """A new tensor of ``shape`` (``axis`` blocked) drawn texel by texel by wgsl/pixel/texels.wgsl: ``body``
         sets the vec4 ``out`` of the texel whose first lane is at ``c`` from the inputs' texels ``x0(d)``, ...
-        (the caller guarantees the four lanes of an output texel are those of one input texel)."""
-        return self._addressed("pixel/texels.wgsl", inputs, shape, dtype, axis, {"BODY": body, "HELPERS": helpers},
-                               extra, label, vec4=True)
+        (the caller guarantees the four lanes of an output texel are those of one input texel). ``body`` and
+        ``helpers``: WGSL text or .wgsl files (``shader_gen.snippet``)."""
+        subs = {"BODY": shader_gen.snippet(body), "HELPERS": shader_gen.snippet(helpers)}
+        return self._addressed("pixel/texels.wgsl", inputs, shape, dtype, axis, subs, extra, label, forms="whole")
 
     def map(self, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any, axis: int, body: str,
             extra: list[int | float] | None = None, helpers: str = "", label: str = "",
-            faults: bool = False) -> GTensor:
+            faults: bool = False, subs: dict[str, str] | None = None,
+            constants: dict[str, int | float] | None = None, by_index: bool = False) -> GTensor:
         """A new tensor of ``shape`` and ``dtype`` (``axis`` blocked) drawn by wgsl/pixel/map.wgsl: each element
         at coordinates ``c`` (its 6-dim frame) runs ``body``, which sets ``r`` from the inputs' accessors
-        ``x0(c)``, ``x1(c)``, ... and the words ``extra`` (``pe(i)``, ``pef(i)``, ``pei(i)``)."""
-        return self._addressed("pixel/map.wgsl", inputs, shape, dtype, axis, {"BODY": body, "HELPERS": helpers},
-                               extra, label, faults=faults)
-
-    @staticmethod
-    def _texture_decl(k: int, x: GTensor, accessor: str) -> str:
-        return f"@group(0) @binding({k}) var X{k}: texture_2d<{x.layout.kind}>;\n{accessor}"
+        ``x0(c)``, ``x1(c)``, ... (``by_index``: also ``x_at(k, c)``) and the words ``extra`` (``pe(i)``,
+        ``pef(i)``, ``pei(i)``). ``body`` and ``helpers`` name .wgsl files (``pixel/body/...``) whose
+        placeholders ``subs`` fill, or are WGSL text (the builders that still write bodies in Python);
+        ``constants``: the override constants those files declare."""
+        texts = {"BODY": shader_gen.snippet(body, subs), "HELPERS": shader_gen.snippet(helpers, subs)}
+        return self._addressed("pixel/map.wgsl", inputs, shape, dtype, axis, texts, extra, label, faults=faults,
+                               constants=constants, by_index=by_index)
 
     def _addressed(self, shader: str, inputs: list[GTensor], shape: tuple[int, ...] | list[int], dtype: Any,
                    axis: int, subs: dict[str, str], extra: list[int | float] | None, label: str, *,
-                   vec4: bool = False, faults: bool = False, result: Any = None) -> GTensor:
+                   forms: str | list[str] = "element", faults: bool = False,
+                   constants: dict[str, int | float] | None = None, by_index: bool = False) -> GTensor:
         """A draw of one of the addressed programs (map, map4, texels.wgsl) into a new tensor: generated
-        accessors ``xk(c)`` giving input k's element at coordinates ``c`` (``vec4``: its whole texel, or what
-        ``result(k, x)`` makes of the texel ``v`` and its lane ``at.z``), the addressing words of the output and
-        of every input, then ``extra`` (pe), and ``subs`` for the program's own placeholders."""
+        accessors ``xk(c)`` giving input k's element at coordinates ``c`` (``forms``, per input or for all, as
+        ``shader_gen.addressed_inputs``), the addressing words of the output and of every input, then ``extra``
+        (pe), and ``subs`` for the program's own placeholders."""
         if len(shape) > MAX_RANK or any(len(i.shape) > MAX_RANK for i in inputs):
             raise TooLargeForDevice(f"rank past the {MAX_RANK} dims a pixel program addresses")
         out = self.alloc(shape, dtype, axis)
         if out.size == 0:
             return out
-        decls = []
-        for k, x in enumerate(inputs):
-            kind = x.layout.kind
-            value = (result(k, x) if result is not None else "v") if vec4 else "v[at.z]"
-            decls.append(self._texture_decl(
-                k, x, f"fn x{k}(c: Coords) -> {f'vec4<{kind}>' if vec4 else kind} {{ let at = locate("
-                      f"{14 * (k + 1)}u, c); let v = textureLoad(X{k}, at.xy, 0); return {value}; }}"))
-        decls.append(f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;")
-        if faults:  # the index fault buffer and checked_index (wgsl/common/faults.wgsl)
-            decls.append(f"@group(0) @binding({len(inputs) + 1}) var<storage, read_write> FAULTS: "
-                         "array<atomic<u32>>;\n" + wgsl_source("common/faults.wgsl"))
+        decls = shader_gen.addressed_inputs([x.layout.kind for x in inputs], forms, faults=faults, by_index=by_index)
         params: list[int | float] = [*addressing_params(out.layout)]
         for x in inputs:
             params += addressing_params(x.layout)
         params += list(extra or [])
-        subs = {**subs, "DECLS": "\n".join(decls), "EXTRA": str(14 * (len(inputs) + 1)), "OUT": out.layout.kind}
-        self.draw(shader, inputs, [out], params, subs=subs, label=label, faults=faults)
+        subs = {**subs, "DECLS": decls, "EXTRA": str(14 * (len(inputs) + 1)), "OUT": out.layout.kind}
+        self.draw(shader, inputs, [out], params, subs=subs, label=label, faults=faults, constants=constants)
         return out
 
     def draw(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float], *,
@@ -283,7 +271,8 @@ class PixelRecorder:
                            faults=faults, stage="render", targets=formats)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
-        pipeline, bgl = self.ctx.render_pipeline(key, wgsl_source(shader, subs), consts, label, list(formats))
+        pipeline, bgl = self.ctx.render_pipeline(key, wgsl_source(shader, subs), consts, label, list(formats),
+                                                 owner=self.program)
         ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
         extra: list[Any] = [i.alloc.texture for i in inputs]
         extra.append({"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT})

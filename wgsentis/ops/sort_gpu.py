@@ -19,29 +19,13 @@ from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 
-# The order of the CPU kernel as WGSL: ``ahead(w, v, j, a)``: element j (value w) comes before element a
-# (value v). NaN counts as the largest value and NaNs are equal to one another.
-_ORDER = """
-fn key_nan(x: {T}) -> bool {{ return {NAN}; }}
-fn bigger(p: {T}, q: {T}) -> bool {{
-    if (key_nan(p) || key_nan(q)) {{ return key_nan(p) && !key_nan(q); }}
-    return p > q;
-}}
-fn same(p: {T}, q: {T}) -> bool {{
-    if (key_nan(p) || key_nan(q)) {{ return key_nan(p) && key_nan(q); }}
-    return p == q;
-}}
-fn ahead(w: {T}, v: {T}, j: u32, a: u32) -> bool {{
-    let first = select(bigger(v, w), bigger(w, v), {LARGEST});
-    return first || (same(w, v) && j < a);
-}}
-"""
 PIXEL_OVERHEAD = 64  # loop passes of a map.wgsl lane besides the scan (its addressing loops)
 
 
-def _order(kind: str, largest: bool) -> str:
-    nan = "is_nan_f32(x)" if kind == "f32" else "false"
-    return _ORDER.format(T=kind, NAN=nan, LARGEST="true" if largest else "false")
+def _order(kind: str, largest: bool) -> tuple[dict[str, str], dict[str, int | float]]:
+    """The substitutions and override constants of common/topk_order.wgsl (the CPU kernel's order) for keys of
+    texel or storage type ``kind``."""
+    return {"T": kind}, {"LARGEST": bool(largest), "FLOAT_KEYS": kind == "f32"}
 
 
 def _plan(x: Any, k: Any, axis: Any) -> tuple[int, int] | None:
@@ -69,10 +53,11 @@ def _top_k_compute(rec, x, k, axis, largest) -> Any:
     length, inner = shape[axis], math.prod(shape[axis + 1:])
     out_shape = (*shape[:axis], k, *shape[axis + 1:])
     values, indices = rec.alloc(out_shape, x.dtype), rec.alloc(out_shape, np.int64)
+    order_subs, order_constants = _order(x.gpu_type, bool(largest))
     if values.size:
         rec.dispatch("compute/topk.wgsl", [x], [values, indices], [x.size, inner, length, k], x.size,
                      workgroup=64,
-                     subs={"T": x.gpu_type, "ORDER": _order(x.gpu_type, bool(largest))}, loops=loop_passes(length))
+                     subs=order_subs, constants=order_constants, loops=loop_passes(length))
     return values, indices
 
 
@@ -88,19 +73,13 @@ def _top_k_pixel(rec, x, k, axis, largest) -> Any:
     out_shape = (*t.shape[:axis], k, *t.shape[axis + 1:])
     if not math.prod(out_shape):
         return rec.alloc(out_shape, t.dtype), rec.alloc(out_shape, np.int64)
-    kind = t.layout.kind
-    a = MAX_RANK - len(t.shape) + axis
-    helpers = _order(kind, bool(largest))
-    ranks = rec.map([t], t.shape, np.int32, t.layout.axis,
-                    f"let v = x0(c); var d = c; var n = 0; for (var j = 0u; j < {length}u; j++) {{ d.c[{a}] = j; "
-                    f"if (ahead(x0(d), v, j, c.c[{a}])) {{ n++; }} }} r = n;", helpers=helpers)
-    def scan(rank: str) -> str:  # the position j along the row whose rank (accessor ``rank``) is c's
-        return (f"var d = c; var hit = 0u; for (var j = 0u; j < {length}u; j++) {{ d.c[{a}] = j; "
-                f"if ({rank}(d) == i32(c.c[{a}])) {{ hit = j; }} }} d.c[{a}] = hit;")
-
+    order_subs, order_constants = _order(t.layout.kind, bool(largest))
+    row = [length, MAX_RANK - len(t.shape) + axis]  # the row's length and its axis in the 6-dim frame
+    ranks = rec.map([t], t.shape, np.int32, t.layout.axis, "pixel/body/topk_rank.wgsl", row,
+                    helpers="common/topk_order.wgsl", subs=order_subs, constants=order_constants)
     out_axis = t.layout.axis
-    values = rec.map([t, ranks], out_shape, t.dtype, out_axis, f"{scan('x1')} r = x0(d);")
-    indices = rec.map([ranks], out_shape, np.int64, out_axis, f"{scan('x0')} r = i32(hit);")
+    values = rec.map([t, ranks], out_shape, t.dtype, out_axis, "pixel/body/topk_values.wgsl", row)
+    indices = rec.map([ranks], out_shape, np.int64, out_axis, "pixel/body/topk_indices.wgsl", row)
     return values, indices
 
 

@@ -1,0 +1,241 @@
+"""The one place WGSL text is assembled for the gpu-pixel programs (issue 30): builders name .wgsl files and
+choose among a small fixed set of variants; this module fills the files' ``{{NAME}}`` placeholders and joins
+what a draw's structure calls for (one texture binding and accessor per input, from the templates in
+wgsl/pixel/gen/; the loop nest and combining functions of a reduction). Sizes never enter the text: they are
+uniform words, so a program's source depends only on its structure (input count, texel kinds, ranks, variants),
+and one pipeline serves every size.
+
+``snippet`` reads a body, helper or expression file (``pixel/body/*.wgsl``, ``pixel/expr/*.wgsl``); it passes
+WGSL text through unchanged for the builders that still write their bodies in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from wgsentis.backends.gpu.device import wgsl_source
+
+GEN = "pixel/gen"  # the declaration templates
+
+
+def is_file(source: str) -> bool:
+    """Whether ``source`` names a .wgsl file (a path under wgsl/) rather than being WGSL text."""
+    return source.endswith(".wgsl") and "\n" not in source and " " not in source
+
+
+def snippet(source: str, subs: dict[str, str] | None = None) -> str:
+    """The WGSL of a body, helper or expression: the file ``wgsl/<source>`` with ``subs`` filled in (its trailing
+    newline dropped, so that an expression file reads as an expression), or ``source`` itself when it is text."""
+    if not source or not is_file(source):
+        return source
+    return wgsl_source(source, subs).rstrip()
+
+
+def _fill(template: str, **subs: int | str) -> str:
+    return wgsl_source(f"{GEN}/{template}.wgsl", {name: str(value) for name, value in subs.items()}).rstrip()
+
+
+# -- the generic pixel programs' declarations (map.wgsl, map4.wgsl, texels.wgsl, same4.wgsl) -----------------------
+def texel_inputs(kinds: Sequence[str]) -> str:
+    """same4.wgsl's declarations: each input's texture and accessor ``xk(texel)``, then the parameter block."""
+    decls = [_fill("input_texel", K=k, KIND=kind) for k, kind in enumerate(kinds)]
+    return "\n".join([*decls, _fill("uniform", K=len(kinds))])
+
+
+def addressed_inputs(kinds: Sequence[str], form: str | Sequence[str], *, faults: bool = False,
+                     by_index: bool = False) -> str:
+    """An addressed program's declarations: input k's texture and accessor ``xk(c)`` (its addressing words from
+    14 * (k + 1)) in ``form`` (per input, or one for all): "element" (its element at c), "whole" (the texel
+    holding c) or "splat" (c's element over four lanes); then the parameter block and, with ``faults``, the
+    index fault buffer. ``by_index``: also ``x_at(k, c)``, input k's element (the inputs share one kind)."""
+    forms = [form] * len(kinds) if isinstance(form, str) else list(form)
+    decls = [_fill(f"input_{how}", K=k, KIND=kind, BASE=14 * (k + 1))
+             for k, (kind, how) in enumerate(zip(kinds, forms, strict=True))]
+    if by_index:
+        if len(set(kinds)) != 1 or any(how != "element" for how in forms):
+            raise ValueError("x_at needs element accessors of one texel kind")
+        cases = "\n".join(_fill("input_at_case", K=k) for k in range(len(kinds)))
+        decls.append(_fill("input_at", KIND=kinds[0], CASES=cases))
+    decls.append(_fill("uniform", K=len(kinds)))
+    if faults:
+        decls.append(_fill("faults", K=len(kinds) + 1))
+    return "\n".join(decls)
+
+
+def lane_statements(count: int, lane: str, at: str) -> dict[str, str]:
+    """The LOADS and LANE of map4.wgsl / same4.wgsl: the inputs' texels ``va``, ``vb``, ... loaded at ``at``, and
+    the lane's scalars ``a``, ``b``, ... before the ``lane`` statements."""
+    names = "abcdefgh"
+    loads = "\n    ".join(f"let v{names[k]} = x{k}({at});" for k in range(count))
+    scalars = " ".join(f"let {names[k]} = v{names[k]}[lane];" for k in range(count))
+    return {"LOADS": loads, "LANE": f"{scalars} {lane}"}
+
+
+def element_statements(count: int, lane: str) -> str:
+    """A map.wgsl body computing ``lane`` from the scalars ``a``, ``b``, ... (the inputs' elements at c)."""
+    names = "abcdefgh"
+    return " ".join(f"let {names[k]} = x{k}(c);" for k in range(count)) + " " + lane
+
+
+# -- small shared helpers ------------------------------------------------------------------------------------------
+def div4(division_function: str) -> str:
+    """``div4(a, b)``: vec4 division with the device's exact float division (math.wgsl's ``division_function``)."""
+    return snippet("pixel/div4.wgsl", {"DIV": division_function})
+
+
+def activation4(expr: str) -> str:
+    """``act4(v)``: a fused activation (``expr`` of ``v`` with alpha, beta, gamma from pef(0..2)) lane by lane."""
+    return snippet("pixel/act4.wgsl", {"ACT": expr})
+
+
+def kind_functions(program: str, kind: str, subs: dict[str, str] | None = None) -> str:
+    """A program's texel-kind functions: ``wgsl/pixel/<program>_<kind>.wgsl`` (one file per kind, so that an
+    integer program never meets a float-only builtin)."""
+    return snippet(f"pixel/{program}_{kind}.wgsl", subs)
+
+
+# -- reduce.wgsl ---------------------------------------------------------------------------------------------------
+CENTER = 100  # the params word where reduce.wgsl's center tensor's addressing begins
+GROUP_WORDS = 28  # ... and where its reduced groups begin
+_F32_INF = "bitcast<f32>(0x7f800000u)"
+_IDENTITY = {
+    ("sum", "f32"): "vec4<f32>(0.0)", ("prod", "f32"): "vec4<f32>(1.0)",
+    ("max", "f32"): "vec4<f32>(bitcast<f32>(0xff800000u))", ("min", "f32"): f"vec4<f32>({_F32_INF})",
+    ("sum", "i32"): "vec4<i32>(0)", ("prod", "i32"): "vec4<i32>(1)",
+    ("max", "i32"): "vec4<i32>(bitcast<i32>(0x80000000u))", ("min", "i32"): "vec4<i32>(2147483647)",
+}
+_COMBINE = {
+    ("sum", "f32"): "a + v", ("prod", "f32"): "a * v",
+    # NaN wins, as numpy's max and min have it
+    ("max", "f32"): "select(a, v, (v > a) | is_nan4(v))", ("min", "f32"): "select(a, v, (v < a) | is_nan4(v))",
+    ("sum", "i32"): "a + v", ("prod", "i32"): "a * v", ("max", "i32"): "max(a, v)", ("min", "i32"): "min(a, v)",
+}
+PRE_OPS = {"": "v", "abs": "abs(v)", "sq": "v * v", "pow": "pow(abs(v), vec4<f32>(pf(25u)))", "exp": "exp4(v)"}
+POST_OPS = {"": "a", "scale": "a * pf(24u)", "sqrt": "sqrt(a)", "log": "log(a)",
+            "root": "pow(a, vec4<f32>(pf(26u)))", "invstd": "vec4<f32>(1.0) / sqrt(a * pf(24u) + pf(27u))"}
+
+
+def reduce_subs(op: str, pre: str, post: str, kind: str, lanes: int, texel_form: bool, ngroups: int,
+                blocked: int | None, split: bool, centered: bool) -> dict[str, str]:
+    """reduce.wgsl's substitutions for a reduction of structure: ``op`` (sum, prod, max, min, lse) of ``pre`` of
+    each element then ``post`` (PRE_OPS, POST_OPS); ``lanes`` accumulators (1 in the texel form, 4 in the blocked
+    form); a nest of ``ngroups`` loops over the reduced groups (``blocked``: the group of the blocked axis,
+    masked); ``split``: the first stage of a split reduction; ``centered``: a center tensor is bound. Every
+    size is a parameter word."""
+    funcs, body = _reduce_program(op, pre, post, kind, lanes, texel_form, ngroups, blocked, split, centered)
+    bindings = [_fill("center")] if centered else []
+    bindings.append(_fill("uniform", K=2 if centered else 1))
+    return {"T": kind, "BINDINGS": "\n".join(bindings), "FUNCS": funcs, "BODY": body,
+            "BLOCK_COORD": "cc.c[axis] = cc.c[axis] / 4u;" if texel_form else ""}
+
+
+def _reduce_program(rop: str, rpre: str, rpost: str, kind: str, lanes: int, texel_form: bool, ngroups: int,
+                    blocked: int | None, split: bool, centered: bool) -> tuple[str, str]:
+    """reduce.wgsl's generated functions and fragment body."""
+    ops = ["max", "sum"] if rop == "lse" else [rop]
+    funcs = []
+    for op in ops:
+        funcs.append(f"fn cmb_{op}(a: vec4<{kind}>, v: vec4<{kind}>) -> vec4<{kind}> {{\n"
+                     f"    return {_COMBINE[op, kind]};\n}}")
+        funcs.append(f"fn hz_{op}(a: vec4<{kind}>) -> {kind} {{\n"
+                     f"    return cmb_{op}(cmb_{op}(vec4<{kind}>(a.x), vec4<{kind}>(a.y)), "
+                     f"cmb_{op}(vec4<{kind}>(a.z), vec4<{kind}>(a.w))).x;\n}}")
+    funcs.append(f"fn post(a: vec4<{kind}>) -> vec4<{kind}> {{ return {POST_OPS[rpost]}; }}")
+    lines = []
+    if lanes == 4:  # the output's lanes along a kept axis: each its own base texel (an invalid one repeats lane 0)
+        lines.append("let ls = pu(14u + axis);")
+        lines += [f"let b{j} = b0 + select(0u, {j}u * ls, valid[{j}]);" for j in range(1, 4)]
+    if centered:
+        if texel_form:
+            lines.append(f"let cen0 = textureLoad(C, locate({CENTER}u, c).xy, 0);")
+        else:
+            for j in range(lanes):
+                lines.append(f"var c{j} = c;")
+                lines.append(f"c{j}.c[axis] = min(c.c[axis] + {j}u, dim_of(0u, axis) - 1u);")
+                lines.append(f"let at{j} = locate({CENTER}u, c{j});")
+                lines.append(f"let cen{j} = vec4<f32>(textureLoad(C, at{j}.xy, 0)[at{j}.z]);")
+    if split:
+        lines.append("let k0lo = c.c[pu(20u)] * pu(21u);")
+        lines.append(f"let k0hi = min(pu({GROUP_WORDS}u), k0lo + pu(21u));")
+
+    def sweep(acc: str, op: str, pre: str) -> None:
+        """A loop nest folding pre(element) into accumulators ``acc``j with cmb_``op``."""
+        funcs.append(f"fn pre_{acc}(v: vec4<{kind}>) -> vec4<{kind}> {{ return {PRE_OPS[pre]}; }}")
+        lines.extend(f"var {acc}{j} = {_IDENTITY[op, kind]};" for j in range(lanes))
+        inner = []
+        for j in range(lanes):
+            v = f"load(b{j} + o) - cen{j}" if centered else f"load(b{j} + o)"
+            expr = f"pre_{acc}({v})"
+            if blocked is not None:  # padding lanes of the last block count as the identity
+                expr = f"select({_IDENTITY[op, kind]}, {expr}, m)"
+            inner.append(f"{acc}{j} = cmb_{op}({acc}{j}, {expr});")
+        lines.extend(_nest(ngroups, blocked, split, inner))
+
+    zero = f"{kind}(0)"
+    if rop == "lse":
+        sweep("mx", "max", rpre)
+        fin = f"select(a, vec4<f32>(0.0), is_nan4(a) | (abs(a) == vec4<f32>({_F32_INF})))"
+        funcs.append(f"fn finite_or_zero(a: vec4<f32>) -> vec4<f32> {{ return {fin}; }}")
+        for j in range(lanes):
+            peak = "mx0" if texel_form else f"vec4<f32>(hz_max(mx{j}))"
+            lines.append(f"let pk{j} = finite_or_zero({peak});")
+        # the second sweep: the sum of exp(x - peak), padding lanes adding 0
+        lines.extend(f"var acc{j} = vec4<f32>(0.0);" for j in range(lanes))
+        inner = []
+        for j in range(lanes):
+            v = f"load(b{j} + o)"
+            expr = f"exp4({v} - pk{j})"
+            if blocked is not None:
+                expr = f"select(vec4<f32>(0.0), {expr}, m)"
+            inner.append(f"acc{j} = acc{j} + {expr};")
+        lines.extend(_nest(ngroups, blocked, split, inner))
+        if texel_form:
+            lines.append("let r = log(acc0) + pk0;")
+        else:
+            sums = ", ".join(f"hz_sum(acc{j})" if j < lanes else "1.0" for j in range(4))
+            peaks = ", ".join(f"pk{j}.x" if j < lanes else "0.0" for j in range(4))
+            lines.append(f"let r = log(vec4<f32>({sums})) + vec4<f32>({peaks});")
+    else:
+        sweep("acc", rop, rpre)
+        if texel_form:
+            lines.append("let r = post(acc0);")
+        else:
+            vals = ", ".join(f"hz_{rop}(acc{j})" if j < lanes else zero for j in range(4))
+            lines.append(f"let r = post(vec4<{kind}>({vals}));")
+    return "\n".join(funcs), "\n    ".join(lines)
+
+
+def _nest(ngroups: int, blocked: int | None, split: bool, inner: list[str]) -> list[str]:
+    """The loop nest over the reduced groups (params from GROUP_WORDS), outermost first, running ``inner`` with
+    ``o`` the texel offset from each lane's base and ``m`` the lane mask of the blocked group."""
+    lines, prev = [], ""
+    if ngroups == 0:
+        return ["{", "let o = 0u;", *inner, "}"]
+    for g in range(ngroups):
+        n, s = f"pu({GROUP_WORDS + 2 * g}u)", f"pu({GROUP_WORDS + 2 * g + 1}u)"
+        lo, hi = ("k0lo", "k0hi") if g == 0 and split else ("0u", n)
+        lines.append(f"for (var k{g} = {lo}; k{g} < {hi}; k{g}++) {{")
+        lines.append(f"let o{g} = {prev + ' + ' if prev else ''}k{g} * {s};")
+        if g == blocked:
+            lines.append(f"let m = lane_mask(select(4u, pu(23u), k{g} + 1u == {n}));")
+        prev = f"o{g}"
+    lines.append(f"let o = {prev};")
+    return [*lines, *inner, "}" * ngroups]
+
+
+# -- reduce_apply.wgsl ---------------------------------------------------------------------------------------------
+def apply_subs(kinds: Sequence[str], blocked: Sequence[bool], expr: str, extra_at: int, helpers: str) -> dict[str, str]:
+    """reduce_apply.wgsl's substitutions: operand k (texel kind ``kinds[k]``) bound after x and read a texel at a
+    time where ``blocked[k]`` (it varies along x's blocked axis) or one element splat over four lanes; ``expr``
+    (a vec4<f32> expression of x, o0, o1, ...), the index of the first own word, and ``helpers``."""
+    decls = [_fill("operand", K=k, BINDING=k + 1, KIND=kind) for k, kind in enumerate(kinds)]
+    decls.append(_fill("uniform", K=len(kinds) + 1))
+    loads = [_fill("operand_blocked" if varies else "operand_splat", K=k, KIND=kind, BASE=14 * (k + 1))
+             for k, (kind, varies) in enumerate(zip(kinds, blocked, strict=True))]
+    return {"DECLS": "\n".join(decls), "LOADS": "\n    ".join(loads), "EXPR": expr, "EXTRA": str(extra_at),
+            "HELPERS": helpers}
+
+
+__all__ = ["CENTER", "GROUP_WORDS", "POST_OPS", "PRE_OPS", "activation4", "addressed_inputs", "apply_subs", "div4",
+           "element_statements", "is_file", "kind_functions", "lane_statements", "reduce_subs", "snippet",
+           "texel_inputs"]

@@ -1,0 +1,2 @@
+        // input {{K}}
+        case {{K}}u: { return x{{K}}(c); }
