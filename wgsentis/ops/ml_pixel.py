@@ -20,7 +20,9 @@ from wgsentis.ops import ml, ml_gpu
 from wgsentis.ops import indexing_pixel
 from wgsentis.ops.registry import GPU_PIXEL, register
 
-MAX_INPUTS = 8  # textures one FeatureVectorizer draw reads
+# Inputs one FeatureVectorizer draw reads: the parameter block (tensors.PARAM_WORDS) holds the output's and 7 inputs'
+# addressing (14 words each) and their column spans (2 words each) after the count.
+MAX_INPUTS = 7
 
 
 def _pixel(op: str):
@@ -163,15 +165,13 @@ def feature_vectorizer(rec, layer, *inputs, inputdimensions=None, **attrs):
     if parts is None or len(inputs) > MAX_INPUTS:
         return NotImplemented
     rows, total = parts[0][0], sum(p[2] for p in parts)
-    tensors, lines, offset = [], ["r = 0.0;", "let j = c.c[5];"], 0
+    tensors, spans, offset = [], [], 0
     for k, (value, (_, columns, width)) in enumerate(zip(inputs, parts, strict=True)):
         t = matrix_texture(rec, value, rows, columns, f"{layer.name}:{k}")
         if t is None:
             return NotImplemented
         tensors.append(t)
-        take = min(width, columns)
-        if take:
-            lines.append(f"if (j >= {offset}u && j < {offset + take}u) {{ var d = c; d.c[5] = j - {offset}u; "
-                         f"r = x{k}(d); }}")
+        spans += [offset, min(width, columns)]  # where input k's columns begin in the output, how many it gives
         offset += width
-    return rec.map(tensors, (rows, total), np.float32, -1, " ".join(lines))
+    return rec.map(tensors, (rows, total), np.float32, -1, "pixel/body/feature_vectorizer.wgsl",
+                   [len(tensors), *spans], by_index=True)
