@@ -1,5 +1,5 @@
 """Facets of the reduction and sorting families' ops (ReduceX, Softmax/LogSoftmax/Hardmax, ArgMax/ArgMin, TopK,
-Sort, Unique, CumSum): the leading axes through which gpu-compute may cut them into tiles past the binding limit
+Unique, CumSum): the leading axes through which gpu-compute may cut them into tiles past the binding limit
 (their rows are independent), and what their int64 results are bounded by."""
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ describe("ReduceMax", "ReduceMin", passes_values_of=(0,), preserves_values=True)
 describe("ArgMax", "ArgMin", int64_bound=lambda layer, b, args: along_axis(layer, args, 0))
 describe("TopK", int64_bound=lambda layer, b, args: [b[0] if b else 0, along_axis(layer, args, -1)],
          preserves_values=True)
-describe("Sort", passes_values_of=(0,), preserves_values=True)
 describe("Unique", preserves_values=True)
 
 

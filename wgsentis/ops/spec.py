@@ -88,7 +88,7 @@ class OpSpec:
 
 
 _SPECS: dict[tuple[str, str], OpSpec] = {}
-_FACETS = frozenset(f.name for f in fields(OpSpec)) - {"op_type", "domain"}
+FACETS = frozenset(f.name for f in fields(OpSpec)) - {"op_type", "domain"}
 
 
 def _normalize_domain(domain: str) -> str:
@@ -108,12 +108,12 @@ def spec_of(op_type: str, domain: str = "") -> OpSpec:
 def describe(*op_types: str, domain: str = "", **facets: Any) -> None:
     """Set ``facets`` on the specs of ``op_types``. A facet is declared once per op: a second, different
     declaration is a programming error (two families claiming one op)."""
-    unknown = set(facets) - _FACETS
+    unknown = set(facets) - FACETS
     if facets.get("channel_rule", None) not in (None, *CHANNEL_RULES):
         raise ValueError(f"describe({op_types}): channel_rule {facets['channel_rule']!r} is not one of "
                          f"{sorted(CHANNEL_RULES)}")
     if unknown:
-        raise TypeError(f"describe({op_types}): unknown facets {sorted(unknown)}; facets are {sorted(_FACETS)}")
+        raise TypeError(f"describe({op_types}): unknown facets {sorted(unknown)}; facets are {sorted(FACETS)}")
     domain = _normalize_domain(domain)
     for op_type in op_types:
         current = _SPECS.get((domain, op_type)) or OpSpec(op_type, domain)
