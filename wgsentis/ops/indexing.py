@@ -2,8 +2,9 @@
 ScatterElements, ScatterND, TensorScatter), OneHot, and the selections whose output size follows the data
 (NonZero, Compress, Unique).
 
-Every index is bounds-checked with ``tensor.check_indices`` before it is used: a bad index is an
-IndexOutOfRangeError naming the layer, never a wrap or a clamp. Their GPU programs are indexing_gpu.py's and
+The gathers' and scatters' indices are bounds-checked with ``tensor.check_indices`` before they are used (negative
+ones count from the end): one outside its axis is an IndexOutOfRangeError naming the layer, never a clamp (OneHot's
+out-of-range indices select nothing, as its spec says). Their GPU programs are indexing_gpu.py's and
 indexing_pixel.py's.
 """
 
