@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK, TextureLayout, addressing_params
 from wgsentis.ops.reduce_gpu import identity_reduction, norm_axis, reduction_axes
@@ -38,24 +39,7 @@ SPLIT_CHUNKS = 64  # chunks per output when split for parallelism
 # numeric.LONG_SUM's 4096 elements in the blocked form, where each lane sums its four elements per texel at the end.
 LONG_TEXELS = 1024
 LONG_CHUNK = 64
-CENTER = 100  # the params word where reduce.wgsl's center tensor's addressing begins
-GROUP_WORDS = 28  # ... and where its reduced groups begin
-_F32_INF = "bitcast<f32>(0x7f800000u)"
-_IDENTITY = {
-    ("sum", "f32"): "vec4<f32>(0.0)", ("prod", "f32"): "vec4<f32>(1.0)",
-    ("max", "f32"): "vec4<f32>(bitcast<f32>(0xff800000u))", ("min", "f32"): f"vec4<f32>({_F32_INF})",
-    ("sum", "i32"): "vec4<i32>(0)", ("prod", "i32"): "vec4<i32>(1)",
-    ("max", "i32"): "vec4<i32>(bitcast<i32>(0x80000000u))", ("min", "i32"): "vec4<i32>(2147483647)",
-}
-_COMBINE = {
-    ("sum", "f32"): "a + v", ("prod", "f32"): "a * v",
-    # NaN wins, as numpy's max and min have it
-    ("max", "f32"): "select(a, v, (v > a) | is_nan4(v))", ("min", "f32"): "select(a, v, (v < a) | is_nan4(v))",
-    ("sum", "i32"): "a + v", ("prod", "i32"): "a * v", ("max", "i32"): "max(a, v)", ("min", "i32"): "min(a, v)",
-}
-_PRE = {"": "v", "abs": "abs(v)", "sq": "v * v", "pow": "pow(abs(v), vec4<f32>(pf(25u)))", "exp": "exp4(v)"}
-_POST = {"": "a", "scale": "a * pf(24u)", "sqrt": "sqrt(a)", "log": "log(a)", "root": "pow(a, vec4<f32>(pf(26u)))",
-         "invstd": "vec4<f32>(1.0) / sqrt(a * pf(24u) + pf(27u))"}
+CENTER, GROUP_WORDS = shader_gen.CENTER, shader_gen.GROUP_WORDS  # reduce.wgsl's center and group words
 
 
 @dataclass(frozen=True)
@@ -210,113 +194,15 @@ def _draw(rec, x: GTensor, axes: set[int], out_shape: tuple[int, ...], out_axis:
     for size, stride, _blocked, _axis in groups:
         params += [size, stride]
     inputs = [x]
-    bindings = ""
     if center is not None:
         if texel_form and center.layout.axis != center.ndim - len(out_shape) + out_axis:
             center = rec.relayout(center, center.ndim - len(out_shape) + out_axis)
         inputs.append(center)
-        bindings = "@group(0) @binding(1) var C: texture_2d<f32>;\n"
         params += [0] * (CENTER - len(params)) + addressing_params(center.layout)
-    bindings += f"@group(0) @binding({len(inputs)}) var<uniform> params: Params;"
-    funcs, body = _program(red, kind, lanes, texel_form, len(groups), blocked, split is not None, center is not None)
-    subs = {"T": kind, "BINDINGS": bindings, "FUNCS": funcs, "BODY": body,
-            "BLOCK_COORD": "cc.c[axis] = cc.c[axis] / 4u;" if texel_form else ""}
+    subs = shader_gen.reduce_subs(red.op, red.pre, red.post, kind, lanes, texel_form, len(groups), blocked,
+                                  split is not None, center is not None)
     rec.draw("pixel/reduce.wgsl", inputs, [out], params, subs=subs)
     return out
-
-
-def _program(red: Reduction, kind: str, lanes: int, texel_form: bool, ngroups: int, blocked: int | None,
-             split: bool, centered: bool) -> tuple[str, str]:
-    """reduce.wgsl's generated functions and fragment body."""
-    ops = ["max", "sum"] if red.op == "lse" else [red.op]
-    funcs = []
-    for op in ops:
-        funcs.append(f"fn cmb_{op}(a: vec4<{kind}>, v: vec4<{kind}>) -> vec4<{kind}> {{\n"
-                     f"    return {_COMBINE[op, kind]};\n}}")
-        funcs.append(f"fn hz_{op}(a: vec4<{kind}>) -> {kind} {{\n"
-                     f"    return cmb_{op}(cmb_{op}(vec4<{kind}>(a.x), vec4<{kind}>(a.y)), "
-                     f"cmb_{op}(vec4<{kind}>(a.z), vec4<{kind}>(a.w))).x;\n}}")
-    funcs.append(f"fn post(a: vec4<{kind}>) -> vec4<{kind}> {{ return {_POST[red.post]}; }}")
-    lines = []
-    if lanes == 4:  # the output's lanes along a kept axis: each its own base texel (an invalid one repeats lane 0)
-        lines.append("let ls = pu(14u + axis);")
-        lines += [f"let b{j} = b0 + select(0u, {j}u * ls, valid[{j}]);" for j in range(1, 4)]
-    if centered:
-        if texel_form:
-            lines.append(f"let cen0 = textureLoad(C, locate({CENTER}u, c).xy, 0);")
-        else:
-            for j in range(lanes):
-                lines.append(f"var c{j} = c;")
-                lines.append(f"c{j}.c[axis] = min(c.c[axis] + {j}u, dim_of(0u, axis) - 1u);")
-                lines.append(f"let at{j} = locate({CENTER}u, c{j});")
-                lines.append(f"let cen{j} = vec4<f32>(textureLoad(C, at{j}.xy, 0)[at{j}.z]);")
-    if split:
-        lines.append("let k0lo = c.c[pu(20u)] * pu(21u);")
-        lines.append(f"let k0hi = min(pu({GROUP_WORDS}u), k0lo + pu(21u));")
-
-    def sweep(acc: str, op: str, pre: str) -> None:
-        """A loop nest folding pre(element) into accumulators ``acc``j with cmb_``op``."""
-        funcs.append(f"fn pre_{acc}(v: vec4<{kind}>) -> vec4<{kind}> {{ return {_PRE[pre]}; }}")
-        lines.extend(f"var {acc}{j} = {_IDENTITY[op, kind]};" for j in range(lanes))
-        inner = []
-        for j in range(lanes):
-            v = f"load(b{j} + o) - cen{j}" if centered else f"load(b{j} + o)"
-            expr = f"pre_{acc}({v})"
-            if blocked is not None:  # padding lanes of the last block count as the identity
-                expr = f"select({_IDENTITY[op, kind]}, {expr}, m)"
-            inner.append(f"{acc}{j} = cmb_{op}({acc}{j}, {expr});")
-        lines.extend(_nest(ngroups, blocked, split, inner))
-
-    zero = f"{kind}(0)"
-    if red.op == "lse":
-        sweep("mx", "max", red.pre)
-        fin = f"select(a, vec4<f32>(0.0), is_nan4(a) | (abs(a) == vec4<f32>({_F32_INF})))"
-        funcs.append(f"fn finite_or_zero(a: vec4<f32>) -> vec4<f32> {{ return {fin}; }}")
-        for j in range(lanes):
-            peak = "mx0" if texel_form else f"vec4<f32>(hz_max(mx{j}))"
-            lines.append(f"let pk{j} = finite_or_zero({peak});")
-        # the second sweep: the sum of exp(x - peak), padding lanes adding 0
-        lines.extend(f"var acc{j} = vec4<f32>(0.0);" for j in range(lanes))
-        inner = []
-        for j in range(lanes):
-            v = f"load(b{j} + o)"
-            expr = f"exp4({v} - pk{j})"
-            if blocked is not None:
-                expr = f"select(vec4<f32>(0.0), {expr}, m)"
-            inner.append(f"acc{j} = acc{j} + {expr};")
-        lines.extend(_nest(ngroups, blocked, split, inner))
-        if texel_form:
-            lines.append("let r = log(acc0) + pk0;")
-        else:
-            sums = ", ".join(f"hz_sum(acc{j})" if j < lanes else "1.0" for j in range(4))
-            peaks = ", ".join(f"pk{j}.x" if j < lanes else "0.0" for j in range(4))
-            lines.append(f"let r = log(vec4<f32>({sums})) + vec4<f32>({peaks});")
-    else:
-        sweep("acc", red.op, red.pre)
-        if texel_form:
-            lines.append("let r = post(acc0);")
-        else:
-            vals = ", ".join(f"hz_{red.op}(acc{j})" if j < lanes else zero for j in range(4))
-            lines.append(f"let r = post(vec4<{kind}>({vals}));")
-    return "\n".join(funcs), "\n    ".join(lines)
-
-
-def _nest(ngroups: int, blocked: int | None, split: bool, inner: list[str]) -> list[str]:
-    """The loop nest over the reduced groups (params from GROUP_WORDS), outermost first, running ``inner`` with
-    ``o`` the texel offset from each lane's base and ``m`` the lane mask of the blocked group."""
-    lines, prev = [], ""
-    if ngroups == 0:
-        return ["{", "let o = 0u;", *inner, "}"]
-    for g in range(ngroups):
-        n, s = f"pu({GROUP_WORDS + 2 * g}u)", f"pu({GROUP_WORDS + 2 * g + 1}u)"
-        lo, hi = ("k0lo", "k0hi") if g == 0 and split else ("0u", n)
-        lines.append(f"for (var k{g} = {lo}; k{g} < {hi}; k{g}++) {{")
-        lines.append(f"let o{g} = {prev + ' + ' if prev else ''}k{g} * {s};")
-        if g == blocked:
-            lines.append(f"let m = lane_mask(select(4u, pu(23u), k{g} + 1u == {n}));")
-        prev = f"o{g}"
-    lines.append(f"let o = {prev};")
-    return [*lines, *inner, "}" * ngroups]
 
 
 # -- apply: a texel-wise expression of x and operands broadcast onto it ---------------------------------------
@@ -329,11 +215,12 @@ def host_param(rec, value: np.ndarray, shape: tuple[int, ...], name: str) -> np.
 def apply(rec, x: GTensor, operands: list[Any], expr: str, extra: list[int | float] | None = None,
           helpers: str = "", label: str = "") -> GTensor:
     """Record y = ``expr`` (a vec4<f32> WGSL expression of ``x``, the operands ``o0``, ``o1``... and the words
-    ``extra`` as pe(i) / pef(i)) into a new float32 tensor of x's shape and layout. Operands (texture tensors or
-    host arrays) broadcast onto x with numpy's rules and have at most x's rank."""
+    ``extra`` as pe(i) / pef(i): an expression file, ``pixel/expr/*.wgsl``, or its text) into a new float32 tensor
+    of x's shape and layout, with the functions ``helpers`` (text or a file). Operands (texture tensors or host
+    arrays) broadcast onto x with numpy's rules and have at most x's rank."""
     fb = MAX_RANK - x.ndim + x.layout.axis  # x's blocked axis in the 6-dim frame
-    decls, loads, params = [], [], [*addressing_params(x.layout)]
-    tensors = [x]
+    params = [*addressing_params(x.layout)]
+    tensors, blocked = [x], []
     for k, operand in enumerate(operands):
         d = fb - (MAX_RANK - operand.ndim)  # the operand's axis along x's blocked axis
         varies = 0 <= d < operand.ndim and operand.shape[d] > 1
@@ -341,31 +228,21 @@ def apply(rec, x: GTensor, operands: list[Any], expr: str, extra: list[int | flo
             t = rec.upload(operand, f"operand {k}", d if varies else -1)
         else:
             t = rec.relayout(operand, d) if varies else operand
-        kind = t.layout.kind
-        base = 14 * (k + 1)
-        decls.append(f"@group(0) @binding({k + 1}) var O{k}: texture_2d<{kind}>;")
-        if varies:  # blocked on x's blocked axis: the texel of lane 0 holds the four lanes
-            loads.append(f"let o{k} = textureLoad(O{k}, locate({base}u, c).xy, 0);")
-        else:
-            loads.append(f"let at{k} = locate({base}u, c);")
-            loads.append(f"let o{k} = vec4<{kind}>(textureLoad(O{k}, at{k}.xy, 0)[at{k}.z]);")
+        blocked.append(varies)  # blocked on x's blocked axis: the texel of lane 0 holds the four lanes
         params += addressing_params(t.layout)
         tensors.append(t)
-    decls.append(f"@group(0) @binding({len(tensors)}) var<uniform> params: Params;")
     extra_at = len(params)
     params += list(extra or [])
     y = rec.alloc(x.shape, np.float32, x.layout.axis)
-    subs = {"DECLS": "\n".join(decls), "LOADS": "\n    ".join(loads), "EXPR": expr, "EXTRA": str(extra_at),
-            "HELPERS": helpers}
+    subs = shader_gen.apply_subs([t.layout.kind for t in tensors[1:]], blocked, shader_gen.snippet(expr), extra_at,
+                                 shader_gen.snippet(helpers))
     rec.draw("pixel/reduce_apply.wgsl", tensors, [y], params, subs=subs, label=label)
     return y
 
 
 def div4_helper(rec) -> str:
     """WGSL ``div4(a, b)``: vec4 division with the device's exact float division (math.wgsl)."""
-    fn = rec.ctx.division_function
-    lanes = ", ".join(f"{fn}(opaque_zero(), a.{k}, b.{k})" for k in "xyzw")
-    return f"fn div4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {{ return vec4<f32>({lanes}); }}"
+    return shader_gen.div4(rec.ctx.division_function)
 
 
 # -- Reduce* --------------------------------------------------------------------------------------------------
@@ -416,42 +293,15 @@ def arg_reduce(rec, x: GTensor, axis: int, select_last_index: int, op: str) -> G
     r = x.shape[axis]
     if not rec.loops_fit(loop_passes(4, r) + OVERHEAD):
         return NotImplemented
-    a = MAX_RANK - x.ndim + axis
     along_block = axis == x.layout.axis
     keep = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
     others = [d for d in range(x.ndim) if d != axis and x.shape[d] > 1]
     out_axis = x.layout.axis if not along_block else (others[-1] if others else axis)
     kind = x.layout.kind
-    nan = "is_nan_f32(v)" if kind == "f32" else "false"
-    best_nan = "is_nan_f32(best)" if kind == "f32" else "false"
-    cmp = ">" if op == "max" else "<"
-    step = "(k / 4u) * st" if along_block else "k * st"
-    lane = "k % 4u" if along_block else "u32(at.z)"
-    body = f"""var q = c;
-            q.c[{a}u] = 0u;
-            let at = locate(14u, q);
-            let sh = pu(27u);
-            let t0 = (u32(at.y) << sh) + u32(at.x);
-            let st = pu({20 + a}u);
-            let last = pe(1u) != 0u;
-            var best = textureLoad(X0, at.xy, 0)[at.z];
-            var idx = 0u;
-            for (var k = 1u; k < pe(0u); k++) {{
-                let tk = t0 + {step};
-                let v = textureLoad(X0, vec2<i32>(i32(tk & ((1u << sh) - 1u)), i32(tk >> sh)), 0)[{lane}];
-                var better = select(v {cmp} best, v {cmp}= best, last);
-                if ({best_nan}) {{
-                    better = last && {nan};
-                }} else if ({nan}) {{
-                    better = true;
-                }}
-                if (better) {{
-                    best = v;
-                    idx = k;
-                }}
-            }}
-            r = i32(idx);"""
-    return rec.map([x], keep, np.int64, out_axis, body, extra=[r, int(bool(select_last_index))])
+    constants = {"ARG_MAX": op == "max", "ALONG_BLOCK": along_block, "FLOAT_KEYS": kind == "f32"}
+    words = [r, int(bool(select_last_index)), MAX_RANK - x.ndim + axis]  # the axis in the 6-dim frame
+    return rec.map([x], keep, np.int64, out_axis, "pixel/body/arg_reduce.wgsl", words,
+                   helpers="pixel/body/arg_reduce_order.wgsl", subs={"T": kind}, constants=constants)
 
 
 def _arg(rec, data: Any, axis: int, keepdims: int, select_last_index: int, op: str):
@@ -491,8 +341,8 @@ def softmax(rec, x: GTensor, axes: set[int], mode: str) -> GTensor | Any:
     if total is NotImplemented:
         return total
     if mode == "softmax":
-        return apply(rec, x, [peak, total], "div4(exp4(x - o0), o1)", helpers=div4_helper(rec))
-    return apply(rec, x, [peak, total], "(x - o0) - log(o1)")
+        return apply(rec, x, [peak, total], "pixel/expr/softmax.wgsl", helpers=div4_helper(rec))
+    return apply(rec, x, [peak, total], "pixel/expr/log_softmax.wgsl")
 
 
 def hardmax(rec, x: GTensor, axis: int) -> GTensor | Any:
@@ -502,10 +352,8 @@ def hardmax(rec, x: GTensor, axis: int) -> GTensor | Any:
     idx = arg_reduce(rec, x, axis, 0, "max")
     if idx is NotImplemented:
         return idx
-    a = MAX_RANK - x.ndim + axis
-    lanes = "vec4<u32>(0u, 1u, 2u, 3u)" if axis == x.layout.axis else "vec4<u32>(0u)"
-    expr = f"select(vec4<f32>(0.0), vec4<f32>(1.0), vec4<i32>(vec4<u32>(c.c[{a}u]) + {lanes}) == o0)"
-    return apply(rec, x, [idx], expr)
+    words = [MAX_RANK - x.ndim + axis, int(axis == x.layout.axis)]  # the axis in the 6-dim frame, whether blocked
+    return apply(rec, x, [idx], "pixel/expr/hardmax.wgsl", words)
 
 
 def _softmax_v1(rec, x: GTensor, axis: int, mode: str):

@@ -1,10 +1,10 @@
 // The CPU kernel's TopK order (ops/sort.py): ahead(w, v, j, a) says element j (value w) comes before element a
 // (value v): larger first for LARGEST, else smaller first; NaN (FLOAT_KEYS only) counts as the largest value and
 // NaNs are equal to one another; equal values by index. {{T}}: the key type (f32 or i32).
-override LARGEST: bool = true;
-override FLOAT_KEYS: bool = true;
+#include "common/key_nan.wgsl"
 
-fn key_nan(x: {{T}}) -> bool { return FLOAT_KEYS && (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+override LARGEST: bool = true;
+
 fn bigger(p: {{T}}, q: {{T}}) -> bool {
     if (key_nan(p) || key_nan(q)) { return key_nan(p) && !key_nan(q); }
     return p > q;
