@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.ops.spec import describe, spec_of
+
 Kernel = Callable[..., Any]
 FlopsRule = Callable[..., int]
 
@@ -66,7 +68,6 @@ class GPUImpl:
 
 # backend -> (domain, op_type) -> since -> implementation (OpImpl for "cpu", GPUImpl for the others)
 _REGISTRY: dict[str, dict[tuple[str, str], dict[int, Any]]] = {backend: {} for backend in BACKENDS}
-_FLOPS: dict[str, FlopsRule] = {}
 
 
 def is_deterministic(impl: OpImpl, host_args: list[Any]) -> bool:
@@ -130,8 +131,7 @@ def register_flops(*op_types: str) -> Callable[[FlopsRule], FlopsRule]:
     """Register a FLOPs rule ``fn(layer, in_shapes, out_shapes) -> int`` for these ops."""
 
     def wrap(fn: FlopsRule) -> FlopsRule:
-        for op_type in op_types:
-            _FLOPS[op_type] = fn
+        describe(*op_types, flops=fn)
         return fn
 
     return wrap
@@ -160,7 +160,7 @@ def supported_ops(backend: str = CPU) -> dict[tuple[str, str], list[int]]:
 
 def flops_of(layer: Any, in_shapes: list[tuple[int, ...] | None], out_shapes: list[tuple[int, ...] | None]) -> int:
     """FLOPs of one layer (a multiply-add counts 2); elementwise ops count one per output element."""
-    rule = _FLOPS.get(layer.op_type)
+    rule = spec_of(layer.op_type).flops  # (by op type, as FLOPs rules have always been kept)
     if rule is not None:
         return int(rule(layer, in_shapes, out_shapes))
     first = out_shapes[0] if out_shapes else None

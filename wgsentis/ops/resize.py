@@ -1,7 +1,7 @@
 """Resize and Upsample (numpy kernels) and the coordinate rules every backend shares: the geometry (scales,
 sizes, roi, keep_aspect_ratio_policy), linear and cubic in ONNX Runtime's float order from per-axis tap tables
 (``resize_plan``), nearest and antialias as per-axis passes (``source_coords``, ``axis_taps``). The GPU programs
-(image_gpu.py) build their tables from these same functions.
+(resize_gpu.py) build their tables from these same functions.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """gpu-pixel programs of Resize and Upsample (resize.py): every mode and coordinate transformation from the CPU
-kernel's own tap tables (image_gpu.resize_tables), combined in its order."""
+kernel's own tap tables (resize_gpu.resize_tables), combined in its order."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
-from wgsentis.ops.image_gpu import resize_tables
+from wgsentis.ops.resize_gpu import resize_tables
 from wgsentis.ops.tensor_gpu import storage_bits
 from wgsentis.ops.tensor_pixel import affine_copy, pixel, pixel_tensor
 
 
 def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic_a=-0.75, exclude_outside=0,
             extrapolation_value=0.0, antialias=0, axes=None, policy="stretch"):
-    """Resize from the CPU kernel's own tap tables (image_gpu.resize_tables), combined in its order (resize.py,
+    """Resize from the CPU kernel's own tap tables (resize_gpu.resize_tables), combined in its order (resize.py,
     ONNX Runtime's): nearest copies its tap; linear ("corners") sums (w_inner * ... * w_outer) * x over the taps'
     tensor product from the first term; cubic ("passes") nests one sum from 0 per axis, adding x * w / divisor.
     Texel by texel where the blocked axis is not interpolated. Products that are added are rounded on their own

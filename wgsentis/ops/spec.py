@@ -80,6 +80,9 @@ class OpSpec:
     channel_rule: str | None = None
     # Folded on a constant input by the pruner's own constant folding (profiler/prune_constants.py).
     prune_foldable: bool = False
+    # FLOPs of a layer: fn(layer, in_shapes, out_shapes) -> int (a multiply-add counts 2); ops without one count an
+    # operation per output element (registry.flops_of). Families declare it with ``registry.register_flops``.
+    flops: Callable[..., int] | None = None
     # The input holding a layer's weights (FLOPs and pruning: profiler/flops.py).
     weight_input: int | None = None
     # The input whose values give the output's rank (its length): checked at import (onnx_checks.py).

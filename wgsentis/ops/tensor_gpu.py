@@ -2,7 +2,7 @@
 copies through one generic strided kernel (Transpose, Concat, Split, Slice, Expand, Tile, DepthToSpace,
 SpaceToDepth, ReverseSequence), Pad and CumSum. Its public helpers (the ``gpu`` registration, device tensors,
 strided copies, fills, the shape plans tensor_pixel.py shares) also serve the indexing and generator programs
-(indexing_gpu.py, generators_gpu.py) and the cast, image and dropout families' (cast_gpu.py, image_gpu.py,
+(indexing_gpu.py, generators_gpu.py) and the cast, image and dropout families' (cast_gpu.py, resize_gpu.py,
 dropout_gpu.py).
 
 Semantics mirror the numpy kernels in tensor.py; where a value must be checked or computed on the host

@@ -1,4 +1,4 @@
-"""gpu-compute programs of the image family: Resize and Upsample (nearest, linear and cubic, every
+"""gpu-compute programs of the resize family: Resize and Upsample (nearest, linear and cubic, every
 coordinate transformation, tf_crop_and_resize). The tap tables are the CPU kernel's own: linear and cubic
 from resize.resize_plan (ONNX Runtime's float32 arithmetic, combined in its order by the shaders), nearest
 from the same per-axis functions the CPU kernel runs. The usual case of at most two interpolated axes runs
