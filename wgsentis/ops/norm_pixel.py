@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
 from wgsentis.ops.matmul_gpu import fused
@@ -34,6 +35,10 @@ from wgsentis.ops.reduce_pixel import (
     texture,
 )
 from wgsentis.ops.registry import GPU_PIXEL, register
+
+# (x - mean) * inv_std, times the scale, plus the bias, by (whether a scale is given, whether a bias is)
+NORMALIZE = {(False, False): "pixel/expr/normalize.wgsl", (True, False): "pixel/expr/normalize_scale.wgsl",
+             (False, True): "pixel/expr/normalize_bias.wgsl", (True, True): "pixel/expr/normalize_scale_bias.wgsl"}
 
 
 def _param(rec, t: Any, shape: tuple[int, ...], name: str) -> Any:
@@ -69,18 +74,14 @@ def moments(rec, x: GTensor, axes: set[int], epsilon: float) -> tuple[GTensor, G
     return mean, inv
 
 
-def _activation(rec, layer, words_at: int) -> tuple[str, list[float]] | None:
-    """WGSL ``act4(v)``: the layer's fused activation lane by lane (its parameters at pe(words_at)...), and those
+def _activation(rec, layer) -> tuple[str, list[float]] | None:
+    """WGSL ``act4(v)``: the layer's fused activation lane by lane (its parameters the words pe(0)...), and those
     parameters; None when it has no WGSL form."""
     try:
         expr, params = fused(layer)
     except (KeyError, ValueError):
         return None
-    expr = expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
-    helper = (f"fn act(v: f32) -> f32 {{\n    let alpha = pef({words_at}u);\n    let beta = pef({words_at + 1}u);\n"
-              f"    let gamma = pef({words_at + 2}u);\n    return {expr};\n}}\n"
-              "fn act4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(act(v.x), act(v.y), act(v.z), act(v.w)); }")
-    return helper, [float(p) for p in params]
+    return shader_gen.activation4(expr, rec.ctx.division_function), [float(p) for p in params]
 
 
 # -- BatchNormalization -------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
     training = bool(training_mode) if layer.opset >= 14 else (len(layer.outputs) > 1 and not is_test)
     if training or outputs or x is None or x.dtype != np.float32 or not 2 <= x.ndim <= MAX_RANK:
         return NotImplemented  # training statistics run on the CPU
-    act = _activation(rec, layer, 0)
+    act = _activation(rec, layer)
     if act is None:
         return NotImplemented
     helper, act_words = act
@@ -122,16 +123,14 @@ def batch_normalization(rec, layer, X, scale, B, mean, var, *, epsilon=1e-5, is_
                                               lambda row=row: _fold(hosts, epsilon, fold_shape, row))
                 for row in (0, 1))
         if per_position:
-            y = apply(rec, x, [a, b], "act4(x * o0 + o1)", act_words, helper)
+            y = apply(rec, x, [a, b], "pixel/expr/bn_folded.wgsl", act_words, helper)
         else:
             y = _channel_affine(rec, layer, x, a, b, act_words)
     else:
         ops = [_param(rec, t, shape, f"{layer.name}:{k}") for k, t in enumerate(raw)]
         if any(o is None for o in ops):
             return NotImplemented
-        y = apply(rec, x, ops, "act4(x * (o0 / sqrt(o3 + vec4<f32>(pef(3u)))) + "
-                               "(o1 - o2 * (o0 / sqrt(o3 + vec4<f32>(pef(3u))))))",
-                  [*act_words, float(np.float32(epsilon))], helper)
+        y = apply(rec, x, ops, "pixel/expr/bn_params.wgsl", [*act_words, float(np.float32(epsilon))], helper)
     return y if len(layer.outputs) == 1 else (y,) + (None,) * (len(layer.outputs) - 1)
 
 
@@ -140,11 +139,10 @@ def _channel_affine(rec, layer, x: GTensor, a: np.ndarray, b: np.ndarray, act_wo
     y = rec.alloc(x.shape, np.float32, x.layout.axis)
     ga, gb = rec.upload(a, f"{layer.name}:a", 0), rec.upload(b, f"{layer.name}:b", 0)
     expr, _params = fused(layer)
-    expr = expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
     params = [x.layout.texels, x.layout.shift, texel_strides(x.layout)[1], x.layout.blocked_shape[1],
               ga.layout.shift, *x.layout.lane_params(), *act_words]
     rec.draw("pixel/norm_affine.wgsl", [x, ga, gb], [y], params, constants={"CHANNELS_BLOCKED": x.layout.axis == 1},
-             subs={"ACT": expr})
+             subs={"ACT": shader_gen.with_division(expr, rec.ctx.division_function)})
     return y
 
 
@@ -156,14 +154,8 @@ def _normalized(rec, x: GTensor, axes: set[int], epsilon: float, scale: Any = No
     if stats is None:
         return NotImplemented
     mean, inv = stats
-    ops: list[Any] = [mean, inv]
-    expr = "(x - o0) * o1"
-    if scale is not None:
-        ops.append(scale)
-        expr = f"{expr} * o{len(ops) - 1}"
-    if bias is not None:
-        ops.append(bias)
-        expr = f"{expr} + o{len(ops) - 1}"
+    ops: list[Any] = [mean, inv, *(p for p in (scale, bias) if p is not None)]
+    expr = NORMALIZE[scale is not None, bias is not None]
     y = apply(rec, x, ops, expr)
     return (y, mean, inv) if with_stats else y
 
@@ -223,7 +215,7 @@ def rms_normalization(rec, layer, X, scale, *, axis=-1, epsilon=1e-5, stash_type
                                               eps=float(epsilon)))
     if inv is NotImplemented:
         return inv
-    return apply(rec, x, [inv, scale], "x * o0 * o1")
+    return apply(rec, x, [inv, scale], "pixel/expr/rms_normalize.wgsl")
 
 
 def _group_norm(rec, layer, X, scale, bias, num_groups, epsilon, per_channel: bool | None):
@@ -280,8 +272,7 @@ def mean_variance_normalization(rec, layer, X, *, axes=(0, 2, 3), **attrs):
     if square is NotImplemented:
         return square
     # (x - mean) / (sqrt(max(E[x^2] - mean^2, 0)) + 1e-9), as the CPU kernel
-    return apply(rec, x, [mean, square], "div4(x - o0, sqrt(max(o1 - o0 * o0, vec4<f32>(0.0))) + vec4<f32>(1e-9))",
-                 helpers=div4_helper(rec))
+    return apply(rec, x, [mean, square], "pixel/expr/mean_variance_normalize.wgsl", helpers=div4_helper(rec))
 
 
 @register("LpNormalization", 1, backend=GPU_PIXEL)
@@ -295,8 +286,7 @@ def lp_normalization(rec, layer, input, *, axis=-1, p=2, **attrs):
     norm = reduce_keep(rec, x, {a}, reduction("l1" if p == 1 else "l2", x.shape[a]))
     if norm is NotImplemented:
         return norm
-    return apply(rec, x, [norm], "select(div4(x, o0), vec4<f32>(0.0), o0 == vec4<f32>(0.0))",
-                 helpers=div4_helper(rec))
+    return apply(rec, x, [norm], "pixel/expr/lp_normalize.wgsl", helpers=div4_helper(rec))
 
 
 @register("LRN", 1, backend=GPU_PIXEL)

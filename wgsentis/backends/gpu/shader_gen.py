@@ -83,9 +83,15 @@ def div4(division_function: str) -> str:
     return snippet("pixel/div4.wgsl", {"DIV": division_function})
 
 
-def activation4(expr: str) -> str:
+def with_division(expr: str, division_function: str) -> str:
+    """An activation's expression (ops/activations.py) with its ``div_f32(a, b)`` calls made the device's exact
+    float division (math.wgsl's ``division_function``)."""
+    return expr.replace("div_f32(", f"{division_function}(opaque_zero(), ")
+
+
+def activation4(expr: str, division_function: str) -> str:
     """``act4(v)``: a fused activation (``expr`` of ``v`` with alpha, beta, gamma from pef(0..2)) lane by lane."""
-    return snippet("pixel/act4.wgsl", {"ACT": expr})
+    return snippet("pixel/act4.wgsl", {"ACT": with_division(expr, division_function)})
 
 
 def kind_functions(program: str, kind: str, subs: dict[str, str] | None = None) -> str:
@@ -238,4 +244,21 @@ def apply_subs(kinds: Sequence[str], blocked: Sequence[bool], expr: str, extra_a
 
 __all__ = ["CENTER", "GROUP_WORDS", "POST_OPS", "PRE_OPS", "activation4", "addressed_inputs", "apply_subs", "div4",
            "element_statements", "is_file", "kind_functions", "lane_statements", "reduce_subs", "snippet",
-           "texel_inputs"]
+           "texel_inputs", "with_division"]
+
+
+# -- gpu-compute: the variant files of the ops/*_gpu.py programs ---------------------------------------------------
+# A gpu-compute builder names its .wgsl program and picks among its variants; these functions fill the program's
+# placeholders with the chosen variant files from wgsl/compute/gen/ (a binding with its accessor, an operand's
+# loaders, an epilogue's stores). None of them takes a size: sizes are uniform words, so the source of a program
+# depends only on its variants and one pipeline serves every size.
+COMPUTE_GEN = "compute/gen"
+
+
+def winograd_v_binding(texture: bool) -> dict[str, str]:
+    """winograd*_in.wgsl's V_BINDING: V, the transformed tiles, and ``store(index, value)`` into it, in a linear
+    write-only storage texture (``texture``) or a storage buffer of vec4."""
+    return {"V_BINDING": snippet(f"{COMPUTE_GEN}/winograd_v_{'texture' if texture else 'buffer'}.wgsl")}
+
+
+__all__ += ["COMPUTE_GEN", "winograd_v_binding"]
