@@ -15,15 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.pool import LONG_GLOBAL_POOL, average_order
 from wgsentis.ops.pool_gpu import pad3, window_geometry
 from wgsentis.ops.reduce_pixel import OVERHEAD, reduce_keep, reduction, texture
 from wgsentis.ops.registry import GPU_PIXEL, register
 
-_LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)"}
-_NANCHK = {"f32": "(bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u)",
-           "i32": "vec4<bool>(false)"}
 MAX, AVERAGE, LP2, LP1, LP = range(5)  # pool.wgsl's MODE
 
 
@@ -55,17 +53,10 @@ def _window_pool(rec, x, geo, mode: int, *, include_pad: bool = False, p: float 
         -(-c // 4), x.layout.shift, c, int(bool(storage_order)), len(spatial)]
     kind = x.layout.kind
     consts = {"KD0": k3[0], "KD1": k3[1], "KD2": k3[2]}
-    subs = {"T": kind, "LOWEST": _LOWEST[kind]}
+    subs = shader_gen.pool_subs(kind, rec.ctx.division_function)
     if indices:
         rec.draw("pixel/pool_indices.wgsl", [x], [y, idx], params, constants=consts, subs=subs)
         return y, idx
-    powers = {LP2: "v * v", LP1: "abs(v)", LP: "pow(abs(v), vec4<f32>(pf(23u)))"}
-    roots = {LP2: "sqrt(acc)", LP: "pow(acc, vec4<f32>(pf(24u)))"}
-    # An average divides each lane, correctly rounded.
-    div = rec.ctx.division_function
-    average = "vec4<f32>(" + ", ".join(f"{div}(opaque_zero(), acc.{c}, f32(max(count, 1)))" for c in "xyzw") + ")"
-    subs.update(NANCHK=_NANCHK[kind], POW=powers.get(mode, "v"), ROOT=roots.get(mode, "acc"),
-                AVERAGE=average if kind == "f32" else "acc", POOL_T=f"vec4<{kind}>")
     rec.draw("pixel/pool.wgsl", [x], [y], params, constants={**consts, "MODE": mode, "COLUMNS": int(columns)},
              subs=subs)
     return y
@@ -132,24 +123,6 @@ def _global(rec, X: Any, kind: str, dtypes: tuple[type, ...], p: float = 2.0):
     return reduce_keep(rec, x, axes, reduction(kind, length, p))
 
 
-# Each output element's plane summed in ONNX Runtime's order (pool.lane_sums): lane sums over whole 4-float packets
-# of the plane (read as (N, C, L)), combined (s0 + s2) + (s1 + s3), then the leftover elements.
-_LANE_MEAN = """
-let length = pe(0u);
-let packets = length / 4u;
-var q = c;
-var lanes = vec4<f32>(0.0);
-for (var k = 0u; k < packets; k++) {
-    var v = vec4<f32>();
-    for (var j = 0u; j < 4u; j++) { q.c[5] = 4u * k + j; v[j] = x0(q); }
-    lanes = lanes + v;
-}
-var total = (lanes.x + lanes.z) + (lanes.y + lanes.w);
-for (var k = 4u * packets; k < length; k++) { q.c[5] = k; total = total + x0(q); }
-r = div_f32(total, f32(length));
-"""
-
-
 @register("GlobalAveragePool", 1, backend=GPU_PIXEL)
 def global_average_pool(rec, layer, X, **attrs):
     x = texture(X)
@@ -160,8 +133,8 @@ def global_average_pool(rec, layer, X, **attrs):
     if not rec.loops_fit(passes) or length >= LONG_GLOBAL_POOL:  # a long plane: chunked sums, as on the cpu
         return _global(rec, X, "mean", (np.float32,))
     planes = rec.reshape(x, (n, c, length))
-    body = _LANE_MEAN.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
-    y = rec.map([planes], (n, c, 1), np.float32, 1, body, [length], label="lane mean")
+    y = rec.map([planes], (n, c, 1), np.float32, 1, "pixel/body/pool_lane_mean.wgsl", [length], label="lane mean",
+                subs={"DIV": rec.ctx.division_function})
     return rec.reshape(y, (n, c, *([1] * (x.ndim - 2))))
 
 

@@ -3,7 +3,8 @@
 // (pixel/pool_window.wgsl has the params). Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with p = 1,
 // 4 Lp with any p. Padding lanes (channels past C) and texels past the end are zero. An average sums in ONNX
 // Runtime's order (pool.average_order): one running sum in row-major order, or with COLUMNS each window column's
-// sum down its rows and planes first, then the columns'; then a division (AVERAGE: correctly rounded).
+// sum down its rows and planes first, then the columns'; then a division (correctly rounded). KIND: the texel kind's
+// functions (pixel/pool_f32.wgsl or pool_i32.wgsl).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
@@ -17,7 +18,7 @@ override COLUMNS: bool = false;
 
 #include "pixel/pool_window.wgsl"
 
-fn is_nan4(v: vec4<{{T}}>) -> vec4<bool> { return {{NANCHK}}; }
+{{KIND}}
 
 fn pool_value(plane: u32, p: vec3<i32>, in_d: vec3<i32>) -> vec4<{{T}}> { return pool_load(plane, p, in_d); }
 
@@ -33,11 +34,11 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<{{T}}> {
     let lo = vec3<i32>(pi(17u), pi(18u), pi(19u));
     let hi = vec3<i32>(pi(20u), pi(21u), pi(22u));
     var acc = vec4<{{T}}>();
-    if (MODE == 0u) { acc = vec4<{{T}}>({{LOWEST}}); }
+    if (MODE == 0u) { acc = pool_lowest(); }
     var count = 0;
     if (MODE == 1u && COLUMNS) {
         acc = columns_sum(site.plane, start, dil, in_d, lo, hi, &count);
-        return select(vec4<{{T}}>(), {{AVERAGE}}, lane_mask(site.lanes));
+        return select(vec4<{{T}}>(), pool_average(acc, count), lane_mask(site.lanes));
     }
     for (var k0 = 0; k0 < KD0; k0++) {
         let p0 = start.x + k0 * dil.x;
@@ -57,13 +58,13 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> @location(0) vec4<{{T}}> {
                 } else if (MODE == 1u) {
                     acc += v;
                 } else {
-                    acc += {{POW}};
+                    acc += pool_power(v, MODE);
                 }
             }
         }
     }
     var y = acc;
-    if (MODE == 1u) { y = {{AVERAGE}}; }
-    if (MODE == 2u || MODE == 4u) { y = {{ROOT}}; }
+    if (MODE == 1u) { y = pool_average(acc, count); }
+    if (MODE == 2u || MODE == 4u) { y = pool_root(acc, MODE); }
     return select(vec4<{{T}}>(), y, lane_mask(site.lanes));
 }

@@ -3,11 +3,14 @@
 // kernel pads), and its flat index into the unpadded (N, C, D...) input, the spatial dims row-major
 // (storage_order 0) or column-major (1). Two render targets: the values and the indices (rgba32sint).
 #include "common/params.wgsl"
+#include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
 #include "pixel/lanes.wgsl"
 
 @group(0) @binding(0) var X: texture_2d<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;
+
+{{KIND}}
 
 #include "pixel/pool_window.wgsl"
 
@@ -24,7 +27,7 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> Out {
     let in_d = site.in_d;
     let start = site.start;
     let dil = site.dil;
-    var best = vec4<{{T}}>({{LOWEST}});
+    var best = pool_lowest();
     var at = vec4<i32>(0);
     var first = true;
     let by_columns = pu(28u) != 0u;
@@ -33,7 +36,7 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> Out {
         for (var k1 = 0; k1 < KD1; k1++) {
             for (var k2 = 0; k2 < KD2; k2++) {
                 let p = start + vec3<i32>(k0, k1, k2) * dil;
-                var v = vec4<{{T}}>({{LOWEST}});
+                var v = pool_lowest();
                 if (all(p >= vec3<i32>(0)) && all(p < in_d)) {
                     v = pool_load(site.plane, p, in_d);
                 }

@@ -100,6 +100,12 @@ def kind_functions(program: str, kind: str, subs: dict[str, str] | None = None) 
     return snippet(f"pixel/{program}_{kind}.wgsl", subs)
 
 
+def pool_subs(kind: str, division_function: str) -> dict[str, str]:
+    """pixel/pool.wgsl's and pool_indices.wgsl's substitutions for texels of ``kind``: its type, the kind's
+    functions (pixel/pool_<kind>.wgsl) and common/pool_columns.wgsl's accumulator type."""
+    return {"T": kind, "KIND": kind_functions("pool", kind, {"DIV": division_function}), "POOL_T": f"vec4<{kind}>"}
+
+
 # -- reduce.wgsl ---------------------------------------------------------------------------------------------------
 CENTER = 100  # the params word where reduce.wgsl's center tensor's addressing begins
 GROUP_WORDS = 28  # ... and where its reduced groups begin
@@ -243,7 +249,7 @@ def apply_subs(kinds: Sequence[str], blocked: Sequence[bool], expr: str, extra_a
 
 
 __all__ = ["CENTER", "GROUP_WORDS", "POST_OPS", "PRE_OPS", "activation4", "addressed_inputs", "apply_subs", "div4",
-           "element_statements", "is_file", "kind_functions", "lane_statements", "reduce_subs", "snippet",
+           "element_statements", "is_file", "kind_functions", "lane_statements", "pool_subs", "reduce_subs", "snippet",
            "texel_inputs", "with_division"]
 
 
