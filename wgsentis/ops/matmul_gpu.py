@@ -27,6 +27,7 @@ from wgsentis.backends.gpu.tensors import (LINEAR_SHIFT, LINEAR_TEXELS, Declined
                                            loop_passes, window_grain)
 from wgsentis.ops.activations import activation_expr
 from wgsentis.ops.elementwise_gpu import broadcast_strides
+from wgsentis.ops.matmul_spec import gemm_dims
 from wgsentis.ops.tensor_gpu import dispatch_copy
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 
@@ -444,8 +445,7 @@ def gemm_op(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0
     """Gemm: alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N), with a fused activation."""
     if not (_f32(A) and _f32(B)) or A.ndim != 2 or B.ndim != 2 or (C is not None and not _f32(C)):
         return NotImplemented
-    m, k = (A.shape[1], A.shape[0]) if transA else A.shape
-    k2, n = (B.shape[1], B.shape[0]) if transB else B.shape
+    m, k, k2, n = gemm_dims(A.shape, B.shape, transA, transB)
     if k != k2:
         return NotImplemented
     bias, bias_strides = None, (0, 0)

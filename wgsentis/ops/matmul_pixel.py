@@ -19,6 +19,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.matmul_gpu import fused, matmul_shapes
+from wgsentis.ops.matmul_spec import gemm_dims
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 MAX_BATCH_RANK = 4
@@ -172,8 +173,7 @@ def gemm(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, *
     """Gemm: alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N), with a fused activation."""
     if not (_f32(A) and _f32(B)) or A.ndim != 2 or B.ndim != 2 or (C is not None and not _f32(C)):
         return NotImplemented
-    m, k = (A.shape[1], A.shape[0]) if transA else A.shape
-    k2, n = (B.shape[1], B.shape[0]) if transB else B.shape
+    m, k, k2, n = gemm_dims(A.shape, B.shape, transA, transB)
     if k != k2:
         return NotImplemented
     use_c = C is not None and float(beta) != 0.0

@@ -42,11 +42,27 @@ def _qlinear_matmul(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out(_matmul_shape(spec.shape_of(args[0]), spec.shape_of(args[3])), itemsize)]
 
 
+def gemm_dims(a: tuple[int, ...], b: tuple[int, ...], trans_a: Any, trans_b: Any) -> tuple[int, int, int, int]:
+    """Gemm's one shape rule, read by every backend, its FLOPs and its size rule: (M, K, K of B, N) of op(A) @
+    op(B) for 2-D A and B (the K's must agree; the caller says what happens when they do not)."""
+    m, k = (a[1], a[0]) if trans_a else (a[0], a[1])
+    k_b, n = (b[1], b[0]) if trans_b else (b[0], b[1])
+    return m, k, k_b, n
+
+
+def gemm_shape(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Gemm's output shape from its inputs' shapes: (M, N), broadcast with C's where C is given."""
+    m, _k, _k_b, n = gemm_dims(shapes[0], shapes[1], layer.attrs.get("transA", 0), layer.attrs.get("transB", 0))
+    shape: tuple[int, ...] = (m, n)
+    if len(shapes) > 2 and shapes[2] is not None:
+        shape = spec.broadcast(shape, tuple(shapes[2]))
+    return shape
+
+
 @size_rule("Gemm")
 def _gemm(layer: Any, args: list[Any]) -> list[Output]:
     a, b = spec.shape_of(args[0]), spec.shape_of(args[1])
-    m = a[1] if layer.attrs.get("transA", 0) else a[0]
-    n = b[0] if layer.attrs.get("transB", 0) else b[1]
+    m, _k, _k_b, n = gemm_dims(a, b, layer.attrs.get("transA", 0), layer.attrs.get("transB", 0))
     shape: tuple[int, ...] = (m, n)
     if spec.arg(args, 2) is not None:
         shape = spec.broadcast(shape, spec.shape_of(args[2]))
