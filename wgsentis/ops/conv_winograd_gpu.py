@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wgsentis.backends.gpu.tensors import LINEAR_SHIFT, LINEAR_TEXELS
+from wgsentis.backends.gpu.shader_gen import winograd_v_binding
 from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, pad4, texture_fits
 from wgsentis.ops.matmul_gpu import Operand, const_operand, gemm
 
@@ -19,14 +19,6 @@ _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 
 # F(2x2, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks").
 _WINO_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-_V_BUFFER_DECL = "@group(0) @binding(1) var<storage, read_write> V: array<vec4<f32>>;\n" + \
-    "@group(0) @binding(2) var<uniform> params: Params;"
-_V_BUFFER_STORE = "V[row * (pu(10u) / 4u) + t4] = value;"
-_V_TEXTURE_DECL = "@group(0) @binding(1) var<uniform> params: Params;\n" + \
-    "@group(0) @binding(2) var V: texture_storage_2d<rgba32float, write>;"
-# F(2x2)'s V in a linear texture (as every scratch operand texture): texel row * T4S + t4.
-_V_TEXTURE_STORE = (f"let index = row * T4S + t4; textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
-                    f"i32(index >> {LINEAR_SHIFT}u)), value);")
 WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the products they save
 # F(4x4, 3x3) transform matrices (same source): 4x fewer multiply-adds than direct, and its transformed
 # input is 2.25x the input where F(2x2)'s is 4x. Taken where the output is at least this many pixels on
@@ -34,9 +26,6 @@ WINOGRAD_MIN_CHANNELS = 8  # below this the transforms cost more than the produc
 _WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
                      [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 WINOGRAD4_MIN_SIDE = 8
-_V_LINEAR_TEXTURE_STORE = (f"textureStore(V, vec2<i32>(i32(index & {LINEAR_TEXELS - 1}u), "
-                           f"i32(index >> {LINEAR_SHIFT}u)), value);")
-_V_LINEAR_BUFFER_STORE = "V[index] = value;"
 
 
 @dataclass(frozen=True)
@@ -46,13 +35,11 @@ class _WinogradForm:
     shader: str  # compute/<shader>_in.wgsl and compute/<shader>_out.wgsl
     side: int  # output tile side
     xi: int  # elements of a transformed tile: the number of batched products
-    texture_store: str  # the input transform's store into a texture V
-    buffer_store: str  # ... into a buffer V
-    linear: bool  # a texture V holds its floats in buffer order (gpu_compute.LINEAR_TEXELS a row)
 
 
-_F2X2 = _WinogradForm("winograd", 2, 16, _V_TEXTURE_STORE, _V_BUFFER_STORE, True)
-_F4X4 = _WinogradForm("winograd4", 4, 36, _V_LINEAR_TEXTURE_STORE, _V_LINEAR_BUFFER_STORE, True)
+# Both forms hold a texture V in buffer order (a linear texture, gpu_compute.LINEAR_TEXELS texels a row).
+_F2X2 = _WinogradForm("winograd", 2, 16)
+_F4X4 = _WinogradForm("winograd4", 4, 36)
 
 
 def conv_winograd(rec, layer, X, w, b, bias_t, y, group, ksize, outs, st, dl, pd, act, acc=False) -> bool:
@@ -138,15 +125,17 @@ def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple
         count = tile.images * th * tw  # tiles in this block
         tp = pad4(count)
         params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0]
+        # The tile grid stays a pipeline constant, a size baked into the pipeline (winograd_tiles.wgsl): as
+        # uniform words (they are params 1-3 and 10 already) its divisions ran 1.3-1.5x slower on lavapipe
+        # (64->64 channels at 56x56, GPU time, F(2x2) 7.0 -> 9.1 ms, F(4x4) 4.9 -> 7.4 ms).
         constants = {"TW": tw, "TH": th, "T4S": tp // 4}
         if v_tex is not None:
             rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
-                         textures=[v_tex], subs={"STORE_DECL": _V_TEXTURE_DECL, "STORE": form.texture_store},
-                         constants=constants)
-            b_op = (Operand.of_linear_texture if form.linear else Operand.of_texture)(v_tex, tp, [cp * tp])
+                         textures=[v_tex], subs=winograd_v_binding(texture=True), constants=constants)
+            b_op = Operand.of_linear_texture(v_tex, tp, [cp * tp])
         else:
             rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                         subs={"STORE_DECL": _V_BUFFER_DECL, "STORE": form.buffer_store}, constants=constants)
+                         subs=winograd_v_binding(texture=False), constants=constants)
             b_op = Operand(v, tp, 1, [cp * tp])
         gemm(rec, a_op, b_op, prod, m, count, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
         rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],

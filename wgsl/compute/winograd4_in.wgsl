@@ -4,12 +4,13 @@
 // (Lavin & Gray). V is the B operand of 36 batched matmuls, (36 * Cp) rows of tp columns held in
 // buffer order: row xi * Cp + c, column t = (n * th + ty) * tw + tx, where xi = 6 * row + column of
 // the transformed tile. Each invocation transforms four consecutive tiles and stores one vec4 per xi
-// at texel index row * tp / 4 + t4; channels C..Cp-1 and tiles T..tp-1 are zeros. STORE_DECL / STORE
-// pick a storage buffer of vec4 or a linear write-only storage texture.
+// at texel index row * tp / 4 + t4; channels C..Cp-1 and tiles T..tp-1 are zeros. V_BINDING declares V and
+// its store (compute/gen/winograd_v_buffer.wgsl or gen/winograd_v_texture.wgsl, as in winograd_in.wgsl).
 // Params: 0 total (Cp * tp / 4), 1 T (tiles in this block), 2 tw, 3 th, 4 C, 5 H, 6 W, 7 pad top,
 // 8 pad left, 9 Cp, 10 tp, 11 first image, 12 first tile row (the block of tiles this dispatch
 // transforms: columns t count from its first tile, see winograd_read.wgsl).
 #include "common/params.wgsl"
+#include "common/linear_texture.wgsl"
 
 #include "compute/winograd_tiles.wgsl"
 #include "compute/winograd_read.wgsl"
@@ -18,9 +19,7 @@
 override T4S: u32 = 1u;
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
-{{STORE_DECL}}
-
-fn store(index: u32, value: vec4<f32>) { {{STORE}} }
+{{V_BINDING}}
 
 // A row of six values as (v0..v3, v4..v5).
 struct Row6 { lo: vec4<f32>, hi: vec2<f32> }

@@ -3,11 +3,13 @@
 // V is the B operand of 16 batched matmuls, (16 * Cp) rows of tp columns: row xi * Cp + c, column
 // t = (n * th + ty) * tw + tx, where xi = 4 * row + column of the transformed tile. Each invocation
 // transforms four consecutive tiles and stores one vec4 per xi; channels C..Cp-1 and tiles T..tp-1
-// are zeros. STORE_DECL / STORE pick a storage buffer of vec4 or a write-only storage texture.
+// are zeros, at texel index row * tp / 4 + t4. V_BINDING declares V and its store: a storage buffer of vec4
+// (compute/gen/winograd_v_buffer.wgsl) or a linear write-only storage texture (gen/winograd_v_texture.wgsl).
 // Params: 0 total (Cp * tp / 4), 1 T (tiles in this block), 2 tw, 3 th, 4 C, 5 H, 6 W, 7 pad top,
 // 8 pad left, 9 Cp, 10 tp, 11 first image, 12 first tile row (the block of tiles this dispatch
 // transforms: columns t count from its first tile, see winograd_read.wgsl).
 #include "common/params.wgsl"
+#include "common/linear_texture.wgsl"
 
 #include "compute/winograd_tiles.wgsl"
 #include "compute/winograd_read.wgsl"
@@ -16,9 +18,7 @@
 override T4S: u32 = 1u;
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
-{{STORE_DECL}}
-
-fn store(row: u32, t4: u32, value: vec4<f32>) { {{STORE}} }
+{{V_BINDING}}
 
 // Four input columns of row dy of tile o, zero where outside the image.
 fn row4(o: TileOrigin, dy: i32) -> vec4<f32> {
@@ -67,9 +67,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let b = q1[r];
         let d = q2[r];
         let e = q3[r];
-        store((4u * r) * cp + c, t4, vec4<f32>(a.x, b.x, d.x, e.x));
-        store((4u * r + 1u) * cp + c, t4, vec4<f32>(a.y, b.y, d.y, e.y));
-        store((4u * r + 2u) * cp + c, t4, vec4<f32>(a.z, b.z, d.z, e.z));
-        store((4u * r + 3u) * cp + c, t4, vec4<f32>(a.w, b.w, d.w, e.w));
+        store(((4u * r) * cp + c) * t4s + t4, vec4<f32>(a.x, b.x, d.x, e.x));
+        store(((4u * r + 1u) * cp + c) * t4s + t4, vec4<f32>(a.y, b.y, d.y, e.y));
+        store(((4u * r + 2u) * cp + c) * t4s + t4, vec4<f32>(a.z, b.z, d.z, e.z));
+        store(((4u * r + 3u) * cp + c) * t4s + t4, vec4<f32>(a.w, b.w, d.w, e.w));
     }
 }
