@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from wgsentis.ops.numeric import LONG_SUM, ort_row_sums, sum_dtype
+from wgsentis.ops.reduce_spec import softmax_axis
 from wgsentis.ops.registry import register, register_flops
 
 # -- shared helpers ---------------------------------------------------------------------------
@@ -220,12 +221,15 @@ def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
-def _coerced_2d(fn, x: np.ndarray, axis: int) -> np.ndarray:
-    """Opset < 13 semantics: flatten to (prod(shape[:axis]), prod(shape[axis:])) and apply on dim 1."""
-    rank = x.ndim
-    if not -rank <= axis <= rank:
-        raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    axis = axis + rank if axis < 0 else axis
+def _normalized(fn, x: np.ndarray, axis: int, opset: int) -> np.ndarray:
+    """``fn`` over the axes the op normalizes (reduce_spec.softmax_axis): before opset 13, ``x`` flattened to
+    (prod(shape[:axis]), prod(shape[axis:])) and ``fn`` applied on dim 1; from 13, ``fn`` along ``axis``."""
+    found = softmax_axis(opset, axis, x.ndim)
+    if found is None:
+        raise ValueError(f"axis {axis} is out of range for rank {x.ndim}")
+    axis, flattened = found
+    if not flattened:
+        return fn(x, axis)
     rows = int(np.prod(x.shape[:axis], dtype=np.int64))
     flat = x.reshape(rows, -1) if x.size else x.reshape(rows, int(np.prod(x.shape[axis:], dtype=np.int64)))
     return fn(flat, 1).reshape(x.shape)
@@ -233,32 +237,32 @@ def _coerced_2d(fn, x: np.ndarray, axis: int) -> np.ndarray:
 
 @register("Softmax", 1)
 def softmax_v1(ctx, x, *, axis=1):
-    return _coerced_2d(_softmax, x, axis)
+    return _normalized(_softmax, x, axis, 1)
 
 
 @register("Softmax", 13)
 def softmax(ctx, x, *, axis=-1):
-    return _softmax(x, _axis(axis, x.ndim))
+    return _normalized(_softmax, x, axis, 13)
 
 
 @register("LogSoftmax", 1)
 def log_softmax_v1(ctx, x, *, axis=1):
-    return _coerced_2d(_log_softmax, x, axis)
+    return _normalized(_log_softmax, x, axis, 1)
 
 
 @register("LogSoftmax", 13)
 def log_softmax(ctx, x, *, axis=-1):
-    return _log_softmax(x, _axis(axis, x.ndim))
+    return _normalized(_log_softmax, x, axis, 13)
 
 
 @register("Hardmax", 1)
 def hardmax_v1(ctx, x, *, axis=1):
-    return _coerced_2d(_hardmax, x, axis)
+    return _normalized(_hardmax, x, axis, 1)
 
 
 @register("Hardmax", 13)
 def hardmax(ctx, x, *, axis=-1):
-    return _hardmax(x, _axis(axis, x.ndim))
+    return _normalized(_hardmax, x, axis, 13)
 
 
 _REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

@@ -17,6 +17,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.numeric import LONG_SUM
+from wgsentis.ops.reduce_spec import softmax_axis
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 MAX_GROUPS = 3
@@ -279,25 +280,22 @@ def _softmax(rec, x, outer: int, r: int, inner: int, mode: int):
 
 
 def _register_softmax(op: str, mode: int) -> None:
+    def build(rec, layer, x, opset: int, axis: Any) -> Any:
+        found = softmax_axis(opset, axis, x.ndim) if _is_gpu(x) else None
+        if found is None:
+            return NotImplemented
+        a, flattened = found
+        if flattened:  # (outer, rows of everything from the axis on, 1)
+            return _softmax(rec, x, math.prod(x.shape[:a]), math.prod(x.shape[a:]), 1, mode)
+        return _softmax(rec, x, math.prod(x.shape[:a]), x.shape[a], math.prod(x.shape[a + 1:]), mode)
+
     @register(op, 1, backend=GPU_COMPUTE)
     def build_v1(rec, layer, x, *, axis=1, **attrs):
-        # Opset < 13: flatten to (prod(shape[:axis]), prod(shape[axis:])) and normalise each row.
-        if not _is_gpu(x):
-            return NotImplemented
-        rank = x.ndim
-        if not -rank <= axis <= rank:
-            return NotImplemented
-        axis = axis + rank if axis < 0 else axis
-        return _softmax(rec, x, math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1, mode)
+        return build(rec, layer, x, 1, axis)
 
     @register(op, 13, backend=GPU_COMPUTE)
-    def build(rec, layer, x, *, axis=-1, **attrs):
-        if not _is_gpu(x):
-            return NotImplemented
-        a = norm_axis(axis, x.ndim)
-        if a is None:
-            return NotImplemented
-        return _softmax(rec, x, math.prod(x.shape[:a]), x.shape[a], math.prod(x.shape[a + 1:]), mode)
+    def build_v13(rec, layer, x, *, axis=-1, **attrs):
+        return build(rec, layer, x, 13, axis)
 
 
 for _op, _mode in (("Softmax", 0), ("LogSoftmax", 1), ("Hardmax", 2)):

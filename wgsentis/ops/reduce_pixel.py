@@ -26,6 +26,7 @@ from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK, TextureLayout, addressing_params
 from wgsentis.ops.reduce_gpu import identity_reduction, norm_axis, reduction_axes
+from wgsentis.ops.reduce_spec import softmax_axis
 from wgsentis.ops.registry import GPU_PIXEL, register
 
 OVERHEAD = 64  # loop passes of a reduce.wgsl invocation besides its loop nest (the addressing loops)
@@ -214,7 +215,7 @@ def host_param(rec, value: np.ndarray, shape: tuple[int, ...], name: str) -> np.
 
 def apply(rec, x: GTensor, operands: list[Any], expr: str, extra: list[int | float] | None = None,
           helpers: str = "", label: str = "") -> GTensor:
-    """Record y = ``expr`` (a vec4<f32> WGSL expression of ``x``, the operands ``o0``, ``o1``... and the words
+    """Record y = ``expr`` (a four-lane float32 WGSL expression of ``x``, the operands ``o0``, ``o1``... and the words
     ``extra`` as pe(i) / pef(i): an expression file, ``pixel/expr/*.wgsl``, or its text) into a new float32 tensor
     of x's shape and layout, with the functions ``helpers`` (text or a file). Operands (texture tensors or host
     arrays) broadcast onto x with numpy's rules and have at most x's rank."""
@@ -357,11 +358,9 @@ def hardmax(rec, x: GTensor, axis: int) -> GTensor | Any:
 
 
 def _softmax_v1(rec, x: GTensor, axis: int, mode: str):
-    """Opset < 13: the input coerced to 2-D rows (prod(shape[:axis]), prod(shape[axis:]))."""
+    """Opset < 13: the input coerced to 2-D rows (prod(shape[:axis]), prod(shape[axis:])); ``axis`` normalized
+    (reduce_spec.softmax_axis)."""
     rank = x.ndim
-    if not -rank <= axis <= rank:
-        return NotImplemented
-    axis = axis + rank if axis < 0 else axis
     if mode != "hardmax":
         if axis == rank:  # rows of one element each
             return softmax(rec, rec.view(x, (*x.shape, 1)), {rank}, mode) if rank < MAX_RANK else NotImplemented
@@ -378,7 +377,8 @@ def _register_softmax(op: str, mode: str) -> None:
         t = texture(x)
         if t is None or t.dtype != np.float32 or t.ndim > MAX_RANK:
             return NotImplemented
-        out = _softmax_v1(rec, t, int(axis), mode)
+        found = softmax_axis(1, axis, t.ndim)
+        out = NotImplemented if found is None else _softmax_v1(rec, t, found[0], mode)
         if out is NotImplemented or out.shape == t.shape:
             return out
         return rec.view(out, t.shape)
@@ -388,9 +388,10 @@ def _register_softmax(op: str, mode: str) -> None:
         t = texture(x)
         if t is None or t.dtype != np.float32 or t.ndim == 0 or t.ndim > MAX_RANK:
             return NotImplemented
-        a = norm_axis(axis, t.ndim)
-        if a is None:
+        found = softmax_axis(13, axis, t.ndim)
+        if found is None:
             return NotImplemented
+        a = found[0]
         return hardmax(rec, t, a) if mode == "hardmax" else softmax(rec, t, {a}, mode)
 
 

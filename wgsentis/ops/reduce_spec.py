@@ -27,10 +27,23 @@ def _reduce_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) ->
     return None if first <= 0 else first - 1
 
 
+def softmax_axis(opset: int, axis: Any, rank: int) -> tuple[int, bool] | None:
+    """Softmax's, LogSoftmax's and Hardmax's one opset adapter, which every backend, the tile rule and the pruner
+    read: (the first normalized axis, whether the axes from it on are flattened into one row), or None where
+    ``axis`` is out of range. Before opset 13 the input is coerced to 2-D rows at ``axis`` (default 1; ``rank``
+    itself gives rows of one element); from 13 the op runs along ``axis`` (default -1; a scalar's axis 0)."""
+    flattened = opset < 13
+    axis = int((1 if flattened else -1) if axis is None else axis)
+    if not -rank <= axis < (rank + 1 if flattened else max(rank, 1)):
+        return None
+    return (axis + rank if axis < 0 else axis), flattened
+
+
 @tile_rule("Softmax", "LogSoftmax", "Hardmax")
 def _softmax_tiles(layer: Any, shapes: list[tuple[int, ...]], host: list[Any]) -> int | None:
-    """Before opset 13 these ops flatten at ``axis`` (default 1); from 13 they run along it (default -1)."""
-    return before_axis_attribute(-1 if layer.opset >= 13 else 1)(layer, shapes, host)
+    """The axes before the normalized ones lead."""
+    found = softmax_axis(layer.opset, layer.attrs.get("axis"), len(shapes[0]))
+    return None if found is None or found[0] == 0 else found[0] - 1
 
 
 @tile_rule("CumSum")

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper
 
+from wgsentis.ops.reduce_spec import softmax_axis
 from wgsentis.ops.spec import spec_of
 from wgsentis.profiler.prune_constants import Constants, captured_names, default_opset
 from wgsentis.profiler.prune_result import LayerPruning
@@ -209,9 +210,11 @@ class Tracer:
         if rule == "softmax":
             if x is None:
                 return False
-            opset = default_opset(self.proto)
-            axis = attrs.get("axis", -1 if opset >= 13 else 1) % x.rank
-            if (x.axis >= axis) if opset < 13 else (x.axis == axis):
+            found = softmax_axis(default_opset(self.proto), attrs.get("axis"), x.rank)
+            if found is None:
+                return False
+            axis, flattened = found
+            if (x.axis >= axis) if flattened else (x.axis == axis):
                 return False  # normalizes across the channels
             self.output_chan(node, x)
             return True
