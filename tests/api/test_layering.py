@@ -16,7 +16,7 @@ from wgsentis import worker
 
 PACKAGE = Path(wgsentis.__file__).resolve().parent
 # The GPU runtime's leaves, which op builders may import: they import nothing of wgsentis.ops.
-RUNTIME_LEAVES = {"device", "dtypes", "tensors"}
+RUNTIME_LEAVES = {"device", "dtypes", "tensors", "shader_gen"}  # shader_gen: the WGSL generator (imports device)
 
 
 def _imports(path: Path) -> set[str]:
@@ -79,11 +79,9 @@ WGSL_GENERATOR = "wgsentis/backends/gpu/shader_gen.py"
 # WGSL still written as Python strings, per module, at most this many sites: a ratchet while those shaders move to
 # .wgsl files (a count may only fall; a module not listed may hold none).
 WGSL_STRING_DEBT = {
-    "wgsentis/ops/reduce_pixel.py": 30, "wgsentis/ops/conv_pixel.py": 18, "wgsentis/ops/matmul_pixel.py": 14,
-    "wgsentis/ops/matmul_gpu.py": 13, "wgsentis/backends/gpu_pixel.py": 9, "wgsentis/ops/resize_pixel.py": 8,
-    "wgsentis/ops/rnn_pixel.py": 6, "wgsentis/ops/norm_pixel.py": 5, "wgsentis/ops/conv_winograd_gpu.py": 4,
-    "wgsentis/ops/pool_pixel.py": 4, "wgsentis/ops/elementwise_gpu.py": 3, "wgsentis/ops/sort_gpu.py": 1,
-    "wgsentis/viewer.py": 1,
+    "wgsentis/ops/conv_pixel.py": 18, "wgsentis/ops/matmul_pixel.py": 14, "wgsentis/ops/matmul_gpu.py": 13,
+    "wgsentis/ops/resize_pixel.py": 8, "wgsentis/ops/rnn_pixel.py": 6, "wgsentis/ops/conv_winograd_gpu.py": 4,
+    "wgsentis/ops/elementwise_gpu.py": 3, "wgsentis/viewer.py": 1,
 }
 # Modules still over the line limit, at most this long (a ratchet while they are cut along their roles).
 LONG_MODULE_DEBT = {"wgsentis/backends/gpu/program.py": 978}

@@ -137,7 +137,8 @@ class PixelRecorder:
     def narrowed(self, t: GTensor, dtype: Any) -> GTensor:
         """``t`` (a wide float32/int32 result) brought into narrow ``dtype``'s values: float16 rounding or
         integer wrap-around, as a numpy conversion does."""
-        return self.lanes([t], t.shape, dtype, t.layout.axis if t.shape else 0, f"r = {narrowing_expr(dtype, 'a')};")
+        lane = shader_gen.snippet("pixel/body/narrow_lane.wgsl", {"NARROWED": narrowing_expr(dtype, "a")})
+        return self.lanes([t], t.shape, dtype, t.layout.axis if t.shape else 0, lane)
 
     def reshape(self, t: GTensor, shape: tuple[int, ...] | list[int], axis: int = -1) -> GTensor:
         """``t`` as ``shape``: a view where no element moves, else a copy (row-major order kept) with ``axis``
