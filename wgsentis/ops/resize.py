@@ -7,6 +7,7 @@ sizes, roi, keep_aspect_ratio_policy), linear and cubic in ONNX Runtime's float 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -491,19 +492,35 @@ def _interpolate(X: np.ndarray, plan: ResizePlan, extrapolation_value: float) ->
     return result
 
 
-def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transformation_mode: str,
-            nearest_mode: str, cubic_coeff_a: float, exclude_outside: int, extrapolation_value: float,
-            antialias: int, axes, keep_aspect_ratio_policy: str) -> np.ndarray:
+def resize_args(opset: int, attrs: dict[str, Any]) -> dict[str, Any]:
+    """Resize's (and Upsample's) one opset adapter: its attributes as the canonical keywords every backend's
+    resize takes (mode, ctm, nearest_mode, cubic_a, exclude_outside, extrapolation_value, antialias, axes, policy).
+    Before opset 11 (Resize-10, Upsample) coordinates are asymmetric and nearest rounds down ("simple")."""
+    if opset < 11:
+        return {"mode": attrs.get("mode", "nearest"), "ctm": "asymmetric", "nearest_mode": "simple",
+                "cubic_a": -0.75, "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0, "axes": None,
+                "policy": "stretch"}
+    return {"mode": attrs.get("mode", "nearest"),
+            "ctm": attrs.get("coordinate_transformation_mode", "half_pixel"),
+            "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor"),
+            "cubic_a": attrs.get("cubic_coeff_a", -0.75), "exclude_outside": attrs.get("exclude_outside", 0),
+            "extrapolation_value": attrs.get("extrapolation_value", 0.0), "antialias": attrs.get("antialias", 0),
+            "axes": attrs.get("axes"), "policy": attrs.get("keep_aspect_ratio_policy", "stretch")}
+
+
+def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, ctm: str, nearest_mode: str, cubic_a: float,
+            exclude_outside: int, extrapolation_value: float, antialias: int, axes, policy: str) -> np.ndarray:
+    """Resize in the canonical arguments (``resize_args``)."""
     if mode == "nearest" and antialias:
         raise ValueError("antialias is not supported for nearest mode")
     if mode in ("linear", "cubic") and not antialias:
-        plan = resize_plan(X.shape, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
-                           cubic_a=cubic_coeff_a, exclude_outside=exclude_outside, axes=axes,
-                           policy=keep_aspect_ratio_policy)
+        plan = resize_plan(X.shape, scales, sizes, roi, mode=mode, ctm=ctm,
+                           cubic_a=cubic_a, exclude_outside=exclude_outside, axes=axes,
+                           policy=policy)
         return _interpolate(X, plan, extrapolation_value)
     # Nearest, and antialias: per-axis passes with float64 taps (the spec's arithmetic).
     axes, scale_of, out_of, roi_lo, roi_hi = resize_geometry(X.shape, scales, sizes, roi, axes,
-                                                             keep_aspect_ratio_policy)
+                                                             policy)
 
     integer = np.issubdtype(X.dtype, np.integer)
     if mode == "nearest":
@@ -512,7 +529,7 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
         work = X
     else:
         work = X.astype(np.float32)
-    crop = coordinate_transformation_mode == "tf_crop_and_resize"
+    crop = ctm == "tf_crop_and_resize"
     # The per-axis passes commute; shrinking axes go first, and among equal ratios the innermost
     # axis first, while the data is smallest (gathers along the innermost axis are the slow ones).
     for a in sorted(axes, key=lambda ax: (out_of[ax] / max(X.shape[ax], 1), -ax)):
@@ -526,8 +543,8 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
             shape[a] = 0
             work = np.empty(shape, dtype=work.dtype)
             continue
-        x = source_coords(coordinate_transformation_mode, out_len, in_len, scale, roi_lo[a], roi_hi[a])
-        taps, weights = axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_coeff_a,
+        x = source_coords(ctm, out_len, in_len, scale, roi_lo[a], roi_hi[a])
+        taps, weights = axis_taps(mode, x, in_len, scale, nearest_mode=nearest_mode, cubic_a=cubic_a,
                                    antialias=bool(antialias), exclude_outside=bool(exclude_outside))
         outside = ((x < 0) | (x > in_len - 1)) if crop else None
         work = _resize_axis(work, a, taps, weights, outside, extrapolation_value)
@@ -542,9 +559,7 @@ def _resize(X: np.ndarray, scales, sizes, roi, *, mode: str, coordinate_transfor
 @register("Resize", 10)
 def resize_10(ctx, X, scales, *, mode="nearest"):
     """Opset-10 Resize: scales only, asymmetric coordinates (the Upsample semantics)."""
-    return _resize(X, scales, None, None, mode=mode, coordinate_transformation_mode="asymmetric",
-                   nearest_mode="simple", cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0,
-                   antialias=0, axes=None, keep_aspect_ratio_policy="stretch")
+    return _resize(X, scales, None, None, **resize_args(10, {"mode": mode}))
 
 
 @register("Resize", 11)
@@ -557,10 +572,10 @@ def resize(ctx, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
     Separable: each resized axis is one gather (nearest) or a weighted sum of a few gathers, with
     tap indices and weights precomputed per output position, never a per-pixel loop.
     """
-    return _resize(X, scales, sizes, roi, mode=mode, coordinate_transformation_mode=coordinate_transformation_mode,
-                   nearest_mode=nearest_mode, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
-                   keep_aspect_ratio_policy=keep_aspect_ratio_policy)
+    return _resize(X, scales, sizes, roi, **resize_args(11, {
+        "antialias": antialias, "axes": axes, "coordinate_transformation_mode": coordinate_transformation_mode,
+        "cubic_coeff_a": cubic_coeff_a, "exclude_outside": exclude_outside, "extrapolation_value": extrapolation_value,
+        "keep_aspect_ratio_policy": keep_aspect_ratio_policy, "mode": mode, "nearest_mode": nearest_mode}))
 
 
 @register("Upsample", 7)

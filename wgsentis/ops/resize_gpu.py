@@ -14,6 +14,7 @@ import numpy as np
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops import resize as resize_rules
 from wgsentis.ops.elementwise_gpu import refusing
+from wgsentis.ops.resize import resize_args
 from wgsentis.ops.registry import GPU_COMPUTE, register
 from wgsentis.ops.tensor_gpu import MAX_RANK, device_tensor, dispatch_copy, pad6, row_strides, storage_bits
 
@@ -131,19 +132,13 @@ def _resize2(rec, layer, x, y, tables, resized, extrap: int, crop: bool, constan
 @register("Resize", 10, backend=GPU_COMPUTE, host_inputs=(1,))
 @refusing
 def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
-    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
+    return _resize(rec, layer, X, scales, None, None, **resize_args(10, {"mode": mode}))
 
 
 @register("Resize", 11, backend=GPU_COMPUTE, host_inputs=(1, 2, 3))
 @refusing
-def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
-           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
-           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
-           nearest_mode="round_prefer_floor", **attrs):
-    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
-                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
-                   policy=keep_aspect_ratio_policy)
+def resize(rec, layer, X, roi=None, scales=None, sizes=None, **attrs):
+    return _resize(rec, layer, X, scales, sizes, roi, **resize_args(11, attrs))
 
 
 @register("Upsample", 7, backend=GPU_COMPUTE)

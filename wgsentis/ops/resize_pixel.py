@@ -7,6 +7,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
+from wgsentis.ops.resize import resize_args
 from wgsentis.ops.resize_gpu import resize_tables
 from wgsentis.ops.tensor_gpu import storage_bits
 from wgsentis.ops.tensor_pixel import affine_copy, pixel, pixel_tensor
@@ -105,18 +106,12 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
 
 @pixel("Resize", 10, host_inputs=(1,))
 def resize_10(rec, layer, X, scales, *, mode="nearest", **attrs):
-    return _resize(rec, layer, X, scales, None, None, mode=mode, ctm="asymmetric", nearest_mode="simple")
+    return _resize(rec, layer, X, scales, None, None, **resize_args(10, {"mode": mode}))
 
 
 @pixel("Resize", 11, host_inputs=(1, 2, 3))
-def resize(rec, layer, X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
-           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
-           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
-           nearest_mode="round_prefer_floor", **attrs):
-    return _resize(rec, layer, X, scales, sizes, roi, mode=mode, ctm=coordinate_transformation_mode,
-                   nearest_mode=nearest_mode, cubic_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
-                   policy=keep_aspect_ratio_policy)
+def resize(rec, layer, X, roi=None, scales=None, sizes=None, **attrs):
+    return _resize(rec, layer, X, scales, sizes, roi, **resize_args(11, attrs))
 
 
 @pixel("Upsample", 7)
