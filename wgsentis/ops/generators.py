@@ -5,11 +5,11 @@ and generators_pixel.py's.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops.generators_spec import range_count
 from wgsentis.ops.registry import register, register_flops
 from wgsentis.ops.tensor import int_list, int_scalar
 
@@ -71,11 +71,11 @@ def range_(ctx, start, limit, delta, *, stash_type=1):
     if d == 0:
         raise ValueError("Range: delta cannot be 0")
     if dtype.kind in "iu":
-        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        count = range_count(s, lim, d, True)
         return (int(s) + np.arange(count, dtype=np.int64) * int(d)).astype(dtype)
     # Compute in float64 (at least the stash precision) and round once at the end.
     s64, lim64, d64 = float(s), float(lim), float(d)
-    count = max(math.ceil((lim64 - s64) / d64), 0)
+    count = range_count(s64, lim64, d64, False)
     return (s64 + np.arange(count, dtype=np.float64) * d64).astype(dtype)
 
 

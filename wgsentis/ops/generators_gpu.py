@@ -3,11 +3,11 @@ dispatch of compute/generate.wgsl (or compute/trilu.wgsl) that writes its values
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops.generators_spec import range_count
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import (I32_MAX, I32_MIN, STORAGE, device_tensor, filled_tensor, gpu, host_ints,
                                      storage_bits)
@@ -51,13 +51,13 @@ def range_(rec, layer, start, limit, delta, **attrs):
     if d == 0:
         return NotImplemented
     if dtype.kind == "i":
-        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        count = range_count(s, lim, d, True)
         last = int(s) + (count - 1) * int(d)
         if not (I32_MIN <= int(s) <= I32_MAX and I32_MIN <= last <= I32_MAX and I32_MIN <= int(d) <= I32_MAX):
             return NotImplemented
         params, expr = [0, int(s), int(d)], "pi(1u) + i32(i) * pi(2u)"
     else:
-        count = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+        count = range_count(s, lim, d, False)
         if count >= 2**24:
             return NotImplemented  # the index would not be exact in f32
         # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.

@@ -3,12 +3,12 @@ that writes its values from their coordinates."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
+from wgsentis.ops.generators_spec import range_count
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import host_ints, storage_bits
 from wgsentis.ops.tensor_pixel import filled_texture, pixel, pixel_tensor
@@ -47,13 +47,13 @@ def range_(rec, layer, start, limit, delta, **attrs):
     if d == 0:
         return NotImplemented
     if dtype.kind == "i":
-        count = max(-(-(int(lim) - int(s)) // int(d)), 0)
+        count = range_count(s, lim, d, True)
         last = int(s) + (count - 1) * int(d)
         if not all(-(2**31) <= v < 2**31 for v in (int(s), last, int(d))):
             return NotImplemented
         words, expr = [int(s), int(d)], "pei(0u) + i32(c.c[5]) * pei(1u)"
     else:
-        count = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+        count = range_count(s, lim, d, False)
         if count >= 2**24:
             return NotImplemented  # the index would not be exact in f32
         # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.

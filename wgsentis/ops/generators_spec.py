@@ -25,15 +25,20 @@ def _constant_of_shape(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out(spec.ints(args[0]), itemsize)]
 
 
+def range_count(start: Any, limit: Any, delta: Any, integer: bool) -> int:
+    """Range's one shape rule, read by every backend and the size rule: the element count of start, start + delta,
+    ... before limit. Integers exactly (ZeroDivisionError for a zero delta); floats in float64, as the kernel
+    computes them (inf, NaN or a zero delta raise)."""
+    if integer:
+        return max(-(-(int(limit) - int(start)) // int(delta)), 0)
+    return max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+
+
 @size_rule("Range")
 def _range(layer: Any, args: list[Any]) -> list[Output]:
     start, limit, delta = (spec.scalar(a) for a in args[:3])
     start_value = spec.host(args[0])
-    if start_value.dtype.kind in "iu":
-        count = max(-(-(int(limit) - int(start)) // int(delta)), 0)  # ZeroDivisionError: the kernel's
-    else:
-        # As the kernel: float64 arithmetic; inf / NaN / a zero delta raise here and in the kernel alike.
-        count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+    count = range_count(start, limit, delta, start_value.dtype.kind in "iu")  # (raising where the kernel does)
     return [spec.out((count,), start_value.dtype.itemsize, f"Range({start}, {limit}, {delta})")]
 
 
