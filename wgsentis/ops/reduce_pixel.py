@@ -200,9 +200,9 @@ def _draw(rec, x: GTensor, axes: set[int], out_shape: tuple[int, ...], out_axis:
             center = rec.relayout(center, center.ndim - len(out_shape) + out_axis)
         inputs.append(center)
         params += [0] * (CENTER - len(params)) + addressing_params(center.layout)
-    subs = shader_gen.reduce_subs(red.op, red.pre, red.post, kind, lanes, texel_form, len(groups), blocked,
-                                  split is not None, center is not None)
-    rec.draw("pixel/reduce.wgsl", inputs, [out], params, subs=subs)
+    subs, constants = shader_gen.reduce_subs(red.op, red.pre, red.post, kind, lanes, texel_form, len(groups),
+                                             blocked, split is not None, center is not None)
+    rec.draw("pixel/reduce.wgsl", inputs, [out], params, subs=subs, constants=constants)
     return out
 
 

@@ -109,50 +109,30 @@ def pool_subs(kind: str, division_function: str) -> dict[str, str]:
 # -- reduce.wgsl ---------------------------------------------------------------------------------------------------
 CENTER = 100  # the params word where reduce.wgsl's center tensor's addressing begins
 GROUP_WORDS = 28  # ... and where its reduced groups begin
-_F32_INF = "bitcast<f32>(0x7f800000u)"
-_IDENTITY = {
-    ("sum", "f32"): "vec4<f32>(0.0)", ("prod", "f32"): "vec4<f32>(1.0)",
-    ("max", "f32"): "vec4<f32>(bitcast<f32>(0xff800000u))", ("min", "f32"): f"vec4<f32>({_F32_INF})",
-    ("sum", "i32"): "vec4<i32>(0)", ("prod", "i32"): "vec4<i32>(1)",
-    ("max", "i32"): "vec4<i32>(bitcast<i32>(0x80000000u))", ("min", "i32"): "vec4<i32>(2147483647)",
-}
-_COMBINE = {
-    ("sum", "f32"): "a + v", ("prod", "f32"): "a * v",
-    # NaN wins, as numpy's max and min have it
-    ("max", "f32"): "select(a, v, (v > a) | is_nan4(v))", ("min", "f32"): "select(a, v, (v < a) | is_nan4(v))",
-    ("sum", "i32"): "a + v", ("prod", "i32"): "a * v", ("max", "i32"): "max(a, v)", ("min", "i32"): "min(a, v)",
-}
-PRE_OPS = {"": "v", "abs": "abs(v)", "sq": "v * v", "pow": "pow(abs(v), vec4<f32>(pf(25u)))", "exp": "exp4(v)"}
-POST_OPS = {"": "a", "scale": "a * pf(24u)", "sqrt": "sqrt(a)", "log": "log(a)",
-            "root": "pow(a, vec4<f32>(pf(26u)))", "invstd": "vec4<f32>(1.0) / sqrt(a * pf(24u) + pf(27u))"}
+# reduce.wgsl's PRE and POST override values (the kind files, pixel/reduce_<kind>.wgsl, hold the functions)
+PRE_OPS = {"": 0, "abs": 1, "sq": 2, "pow": 3, "exp": 4}
+POST_OPS = {"": 0, "scale": 1, "sqrt": 2, "log": 3, "root": 4, "invstd": 5}
 
 
 def reduce_subs(op: str, pre: str, post: str, kind: str, lanes: int, texel_form: bool, ngroups: int,
-                blocked: int | None, split: bool, centered: bool) -> dict[str, str]:
-    """reduce.wgsl's substitutions for a reduction of structure: ``op`` (sum, prod, max, min, lse) of ``pre`` of
-    each element then ``post`` (PRE_OPS, POST_OPS); ``lanes`` accumulators (1 in the texel form, 4 in the blocked
-    form); a nest of ``ngroups`` loops over the reduced groups (``blocked``: the group of the blocked axis,
-    masked); ``split``: the first stage of a split reduction; ``centered``: a center tensor is bound. Every
-    size is a parameter word."""
-    funcs, body = _reduce_program(op, pre, post, kind, lanes, texel_form, ngroups, blocked, split, centered)
+                blocked: int | None, split: bool, centered: bool) -> tuple[dict[str, str], dict[str, int | float]]:
+    """reduce.wgsl's substitutions and override constants for a reduction of structure: ``op`` (sum, prod, max,
+    min, lse) of ``pre`` of each element then ``post`` (PRE_OPS, POST_OPS: override constants of the kind's
+    functions, pixel/reduce_<kind>.wgsl); ``lanes`` accumulators (1 in the texel form, 4 in the blocked form); a
+    nest of ``ngroups`` loops over the reduced groups (``blocked``: the group of the blocked axis, masked);
+    ``split``: the first stage of a split reduction; ``centered``: a center tensor is bound. Every size is a
+    parameter word."""
+    body = _reduce_body(op, kind, lanes, texel_form, ngroups, blocked, split, centered)
     bindings = [_fill("center")] if centered else []
     bindings.append(_fill("uniform", K=2 if centered else 1))
-    return {"T": kind, "BINDINGS": "\n".join(bindings), "FUNCS": funcs, "BODY": body,
+    subs = {"T": kind, "BINDINGS": "\n".join(bindings), "FUNCS": kind_functions("reduce", kind), "BODY": body,
             "BLOCK_COORD": "cc.c[axis] = cc.c[axis] / 4u;" if texel_form else ""}
+    return subs, {"PRE": PRE_OPS[pre], "POST": POST_OPS[post]}
 
 
-def _reduce_program(rop: str, rpre: str, rpost: str, kind: str, lanes: int, texel_form: bool, ngroups: int,
-                    blocked: int | None, split: bool, centered: bool) -> tuple[str, str]:
-    """reduce.wgsl's generated functions and fragment body."""
-    ops = ["max", "sum"] if rop == "lse" else [rop]
-    funcs = []
-    for op in ops:
-        funcs.append(f"fn cmb_{op}(a: vec4<{kind}>, v: vec4<{kind}>) -> vec4<{kind}> {{\n"
-                     f"    return {_COMBINE[op, kind]};\n}}")
-        funcs.append(f"fn hz_{op}(a: vec4<{kind}>) -> {kind} {{\n"
-                     f"    return cmb_{op}(cmb_{op}(vec4<{kind}>(a.x), vec4<{kind}>(a.y)), "
-                     f"cmb_{op}(vec4<{kind}>(a.z), vec4<{kind}>(a.w))).x;\n}}")
-    funcs.append(f"fn post(a: vec4<{kind}>) -> vec4<{kind}> {{ return {POST_OPS[rpost]}; }}")
+def _reduce_body(op: str, kind: str, lanes: int, texel_form: bool, ngroups: int, blocked: int | None, split: bool,
+                 centered: bool) -> str:
+    """reduce.wgsl's fragment body: the lanes' base texels, the center's values, the sweeps' loop nests."""
     lines = []
     if lanes == 4:  # the output's lanes along a kept axis: each its own base texel (an invalid one repeats lane 0)
         lines.append("let ls = pu(14u + axis);")
@@ -165,40 +145,35 @@ def _reduce_program(rop: str, rpre: str, rpost: str, kind: str, lanes: int, texe
                 lines.append(f"var c{j} = c;")
                 lines.append(f"c{j}.c[axis] = min(c.c[axis] + {j}u, dim_of(0u, axis) - 1u);")
                 lines.append(f"let at{j} = locate({CENTER}u, c{j});")
-                lines.append(f"let cen{j} = vec4<f32>(textureLoad(C, at{j}.xy, 0)[at{j}.z]);")
+                lines.append(f"let cen{j} = splat(textureLoad(C, at{j}.xy, 0)[at{j}.z]);")
     if split:
         lines.append("let k0lo = c.c[pu(20u)] * pu(21u);")
         lines.append(f"let k0hi = min(pu({GROUP_WORDS}u), k0lo + pu(21u));")
 
-    def sweep(acc: str, op: str, pre: str) -> None:
+    def sweep(acc: str, op: str) -> None:
         """A loop nest folding pre(element) into accumulators ``acc``j with cmb_``op``."""
-        funcs.append(f"fn pre_{acc}(v: vec4<{kind}>) -> vec4<{kind}> {{ return {PRE_OPS[pre]}; }}")
-        lines.extend(f"var {acc}{j} = {_IDENTITY[op, kind]};" for j in range(lanes))
+        lines.extend(f"var {acc}{j} = identity_{op}();" for j in range(lanes))
         inner = []
         for j in range(lanes):
             v = f"load(b{j} + o) - cen{j}" if centered else f"load(b{j} + o)"
-            expr = f"pre_{acc}({v})"
+            expr = f"pre({v})"
             if blocked is not None:  # padding lanes of the last block count as the identity
-                expr = f"select({_IDENTITY[op, kind]}, {expr}, m)"
+                expr = f"select(identity_{op}(), {expr}, m)"
             inner.append(f"{acc}{j} = cmb_{op}({acc}{j}, {expr});")
         lines.extend(_nest(ngroups, blocked, split, inner))
 
-    zero = f"{kind}(0)"
-    if rop == "lse":
-        sweep("mx", "max", rpre)
-        fin = f"select(a, vec4<f32>(0.0), is_nan4(a) | (abs(a) == vec4<f32>({_F32_INF})))"
-        funcs.append(f"fn finite_or_zero(a: vec4<f32>) -> vec4<f32> {{ return {fin}; }}")
+    if op == "lse":
+        sweep("mx", "max")
         for j in range(lanes):
-            peak = "mx0" if texel_form else f"vec4<f32>(hz_max(mx{j}))"
+            peak = "mx0" if texel_form else f"splat(hz_max(mx{j}))"
             lines.append(f"let pk{j} = finite_or_zero({peak});")
         # the second sweep: the sum of exp(x - peak), padding lanes adding 0
-        lines.extend(f"var acc{j} = vec4<f32>(0.0);" for j in range(lanes))
+        lines.extend(f"var acc{j} = identity_sum();" for j in range(lanes))
         inner = []
         for j in range(lanes):
-            v = f"load(b{j} + o)"
-            expr = f"exp4({v} - pk{j})"
+            expr = f"exp4(load(b{j} + o) - pk{j})"
             if blocked is not None:
-                expr = f"select(vec4<f32>(0.0), {expr}, m)"
+                expr = f"select(identity_sum(), {expr}, m)"
             inner.append(f"acc{j} = acc{j} + {expr};")
         lines.extend(_nest(ngroups, blocked, split, inner))
         if texel_form:
@@ -208,13 +183,13 @@ def _reduce_program(rop: str, rpre: str, rpost: str, kind: str, lanes: int, texe
             peaks = ", ".join(f"pk{j}.x" if j < lanes else "0.0" for j in range(4))
             lines.append(f"let r = log(vec4<f32>({sums})) + vec4<f32>({peaks});")
     else:
-        sweep("acc", rop, rpre)
+        sweep("acc", op)
         if texel_form:
             lines.append("let r = post(acc0);")
         else:
-            vals = ", ".join(f"hz_{rop}(acc{j})" if j < lanes else zero for j in range(4))
+            vals = ", ".join(f"hz_{op}(acc{j})" if j < lanes else f"{kind}(0)" for j in range(4))
             lines.append(f"let r = post(vec4<{kind}>({vals}));")
-    return "\n".join(funcs), "\n    ".join(lines)
+    return "\n    ".join(lines)
 
 
 def _nest(ngroups: int, blocked: int | None, split: bool, inner: list[str]) -> list[str]:
