@@ -43,7 +43,7 @@ HEADER = """\
 // Register-tiled without workgroup memory (barriers are costly on lavapipe); written out unrolled
 // because lavapipe keeps unrolled scalars in registers (the same loops over arrays ran 4x slower).
 // Substitutions pick how A and B are read: TA/TB are the storage types (vec4<f32> when rows are
-// 16-byte aligned and contiguous, else f32), LOAD_A/LOAD_A1/LOAD_B are the loader bodies.
+// 16-byte aligned and contiguous, else f32), LOAD_A/LOAD_B the loaders (matmul_common.wgsl).
 // matmul_ta.wgsl / matmul_tb.wgsl bind A / B as an rgba32float texture instead (texel (x, y) = columns
 // 4x..4x+3 of row y; its row stride and batch strides count rows, its k stride is 1 row).
 // Params: 0 M, 1 N, 2 K (per tap), 3 column tiles, 4 A row stride, 5 A k stride, 6 B k stride, 7 B column
@@ -67,13 +67,19 @@ COMMON = """\
 // loaders, the epilogue and the stores (see matmul_body.wgsl for the substitutions and parameters).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
+#include "common/linear_texture.wgsl"
 
-// Four consecutive k of row base `ra` (k4 counts groups of four).
-fn load_a(ra: u32, k4: u32) -> vec4<f32> { {{LOAD_A}} }
-// One k of row base `ra` (the K % 4 tail, scalar A only).
-fn load_a1(ra: u32, k: u32) -> f32 { {{LOAD_A1}} }
-// Four consecutive columns from column `cb` of the B row starting at `kb`; `nl` is the last column.
-fn load_b(kb: u32, cb: u32, nl: u32) -> vec4<f32> { {{LOAD_B}} }
+// The operand loaders, one file per way an operand is held (wgsl/compute/gen/matmul_a_<form>.wgsl and
+// matmul_b_<form>.wgsl: vec, scalar, half, tex, linear; shader_gen.matmul_subs picks them):
+// load_a(ra, k4), four consecutive k of row base `ra` (k4 counts groups of four); load_a1(ra, k), one k
+// (the K % 4 tail); load_b(kb, cb, nl), four consecutive columns from column `cb` of the B row starting
+// at `kb`, `nl` being the last column.
+{{LOAD_A}}
+{{LOAD_B}}
+
+// Whether B's column index cb counts groups of four columns (B read as vec4 rows or from a texture) rather
+// than columns (a strided B).
+override BVEC: bool = false;
 
 // Per-dispatch epilogue values, read from the uniform block once per invocation.
 struct Ep { flags: u32, yrow: u32, ycol: u32, bm: u32, bn: u32, scale: f32, beta: f32, alpha_: f32, beta_: f32,
@@ -91,9 +97,9 @@ fn colmap(n: u32, nl: u32, wp: u32, ow: u32) -> u32 {
 
 fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
 
-// Y element access: TY is f32, or vec4<f32> when the epilogue stores whole vec4s (STORE4 below).
-fn y_get(i: u32) -> f32 { {{Y_GET}} }
-fn y_set(i: u32, v: f32) { {{Y_SET}} }
+// Y element access, y_get(i) and y_set(i, v), and store4 (below), from the stores file
+// (wgsl/compute/gen/matmul_store_scalar.wgsl, or matmul_store_vec4.wgsl where TY is vec4<f32>).
+{{STORES}}
 
 fn epilogue(acc: f32, m: u32, n: u32, yb: u32, e: Ep) {
     let yi = yb + m * e.yrow + e.ycol + n;
@@ -106,11 +112,10 @@ fn epilogue(acc: f32, m: u32, n: u32, yb: u32, e: Ep) {
     y_set(yi, v);
 }
 
-// Four accumulators of row m at tile columns n..n+3, whose stored columns are q (SKIP: not stored).
-// STORE4 is either four scalar epilogues, or, where the matmul guarantees it (no column map, a bias
-// constant along each row, vec4-aligned rows), one vec4 load (when accumulating) and store when all
-// four columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
-fn store4(c: vec4<f32>, m: u32, n: u32, yb: u32, e: Ep, q: vec4<u32>) { {{STORE4}} }
+// store4(c, m, n, yb, e, q) stores four accumulators c of row m at tile columns n..n+3, whose stored
+// columns are q (SKIP: not stored): four scalar epilogues, or, where the matmul guarantees it (no column
+// map, a bias constant along each row, vec4-aligned rows), one vec4 load (when accumulating) and store when
+// all four columns exist: on lavapipe each scalar store costs about as much as the 4 k-steps behind it.
 """
 
 MAIN_HEAD = """
@@ -176,7 +181,7 @@ def generate(tm: int = TM, tn4: int = TN4) -> str:
     w = out.append
     for r in range(tm):
         w(f"    let ra{r} = ab + min(r0 + {r}u, ml) * ars;\n")
-    w("    let bvec = {{BVEC}};\n")
+    w("    let bvec = BVEC;\n")
     for j in range(tn4):
         w(f"    let cb{j} = select(min(n0 + {4 * j}u, nl), min((n0 + {4 * j}u) / 4u, nl / 4u), bvec);\n")
     for r in range(tm):

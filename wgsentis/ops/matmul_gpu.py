@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.tensors import (LINEAR_SHIFT, LINEAR_TEXELS, Declined, GTensor, fits_binding, fold_groups,
-                                           loop_passes, window_grain)
+from wgsentis.backends.gpu.shader_gen import matmul_subs
+from wgsentis.backends.gpu.tensors import Declined, GTensor, fits_binding, fold_groups, loop_passes, window_grain
 from wgsentis.ops.activations import activation_expr
 from wgsentis.ops.elementwise_gpu import broadcast_strides
 from wgsentis.ops.matmul_spec import gemm_dims
@@ -37,60 +37,6 @@ WORKGROUP = 64
 MAX_BATCH_RANK = 4
 IDENTITY = ("v", [0.0, 0.0, 0.0])
 MAX_TAPS = 88  # per-tap B offsets live in params words 40..127
-
-# Loader bodies per operand layout (see matmul.wgsl): "vec" reads vec4 rows, "scalar" strided f32.
-_LOAD_A = {
-    "vec": ("return A[ra + k4];", "return A[ra + k / 4u][k % 4u];"),
-    "scalar": ("let s = pu(5u); let o = ra + k4 * 4u * s; "
-               "return vec4<f32>(A[o], A[o + s], A[o + 2u * s], A[o + 3u * s]);",
-               "return A[ra + k * pu(5u)];"),
-    # texture: ra is the row (row stride 1), texel x = k4
-    "tex": ("return textureLoad(A, vec2<i32>(i32(k4), i32(ra)), 0);",
-            "return textureLoad(A, vec2<i32>(i32(k / 4u), i32(ra)), 0)[k % 4u];"),
-    # linear texture (gpu_compute.LINEAR_TEXELS texels per row): ra + k4 is the texel's index
-    "linear": (f"let t = ra + k4; return textureLoad(A, vec2<i32>(i32(t & {LINEAR_TEXELS - 1}u), "
-               f"i32(t >> {LINEAR_SHIFT}u)), 0);",
-               f"let t = ra + k / 4u; return textureLoad(A, vec2<i32>(i32(t & {LINEAR_TEXELS - 1}u), "
-               f"i32(t >> {LINEAR_SHIFT}u)), 0)[k % 4u];"),
-}
-_LOAD_B = {
-    "vec": "return B[kb + cb];",
-    "tex": "return textureLoad(B, vec2<i32>(i32(cb), i32(kb)), 0);",  # kb is the row (k stride 1)
-    # linear texture (gpu_compute.LINEAR_TEXELS texels per row): kb + cb is the texel's index
-    "linear": f"let t = kb + cb; return textureLoad(B, vec2<i32>(i32(t & {LINEAR_TEXELS - 1}u), "
-              f"i32(t >> {LINEAR_SHIFT}u)), 0);",
-    "scalar": ("let s = pu(7u); return vec4<f32>(B[kb + cb * s], B[kb + min(cb + 1u, nl) * s], "
-               "B[kb + min(cb + 2u, nl) * s], B[kb + min(cb + 3u, nl) * s]);"),
-}
-
-# Loader bodies for an operand stored as vec4<f16> rows (always vec4 mode).
-_LOAD_A_HALF = ("return vec4<f32>(A[ra + k4]);", "return f32(A[ra + k / 4u][k % 4u]);")
-_LOAD_B_HALF = "return vec4<f32>(B[kb + cb]);"
-
-
-def _storage_type(op: Operand) -> str:
-    if op.half:
-        return "vec4<f16>"
-    return "vec4<f32>" if op.vec else "f32"
-
-
-# Epilogue stores (see matmul_body.wgsl's store4): per element, or a vec4 per group of four columns
-# (KernelOptions.vec4_stores).
-_SCALAR_STORES = " ".join(f"if (q.{lane} != SKIP) {{ epilogue(c.{lane}, m, q.{lane}, yb, e); }}" for lane in "xyzw")
-_STORE_SCALAR = {"TY": "f32", "Y_GET": "return Y[i];", "Y_SET": "Y[i] = v;", "STORE4": _SCALAR_STORES}
-_STORE_VEC = {
-    "TY": "vec4<f32>", "Y_GET": "return Y[i / 4u][i % 4u];", "Y_SET": "Y[i / 4u][i % 4u] = v;",
-    # A partial group (q.w is SKIP past the last column) takes the scalar stores of its valid lanes.
-    "STORE4": (f"if (q.w == SKIP) {{ {_SCALAR_STORES} return; }} "
-               "var v = e.scale * c; "
-               "if ((e.flags & 2u) != 0u) { v += Y[(yb + m * e.yrow + e.ycol + n) / 4u]; } "
-               "if ((e.flags & 4u) != 0u) { "
-               "if ((e.flags & 1u) != 0u) { v += vec4<f32>(e.beta * BIAS[m * e.bm]); } "
-               "v = vec4<f32>(act(v.x, e.alpha_, e.beta_, e.gamma_), act(v.y, e.alpha_, e.beta_, e.gamma_), "
-               "act(v.z, e.alpha_, e.beta_, e.gamma_), act(v.w, e.alpha_, e.beta_, e.gamma_)); } "
-               "Y[(yb + m * e.yrow + e.ycol + n) / 4u] = v;"),
-}
-
 
 # Constant operands are read through rgba32float textures where they fit, and device operands whose rows are
 # whole texels through linear textures, unless the program's KernelOptions turn them off
@@ -166,6 +112,15 @@ class Operand:
         op.linear = True
         return op
 
+    def form(self) -> str:
+        """How the kernel reads the operand (shader_gen.MATMUL_FORMS): from a linear texture, a texture of its
+        2-D view, vec4<f16> rows, vec4 rows, or strided floats."""
+        if self.tex is not None:
+            return "linear" if self.linear else "tex"
+        if self.half:
+            return "half"  # always vec4 rows (const_operand holds only whole-texel rows in half precision)
+        return "vec" if self.vec else "scalar"
+
     def strides(self) -> tuple[int, int, list[int]]:
         """(row, col, batch strides) in the units the kernel indexes (vec4, elements, texture rows; a
         linear texture counts texels)."""
@@ -233,34 +188,30 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
     groups = fold_groups(-(-tiles // WORKGROUP), rec.ctx.max_workgroups)
     if nbatch > rec.ctx.max_workgroups:
         raise ValueError("too many batches")
-    a_mode = ("linear" if a.linear else "tex") if a.tex is not None else ("vec" if a.vec else "scalar")
-    b_mode = ("linear" if b.linear else "tex") if b.tex is not None else ("vec" if b.vec else "scalar")
+    a_form, b_form = a.form(), b.form()
     if bias is None:
         bias = rec.upload(_ZERO, "zero")
     # vec4 stores of whole output groups where every stored group is 16-byte aligned and contiguous.
     vec_y = (rec.program.kernels.vec4_stores and col_map[0] == 0 and (bias is None or bias_strides[1] == 0)
              and y_row % 4 == 0 and y_col0 % 4 == 0 and all(s % 4 == 0 for s in (y_batch or [])))
-    a_load, a_load1 = _LOAD_A_HALF if a.half else _LOAD_A[a_mode]
-    subs = {"TA": _storage_type(a), "TB": _storage_type(b),
-            "LOAD_A": a_load, "LOAD_A1": a_load1, "LOAD_B": _LOAD_B_HALF if b.half else _LOAD_B[b_mode],
-            "BVEC": "true" if b.vec or b.tex is not None else "false", "ACT": act[0],
-            "ENABLE": "enable f16;" if a.half or b.half else "", **(_STORE_VEC if vec_y else _STORE_SCALAR)}
+    # The operands' forms, the stores and the activation are the variants; every size is a params word.
+    subs, constants = matmul_subs(a_form, b_form, vec_y, act[0])
     grid = (groups[0], groups[1], nbatch)
     # Each invocation runs the vec4 K loop once per tap, then the K % 4 remainder: a K the device's loops
     # cannot cover makes the layer fall back (Recorder.dispatch).
     loops = loop_passes(len(taps or [0]), k // 4) + loop_passes(k % 4)
     if a.tex is not None and b.tex is not None:
         rec.dispatch(f"compute/{kernel}_tab.wgsl", [bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     textures=[a.tex, b.tex], loops=loops)
+                     constants=constants, textures=[a.tex, b.tex], loops=loops)
     elif a.tex is not None:
         rec.dispatch(f"compute/{kernel}_ta.wgsl", [b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     textures=[a.tex], loops=loops)
+                     constants=constants, textures=[a.tex], loops=loops)
     elif b.tex is not None:
         rec.dispatch(f"compute/{kernel}_tb.wgsl", [a.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     textures=[b.tex], loops=loops)
+                     constants=constants, textures=[b.tex], loops=loops)
     else:
         rec.dispatch(f"compute/{kernel}.wgsl", [a.t, b.t, bias], [y], params, grid, workgroup=WORKGROUP, subs=subs,
-                     loops=loops)
+                     constants=constants, loops=loops)
 
 _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 

@@ -3,7 +3,7 @@
 // Register-tiled without workgroup memory (barriers are costly on lavapipe); written out unrolled
 // because lavapipe keeps unrolled scalars in registers (the same loops over arrays ran 4x slower).
 // Substitutions pick how A and B are read: TA/TB are the storage types (vec4<f32> when rows are
-// 16-byte aligned and contiguous, else f32), LOAD_A/LOAD_A1/LOAD_B are the loader bodies.
+// 16-byte aligned and contiguous, else f32), LOAD_A/LOAD_B the loaders (matmul_common.wgsl).
 // matmul_ta.wgsl / matmul_tb.wgsl bind A / B as an rgba32float texture instead (texel (x, y) = columns
 // 4x..4x+3 of row y; its row stride and batch strides count rows, its k stride is 1 row).
 // Params: 0 M, 1 N, 2 K (per tap), 3 column tiles, 4 A row stride, 5 A k stride, 6 B k stride, 7 B column
@@ -50,7 +50,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let nl = N - 1u;
     let ars = pu(4u);
     let ra0 = ab + min(r0 + 0u, ml) * ars;
-    let bvec = {{BVEC}};
+    let bvec = BVEC;
     let cb0 = select(min(n0 + 0u, nl), min((n0 + 0u) / 4u, nl / 4u), bvec);
     var c0_0 = vec4<f32>(0.0);
     let bks = pu(6u);

@@ -242,4 +242,26 @@ def winograd_v_binding(texture: bool) -> dict[str, str]:
     return {"V_BINDING": snippet(f"{COMPUTE_GEN}/winograd_v_{'texture' if texture else 'buffer'}.wgsl")}
 
 
-__all__ += ["COMPUTE_GEN", "winograd_v_binding"]
+# How matmul_common.wgsl's operands are held: the form names a loader file (compute/gen/matmul_a_<form>.wgsl,
+# matmul_b_<form>.wgsl); the storage type is the operand's array element type (a texture form binds no array).
+MATMUL_FORMS = ("vec", "scalar", "half", "tex", "linear")
+_STORAGE_TYPES = {"vec": "vec4<f32>", "scalar": "f32", "half": "vec4<f16>", "tex": "vec4<f32>", "linear": "vec4<f32>"}
+
+
+def matmul_subs(a_form: str, b_form: str, vec4_stores: bool, act: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The substitutions and override constants of the matmul kernels (compute/matmul*.wgsl, gemv*.wgsl) for A
+    and B held in ``a_form`` and ``b_form`` (MATMUL_FORMS), Y stored a vec4 per group of four columns
+    (``vec4_stores``) or per element, and the fused activation ``act`` (a WGSL expression of v, alpha, beta,
+    gamma)."""
+    if a_form not in MATMUL_FORMS or b_form not in MATMUL_FORMS:
+        raise ValueError(f"matmul operand forms {a_form!r}, {b_form!r}: choose among {MATMUL_FORMS}")
+    subs = {"TA": _STORAGE_TYPES[a_form], "TB": _STORAGE_TYPES[b_form],
+            "LOAD_A": snippet(f"{COMPUTE_GEN}/matmul_a_{a_form}.wgsl"),
+            "LOAD_B": snippet(f"{COMPUTE_GEN}/matmul_b_{b_form}.wgsl"),
+            "TY": "vec4<f32>" if vec4_stores else "f32",
+            "STORES": snippet(f"{COMPUTE_GEN}/matmul_store_{'vec4' if vec4_stores else 'scalar'}.wgsl"),
+            "ACT": act, "ENABLE": snippet(f"{COMPUTE_GEN}/enable_f16.wgsl") if "half" in (a_form, b_form) else ""}
+    return subs, {"BVEC": int(b_form != "scalar")}  # B's columns count in groups of four unless it is strided
+
+
+__all__ += ["COMPUTE_GEN", "MATMUL_FORMS", "matmul_subs", "winograd_v_binding"]
