@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -216,9 +217,26 @@ def concat(ctx, *inputs, axis=None):
     return np.concatenate(inputs, axis=normalized_axis(axis, rank))
 
 
-def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tuple:
-    axis = normalized_axis(axis, x.ndim)
-    dim = x.shape[axis]
+def split_request(opset: int, split_input: Any, split_attr: Any, num_outputs: Any,
+                  outputs: int) -> tuple[list[int] | None, int]:
+    """Split's one opset adapter, for every backend: (the part sizes asked for, None for equal parts; the number
+    of parts). Split-1 takes the sizes as its second input or its ``split`` attribute, Split-2 as the attribute,
+    Split-13 as the second input; Split-18 may give ``num_outputs`` instead (both: ValueError)."""
+    if opset >= 18 and split_input is not None and num_outputs is not None:
+        raise ValueError("Split: give either the 'split' input or 'num_outputs', not both")
+    if opset < 2:
+        sizes = int_list(split_input) if split_input is not None else split_attr
+    elif opset < 13:
+        sizes = split_attr
+    else:
+        sizes = None if split_input is None else int_list(split_input)
+    count = outputs if num_outputs is None or opset < 18 else int(num_outputs)
+    return (None if sizes is None else list(sizes)), count
+
+
+def split_parts(dim: int, sizes: list[int] | None, count: int) -> list[int]:
+    """Split's one shape rule: the part sizes along an axis of ``dim``, ``sizes`` checked, or ``count`` parts of
+    ceil(dim / count) (the last ones shorter); ValueError where they cannot be."""
     if sizes is None:
         if count <= 0:
             raise ValueError("Split: number of outputs must be positive")
@@ -226,6 +244,12 @@ def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tup
         sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
     if sum(sizes) != dim or any(s < 0 for s in sizes):
         raise ValueError(f"Split: sizes {sizes} do not add up to dimension {dim}")
+    return list(sizes)
+
+
+def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tuple:
+    axis = normalized_axis(axis, x.ndim)
+    sizes = split_parts(x.shape[axis], sizes, count)
     bounds = np.cumsum([0, *sizes])
     index = [slice(None)] * x.ndim
     parts = []
@@ -237,27 +261,22 @@ def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tup
 
 @register("Split", 1)
 def split_v1(ctx, x, split_sizes=None, *, axis=0, split=None):
-    # Split-1 takes the sizes either as the optional second input or as the 'split' attribute.
-    sizes = int_list(split_sizes) if split_sizes is not None else split
-    return _split(x, axis, None if sizes is None else list(sizes), ctx.num_outputs)
+    return _split(x, axis, *split_request(1, split_sizes, split, None, ctx.num_outputs))
 
 
 @register("Split", 2)
 def split_v2(ctx, x, *, axis=0, split=None):
-    return _split(x, axis, None if split is None else list(split), ctx.num_outputs)
+    return _split(x, axis, *split_request(2, None, split, None, ctx.num_outputs))
 
 
 @register("Split", 13)
 def split_v13(ctx, x, split=None, *, axis=0):
-    return _split(x, axis, None if split is None else int_list(split), ctx.num_outputs)
+    return _split(x, axis, *split_request(13, split, None, None, ctx.num_outputs))
 
 
 @register("Split", 18)
 def split_v18(ctx, x, split=None, *, axis=0, num_outputs=None):
-    if split is not None and num_outputs is not None:
-        raise ValueError("Split: give either the 'split' input or 'num_outputs', not both")
-    count = ctx.num_outputs if num_outputs is None else num_outputs
-    return _split(x, axis, None if split is None else int_list(split), count)
+    return _split(x, axis, *split_request(18, split, None, num_outputs, ctx.num_outputs))
 
 
 def _slice(data: np.ndarray, starts, ends, axes, steps) -> np.ndarray:

@@ -145,16 +145,20 @@ def host_ints(value) -> list[int]:
 
 
 def split_sizes(dim: int, sizes: list[int] | None, count: int) -> list[int] | None:
-    """Split's part sizes along an axis of ``dim``: ``sizes`` checked, or ``count`` parts of ceil(dim / count)
-    (the last ones shorter); None where the CPU kernel raises."""
-    if sizes is None:
-        if count <= 0:
-            return None
-        chunk = -(-dim // count)
-        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
-    if sum(sizes) != dim or any(s < 0 for s in sizes):
+    """Split's part sizes (``tensor.split_parts``, the one rule); None where the CPU kernel raises."""
+    try:
+        return _tensor.split_parts(dim, sizes, count)
+    except ValueError:
         return None
-    return list(sizes)
+
+
+def split_part_request(layer: Any, split_input: Any, split_attr: Any, num_outputs: Any) -> Any:
+    """``tensor.split_request`` for a GPU builder (its layer's opset): (sizes, count), or None where the CPU kernel
+    raises."""
+    try:
+        return _tensor.split_request(layer.opset, split_input, split_attr, num_outputs, len(layer.outputs))
+    except ValueError:
+        return None
 
 
 def slice_geometry(shape, starts, ends, axes, steps) -> tuple[list[int], list[int], list[int]] | None:
@@ -378,21 +382,20 @@ def _split(rec, layer, data, axis, sizes, count):
 
 @gpu("Split", 1, host_inputs=(1,))
 def split_v1(rec, layer, x, split_sizes=None, *, axis=0, split=None, **attrs):
-    sizes = host_ints(split_sizes) if split_sizes is not None else split
-    return _split(rec, layer, x, axis, None if sizes is None else list(sizes), len(layer.outputs))
+    request = split_part_request(layer, split_sizes, split, None)
+    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
 @gpu("Split", 2)
 def split_v2(rec, layer, x, *, axis=0, split=None, **attrs):
-    return _split(rec, layer, x, axis, None if split is None else list(split), len(layer.outputs))
+    request = split_part_request(layer, None, split, None)
+    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
 @gpu("Split", 13, host_inputs=(1,))
 def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
-    if split is not None and num_outputs is not None:
-        return NotImplemented
-    count = len(layer.outputs) if num_outputs is None else int(num_outputs)
-    return _split(rec, layer, x, axis, None if split is None else host_ints(split), count)
+    request = split_part_request(layer, split, None, num_outputs)
+    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
 def _slice(rec, data, starts, ends, axes, steps):

@@ -30,6 +30,7 @@ from wgsentis.ops.tensor_gpu import (
     reverse_sequence_plan,
     slice_geometry,
     space_to_depth_plan,
+    split_part_request,
     split_sizes,
     squeezed_shape,
     storage_bits,
@@ -247,21 +248,20 @@ def _split(rec, layer, data, axis, sizes, count):
 
 @pixel("Split", 1, host_inputs=(1,))
 def split_v1(rec, layer, x, split_sizes=None, *, axis=0, split=None, **attrs):
-    sizes = host_ints(split_sizes) if split_sizes is not None else split
-    return _split(rec, layer, x, axis, None if sizes is None else list(sizes), len(layer.outputs))
+    request = split_part_request(layer, split_sizes, split, None)
+    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
 @pixel("Split", 2)
 def split_v2(rec, layer, x, *, axis=0, split=None, **attrs):
-    return _split(rec, layer, x, axis, None if split is None else list(split), len(layer.outputs))
+    request = split_part_request(layer, None, split, None)
+    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
 @pixel("Split", 13, host_inputs=(1,))
 def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
-    if split is not None and num_outputs is not None:
-        return NotImplemented
-    count = len(layer.outputs) if num_outputs is None else int(num_outputs)
-    return _split(rec, layer, x, axis, None if split is None else host_ints(split), count)
+    request = split_part_request(layer, split, None, num_outputs)
+    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
 @pixel("Expand", 8, host_inputs=(1,))
