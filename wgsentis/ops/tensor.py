@@ -379,28 +379,39 @@ def _pad(data: np.ndarray, pads: list[int], mode: str, value, axes) -> np.ndarra
     return np.pad(data, width, mode=_PAD_MODES[mode])
 
 
+def pad_request(opset: int, pads: Any, value: Any, axes: Any) -> tuple[list[int], Any, list[int] | None]:
+    """Pad's one opset adapter, for every backend: (the pads, the constant value, the axes or None). Pad-1 and
+    Pad-2 take the pads (``paddings`` at 1) and ``value`` as attributes; from 11 they are inputs 1 and 2, and from
+    18 input 3 names the axes. ValueError where the pads are missing."""
+    if pads is None:
+        raise ValueError("Pad-1 needs 'paddings'" if opset < 2 else "Pad-2 needs 'pads'")
+    return int_list(pads), value, None if axes is None else int_list(axes)
+
+
 @register("Pad", 1)
 def pad_v1(ctx, data, *, mode="constant", paddings=None, value=0.0):
-    if paddings is None:
-        raise ValueError("Pad-1 needs 'paddings'")
-    return _pad(data, list(paddings), mode, value, None)
+    return _pad(data, *_with_mode(pad_request(1, paddings, value, None), mode))
 
 
 @register("Pad", 2)
 def pad_v2(ctx, data, *, mode="constant", pads=None, value=0.0):
-    if pads is None:
-        raise ValueError("Pad-2 needs 'pads'")
-    return _pad(data, list(pads), mode, value, None)
+    return _pad(data, *_with_mode(pad_request(2, pads, value, None), mode))
 
 
 @register("Pad", 11)
 def pad_v11(ctx, data, pads, constant_value=None, *, mode="constant"):
-    return _pad(data, int_list(pads), mode, constant_value, None)
+    return _pad(data, *_with_mode(pad_request(11, pads, constant_value, None), mode))
 
 
 @register("Pad", 18)
 def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
-    return _pad(data, int_list(pads), mode, constant_value, None if axes is None else int_list(axes))
+    return _pad(data, *_with_mode(pad_request(18, pads, constant_value, axes), mode))
+
+
+def _with_mode(request: tuple[list[int], Any, list[int] | None], mode: str) -> tuple:
+    """(pads, mode, value, axes): _pad's argument order."""
+    pads, value, axes = request
+    return pads, mode, value, axes
 
 
 @register("CenterCropPad", 18)

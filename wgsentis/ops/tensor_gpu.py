@@ -598,23 +598,30 @@ def _pad(rec, data, pads, mode, value, axes):
     return y
 
 
+def pad_request(opset: int, pads: Any, value: Any, axes: Any) -> Any:
+    """``tensor.pad_request`` for a GPU builder: (pads, value, axes), or None where the CPU kernel raises."""
+    try:
+        return _tensor.pad_request(opset, pads, value, axes)
+    except ValueError:
+        return None
+
+
 @gpu("Pad", 1)
 def pad_v1(rec, layer, data, *, mode="constant", paddings=None, value=0.0, **attrs):
-    if paddings is None:
-        return NotImplemented
-    return _pad(rec, data, [int(p) for p in paddings], mode, value, None)
+    request = pad_request(1, paddings, value, None)
+    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @gpu("Pad", 2)
 def pad_v2(rec, layer, data, *, mode="constant", pads=None, value=0.0, **attrs):
-    if pads is None:
-        return NotImplemented
-    return _pad(rec, data, [int(p) for p in pads], mode, value, None)
+    request = pad_request(2, pads, value, None)
+    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @gpu("Pad", 11, host_inputs=(1, 2, 3))
 def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constant", **attrs):
-    return _pad(rec, data, host_ints(pads), mode, constant_value, None if axes is None else host_ints(axes))
+    request = pad_request(11, pads, constant_value, axes)
+    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 # -- CumSum ---------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from wgsentis.ops.tensor_gpu import (
     reverse_sequence_plan,
     slice_geometry,
     space_to_depth_plan,
+    pad_request,
     split_part_request,
     split_sizes,
     squeezed_shape,
@@ -436,21 +437,20 @@ def _pad(rec, data, pads, mode, value, axes):
 
 @pixel("Pad", 1)
 def pad_v1(rec, layer, data, *, mode="constant", paddings=None, value=0.0, **attrs):
-    if paddings is None:
-        return NotImplemented
-    return _pad(rec, data, [int(p) for p in paddings], mode, value, None)
+    request = pad_request(1, paddings, value, None)
+    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @pixel("Pad", 2)
 def pad_v2(rec, layer, data, *, mode="constant", pads=None, value=0.0, **attrs):
-    if pads is None:
-        return NotImplemented
-    return _pad(rec, data, [int(p) for p in pads], mode, value, None)
+    request = pad_request(2, pads, value, None)
+    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @pixel("Pad", 11, host_inputs=(1, 2, 3))
 def pad(rec, layer, data, pads, constant_value=None, axes=None, *, mode="constant", **attrs):
-    return _pad(rec, data, host_ints(pads), mode, constant_value, None if axes is None else host_ints(axes))
+    request = pad_request(11, pads, constant_value, axes)
+    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @register("CumSum", 11, backend=GPU_PIXEL, host_inputs=(1,))
