@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import binary4_subs
 from wgsentis.backends.gpu.tensors import Declined
 from wgsentis.ops.activations import ACTIVATIONS, Activation, activation_expr
 from wgsentis.ops.registry import GPU_COMPUTE, register
@@ -248,16 +249,16 @@ class _NoFusion(Exception):  # noqa: N818 - internal: the layer falls back, the 
     pass
 
 
-def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, str, tuple[int, int]] | None:
-    """How binary4.wgsl reads float32 operand ``t`` (bound as ``var``) of an op with output ``out_shape``:
-    (storage type, loader body, (inner, dim) of an axis operand, else (1, 1)), or None where a group of
+def _vec4_operand(t: Any, out_shape: tuple[int, ...]) -> tuple[str, tuple[int, int]] | None:
+    """How binary4.wgsl reads float32 operand ``t`` of an op with output ``out_shape``: (its form,
+    shader_gen.BINARY4_FORMS, and the (inner, dim) of an axis operand, else (1, 1)), or None where a group of
     four output elements does not map to one vec4 or one element of it."""
     if t.dtype != np.float32:
         return None
     if tuple(t.shape) == out_shape:
-        return "vec4<f32>", f"return {var}[i];", (1, 1)
+        return "full", (1, 1)
     if t.size == 1:
-        return "f32", f"return vec4<f32>({var}[0]);", (1, 1)
+        return "scalar", (1, 1)
     shape = (1,) * (len(out_shape) - len(t.shape)) + tuple(t.shape)
     axes = [d for d, extent in enumerate(shape) if extent != 1]
     if len(axes) != 1 or shape[axes[0]] != out_shape[axes[0]]:
@@ -266,8 +267,7 @@ def _vec4_operand(t: Any, out_shape: tuple[int, ...], var: str) -> tuple[str, st
     if inner % 4:
         return None
     # Group i of a dispatch is group i + params[4] of the output (a block of it, see binary).
-    return ("f32", f"return vec4<f32>({var}[((i + pu(4u)) * 4u / {var}_INNER) % {var}_DIM]);",
-            (inner, shape[axes[0]]))
+    return "axis", (inner, shape[axes[0]])
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -298,7 +298,7 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     y = rec.alloc(out_shape, out_dtype)
     expr = bind_division(rec, expr)
     act_expr, act_params = act if act is not None else ("v", [0.0, 0.0, 0.0])
-    modes = [_vec4_operand(t, out_shape, name) for t, name in ((a, "A"), (b, "B"))]
+    modes = [_vec4_operand(t, out_shape) for t in (a, b)]
     blocks = rec.element_blocks(y.size, [t for t in (a, b, y) if t.size == y.size])
 
     def operand(t, first: int, count: int):
@@ -306,14 +306,13 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
 
     if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):
         # Four elements per invocation (see unary), broadcasting a scalar or one axis per group of four.
-        (ta, load_a, a_geom), (tb, load_b, b_geom) = modes
+        (a_form, a_geom), (b_form, b_geom) = modes
         geometry = {"A_INNER": a_geom[0], "A_DIM": a_geom[1], "B_INNER": b_geom[0], "B_DIM": b_geom[1]}
+        subs = {"EXPR": expr, "ACT": act_expr, **binary4_subs(a_form, b_form)}
         for first, count in blocks:
             rec.dispatch("compute/binary4.wgsl", [operand(a, first, count), operand(b, first, count)],
                          [_part(rec, y, first, count)], [count // 4, *act_params, first // 4], count // 4,
-                         workgroup=256, constants=geometry,
-                         subs={"EXPR": expr, "ACT": act_expr, "TA": ta, "TB": tb, "LOAD_A": load_a,
-                               "LOAD_B": load_b})
+                         workgroup=256, constants=geometry, subs=subs)
         return y
     params = [*broadcast_params(a, b, out_shape), *act_params]
     for first, count in blocks:

@@ -1,7 +1,8 @@
 // Float32 binary op four output elements at a time (the element count is a multiple of 4): drivers
 // that scalarise storage loads (lavapipe) load a vec4 in one go. Per component:
 // out = {{ACT}} of v = {{EXPR}} of `a` and `b`, the same scalar expressions as binary.wgsl.
-// Each operand is read as LOAD_A / LOAD_B of the group index i (elements 4i..4i+3):
+// Each operand is read by its loader load_A / load_B of the group index i (elements 4i..4i+3), LOAD_A and
+// LOAD_B (compute/gen/binary4_<form>.wgsl, chosen by shader_gen.binary4_subs):
 //   full    - the output's shape: the vec4 at i;
 //   scalar  - one element, splat;
 //   axis    - one non-unit axis whose inner extent (the product of the output dims after it) is a
@@ -29,15 +30,15 @@ fn f(a: f32, b: f32, alpha: f32, beta: f32, gamma: f32) -> f32 {
     return {{ACT}};
 }
 
-fn load_a(i: u32) -> vec4<f32> { {{LOAD_A}} }
-fn load_b(i: u32) -> vec4<f32> { {{LOAD_B}} }
+{{LOAD_A}}
+{{LOAD_B}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let p = load_a(i);
-    let q = load_b(i);
+    let p = load_A(i);
+    let q = load_B(i);
     let alpha = pf(1u);
     let beta = pf(2u);
     let gamma = pf(3u);

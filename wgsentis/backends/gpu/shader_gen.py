@@ -264,4 +264,19 @@ def matmul_subs(a_form: str, b_form: str, vec4_stores: bool, act: str) -> tuple[
     return subs, {"BVEC": int(b_form != "scalar")}  # B's columns count in groups of four unless it is strided
 
 
-__all__ += ["COMPUTE_GEN", "MATMUL_FORMS", "matmul_subs", "winograd_v_binding"]
+# How binary4.wgsl reads an operand (compute/gen/binary4_<form>.wgsl): "full" (the output's shape, vec4 by vec4),
+# "scalar" (one element) or "axis" (one axis that four consecutive output elements share).
+BINARY4_FORMS = {"full": "vec4<f32>", "scalar": "f32", "axis": "f32"}  # form -> the operand's storage type
+
+
+def binary4_subs(a_form: str, b_form: str) -> dict[str, str]:
+    """binary4.wgsl's storage types and loaders (load_A, load_B) of operands A and B in ``a_form`` and ``b_form``
+    (BINARY4_FORMS); the caller adds EXPR and ACT."""
+    subs = {}
+    for operand, form in (("A", a_form), ("B", b_form)):
+        subs[f"T{operand}"] = BINARY4_FORMS[form]
+        subs[f"LOAD_{operand}"] = snippet(f"{COMPUTE_GEN}/binary4_{form}.wgsl", {"OPERAND": operand})
+    return subs
+
+
+__all__ += ["BINARY4_FORMS", "COMPUTE_GEN", "MATMUL_FORMS", "binary4_subs", "matmul_subs", "winograd_v_binding"]
