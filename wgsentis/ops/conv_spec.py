@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-
 from wgsentis.ops import spec
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.ops.pool import pool_geometry

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from wgsentis.ops import spec
 from wgsentis.ops.spec import Output, describe, size_rule
 

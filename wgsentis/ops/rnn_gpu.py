@@ -19,6 +19,7 @@ from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.activations import rnn_activations
 from wgsentis.ops.registry import GPU_COMPUTE, register
 from wgsentis.ops.rnn import DEFAULT_ACTIVATIONS
+from wgsentis.ops.rnn_spec import rnn_geometry
 
 # Step-kernel flags (see wgsl/compute/rnn_common.wgsl).
 F_BIAS, F_LENS, F_H0_ZERO, F_C0_ZERO, F_Y, F_CLIP, F_VARIANT, F_PEEP = (1 << k for k in range(8))
@@ -75,21 +76,13 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
         return NotImplemented
     if bindings > int(rec.ctx.limits.get("max-storage-buffers-per-shader-stage", 8)):
         return NotImplemented
-    direction = str(direction).lower()
-    reverse = {"forward": [False], "foward": [False], "reverse": [True], "bidirectional": [False, True]}.get(direction)
-    if reverse is None or X.ndim != 3 or W.ndim != 3 or R.ndim != 3:
-        return NotImplemented
-    layout = int(layout)
-    dirs = len(reverse)
-    seq, batch, inp = (X.shape[1], X.shape[0], X.shape[2]) if layout else X.shape
-    hidden = int(hidden_size) if hidden_size is not None else R.shape[-1]
-    gh = gates * hidden
-    state_shape = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
-    if (tuple(W.shape) != (dirs, gh, inp) or tuple(R.shape) != (dirs, gh, hidden) or seq == 0
-            or (B is not None and B.size != dirs * 2 * gh) or (P is not None and P.size != dirs * 3 * hidden)
-            or (lens is not None and lens.size != batch)
-            or any(s is not None and tuple(s.shape) != state_shape for s in (h0, c0))):
+    geo = rnn_geometry(X, W, R, B, lens, h0, c0, P, direction=direction, layout=layout, hidden_size=hidden_size,
+                       gates=gates)
+    if geo is None:
         return NotImplemented  # shapes the CPU kernel rejects, or no step to run
+    layout = int(layout)
+    reverse, dirs, gh, state_shape = geo.reverse, len(geo.reverse), geo.gate_rows, geo.state_shape
+    seq, batch, inp, hidden = geo.seq, geo.batch, geo.inp, geo.hidden
     funcs = step_activations(activations, activation_alpha, activation_beta, defaults, dirs)
     if funcs is None:
         return NotImplemented

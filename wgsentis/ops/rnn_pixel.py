@@ -23,6 +23,7 @@ from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.matmul_pixel import divided, product
 from wgsentis.ops.registry import GPU_PIXEL
 from wgsentis.ops.rnn import DEFAULT_ACTIVATIONS
+from wgsentis.ops.rnn_spec import rnn_geometry
 from wgsentis.ops.rnn_gpu import step_activations, register_recurrent
 
 # Step-draw flags (see wgsl/pixel/rnn_common.wgsl).
@@ -164,21 +165,13 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
         return NotImplemented
     if lens is not None and getattr(lens, "dtype", None) not in (np.int32, np.int64):
         return NotImplemented
-    direction = str(direction).lower()
-    reverse = {"forward": [False], "foward": [False], "reverse": [True], "bidirectional": [False, True]}.get(direction)
-    if reverse is None or X.ndim != 3 or W.ndim != 3 or R.ndim != 3:
-        return NotImplemented
-    layout = int(layout)
-    dirs = len(reverse)
-    seq, batch, inp = (X.shape[1], X.shape[0], X.shape[2]) if layout else X.shape
-    hidden = int(hidden_size) if hidden_size is not None else R.shape[-1]
-    gh = gates * hidden
-    state_in = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
-    if (tuple(W.shape) != (dirs, gh, inp) or tuple(R.shape) != (dirs, gh, hidden) or seq == 0 or hidden == 0
-            or batch == 0 or inp == 0 or (B is not None and B.size != dirs * 2 * gh)
-            or (P is not None and P.size != dirs * 3 * hidden) or (lens is not None and lens.size != batch)
-            or any(s is not None and tuple(s.shape) != state_in for s in (h0, c0))):
+    geo = rnn_geometry(X, W, R, B, lens, h0, c0, P, direction=direction, layout=layout, hidden_size=hidden_size,
+                       gates=gates)
+    if geo is None or 0 in (geo.hidden, geo.batch, geo.inp):
         return NotImplemented  # shapes the CPU kernel rejects, or nothing to run
+    layout = int(layout)
+    reverse, dirs = geo.reverse, len(geo.reverse)
+    seq, batch, inp, hidden = geo.seq, geo.batch, geo.inp, geo.hidden
     funcs = step_activations(activations, activation_alpha, activation_beta, defaults, dirs)
     if funcs is None:
         return NotImplemented

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-
 from wgsentis.ops import spec
 from wgsentis.ops.spec import Output, size_rule
 
