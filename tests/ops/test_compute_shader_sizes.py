@@ -1,0 +1,140 @@
+"""Sizes live in uniforms, not in shader source (issue 30), on gpu-compute: a model whose MatMul, Gemm or
+elementwise op only changes size (same ranks, dtypes and operand forms) builds no pipeline of its own once the first
+size has run, and answers as the CPU does. ``stats()["pipelines_created"]`` counts the pipelines a program's
+recordings built. What a size still selects is a variant, not a size in the source: a matmul operand's form (vec4
+rows where rows are whole texels, the 1x4 kernel for one or two rows), which the sizes here keep.
+
+Not here: the Winograd transforms' tile grid and binary4.wgsl's axis operand (an Add of a (C, 1, 1) bias) keep
+their sizes as override constants, measured faster on lavapipe than uniform divisors (conv_winograd_gpu.py,
+elementwise_gpu.py say by how much), so each size of those builds its pipelines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import pytest
+
+import gpu_check
+import wgsentis as ws
+from wgsentis.backends.gpu.device import get_context, wgsl_source
+from wgsentis.backends.gpu.shader_gen import BINARY4_FORMS, MATMUL_FORMS, binary4_subs, matmul_subs
+
+pytestmark = gpu_check.requires_gpu
+COMPUTE = "gpu-compute"
+RNG = np.random.default_rng(30)
+Case = tuple[onnx.ModelProto, dict[str, np.ndarray]]
+
+
+def _x(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _matmul(n: int) -> Case:
+    feeds = {"a": _x(2, 3 * n, 4 * n), "b": _x(2, 4 * n, 8 * n)}  # device operands, batched, rows whole texels
+    return gpu_check.node_model("MatMul", feeds), feeds
+
+
+def _matmul_odd(n: int) -> Case:
+    feeds = {"a": _x(n + 3, 2 * n + 1), "b": _x(2 * n + 1, n + 2)}  # strided (scalar) operands, edge tiles
+    return gpu_check.node_model("MatMul", feeds), feeds
+
+
+def _matmul_constant_b(n: int) -> Case:
+    feeds = {"a": _x(3 * n, 4 * n)}  # B read through a texture of the constant
+    return gpu_check.node_model("MatMul", feeds, constants={"b": _x(4 * n, 5 * n)}), feeds
+
+
+def _gemm(n: int) -> Case:
+    feeds = {"a": _x(4 * n, 3 * n)}
+    constants = {"b": _x(5 * n, 3 * n), "c": _x(5 * n)}
+    return gpu_check.node_model("Gemm", feeds, constants=constants, transB=1, alpha=0.5, beta=2.0), feeds
+
+
+def _gemv(n: int) -> Case:
+    feeds = {"a": _x(1, 4 * n)}  # one row: the 1x4-tile kernel
+    return gpu_check.node_model("MatMul", feeds, constants={"b": _x(4 * n, 3 * n)}), feeds
+
+
+def _add(n: int) -> Case:
+    feeds = {"a": _x(2, n, 4 * n), "b": _x(2, n, 4 * n)}  # binary4.wgsl, full operands
+    return gpu_check.node_model("Add", feeds), feeds
+
+
+def _mul_scalar(n: int) -> Case:
+    feeds = {"a": _x(3, 4 * n), "b": _x(1)}  # binary4.wgsl, a scalar operand
+    return gpu_check.node_model("Mul", feeds), feeds
+
+
+def _sub_broadcast(n: int) -> Case:
+    feeds = {"a": _x(n, 1, n + 1), "b": _x(3, n + 1)}  # binary.wgsl: strides, not multiples of four
+    return gpu_check.node_model("Sub", feeds), feeds
+
+
+def _relu(n: int) -> Case:
+    feeds = {"x": _x(2, 4 * n)}  # unary4.wgsl
+    return gpu_check.node_model("Relu", feeds), feeds
+
+
+def _exp_odd(n: int) -> Case:
+    feeds = {"x": _x(3, 2 * n + 1)}  # unary.wgsl
+    return gpu_check.node_model("Exp", feeds), feeds
+
+
+def _where(n: int) -> Case:
+    feeds = {"c": _x(n, 3) > 0, "x": _x(n, 3), "y": _x(3)}  # map3.wgsl
+    return gpu_check.node_model("Where", feeds), feeds
+
+
+CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
+    "MatMul": (_matmul, 4, 7), "MatMul-strided": (_matmul_odd, 4, 9), "MatMul-constant-B": (_matmul_constant_b, 3, 5),
+    "Gemm": (_gemm, 3, 6), "MatMul-one-row": (_gemv, 3, 5), "Add": (_add, 3, 5), "Mul-scalar": (_mul_scalar, 3, 7),
+    "Sub-broadcast": (_sub_broadcast, 3, 6), "Relu": (_relu, 5, 9), "Exp": (_exp_odd, 5, 8), "Where": (_where, 4, 11),
+}
+
+
+@pytest.mark.parametrize("op", list(CASES))
+def test_a_second_size_builds_no_pipeline(op):
+    make, first, second = CASES[op]
+    model_a, feeds_a = make(first)
+    model_b, feeds_b = make(second)
+    with ws.Worker(ws.load_model(model_a), COMPUTE) as worker:
+        worker.run(feeds_a)
+        assert worker.stats()["fallback_layers"] == []
+        assert worker.stats()["pipelines_created"] >= 0
+    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
+    with ws.Worker(ws.load_model(model_b), COMPUTE) as worker:
+        got = worker.run(feeds_b)
+        stats = worker.stats()
+    assert stats["fallback_layers"] == []
+    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{op} {name}")
+
+
+@pytest.mark.parametrize("a_form", MATMUL_FORMS)
+@pytest.mark.parametrize("b_form", MATMUL_FORMS)
+@pytest.mark.parametrize("vec4_stores", [False, True])
+def test_every_matmul_variant_is_whole_wgsl(a_form, b_form, vec4_stores):
+    """shader_gen.matmul_subs fills every placeholder of the shader binding these forms, which compiles."""
+    ctx = get_context()
+    if "half" in (a_form, b_form) and not ctx.has_f16:
+        pytest.skip("the adapter has no shader-f16")
+    subs, constants = matmul_subs(a_form, b_form, vec4_stores, "max(v, 0.0)")
+    textures = "".join(side for side, form in (("a", a_form), ("b", b_form)) if form in ("tex", "linear"))
+    shader = f"compute/matmul_t{textures}.wgsl" if textures else "compute/matmul.wgsl"
+    source = wgsl_source(shader, subs)
+    assert ("\nenable f16;\n" in source) == ("half" in (a_form, b_form))  # the directive, not the comment
+    ctx.pipeline(("test_compute_shader_sizes", shader, a_form, b_form, vec4_stores), source,
+                 {"WG": 64, **constants}, f"{shader} {a_form} {b_form}")
+
+
+@pytest.mark.parametrize("a_form", list(BINARY4_FORMS))
+@pytest.mark.parametrize("b_form", list(BINARY4_FORMS))
+def test_every_binary4_variant_is_whole_wgsl(a_form, b_form):
+    """shader_gen.binary4_subs fills every placeholder of binary4.wgsl, which compiles."""
+    source = wgsl_source("compute/binary4.wgsl", {"EXPR": "a + b", "ACT": "v", **binary4_subs(a_form, b_form)})
+    get_context().pipeline(("test_compute_shader_sizes", "binary4", a_form, b_form), source, {"WG": 256},
+                           f"binary4 {a_form} {b_form}")
