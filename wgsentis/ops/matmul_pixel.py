@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import assemble_subs, pixel_matmul_subs, with_division
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.matmul_gpu import fused, matmul_shapes
 from wgsentis.ops.matmul_spec import gemm_dims
@@ -29,10 +30,8 @@ MAX_ROWS = 8  # outputs a fragment draws into as many render targets; fewer wher
 
 
 def divided(rec, expr: str) -> str:
-    """``expr`` with its div_f32 calls bound to the device's division (math.wgsl), as elementwise_pixel does."""
-    if "div_f32(" not in expr:
-        return expr
-    return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
+    """``expr`` with its div_f32 calls bound to the device's division (math.wgsl, ``shader_gen.with_division``)."""
+    return with_division(expr, rec.ctx.division_function)
 
 
 def rows_per_fragment(rec, m: int) -> int:
@@ -50,38 +49,12 @@ def rows_per_fragment(rec, m: int) -> int:
 def interleave(rec, targets: list[GTensor], y: GTensor, nblocks: int, m: int, mr: int) -> None:
     """Draw Y from the render targets of a many-output draw (matmul_assemble.wgsl): row ``r`` of every ``rows``
     (of ``m``, each ``nblocks`` texels) from target ``r``, whose texels hold ``mr`` rows per batch."""
-    rows = len(targets)
-    decls = [f"@group(0) @binding({r}) var T{r}: texture_2d<f32>;" for r in range(rows)]
-    decls.append(f"@group(0) @binding({rows}) var<uniform> params: Params;")
-    cases = " ".join(f"case {r}u: {{ v = textureLoad(T{r}, at, 0); }}" for r in range(rows - 1))
-    cases += f" default: {{ v = textureLoad(T{rows - 1}, at, 0); }}"
     rec.draw(_INTERLEAVE, targets, [y], [y.layout.texels, y.layout.shift, targets[0].layout.shift, nblocks, m, mr],
-             subs={"DECLS": "\n".join(decls), "ROWS": str(rows), "CASES": cases})
-
+             subs=assemble_subs(len(targets)))
 
 
 def _f32(x: Any) -> bool:
     return getattr(x, "dtype", None) == np.float32 and isinstance(x, np.ndarray | GTensor)
-
-
-def _shader_subs(rows: int, c_mode: int, act: str) -> dict[str, str]:
-    """The substitutions of matmul.wgsl for ``rows`` rows per fragment and C's mode (0: none)."""
-    decls = []
-    if c_mode:
-        decls.append("@group(0) @binding(2) var C: texture_2d<f32>;")
-    decls.append(f"@group(0) @binding({3 if c_mode else 2}) var<uniform> params: Params;")
-    cload = ""
-    if c_mode == 1:
-        cload = "v += pf(18u) * textureLoad(C, at(m * pu(14u) + nb * pu(15u), pu(4u)), 0);"
-    elif c_mode == 2:
-        cload = "v += pf(18u) * vec4<f32>(textureLoad(C, at(m * pu(14u), pu(4u)), 0).x);"
-    fields = " ".join(f"@location({r}) r{r}: vec4<f32>," for r in range(rows))
-    init = "\n    ".join(f"let m{r} = min(mi * {rows}u + {r}u, m_last); var a{r} = a_off + m{r} * a_sm; "
-                         f"var acc{r} = vec4<f32>(0.0);" for r in range(rows))
-    step = "\n        ".join(f"acc{r} += bm * textureLoad(A, at(a{r}, ash), 0); a{r} += a_sk;" for r in range(rows))
-    out = "\n    ".join(f"out.r{r} = finish(acc{r}, m{r}, nb);" for r in range(rows))
-    return {"DECLS": "\n".join(decls), "CLOAD": cload, "OUT_STRUCT": f"struct Out {{ {fields} }}", "OUT_TYPE": "Out",
-            "ROW_INIT": init, "ROW_STEP": step, "ROW_OUT": out, "ACT": act}
 
 
 def product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k: int, batch: tuple[int, ...],
@@ -107,7 +80,7 @@ def product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k
         b_strides[0], b_strides[1], c_sm, c_sn, c_mode, float(alpha), float(beta), *[float(v) for v in act[1]],
         *lead, *batch, *pad, *a_strides[2], *pad, *b_strides[2]]
     inputs = [a, b] if c_t is None else [a, b, c_t]
-    rec.draw(_SHADER, inputs, targets, params, subs=_shader_subs(rows, c_mode, divided(rec, act[0])))
+    rec.draw(_SHADER, inputs, targets, params, subs=pixel_matmul_subs(rows, c_mode, divided(rec, act[0])))
     if rows > 1:
         interleave(rec, targets, y, nblocks, m, mr)
     return True

@@ -280,3 +280,51 @@ def binary4_subs(a_form: str, b_form: str) -> dict[str, str]:
 
 
 __all__ += ["BINARY4_FORMS", "COMPUTE_GEN", "MATMUL_FORMS", "binary4_subs", "matmul_subs", "winograd_v_binding"]
+
+
+# -- gpu-pixel matmul, conv and rnn programs (ops/matmul_pixel.py, conv_pixel.py, rnn_pixel.py) -------------------
+# Their fragments draw several outputs into as many render targets (a variant: the device's attachments decide how
+# many), so the per-output statements repeat, once per target, from the one-line templates in wgsl/pixel/gen/.
+def _each(template: str, count: int, sep: str, **subs: int | str) -> str:
+    """``template`` filled once per output r < ``count`` (its ``{{R}}``), joined by ``sep``."""
+    return sep.join(_fill(template, R=r, **subs) for r in range(count))
+
+
+def texture(binding: int, name: str, kind: str = "f32") -> str:
+    """The declaration of a texture a draw reads: ``name`` at ``binding``, texels of ``kind``."""
+    return _fill("texture", K=binding, NAME=name, KIND=kind)
+
+
+def uniform(binding: int) -> str:
+    """The declaration of the draw's parameter block at ``binding`` (after its textures)."""
+    return _fill("uniform", K=binding)
+
+
+def render_targets(count: int) -> dict[str, str]:
+    """OUT_STRUCT and OUT_TYPE of a fragment drawing ``count`` rgba32float targets r0, r1, ..."""
+    return {"OUT_STRUCT": _fill("targets", FIELDS=_each("target_field", count, "\n    ")), "OUT_TYPE": "Out"}
+
+
+def assemble_subs(count: int) -> dict[str, str]:
+    """matmul_assemble.wgsl's substitutions for ``count`` targets T0, T1, ... of a many-output draw."""
+    decls = [texture(r, f"T{r}") for r in range(count)]
+    decls.append(uniform(count))
+    cases = "\n        ".join([*(_fill("assemble_case", R=r) for r in range(count - 1)),
+                               _fill("assemble_default", R=count - 1)])
+    return {"DECLS": "\n".join(decls), "ROWS": str(count), "CASES": cases}
+
+
+def pixel_matmul_subs(rows: int, c_mode: int, act: str) -> dict[str, str]:
+    """pixel/matmul.wgsl's substitutions for ``rows`` rows per fragment (one render target each), C's mode (0:
+    none, 1: a texel of four columns per (row, block), 2: one value per row) and the fused activation ``act`` (its
+    divisions already the device's, ``with_division``)."""
+    decls = [texture(2, "C")] if c_mode else []
+    decls.append(uniform(3 if c_mode else 2))
+    cload = {0: "", 1: snippet("pixel/body/matmul_c_texel.wgsl"), 2: snippet("pixel/body/matmul_c_lane.wgsl")}
+    return {"DECLS": "\n".join(decls), "CLOAD": cload[c_mode], **render_targets(rows),
+            "ROW_INIT": _each("matmul_row_init", rows, "\n    ", ROWS=rows),
+            "ROW_STEP": _each("matmul_row_step", rows, "\n        "),
+            "ROW_OUT": _each("matmul_row_out", rows, "\n    "), "ACT": act}
+
+
+__all__ += ["assemble_subs", "pixel_matmul_subs", "render_targets", "texture", "uniform"]

@@ -1,0 +1,1 @@
+case {{R}}u: { v = textureLoad(T{{R}}, at, 0); }

@@ -1,0 +1,1 @@
+default: { v = textureLoad(T{{R}}, at, 0); }

@@ -1,0 +1,1 @@
+out.r{{R}} = finish(acc{{R}}, m{{R}}, nb);

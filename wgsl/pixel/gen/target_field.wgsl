@@ -1,0 +1,1 @@
+@location({{R}}) r{{R}}: vec4<f32>,
