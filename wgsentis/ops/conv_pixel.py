@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import pixel_conv_subs, pixel_winograd_in_subs, pixel_winograd_out_subs
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.ops.matmul_gpu import fused, host_value
@@ -30,28 +31,6 @@ from wgsentis.ops.registry import GPU_PIXEL, register
 _SHADER = "pixel/conv.wgsl"
 _WINOGRAD_IN = "pixel/winograd_in.wgsl"
 _WINOGRAD_OUT = "pixel/winograd_out.wgsl"
-
-
-def _shader_subs(rows: int, residual: bool, act: str) -> dict[str, str]:
-    """conv.wgsl's substitutions for ``rows`` output columns per fragment, with or without a residual Z."""
-    decls = "@group(0) @binding(2) var<uniform> params: Params;"
-    if residual:
-        decls = "@group(0) @binding(2) var Z: texture_2d<f32>;\n@group(0) @binding(3) var<uniform> params: Params;"
-    fields = " ".join(f"@location({p}) r{p}: vec4<f32>," for p in range(rows))
-    init = "\n    ".join(f"let ow{p} = owi * {rows}u + {p}u; var acc{p} = zero;" for p in range(rows))
-    tap = "\n                ".join(f"var ok{p} = false; var x{p} = xrow + source(ow{p}, kw, SW, DW, pi(19u), w_in, "
-                                    f"&ok{p});" for p in range(rows))
-    # Where no column can read padding (no W padding, not transposed) the loads need no check (CHECK_W false).
-    load = "select(zero, textureLoad(X, at(x{p}, xs), 0), ok{p} || !CHECK_W)"
-    depthwise = "\n                    ".join(f"acc{p} += w * {load.format(p=p)};" for p in range(rows))
-    step = "\n                        ".join(f"acc{p} += w * {load.format(p=p)}; x{p} += plane;" for p in range(rows))
-    outs = []
-    for p in range(rows):
-        z = (f" v{p} += textureLoad(Z, at(prefix * pu(23u) + min(ow{p}, pu(23u) - 1u), pu(24u)), 0);"
-             if residual else "")
-        outs.append(f"var v{p} = acc{p} + bias;{z} out.r{p} = finish(v{p}, lanes);")
-    return {"DECLS": decls, "OUT_STRUCT": f"struct Out {{ {fields} }}", "POS_INIT": init, "POS_TAP": tap,
-            "POS_DEPTHWISE": depthwise, "POS_STEP": step, "POS_OUT": "\n    ".join(outs), "ACT": act}
 
 
 def _first_blocks(m: int, cg: int, mg: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +127,7 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
                  "CHECK_W": int(transposed or pd[2] != 0 or (ow - 1) * sw + (kw - 1) * dw >= wd)}
     inputs = [x, wt] if z is None else [x, wt, z]
     rec.draw(_SHADER, inputs, targets, params, constants=constants,
-             subs=_shader_subs(rows, z is not None, divided(rec, act[0])))
+             subs=pixel_conv_subs(rows, z is not None, divided(rec, act[0])))
     if rows > 1:
         interleave(rec, targets, y, 1, ow, owr)
     return y
@@ -180,84 +159,9 @@ def _winograd_applies(X, w: np.ndarray, group: int, strides: list[int], dilation
             and w.shape[0] >= WINOGRAD_MIN_OUTPUT_CHANNELS)
 
 
-def _wgsl_floats(m: np.ndarray) -> str:
-    return ", ".join(f"{float(v)!r}" for v in m.reshape(-1))
-
-
 def _winograd_weights(w: np.ndarray, g: np.ndarray) -> np.ndarray:
     """(M, C, 3, 3) -> U = G w G^T as (A, A, C, M) float32: U[i, j] the B operand of product (i, j)."""
     return np.einsum("ai,mcij,bj->abcm", g, w.astype(np.float64), g).astype(np.float32)
-
-
-def _term(coef: float, value: str) -> str:
-    """``coef * value`` as WGSL, without the multiply for +-1."""
-    if coef == 1:
-        return f" + {value}"
-    if coef == -1:
-        return f" - {value}"
-    return f" + {float(coef)!r} * {value}"
-
-
-def _combination(coefs: np.ndarray, names: list[str]) -> str:
-    """The WGSL sum of ``names`` weighed by ``coefs`` (zeros skipped; the zero vector where all are)."""
-    text = "".join(_term(c, name) for c, name in zip(coefs, names, strict=True) if c != 0)
-    if not text:
-        return "zero"
-    return text[3:] if text.startswith(" + ") else "-" + text[3:]
-
-
-def _winograd_in_subs(bt: np.ndarray, side: int) -> dict[str, str]:
-    """winograd_in.wgsl's substitutions for B^T (A x A): per row i of B^T the input rows it weighs, loaded once
-    each, and per target j the column combination."""
-    a = bt.shape[0]
-    cols = " ".join(f"let x{v} = xb + {v}; let ok{v} = x{v} >= 0 && x{v} < w;" for v in range(a))
-    cases = []
-    for i in range(a):
-        body = []
-        for u in np.nonzero(bt[i])[0]:
-            loads = " ".join(f"let d{v} = select(zero, textureLoad(X, at(row + u32(max(x{v}, 0)), xs), 0), ok{v});"
-                             for v in range(a))
-            adds = " ".join(f"e{v} = e{v}{_term(bt[i, u], f'd{v}')};" for v in range(a))
-            body.append(f"if (y0 + {u} >= 0 && y0 + {u} < h) {{ let row = (plane + u32(y0 + {u})) * u32(w); "
-                        f"{loads} {adds} }}")
-        label = "default" if i == a - 1 else f"case {i}u"
-        cases.append(f"{label}: {{ " + " ".join(body) + " }")
-    columns = " ".join(f"out.r{j} = {_combination(bt[j], [f'e{v}' for v in range(a)])};" for j in range(a))
-    fields = " ".join(f"@location({j}) r{j}: vec4<f32>," for j in range(a))
-    return {"OUT_STRUCT": f"struct Out {{ {fields} }}", "COLS": cols,
-            "E_INIT": " ".join(f"var e{v} = zero;" for v in range(a)), "ROWS": "\n        ".join(cases),
-            "COLUMNS": columns, "S": str(side)}
-
-
-def _winograd_out_subs(a_t: np.ndarray, residual: bool, act: str) -> dict[str, str]:
-    """winograd_out.wgsl's substitutions for A^T (S x A): per output row ry the products it weighs, per column
-    rx (render target) their combination."""
-    side, a = a_t.shape
-    decls = [f"@group(0) @binding({j}) var P{j}: texture_2d<f32>;" for j in range(a)]
-    decls.append(f"@group(0) @binding({a}) var Bias: texture_2d<f32>;")
-    if residual:
-        decls.append(f"@group(0) @binding({a + 1}) var Z: texture_2d<f32>;")
-    decls.append(f"@group(0) @binding({a + 1 + int(residual)}) var<uniform> params: Params;")
-    cases = []
-    for ry in range(side):
-        body = []
-        for i in np.nonzero(a_t[ry])[0]:
-            loads = " ".join(f"q{j} = q{j}{_term(a_t[ry, i], f'textureLoad(P{j}, at(p, ps), 0)')};"
-                             for j in range(a))
-            body.append(f"{{ let p = p0 + {i}u * step; {loads} }}")
-        label = "default" if ry == side - 1 else f"case {ry}u"
-        cases.append(f"{label}: {{ " + " ".join(body) + " }")
-    columns = []
-    for rx in range(side):
-        # Columns past OW read Z's last column (a valid texel); they are never assembled into Y.
-        z = (f" v{rx} += textureLoad(Z, at(prefix * ow + min(tx * {side}u + {rx}u, ow - 1u), pu(4u)), 0);"
-             if residual else "")
-        q = _combination(a_t[rx], [f"q{j}" for j in range(a)])
-        columns.append(f"var v{rx} = {q} + bias;{z} out.r{rx} = finish(v{rx}, lanes);")
-    fields = " ".join(f"@location({rx}) r{rx}: vec4<f32>," for rx in range(side))
-    return {"DECLS": "\n".join(decls), "Q_INIT": " ".join(f"var q{j} = zero;" for j in range(a)),
-            "ROWS": "\n        ".join(cases), "S": str(side), "OUT_STRUCT": f"struct Out {{ {fields} }}",
-            "COLUMNS": "\n    ".join(columns), "ACT": act}
 
 
 def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: tuple[int, ...],
@@ -291,7 +195,7 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
     vs = [rec.alloc((a, tiles, c), np.float32, -1) for _ in range(a)]
     rec.draw(_WINOGRAD_IN, [x], vs, [vs[0].layout.texels, vs[0].layout.shift, x.layout.shift, cb, tiles, tw, th,
                                      wd, h, int(begins[0]) & 0xFFFFFFFF, int(begins[1]) & 0xFFFFFFFF],
-             subs=_winograd_in_subs(bt, side))
+             subs=pixel_winograd_in_subs(bt, side))
     plain = SimpleNamespace(fused_activation=None)  # the activation comes after the output transform
     prods = []
     for j in range(a):
@@ -310,7 +214,7 @@ def _winograd(rec, layer, X, w: np.ndarray, b: np.ndarray | None, *, out_shape: 
                                  bias.layout.shift, z.layout.shift if z is not None else 0, tw, oh, mb, ow, th,
                                  tiles, m, *[float(v) for v in act[1]]]
     rec.draw(_WINOGRAD_OUT, [*prods, bias] if z is None else [*prods, bias, z], targets, params,
-             subs=_winograd_out_subs(a_t, z is not None, divided(rec, act[0])))
+             subs=pixel_winograd_out_subs(a_t, z is not None, divided(rec, act[0])))
     interleave(rec, targets, y, 1, ow, tw)
     return y
 

@@ -327,4 +327,87 @@ def pixel_matmul_subs(rows: int, c_mode: int, act: str) -> dict[str, str]:
             "ROW_OUT": _each("matmul_row_out", rows, "\n    "), "ACT": act}
 
 
-__all__ += ["assemble_subs", "pixel_matmul_subs", "render_targets", "texture", "uniform"]
+def pixel_conv_subs(columns: int, residual: bool, act: str) -> dict[str, str]:
+    """pixel/conv.wgsl's substitutions for ``columns`` output columns per fragment (one render target each), with
+    or without a residual Z added before the fused activation ``act`` (its divisions the device's)."""
+    decls = [texture(2, "Z"), uniform(3)] if residual else [uniform(2)]
+    return {"DECLS": "\n".join(decls), **render_targets(columns),
+            "POS_INIT": _each("conv_pos_init", columns, "\n    ", ROWS=columns),
+            "POS_TAP": _each("conv_pos_tap", columns, "\n                "),
+            "POS_DEPTHWISE": _each("conv_pos_depthwise", columns, "\n                    "),
+            "POS_STEP": _each("conv_pos_step", columns, "\n                        "),
+            "POS_OUT": _each("conv_pos_out_residual" if residual else "conv_pos_out", columns, "\n    "), "ACT": act}
+
+
+# pixel/winograd_in.wgsl and winograd_out.wgsl compile the transform matrices' entries in (F(2x2) or F(4x4), the
+# variant): the sums below are generated from the matrices ops/conv_pixel.py holds.
+def _term(coef: float, value: str) -> str:
+    """``coef * value`` as a WGSL addend, without the multiply for +-1."""
+    if coef == 1:
+        return f" + {value}"
+    if coef == -1:
+        return f" - {value}"
+    return f" + {float(coef)!r} * {value}"
+
+
+def _combination(coefs: Sequence[float], names: list[str]) -> str:
+    """The WGSL sum of ``names`` weighed by ``coefs`` (zeros skipped; the zero vector where all are)."""
+    text = "".join(_term(c, name) for c, name in zip(coefs, names, strict=True) if c != 0)
+    if not text:
+        return "zero"
+    return text[3:] if text.startswith(" + ") else "-" + text[3:]
+
+
+def pixel_winograd_in_subs(bt: Sequence[Sequence[float]], side: int) -> dict[str, str]:
+    """winograd_in.wgsl's substitutions for B^T (an A x A array) and output tile ``side``: per row i of B^T the
+    input rows it weighs, loaded once each, and per target j the column combination."""
+    a = len(bt)
+    cols = " ".join(f"let x{v} = xb + {v}; let ok{v} = x{v} >= 0 && x{v} < w;" for v in range(a))
+    cases = []
+    for i in range(a):
+        body = []
+        for u in (u for u in range(a) if bt[i][u] != 0):
+            loads = " ".join(f"let d{v} = select(zero, textureLoad(X, at(row + u32(max(x{v}, 0)), xs), 0), ok{v});"
+                             for v in range(a))
+            adds = " ".join(f"e{v} = e{v}{_term(bt[i][u], f'd{v}')};" for v in range(a))
+            body.append(f"if (y0 + {u} >= 0 && y0 + {u} < h) {{ let row = (plane + u32(y0 + {u})) * u32(w); "
+                        f"{loads} {adds} }}")
+        label = "default" if i == a - 1 else f"case {i}u"
+        cases.append(f"{label}: {{ " + " ".join(body) + " }")
+    columns = " ".join(f"out.r{j} = {_combination(bt[j], [f'e{v}' for v in range(a)])};" for j in range(a))
+    return {**render_targets(a), "COLS": cols, "E_INIT": " ".join(f"var e{v} = zero;" for v in range(a)),
+            "ROWS": "\n        ".join(cases), "COLUMNS": columns, "S": str(side)}
+
+
+def pixel_winograd_out_subs(a_t: Sequence[Sequence[float]], residual: bool, act: str) -> dict[str, str]:
+    """winograd_out.wgsl's substitutions for A^T (an S x A array): per output row ry the products it weighs, per
+    column rx (render target) their combination, with or without a residual Z, and the fused activation ``act``."""
+    side, a = len(a_t), len(a_t[0])
+    decls = [texture(j, f"P{j}") for j in range(a)]
+    decls.append(texture(a, "Bias"))
+    if residual:
+        decls.append(texture(a + 1, "Z"))
+    decls.append(uniform(a + 1 + int(residual)))
+    cases = []
+    for ry in range(side):
+        body = []
+        for i in (i for i in range(a) if a_t[ry][i] != 0):
+            loads = " ".join(f"q{j} = q{j}{_term(a_t[ry][i], f'textureLoad(P{j}, at(p, ps), 0)')};"
+                             for j in range(a))
+            body.append(f"{{ let p = p0 + {i}u * step; {loads} }}")
+        label = "default" if ry == side - 1 else f"case {ry}u"
+        cases.append(f"{label}: {{ " + " ".join(body) + " }")
+    columns = []
+    for rx in range(side):
+        # Columns past OW read Z's last column (a valid texel); they are never assembled into Y.
+        z = (f" v{rx} += textureLoad(Z, at(prefix * ow + min(tx * {side}u + {rx}u, ow - 1u), pu(4u)), 0);"
+             if residual else "")
+        q = _combination(a_t[rx], [f"q{j}" for j in range(a)])
+        columns.append(f"var v{rx} = {q} + bias;{z} out.r{rx} = finish(v{rx}, lanes);")
+    return {"DECLS": "\n".join(decls), "Q_INIT": " ".join(f"var q{j} = zero;" for j in range(a)),
+            "ROWS": "\n        ".join(cases), "S": str(side), **render_targets(side),
+            "COLUMNS": "\n    ".join(columns), "ACT": act}
+
+
+__all__ += ["assemble_subs", "pixel_conv_subs", "pixel_matmul_subs", "pixel_winograd_in_subs",
+            "pixel_winograd_out_subs", "render_targets", "texture", "uniform"]

@@ -1,0 +1,1 @@
+let ow{{R}} = owi * {{ROWS}}u + {{R}}u; var acc{{R}} = zero;

@@ -1,0 +1,1 @@
+var v{{R}} = acc{{R}} + bias; out.r{{R}} = finish(v{{R}}, lanes);
