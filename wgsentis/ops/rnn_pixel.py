@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import rnn_join_subs
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops.matmul_pixel import divided, product
 from wgsentis.ops.registry import GPU_PIXEL
@@ -83,10 +84,7 @@ def _weights(rec, name: str, W, R, B, *, dirs: int, gates: int, hidden: int, inp
     else:
         w = rec.tensor(W, f"{name}:W")
         # (inp, N): column n is unit j = n % hp of gate-row dg = n // hp, zero past hidden
-        wt = rec.map([w], (inp, n), np.float32, -1,
-                     "let dg = c.c[5] / pe(0u); let j = c.c[5] % pe(0u); r = 0.0; "
-                     "if (j < pe(1u)) { var q = c; q.c[3] = dg / pe(2u); q.c[4] = (dg % pe(2u)) * pe(1u) + j; "
-                     "q.c[5] = c.c[4]; r = x0(q); }", [hp, hidden, gates])
+        wt = rec.map([w], (inp, n), np.float32, -1, "pixel/body/rnn_w_transpose.wgsl", [hp, hidden, gates])
     bias = None
     rbh = None
     if isinstance(B, np.ndarray):
@@ -99,14 +97,9 @@ def _weights(rec, name: str, W, R, B, *, dirs: int, gates: int, hidden: int, inp
     elif B is not None:
         b = rec.tensor(B, f"{name}:B")
         fold = sum(1 << g for g, f in enumerate(_folded(gates, lbr)) if f)
-        bias = rec.map([b], (1, n), np.float32, -1,
-                       "let dg = c.c[5] / pe(0u); let j = c.c[5] % pe(0u); let g = dg % pe(2u); r = 0.0; "
-                       "if (j < pe(1u)) { var q = c; q.c[4] = dg / pe(2u); q.c[5] = g * pe(1u) + j; r = x0(q); "
-                       "if (((pe(3u) >> g) & 1u) == 1u) { q.c[5] += pe(2u) * pe(1u); r += x0(q); } }",
-                       [hp, hidden, gates, fold])
+        bias = rec.map([b], (1, n), np.float32, -1, "pixel/body/rnn_bias.wgsl", [hp, hidden, gates, fold])
         if lbr:
-            rbh = rec.map([b], (dirs, hidden), np.float32, -1, "var q = c; q.c[5] += pe(0u); r = x0(q);",
-                          [(gates + 2) * hidden])
+            rbh = rec.map([b], (dirs, hidden), np.float32, -1, "pixel/body/rnn_rbh.wgsl", [(gates + 2) * hidden])
     if isinstance(R, np.ndarray):
         r4 = rec.upload(rec.derived(("pixel-rnn-R", gates, hidden), (R,),
                                     lambda: R.reshape(dirs, gates, hidden, hidden)), f"{name}:R", 2)
@@ -119,15 +112,9 @@ def _weights(rec, name: str, W, R, B, *, dirs: int, gates: int, hidden: int, inp
 def _join(rec, parts: list[GTensor], out: GTensor, steps: int, dirs: int, batch: int, jbs: int, flags: int,
           size: int, lens: GTensor) -> None:
     """One rnn_y.wgsl draw of ``out`` from ``parts`` (``size`` steps each, the last maybe fewer)."""
-    n = len(parts)
-    decls = [f"@group(0) @binding({k}) var X{k}: texture_2d<f32>;" for k in range(n)]
-    decls.append(f"@group(0) @binding({n}) var Lens: texture_2d<i32>;")
-    decls.append(f"@group(0) @binding({n + 1}) var<uniform> params: Params;")
-    cases = " ".join(f"case {k}u: {{ v = textureLoad(X{k}, at(t, pu({9 + k}u)), 0); }}" for k in range(n - 1))
-    cases += f" default: {{ v = textureLoad(X{n - 1}, at(t, pu({8 + n}u)), 0); }}"
     params = [out.layout.texels, out.layout.shift, steps, dirs, batch, jbs, flags, size, lens.layout.shift,
               *[p.layout.shift for p in parts]]
-    rec.draw("pixel/rnn_y.wgsl", [*parts, lens], [out], params, subs={"DECLS": "\n".join(decls), "CASES": cases})
+    rec.draw("pixel/rnn_y.wgsl", [*parts, lens], [out], params, subs=rnn_join_subs(len(parts)))
 
 
 def _assemble(rec, states: list[GTensor], y_shape: tuple[int, ...], dirs: int, batch: int, hidden: int,
@@ -153,8 +140,7 @@ def _assemble(rec, states: list[GTensor], y_shape: tuple[int, ...], dirs: int, b
 def _batch_major(rec, state: GTensor) -> GTensor:
     """A (dirs, batch, hidden) state as (batch, dirs, hidden) (layout=1's Y_h / Y_c), texel by texel."""
     dirs, batch, hidden = state.shape
-    return rec.texels([state], (batch, dirs, hidden), np.float32, -1,
-                      "var q = c; q.c[3] = c.c[4]; q.c[4] = c.c[3]; out = x0(q);")
+    return rec.texels([state], (batch, dirs, hidden), np.float32, -1, "pixel/body/rnn_batch_major.wgsl")
 
 
 def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, activation_beta, activations,

@@ -409,5 +409,15 @@ def pixel_winograd_out_subs(a_t: Sequence[Sequence[float]], residual: bool, act:
             "COLUMNS": "\n    ".join(columns), "ACT": act}
 
 
+def rnn_join_subs(parts: int) -> dict[str, str]:
+    """pixel/rnn_y.wgsl's substitutions for a join of ``parts`` step states X0, X1, ... (part k's texture width
+    in params word 9 + k), then the sequence lengths and the parameter block."""
+    decls = [texture(k, f"X{k}") for k in range(parts)]
+    decls += [texture(parts, "Lens", "i32"), uniform(parts + 1)]
+    cases = [_fill("rnn_part_case", R=k, WORD=9 + k) for k in range(parts - 1)]
+    cases.append(_fill("rnn_part_default", R=parts - 1, WORD=8 + parts))
+    return {"DECLS": "\n".join(decls), "CASES": "\n        ".join(cases)}
+
+
 __all__ += ["assemble_subs", "pixel_conv_subs", "pixel_matmul_subs", "pixel_winograd_in_subs",
-            "pixel_winograd_out_subs", "render_targets", "texture", "uniform"]
+            "pixel_winograd_out_subs", "render_targets", "rnn_join_subs", "texture", "uniform"]

@@ -1,0 +1,1 @@
+case {{R}}u: { v = textureLoad(X{{R}}, at(t, pu({{WORD}}u)), 0); }

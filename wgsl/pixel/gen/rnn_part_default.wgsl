@@ -1,0 +1,1 @@
+default: { v = textureLoad(X{{R}}, at(t, pu({{WORD}}u)), 0); }
