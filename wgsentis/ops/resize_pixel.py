@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import resize_program
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK
 from wgsentis.ops.resize import resize_args
@@ -52,56 +53,13 @@ def _resize(rec, layer, X, scales, sizes, roi, *, mode, ctm, nearest_mode, cubic
     divides = any(np.any(tables[a][3] != 1) for a in resized)
     # Texel by texel needs no division: texels.wgsl has no math.wgsl (cubic with exclude_outside draws by element).
     texel = x.layout.axis not in resized and x.layout.kind == "f32" and not divides
-    acc_type = "vec4<f32>" if texel else x.layout.kind
-    zero = "vec4<f32>(0.0)" if texel else f"{acc_type}(0)"
-    lines = ["var d = c; var outside = false; var first = true;"]
-    for k, a in enumerate(resized):
-        n = tables[a][0].shape[1]
-        lines.append(f"let row{k} = {offsets[k]}u + c.c[{lead + a}] * {2 * n + 2}u; "
-                     f"let div{k} = tab(row{k} + {2 * n + 1}u);")
-        lines.append(f"if (tab(row{k} + {2 * n}u) != 0.0) {{ outside = true; }}")
-    lines.append(f"var sum0 = {zero};")
-    for k, a in enumerate(resized):
-        n = tables[a][0].shape[1]
-        if k and combine == "passes":
-            lines.append(f"var sum{k} = {zero};")
-        lines.append(f"for (var i{k} = 0u; i{k} < {n}u; i{k}++) {{")
-        lines.append(f"d.c[{lead + a}] = u32(tab(row{k} + i{k})); let w{k} = tab(row{k} + {n}u + i{k});")
-    last = len(resized) - 1
-    if combine == "nearest":
-        lines.append("sum0 = x0(d);" + "}" * len(resized))
-    elif combine == "corners":
-        weight = f"w{last}"
-        for k in reversed(range(last)):
-            weight = f"({weight} * w{k})"
-        lines.append(f"let term = rz_round({weight} * x0(d)); sum0 = select(sum0 + term, term, first); first = false;")
-        lines.append("}" * len(resized))
-    else:
-        lines.append(f"sum{last} = sum{last} + rz_term(x0(d), w{last}, div{last});")
-        for k in reversed(range(last)):
-            lines.append(f"}} sum{k} = sum{k} + rz_term(sum{k + 1}, w{k}, div{k});")
-        lines.append("}")
     if not rec.loops_fit(loop_passes(*[tables[a][0].shape[1] for a in resized]) * 8):
         return NotImplemented  # each tap's addressing loops count too
-    if texel:
-        lines.append("out = select(sum0, vec4<f32>(bitcast<f32>(pe(0u))), outside);")
-    else:
-        lines.append(f"r = select(sum0, bitcast<{acc_type}>(pe(0u)), outside);")
-    # The table is read lane by lane through its own accessor, whatever the draw's form (input 1: words 28-41).
-    helpers = ["fn tab(i: u32) -> f32 { var e: Coords; e.c[5] = i; let at = locate(28u, e); "
-               "return textureLoad(X1, at.xy, 0)[at.z]; }"]
-    if combine != "nearest":
-        value = "vec4<f32>" if texel else "f32"
-        bits = "vec4<u32>" if texel else "u32"
-        helpers.append(f"fn rz_round(v: {value}) -> {value} {{ return bitcast<{value}>(bitcast<{bits}>(v) ^ "
-                       f"{bits}(opaque_zero())); }}")
-        if texel:
-            helpers.append("fn rz_term(v: vec4<f32>, w: f32, d: f32) -> vec4<f32> { return rz_round(v * w); }")
-        else:
-            helpers.append(f"fn rz_term(v: f32, w: f32, d: f32) -> f32 {{ let q = rz_round(v * w); "
-                           f"if (d == 1.0) {{ return q; }} return {rec.ctx.division_function}(opaque_zero(), q, d); }}")
+    # The table offsets travel as words pe(1 + k): the source depends on the axes and their tap counts only.
+    body, helpers = resize_program([(lead + a, tables[a][0].shape[1]) for a in resized], combine, texel,
+                                   x.layout.kind, rec.ctx.division_function)
     draw = rec.texels if texel else rec.map
-    return draw([x, tb], out_shape, x.dtype, x.layout.axis, "\n".join(lines), [extrap], helpers="\n".join(helpers))
+    return draw([x, tb], out_shape, x.dtype, x.layout.axis, body, [extrap, *offsets], helpers=helpers)
 
 
 @pixel("Resize", 10, host_inputs=(1,))

@@ -419,5 +419,53 @@ def rnn_join_subs(parts: int) -> dict[str, str]:
     return {"DECLS": "\n".join(decls), "CASES": "\n        ".join(cases)}
 
 
+# -- gpu-pixel Resize (ops/resize_pixel.py) ---------------------------------------------------------------------
+def resize_program(axes: Sequence[tuple[int, int]], combine: str, texel: bool, kind: str,
+                   division_function: str) -> tuple[str, str]:
+    """The body and helpers of a Resize draw (texels.wgsl where ``texel``, else map.wgsl over elements of
+    ``kind``) over the resized ``axes``, each (its axis in the 6-dim frame, taps per output index): the taps of
+    output index o along resized axis k are table row pe(1 + k) + o * (2 * taps + 2) (its taps, their weights,
+    the outside flag and the divisor; the table is input 1, pe(0) the extrapolation value's bits), combined as
+    ``combine`` says ("nearest": the tap; "corners": the sum of (w_inner * ... * w_outer) * x from the first
+    term; "passes": one sum per axis, adding x * w / divisor). Table offsets are words, so the source depends
+    only on the axes, the tap counts and the combination."""
+    acc_type = "vec4<f32>" if texel else kind
+    zero = "vec4<f32>(0.0)" if texel else f"{acc_type}(0)"
+    lines = ["var d = c; var outside = false; var first = true;"]
+    for k, (axis, n) in enumerate(axes):
+        lines.append(f"let row{k} = pe({1 + k}u) + c.c[{axis}] * {2 * n + 2}u; "
+                     f"let div{k} = tab(row{k} + {2 * n + 1}u);")
+        lines.append(f"if (tab(row{k} + {2 * n}u) != 0.0) {{ outside = true; }}")
+    lines.append(f"var sum0 = {zero};")
+    for k, (axis, n) in enumerate(axes):
+        if k and combine == "passes":
+            lines.append(f"var sum{k} = {zero};")
+        lines.append(f"for (var i{k} = 0u; i{k} < {n}u; i{k}++) {{")
+        lines.append(f"d.c[{axis}] = u32(tab(row{k} + i{k})); let w{k} = tab(row{k} + {n}u + i{k});")
+    last = len(axes) - 1
+    if combine == "nearest":
+        lines.append("sum0 = x0(d);" + "}" * len(axes))
+    elif combine == "corners":
+        weight = f"w{last}"
+        for k in reversed(range(last)):
+            weight = f"({weight} * w{k})"
+        lines.append(f"let term = rz_round({weight} * x0(d)); sum0 = select(sum0 + term, term, first); first = false;")
+        lines.append("}" * len(axes))
+    else:
+        lines.append(f"sum{last} = sum{last} + rz_term(x0(d), w{last}, div{last});")
+        for k in reversed(range(last)):
+            lines.append(f"}} sum{k} = sum{k} + rz_term(sum{k + 1}, w{k}, div{k});")
+        lines.append("}")
+    if texel:
+        lines.append("out = select(sum0, vec4<f32>(bitcast<f32>(pe(0u))), outside);")
+    else:
+        lines.append(f"r = select(sum0, bitcast<{acc_type}>(pe(0u)), outside);")
+    helpers = [snippet("pixel/body/resize_tab.wgsl")]
+    if combine != "nearest":
+        rounding = "pixel/body/resize_round_texel.wgsl" if texel else "pixel/body/resize_round_element.wgsl"
+        helpers.append(snippet(rounding, None if texel else {"DIV": division_function}))
+    return "\n".join(lines), "\n".join(helpers)
+
+
 __all__ += ["assemble_subs", "pixel_conv_subs", "pixel_matmul_subs", "pixel_winograd_in_subs",
-            "pixel_winograd_out_subs", "render_targets", "rnn_join_subs", "texture", "uniform"]
+            "pixel_winograd_out_subs", "render_targets", "resize_program", "rnn_join_subs", "texture", "uniform"]
