@@ -146,7 +146,8 @@ def test_every_layout_switch_moves_every_element_exactly(shape):
                 back = rec.relayout(y, src)
                 assert y.layout.axis == dst and (dst != src or y is x)
                 stream = program.make_stream(False)
-                program._emit_steps(stream, rec.steps)
+                for step in rec.steps:
+                    stream.step(step)
                 rec.steps = []
                 encoder = stream.take()
                 got = read_texture(program.ctx, y.layout, y.alloc.texture.texture, encoder)

@@ -84,7 +84,7 @@ WGSL_STRING_DEBT = {
     "wgsentis/ops/elementwise_gpu.py": 3, "wgsentis/viewer.py": 1,
 }
 # Modules still over the line limit, at most this long (a ratchet while they are cut along their roles).
-LONG_MODULE_DEBT = {"wgsentis/backends/gpu/program.py": 978}
+LONG_MODULE_DEBT: dict[str, int] = {}
 MAX_GENERIC_OP_NAMES = 20  # op-type names left in the generic modules, each a real special case
 
 

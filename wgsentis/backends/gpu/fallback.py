@@ -90,23 +90,25 @@ class HostSync:
             host[k] = v
         return host
 
-    def _fallback_record(self, index: int, layer: Layer, args: list[Any], encoder: Any,
+    def record_fallback(self, index: int, layer: Layer, args: list[Any], encoder: Any,
                          env: dict[str, Any]) -> tuple[tuple[Any, ...], Fallback]:
-        captured = {n: self._value(n, env) for n in sorted(captured_names(layer))}
+        """Fallback layer ``index`` in a run being recorded: its inputs downloaded (one sync), its kernel run on the
+        host, its outputs uploaded; returns (the outputs, the plan's Fallback step that replays it)."""
+        captured = {n: self.value_of(n, env) for n in sorted(captured_names(layer))}
         for n, v in captured.items():
             if isinstance(v, GTensor):
                 v.name = v.name or n
         host = self._with_outer_scope(index, layer, args, captured, encoder)
         if self.control is not None:
             self.control.before_layer(layer, host)  # the host values are known now: check the budget again
-        results = self._run_host(index, host)
+        results = self.run_host(index, host)
         outputs: list[Any] = []
         targets: list[GTensor | None] = []
         for name, value in zip(layer.outputs, results, strict=False):
             target = None
             if name and isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
                 try:
-                    target = self._upload_input(name, value, None, layer.name)
+                    target = self.upload_input(name, value, None, layer.name)
                 except TooLargeForDevice:
                     target = None
             outputs.append(target if target is not None else value)
@@ -132,14 +134,14 @@ class HostSync:
         host = self._with_outer_scope(step.layer, layer, step.args, step.captured, encoder)
         if self.control is not None:
             self.control.before_layer(layer, host)
-        results = self._run_host(step.layer, host)
+        results = self.run_host(step.layer, host)
         for name, value, target in zip(layer.outputs, results, step.targets, strict=False):
             if target is None or not name:
                 continue
             if not isinstance(value, np.ndarray) or tuple(value.shape) != target.shape or value.dtype != target.dtype:
                 raise PlanInvalid(name)
             try:
-                self._upload_input(name, value, target, layer.name)
+                self.upload_input(name, value, target, layer.name)
             except TooLargeForDevice:
                 raise PlanInvalid(name) from None  # int64 values past int32: recorded anew, kept on the host
             target.host = None

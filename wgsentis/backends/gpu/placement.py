@@ -54,7 +54,7 @@ def value_bound(value: Any) -> int:
 def input_bound(value: np.ndarray) -> int:
     """The bound a plan records for an int64 input (or a fallback's int64 output) of these values: the next power
     of two at or above their largest |v| (at least 2**16), so a replay whose values stay under it keeps the plan
-    and one past it records anew (GPUProgram._upload_input checks)."""
+    and one past it records anew (GPUProgram.upload_input checks)."""
     largest = value_bound(value)
     return max(1 << 16, 1 << max(largest, 1).bit_length())
 

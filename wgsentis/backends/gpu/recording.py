@@ -1,0 +1,193 @@
+"""The recording of a plan in progress: the run's values bound to the graph's inputs, then every layer placed
+and recorded in order (its GPU steps, a host computation, or a fallback with a sync), its tensors freed after
+their last reader.
+
+A ``Recording`` is what one pass over the graph shares with the control-flow builders that call back into it
+(``read_scalar``; ``subgraphs.record_subgraph`` records a subgraph's layers into it): the plan being filled, the
+run's feeds and values, the command stream (None while tracing: nothing runs on the device) and how many of the
+recorder's steps are encoded already. The program (``program.GPUProgram``) owns the recording's memory (its pool,
+clock and live bytes) and lays the finished plan out for its replays (``bind_steps``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice, gpu_type_of
+from wgsentis.backends.gpu.layer_build import narrow_host_inputs
+from wgsentis.backends.gpu.placement import host_of, host_read
+from wgsentis.backends.gpu.replay import emit_layer
+from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Placement, Plan
+from wgsentis.backends.gpu.streams import CommandStream
+from wgsentis.backends.gpu.tensors import GTensor, GTexture, NeedsDeviceValues
+from wgsentis.errors import DeviceError
+from wgsentis.ir import Layer, captured_names
+from wgsentis.ops.spec import spec_of
+
+
+def bind_feeds(program: Any, feeds: dict[str, Any], plan: Plan) -> tuple[dict[str, Any], bool]:
+    """The run's values for the graph's inputs: device tensors uploaded by ``program`` (a ``GPUProgram``) where
+    the GPU can hold them, host values otherwise (those a replay must see again go into ``plan.host_read_inputs``).
+    Returns (the values by name, whether the plan can still be replayed)."""
+    cacheable = True
+    env: dict[str, Any] = {}
+    for name, value in feeds.items():
+        if isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
+            try:
+                t = program.upload_input(name, value, None)
+            except TooLargeForDevice:
+                env[name] = value
+                # Layers reading it run on the host with this value baked into the plan: replay only it.
+                plan.host_read_inputs[name] = np.array(value, copy=True)
+                continue
+            plan.input_tensors[name] = t
+            env[name] = t
+            program.retain(t)
+        else:
+            env[name] = value
+            # Values that stay on the host (strings, maps, sequences) are baked into what the plan ran on them:
+            # a replay must see the same values, or the run is recorded anew.
+            if isinstance(value, np.ndarray):
+                plan.host_read_inputs[name] = np.array(value, copy=True)
+            elif value is not None:
+                cacheable = False
+    for name in list(env):
+        if program.placer.last_use.get(name, -1) < 0 and name not in program.output_names:
+            program.drop(env[name])
+    return env, cacheable
+
+
+class Recording:
+    """One recording of ``program``'s graph (a ``GPUProgram``) into ``plan``, its steps made by the recorder
+    ``rec``: ``env`` holds the values by name (from ``bind_feeds``), ``stream`` is None while tracing."""
+
+    def __init__(self, program: Any, rec: Any, plan: Plan, feeds: dict[str, Any], env: dict[str, Any],
+                 stream: CommandStream | None) -> None:
+        self.program = program
+        self.rec = rec
+        self.plan = plan
+        self.feeds = feeds
+        self.env = env
+        self.stream = stream
+        self.encoded = 0  # the recorder's steps already encoded (and added to the plan)
+        self.reads_device = False  # a builder read a device value: the plan is recorded anew on every run
+        self.layer_index = -1
+
+    def value(self, name: str) -> Any:
+        """The value named ``name`` in the recording so far (a graph constant otherwise)."""
+        return self.program.value_of(name, self.env)
+
+    def note_host_read(self, name: str) -> None:
+        """An input of the run was read on the host: its value is part of the plan's signature."""
+        self.plan.host_read_inputs[name] = np.array(self.feeds[name], copy=True)
+
+    def record_layers(self, trace: bool, cacheable: bool) -> bool | None:
+        """Record every layer of the graph, then the plan's outputs. Returns whether the plan can be replayed
+        (``cacheable`` so far: what ``bind_feeds`` said), or None when a trace reached a fallback layer, whose
+        inputs only a run can give."""
+        program, rec, plan, env, stream = self.program, self.rec, self.plan, self.env, self.stream
+        placer = program.placer
+        for i, layer in enumerate(program.graph.layers):
+            self.layer_index = i
+            program.advance_clock()
+            rec.layer, rec.layer_index = layer, i
+            args = [self.value(n) if n else None for n in layer.inputs]
+            if program.control is not None:
+                program.control.before_layer(layer, args)  # stop or refuse before anything is allocated
+            kind, reason, outputs = self.place(rec, layer, args)
+            if kind != "fallback" and not spec_of(layer.op_type, layer.domain).shape_only:
+                for n in layer.inputs:
+                    if n in plan.input_tensors and (kind == "host" or n in host_read(layer, args, env)):
+                        self.note_host_read(n)
+            if kind == "gpu":
+                new = rec.steps[self.encoded:]
+                self.encoded = len(rec.steps)
+                if stream is not None:
+                    emit_layer(stream, program.graph.layers, i, new, program.debug_groups)
+                plan.steps.extend(new)
+            elif kind == "host":
+                outputs = program.run_host(i, [host_of(a) for a in args])
+            elif trace:
+                return None
+            else:
+                if narrow_host_inputs(args):
+                    # Its device inputs are narrow-typed inputs of the run (float16, int8...), whose host copies
+                    # serve: no sync, at record and at replay alike. Before such inputs lived on the device too,
+                    # this layer ran on the host from them, a host layer; it still is.
+                    kind, reason = "host", f"{reason}; its float16/8-bit inputs' host copies serve, no sync"
+                outputs, step = program.record_fallback(i, layer, args, stream.take(), env)
+                plan.steps.append(step)
+                # Outputs kept on the host (sequences, types the GPU lacks) make later layers depend
+                # on values a replay cannot check cheaply: such runs are recorded every time.
+                cacheable = cacheable and all(t is not None and n not in placer.host_needed
+                                              for t, n in zip(step.targets, layer.outputs, strict=False) if n)
+            plan.placements.append(Placement(layer.name, layer.op_type, kind, reason))
+            for name, value in zip(layer.outputs, outputs, strict=False):
+                if name:
+                    env[name] = value
+                    program.retain(value)
+            for n in set(layer.inputs) | captured_names(layer):
+                if n and placer.last_use.get(n) == i and n in env:
+                    program.drop(env[n])
+            for name, value in zip(layer.outputs, outputs, strict=False):
+                if name and name not in placer.last_use:
+                    program.drop(value)
+        plan.outputs = {n: self.value(n) for n in program.output_names}  # (an output may be a constant)
+        return cacheable and not self.reads_device
+
+    def place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:
+        """Where a layer runs, why, and (on the GPU) the outputs its builder recorded into ``rec``
+        (``LayerBuilder.place``)."""
+        start = len(rec.steps)
+        kind, reason, outputs = self.program.layer_builder.place(rec, layer, args, self.value)
+        if kind == "fallback":
+            # Steps a control-flow program already encoded before it gave up (read_scalar) have run; what is
+            # encoded next starts where the kept steps end.
+            self.encoded = min(self.encoded, start)
+        return kind, reason, outputs
+
+    def read_scalar(self, rec: Any, value: Any, what: str) -> np.ndarray:
+        """The host value of a small device tensor a control-flow program branches on (an If's condition, a Loop
+        body's): one download, counted with the run's transfers, after the work recorded so far is submitted.
+        Tracing cannot read the device (NeedsDeviceValues: the run is recorded as it runs instead), and a plan
+        that read one is recorded anew on every run, since its steps depend on the value."""
+        if not isinstance(value, GTensor):
+            return np.asarray(value)
+        if value.host is not None:
+            for name, t in self.plan.input_tensors.items():
+                if t is value:  # an input of the run: its value is part of the plan's signature
+                    self.note_host_read(name)
+            return value.host
+        if self.stream is None:
+            raise NeedsDeviceValues(f"its {what} is computed on the device: recorded as it runs, with one read")
+        pending = rec.steps[self.encoded:]
+        self.encoded = len(rec.steps)
+        program = self.program
+        emit_layer(self.stream, program.graph.layers, self.layer_index, pending, program.debug_groups)
+        self.plan.steps.extend(pending)
+        self.reads_device = True
+        value.name = value.name or what
+        return program.download([value], self.stream.take(), rec.layer.name)[0]
+
+
+def bind_steps(device: Any, steps: list[Any]) -> None:
+    """Bind every step of a plan where its tensors now live (after the planner laid them out)."""
+    for step in steps:
+        if isinstance(step, Dispatch | Draw):
+            try:
+                step.bind(device)
+            except Exception as exc:
+                raise DeviceError(f"{step.label}: bind group rejected: {exc}") from None
+        elif isinstance(step, Copy):
+            step.moved()
+
+
+def rebind_textures(device: Any, steps: list[Any]) -> None:
+    """Remake the bind groups (and native copy calls) of the steps that use textures (a scratch texture grew)."""
+    for step in steps:
+        if isinstance(step, Dispatch) and any(isinstance(r, GTexture) for r in step.extra):
+            step.bind(device)
+        elif isinstance(step, Copy):
+            step.moved()
