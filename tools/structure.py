@@ -21,7 +21,8 @@ LINE_LIMIT = 700
 # Modules that must read op knowledge from specs rather than keep their own per-op tables.
 GENERIC_MODULES = ("budget.py", "profiler/prune_model.py", "profiler/prune_channels.py", "profiler/prune_constants.py",
                    "backends/gpu/outer_tiles.py", "backends/gpu/program.py", "profiler/flops.py", "onnx_checks.py",
-                   "backends/gpu/placement.py")
+                   "backends/gpu/placement.py", "backends/gpu/layer_build.py", "backends/gpu/recording.py",
+                   "backends/gpu/subgraphs.py", "backends/gpu/replay.py")
 # Tokens that mark a string literal as WGSL source.
 WGSL_MARKERS = re.compile(r"@(fragment|vertex|compute|group|binding|builtin|location)\b|\bfn \w+\(|var<"
                           r"|\bvec4<f32>|\btextureLoad\(|\barray<")
