@@ -2,7 +2,9 @@
 elementwise op only changes size (same ranks, dtypes and operand forms) builds no pipeline of its own once the first
 size has run, and answers as the CPU does. ``stats()["pipelines_created"]`` counts the pipelines a program's
 recordings built. What a size still selects is a variant, not a size in the source: a matmul operand's form (vec4
-rows where rows are whole texels, the 1x4 kernel for one or two rows), which the sizes here keep.
+rows where rows are whole texels, the 1x4 kernel for one or two rows), which the sizes here keep. The gpu-pixel
+programs of the same families (MatMul, Gemm, Conv, LSTM, Resize, whose tap table offsets were literals) are
+checked the same way.
 
 Not here: the Winograd transforms' tile grid and binary4.wgsl's axis operand (an Add of a (C, 1, 1) bias) keep
 their sizes as override constants, measured faster on lavapipe than uniform divisors (conv_winograd_gpu.py,
@@ -106,6 +108,53 @@ def test_a_second_size_builds_no_pipeline(op):
         assert worker.stats()["pipelines_created"] >= 0
     want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
     with ws.Worker(ws.load_model(model_b), COMPUTE) as worker:
+        got = worker.run(feeds_b)
+        stats = worker.stats()
+    assert stats["fallback_layers"] == []
+    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{op} {name}")
+
+
+def _resize(n: int) -> Case:
+    feeds = {"x": _x(1, 2, n, n + 1)}  # the tap table's offsets move with the sizes: words, not literals
+    constants = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1.5, 0.75], np.float32)}
+    return gpu_check.node_model("Resize", feeds, constants=constants, input_order=["x", "roi", "scales"],
+                                mode="linear"), feeds
+
+
+def _pixel_conv(n: int) -> Case:
+    feeds = {"x": _x(1, 6, n, n)}
+    constants = {"w": _x(8, 6, 3, 3), "b": _x(8)}
+    return gpu_check.node_model("Conv", feeds, constants=constants, pads=[1, 1, 1, 1]), feeds
+
+
+def _lstm(n: int) -> Case:
+    # The batch changes; the sequence length would not do: Y's join binds one texture per step (up to MAX_PARTS),
+    # so its bind group, a structure, follows the length.
+    feeds = {"x": _x(3, n, 3)}
+    constants = {"W": _x(1, 16, 3), "R": _x(1, 16, 4), "B": _x(1, 32)}
+    return gpu_check.node_model("LSTM", feeds, constants=constants, hidden_size=4), feeds
+
+
+# The gpu-pixel programs of the same families: the sizes here keep the variants (rows per fragment at 8 and more
+# rows or columns).
+PIXEL_CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
+    "MatMul": (_matmul, 4, 7), "Gemm": (_gemm, 3, 6), "Resize": (_resize, 6, 9), "Conv": (_pixel_conv, 9, 13),
+    "LSTM": (_lstm, 3, 5),
+}
+
+
+@pytest.mark.parametrize("op", list(PIXEL_CASES))
+def test_a_second_size_builds_no_pipeline_on_gpu_pixel(op):
+    make, first, second = PIXEL_CASES[op]
+    model_a, feeds_a = make(first)
+    model_b, feeds_b = make(second)
+    with ws.Worker(ws.load_model(model_a), "gpu-pixel") as worker:
+        worker.run(feeds_a)
+        assert worker.stats()["fallback_layers"] == []
+    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
+    with ws.Worker(ws.load_model(model_b), "gpu-pixel") as worker:
         got = worker.run(feeds_b)
         stats = worker.stats()
     assert stats["fallback_layers"] == []
