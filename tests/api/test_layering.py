@@ -78,10 +78,15 @@ import structure  # noqa: E402  (tools/ is not a package)
 WGSL_GENERATOR = "wgsentis/backends/gpu/shader_gen.py"
 # WGSL still written as Python strings, per module, at most this many sites: a ratchet while those shaders move to
 # .wgsl files (a count may only fall; a module not listed may hold none).
+# (wgsentis/profiler/html.py's one is the HTML report's JavaScript, whose `let x = ` reads as WGSL.)
 WGSL_STRING_DEBT = {
-    "wgsentis/ops/conv_pixel.py": 18, "wgsentis/ops/matmul_pixel.py": 14, "wgsentis/ops/matmul_gpu.py": 13,
-    "wgsentis/ops/resize_pixel.py": 8, "wgsentis/ops/rnn_pixel.py": 6, "wgsentis/ops/conv_winograd_gpu.py": 4,
-    "wgsentis/ops/elementwise_gpu.py": 3, "wgsentis/viewer.py": 1,
+    "wgsentis/ops/indexing_pixel.py": 31, "wgsentis/ops/elementwise_gpu.py": 16,
+    "wgsentis/ops/elementwise_pixel.py": 15, "wgsentis/ops/quant_gpu.py": 12, "wgsentis/ops/tensor_pixel.py": 12,
+    "wgsentis/ops/activations.py": 8, "wgsentis/ops/contrib_quant_gpu.py": 8, "wgsentis/ops/generators_pixel.py": 8,
+    "wgsentis/ops/ml_gpu.py": 8, "wgsentis/ops/pool_gpu.py": 7, "wgsentis/ops/cast_gpu.py": 5,
+    "wgsentis/ops/generators_gpu.py": 5, "wgsentis/ops/cast_pixel.py": 4, "wgsentis/ops/indexing_gpu.py": 2,
+    "wgsentis/ops/tensor_gpu.py": 2, "wgsentis/ops/reduce_gpu.py": 1, "wgsentis/profiler/html.py": 1,
+    "wgsentis/viewer.py": 1,
 }
 # Modules still over the line limit, at most this long (a ratchet while they are cut along their roles).
 LONG_MODULE_DEBT: dict[str, int] = {}
