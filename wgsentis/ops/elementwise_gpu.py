@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.shader_gen import binary4_subs
+from wgsentis.backends.gpu.shader_gen import (ARITH, BITWISE, COMPARE, EXPRESSIONS, FLOAT_UNARY, INT_MOD, INT_UNARY,
+                                              LOGIC, as_bool, binary4_subs, is_inf, with_division)
 from wgsentis.backends.gpu.tensors import Declined
 from wgsentis.ops.activations import ACTIVATIONS, Activation, activation_expr
 from wgsentis.ops.registry import GPU_COMPUTE, register
@@ -21,17 +22,6 @@ from wgsentis.ops.registry import GPU_COMPUTE, register
 MAX_RANK = 6
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))  # stored on the device as int32 values
-
-FLOAT_UNARY: dict[str, str] = {
-    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)",
-    "Reciprocal": "div_f32(1.0, v)",
-    "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "select(sign(v), v, is_nan_f32(v))",
-    "Sin": "sin(v)",
-    "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
-    "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",
-    "Erf": "erf_approx(v)",
-}
-
 
 def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
     """Element strides of a row-major ``shape`` broadcast to ``out_shape`` (0 on broadcast axes)."""
@@ -62,7 +52,7 @@ def bind_division(rec, expr: str) -> str:
     divides asks for it, so models that never divide never run the device's division probe."""
     if "div_f32(" not in expr:
         return expr
-    return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
+    return with_division(expr, rec.ctx.division_function)
 
 
 def _part(rec, t, first: int, count: int):
@@ -161,11 +151,7 @@ def clip(rec, layer, x, lo=None, hi=None, **attrs):
         # x holds int32-range values, so a bound beyond that range acts like the range's end.
         return min(max(int(np.asarray(value).reshape(-1)[0]), _I32_MIN), _I32_MAX)
 
-    return unary(rec, x, "min(max(v, pi(1u)), pi(2u))", [bound(lo, _I32_MIN), bound(hi, _I32_MAX), 0])
-
-
-# Integer forms of the float unary functions (x holds int32-range values).
-INT_UNARY = {"Abs": "abs(v)", "Neg": "-v", "Sign": "select(select(0, -1, v < 0), 1, v > 0)"}
+    return unary(rec, x, EXPRESSIONS["clip_int"], [bound(lo, _I32_MIN), bound(hi, _I32_MAX), 0])
 
 
 def _register_float_unary(op: str, expr: str) -> None:
@@ -186,46 +172,25 @@ for _op, _expr in FLOAT_UNARY.items():
 def not_(rec, layer, x):
     if getattr(x, "dtype", None) != np.bool_:
         return NotImplemented
-    return unary(rec, x, "1u - v", [0.0] * 3)
+    return unary(rec, x, EXPRESSIONS["not"], [0.0] * 3)
 
 
 @register("IsNaN", backend=GPU_COMPUTE)
 def isnan(rec, layer, x):
     if not _float_in(x):
         return NotImplemented
-    # NaN is the only value not equal to itself (bit test: exponent all ones, mantissa non-zero).
-    return unary(rec, x, "select(0u, 1u, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)", [0.0] * 3,
-                 out_dtype=np.bool_)
+    return unary(rec, x, EXPRESSIONS["is_nan"], [0.0] * 3, out_dtype=np.bool_)
 
 
 @register("IsInf", backend=GPU_COMPUTE)
 def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
     if not _float_in(x):
         return NotImplemented
-    expr = (f"select(0u, 1u, (bitcast<u32>(v) == 0x7f800000u && {int(detect_positive)}u == 1u) || "
-            f"(bitcast<u32>(v) == 0xff800000u && {int(detect_negative)}u == 1u))")
-    return unary(rec, x, expr, [0.0] * 3, out_dtype=np.bool_)
+    return unary(rec, x, is_inf(detect_positive, detect_negative), [0.0] * 3, out_dtype=np.bool_)
 
 
 # -- binary -------------------------------------------------------------------------------------
-# op -> {storage type: expression}, and whether the result is bool
-ARITH = {
-    "Add": {"f32": "a + b", "i32": "a + b"},
-    "Sub": {"f32": "a - b", "i32": "a - b"},
-    "Mul": {"f32": "a * b", "i32": "a * b"},
-    # Integer division truncates toward zero in WGSL as in C, which is what ONNX asks.
-    "Div": {"f32": "div_f32(a, b)", "i32": "select(a / b, 0, b == 0)"},
-    "Pow": {"f32": "pow_signed(a, b)"},
-    "Max": {"f32": "select(max(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "max(a, b)"},
-    "Min": {"f32": "select(min(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "min(a, b)"},
-    "PRelu": {"f32": "select(a * b, a, a >= 0.0)"},
-}
-COMPARE = {
-    "Equal": "a == b", "Greater": "a > b", "Less": "a < b", "GreaterOrEqual": "a >= b", "LessOrEqual": "a <= b",
-}
-_LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
-
-
+# The expression tables (FLOAT_UNARY, INT_UNARY, ARITH, COMPARE, LOGIC, BITWISE, INT_MOD) are shader_gen's.
 def broadcast_params(a, b, out_shape: tuple[int, ...]) -> list[int]:
     """Parameters 0..20 of a two-operand broadcasting program (the layout wgsl/common/broadcast.wgsl
     reads): element count, rank, output shape, A and B strides, and whether no broadcasting happens."""
@@ -390,7 +355,7 @@ def _register_compare(op: str, expr: str) -> None:
         check_operand_types(layer, [a, b], (np.float32, np.int32, np.int64, np.bool_))
         if _dtype(a) == np.bool_ and op != "Equal":
             raise Declined(f"{op} of bool tensors has no program here (Equal only)")
-        return binary(rec, a, b, f"select(0u, 1u, {expr})", np.bool_, layer.name)
+        return binary(rec, a, b, as_bool(expr), np.bool_, layer.name)
 
 
 for _op, _expr in COMPARE.items():
@@ -404,7 +369,7 @@ def _register_logic(op: str, expr: str) -> None:
         return binary(rec, a, b, expr, np.bool_, layer.name)
 
 
-for _op, _expr in _LOGIC.items():
+for _op, _expr in LOGIC.items():
     _register_logic(_op, _expr)
 
 
@@ -421,14 +386,15 @@ def _register_variadic(op: str) -> None:
             act = fused_activation(layer, dtype)
         except _NoFusion:
             return NotImplemented
-        expr = {"Sum": "a + b", "Mean": "a + b", "Max": ARITH["Max"][gpu], "Min": ARITH["Min"][gpu]}[op]
+        add, scale = EXPRESSIONS["sum"], EXPRESSIONS["product"]
+        expr = {"Sum": add, "Mean": add, "Max": ARITH["Max"][gpu], "Min": ARITH["Min"][gpu]}[op]
         # (operand, expression) steps folding the inputs left to right; the fused activation rides on
         # the last one.
         steps = [(_as_gpu(rec, x, f"{layer.name}:{k}"), expr) for k, x in enumerate(inputs[1:], 1)]
         if len(inputs) == 1:
-            steps = [(np.zeros((), dtype), "a + b")]
+            steps = [(np.zeros((), dtype), add)]
         if op == "Mean":
-            steps.append((np.asarray(1.0 / len(inputs), np.float32), "a * b"))
+            steps.append((np.asarray(1.0 / len(inputs), np.float32), scale))
         acc = _as_gpu(rec, inputs[0], f"{layer.name}:0")
         for k, (operand, step_expr) in enumerate(steps):
             acc = binary(rec, acc, operand, step_expr, dtype, layer.name, act if k == len(steps) - 1 else None)
@@ -446,7 +412,7 @@ def where(rec, layer, cond, x, y):
     check_operand_types(layer, [cond], (np.bool_,))
     check_operand_types(layer, [x, y], (np.float32, np.int32, np.int64), start=1)
     c, a, b = (_as_gpu(rec, t, f"{layer.name}:{k}") for k, t in enumerate((cond, x, y)))
-    return ternary(rec, [c, a, b], "select(c, b, a != 0u)", a.dtype)
+    return ternary(rec, [c, a, b], EXPRESSIONS["where"], a.dtype)
 
 
 def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
@@ -475,11 +441,6 @@ def ternary(rec, inputs: list[Any], expr: str, out_dtype) -> Any:
 def _int_pair(a, b) -> bool:
     da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
     return da in _INTS and db in _INTS
-
-
-# srem, not %: WGSL's i32 % is undefined for negative operands on NVIDIA's Vulkan driver (math.wgsl).
-INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
-           1: "select(srem(a, b), 0, b == 0)"}
 
 
 @register("Mod", 10, backend=GPU_COMPUTE)
@@ -514,9 +475,9 @@ def bit_shift(rec, layer, x, y, *, direction="", **attrs):
     if not _int_pair(x, y) or direction not in ("LEFT", "RIGHT"):
         return NotImplemented
     if direction == "RIGHT":
-        expr = "a >> u32(select(min(b, 31), 31, b < 0))"
+        expr = EXPRESSIONS["shift_right"]
     elif x.dtype == np.int32:
-        expr = "select(a << u32(b & 31), 0, b < 0 || b >= 32)"
+        expr = EXPRESSIONS["shift_left_i32"]
     else:
         return NotImplemented
     return binary(rec, x, y, expr, x.dtype, layer.name)
@@ -532,7 +493,7 @@ def _register_bitwise(op: str, expr: str) -> None:
         return binary(rec, a, b, expr, a.dtype, layer.name)
 
 
-for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
+for _op, _expr in BITWISE.items():
     _register_bitwise(_op, _expr)
 
 
@@ -541,7 +502,7 @@ for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor
 def bitwise_not(rec, layer, x, **attrs):
     if getattr(x, "dtype", None) not in _INTS:
         return NotImplemented
-    return unary(rec, x, "~v", [0.0] * 3)
+    return unary(rec, x, EXPRESSIONS["bitwise_not"], [0.0] * 3)
 
 
 __all__ = ["binary", "broadcast_params", "broadcast_strides", "fused_activation", "refusing", "unary"]

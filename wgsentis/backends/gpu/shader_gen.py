@@ -469,3 +469,68 @@ def resize_program(axes: Sequence[tuple[int, int]], combine: str, texel: bool, k
 
 __all__ += ["assemble_subs", "pixel_conv_subs", "pixel_matmul_subs", "pixel_winograd_in_subs",
             "pixel_winograd_out_subs", "render_targets", "resize_program", "rnn_join_subs", "texture", "uniform"]
+
+
+# -- the elementwise ops' expressions (ops/elementwise_gpu.py; elementwise_pixel.py reads them from there) ---------
+# One WGSL expression per op, the table generator-owned (the activations' own live in their records,
+# ops/activations.py): of ``v`` for a unary op, ``a`` and ``b`` for a binary one (``c`` the third operand of
+# Where), read by the programs' EXPR placeholders (compute/unary*.wgsl, binary*.wgsl, map3.wgsl). ``div_f32(`` is
+# made the device's division where the expression is used (``with_division``).
+FLOAT_UNARY: dict[str, str] = {
+    "Abs": "abs(v)", "Neg": "-v", "Exp": "exp_accurate(v)", "Log": "log(v)", "Sqrt": "sqrt(v)",
+    "Reciprocal": "div_f32(1.0, v)",
+    "Floor": "floor(v)", "Ceil": "ceil(v)", "Round": "round(v)", "Sign": "select(sign(v), v, is_nan_f32(v))",
+    "Sin": "sin(v)",
+    "Cos": "cos(v)", "Tan": "tan(v)", "Asin": "asin(v)", "Acos": "acos(v)", "Atan": "atan(v)",
+    "Sinh": "sinh(v)", "Cosh": "cosh(v)", "Asinh": "asinh(v)", "Acosh": "acosh(v)", "Atanh": "atanh(v)",
+    "Erf": "erf_approx(v)",
+}
+# Integer forms of the float unary functions (v holds int32-range values).
+INT_UNARY = {"Abs": "abs(v)", "Neg": "-v", "Sign": "select(select(0, -1, v < 0), 1, v > 0)"}
+# op -> {storage type: expression}
+ARITH = {
+    "Add": {"f32": "a + b", "i32": "a + b"},
+    "Sub": {"f32": "a - b", "i32": "a - b"},
+    "Mul": {"f32": "a * b", "i32": "a * b"},
+    # Integer division truncates toward zero in WGSL as in C, which is what ONNX asks.
+    "Div": {"f32": "div_f32(a, b)", "i32": "select(a / b, 0, b == 0)"},
+    "Pow": {"f32": "pow_signed(a, b)"},
+    "Max": {"f32": "select(max(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "max(a, b)"},
+    "Min": {"f32": "select(min(a, b), a + b, is_nan_f32(a) || is_nan_f32(b))", "i32": "min(a, b)"},
+    "PRelu": {"f32": "select(a * b, a, a >= 0.0)"},
+}
+COMPARE = {
+    "Equal": "a == b", "Greater": "a > b", "Less": "a < b", "GreaterOrEqual": "a >= b", "LessOrEqual": "a <= b",
+}
+LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
+BITWISE = {"BitwiseAnd": "a & b", "BitwiseOr": "a | b", "BitwiseXor": "a ^ b"}
+# srem, not %: WGSL's i32 % is undefined for negative operands on NVIDIA's Vulkan driver (math.wgsl).
+INT_MOD = {0: "select(select(srem(a, b), srem(a, b) + b, srem(a, b) != 0 && (srem(a, b) < 0) != (b < 0)), 0, b == 0)",
+           1: "select(srem(a, b), 0, b == 0)"}
+# The single expressions of the other elementwise programs.
+EXPRESSIONS = {
+    "clip_int": "min(max(v, pi(1u)), pi(2u))",  # the bounds in words 1 and 2
+    "not": "1u - v",
+    # NaN is the only value not equal to itself (bit test: exponent all ones, mantissa non-zero).
+    "is_nan": "select(0u, 1u, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
+    "bitwise_not": "~v",
+    "shift_right": "a >> u32(select(min(b, 31), 31, b < 0))",
+    "shift_left_i32": "select(a << u32(b & 31), 0, b < 0 || b >= 32)",
+    "where": "select(c, b, a != 0u)",
+    "sum": "a + b", "product": "a * b",  # the steps of Sum/Mean/Max/Min over many inputs
+}
+
+
+def is_inf(detect_positive: int, detect_negative: int) -> str:
+    """IsInf's expression for its attributes (a variant each: 1 detects, any other value does not)."""
+    return (f"select(0u, 1u, (bitcast<u32>(v) == 0x7f800000u && {int(detect_positive)}u == 1u) || "
+            f"(bitcast<u32>(v) == 0xff800000u && {int(detect_negative)}u == 1u))")
+
+
+def as_bool(condition: str) -> str:
+    """A comparison's expression: 1u where ``condition`` holds, else 0u (bool tensors hold u32 0/1)."""
+    return f"select(0u, 1u, {condition})"
+
+
+__all__ += ["ARITH", "BITWISE", "COMPARE", "EXPRESSIONS", "FLOAT_UNARY", "INT_MOD", "INT_UNARY", "LOGIC", "as_bool",
+            "is_inf"]
