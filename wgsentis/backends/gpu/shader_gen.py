@@ -7,6 +7,11 @@ and one pipeline serves every size.
 
 ``snippet`` reads a body, helper or expression file (``pixel/body/*.wgsl``, ``pixel/expr/*.wgsl``); it passes
 WGSL text through unchanged for the builders that still write their bodies in Python.
+
+The sections at the end do the same for the gpu-compute programs (the variant files of wgsl/compute/gen/: matmul
+loaders and stores, binary4 loaders, the Winograd V binding), for gpu-pixel's matmul, conv, rnn and Resize
+programs (their per-render-target statements, the Winograd transforms' sums, Resize's tap loops) and hold the
+elementwise ops' expression tables both GPU backends read.
 """
 
 from __future__ import annotations
