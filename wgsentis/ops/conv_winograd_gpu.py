@@ -127,7 +127,8 @@ def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple
         params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0]
         # The tile grid stays a pipeline constant, a size baked into the pipeline (winograd_tiles.wgsl): as
         # uniform words (they are params 1-3 and 10 already) its divisions ran 1.3-1.5x slower on lavapipe
-        # (64->64 channels at 56x56, GPU time, F(2x2) 7.0 -> 9.1 ms, F(4x4) 4.9 -> 7.4 ms).
+        # (64->64 channels at 56x56, GPU time, F(2x2) 7.0 -> 9.1 ms, F(4x4) 4.9 -> 7.4 ms); dividing by magic-number
+        # multiplication instead (the divisors' words from the host, exact for every u32) still ran 1.1-1.2x slower.
         constants = {"TW": tw, "TH": th, "T4S": tp // 4}
         if v_tex is not None:
             rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
