@@ -18,30 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.device import get_context, map_for_reading
+from wgsentis.backends.gpu.device import get_context, map_for_reading, wgsl_source
 from wgsentis.errors import DeviceError, InputError
 
-_SHADER = """
-@group(0) @binding(0) var grid: texture_2d<f32>;
-@group(0) @binding(1) var nearest: sampler;
-
-struct VOut { @builtin(position) pos: vec4<f32>, @location(0) uv: vec2<f32> };
-
-@vertex
-fn vs_main(@builtin(vertex_index) i: u32) -> VOut {
-    // One triangle that covers the screen.
-    let xy = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
-    var out: VOut;
-    out.pos = vec4<f32>(xy * 2.0 - 1.0, 0.0, 1.0);
-    out.uv = vec2<f32>(xy.x, 1.0 - xy.y);
-    return out;
-}
-
-@fragment
-fn fs_main(v: VOut) -> @location(0) vec4<f32> {
-    return textureSample(grid, nearest, v.uv);
-}
-"""
+_SHADER = "view/grid.wgsl"  # the live viewer's draw
 
 
 def channel_grid(activation: np.ndarray, gap: int = 1) -> np.ndarray:
@@ -142,7 +122,7 @@ class Window:
         self.present.configure(device=self.ctx.device, format=self.format,
                                usage=wgpu.TextureUsage.RENDER_ATTACHMENT | wgpu.TextureUsage.COPY_SRC)
         dev = self.ctx.device
-        module = dev.create_shader_module(code=_SHADER, label="wgsentis view")
+        module = dev.create_shader_module(code=wgsl_source(_SHADER), label="wgsentis view")
         self.pipeline = dev.create_render_pipeline(
             layout="auto", label="wgsentis view",
             vertex={"module": module, "entry_point": "vs_main"},
