@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 
-from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.ops import tensor as _tensor
@@ -36,8 +35,17 @@ def _host_indices_ok(indices, length: int, negative_ok: bool = True) -> bool:
     return not host.size or (host.min() >= (-length if negative_ok else 0) and host.max() < length)
 
 
-def _zero(kind: str) -> str:
-    return f"{kind}(0)"
+_NONE = MAX_RANK  # a coordinate word naming no entry (pixel/body/coords_from.wgsl leaves it 0)
+
+
+def _moved(pairs: dict[int, int]) -> list[int]:
+    """coords_from.wgsl's six words: frame entry j of the target takes the output's entry ``pairs[j]``."""
+    return [pairs.get(j, _NONE) for j in range(MAX_RANK)]
+
+
+def _frame_shape(shape) -> list[int]:
+    """``shape`` in the 6-dim frame (leading dims 1)."""
+    return [1] * (MAX_RANK - len(shape)) + [int(d) for d in shape]
 
 
 def _check_only(rec, idx: GTensor, dims: list[int], tuples: bool, negative_ok: bool = True,
@@ -46,14 +54,9 @@ def _check_only(rec, idx: GTensor, dims: list[int], tuples: bool, negative_ok: b
     output is empty still raises, as the CPU kernel does, on an index outside its axis. ``tuples``: the last
     axis of ``idx`` holds the components of index tuples (GatherND), component j checked against dims[j]."""
     slot = rec.check_indices(dims, what, negative_ok=negative_ok)
-    check = "checked_index" if negative_ok else "checked_nonneg"
-    if tuples:
-        bound = " ".join(f"if (c.c[{MAX_RANK - 1}] == {j}u) {{ dim = {d}; }}" for j, d in enumerate(dims))
-        body = (f"var dim = 0; {bound} _ = {check}(i32(x0(c)), dim, pe(0u) + 2u * c.c[{MAX_RANK - 1}]); "
-                "r = i32(0);")
-    else:
-        body = f"_ = {check}(i32(x0(c)), {dims[0]}, pe(0u)); r = i32(0);"
-    rec.map([idx], idx.shape, np.int32, idx.layout.axis, body, [slot], faults=True)
+    rec.map([idx], idx.shape, np.int32, idx.layout.axis, "pixel/body/check_indices.wgsl",
+            [slot, *(dims if tuples else dims[:1])], faults=True,
+            helpers="pixel/body/check_helpers.wgsl", constants={"NEGATIVE_OK": negative_ok, "TUPLES": tuples})
 
 
 @pixel("Gather", 1)
@@ -84,30 +87,27 @@ def gather_along(rec, layer, data, indices, axis: int, negative_ok: bool = True,
         return rec.alloc(out_shape, x.dtype)
     lo, ld, li = MAX_RANK - len(out_shape), MAX_RANK - rank, MAX_RANK - q
     slot = rec.check_indices([dim], what, negative_ok=negative_ok) if math.prod(out_shape) else 0
-    lines = ["var d: Coords; var e: Coords;"]
-    lines += [f"d.c[{ld + j}] = c.c[{lo + j}];" for j in range(axis)]
-    lines += [f"e.c[{li + j}] = c.c[{lo + axis + j}];" for j in range(q)]
-    lines += [f"d.c[{ld + j}] = c.c[{lo + q + j - 1}];" for j in range(axis + 1, rank)]
-    check = "checked_index" if negative_ok else "checked_nonneg"
-    lines.append(f"let k = {check}(i32(x1(e)), {dim}, pe(0u));")
-    lines.append(f"if (k < 0) {{ r = {_zero(x.layout.kind)}; }} else {{ d.c[{ld + axis}] = u32(k); r = x0(d); }}")
+    # words: the fault slot, the axis length, the axis in data's frame, data's and the indices' coordinates
+    data_from = {ld + j: lo + j for j in range(axis)} | {ld + j: lo + q + j - 1 for j in range(axis + 1, rank)}
+    index_from = {li + j: lo + axis + j for j in range(q)}
+    words = [slot, dim, ld + axis, *_moved(data_from), *_moved(index_from)]
     out_axis = (x.layout.axis if x.layout.axis < axis else x.layout.axis + q - 1) if x.layout.axis != axis else -1
-    return rec.map([x, idx], out_shape, x.dtype, out_axis if out_shape else 0, " ".join(lines), [slot],
-                    faults=True)
+    return rec.map([x, idx], out_shape, x.dtype, out_axis if out_shape else 0, "pixel/body/gather.wgsl", words,
+                   helpers="pixel/body/gather_helpers.wgsl", faults=True, constants={"NEGATIVE_OK": negative_ok})
 
 
-def _scatter_fold(layer, data, reduction: str, kind: str) -> tuple[str | None, str]:
-    """A scatter body's fold of update ``v`` into ``acc`` and the helpers it needs: common/scatter_fold.wgsl
-    (numpy's NaN rules for max and min, subnormals kept through the flushing fragment shader's arithmetic with
-    common/subnormal.wgsl), or a plain store without reduction; None for an unknown reduction. Declined for data
-    the GPU cannot fold exactly (``indexing_gpu.scatter_reduction``)."""
+_FOLD = "pixel/body/scatter_fold.wgsl"  # scatter_step: a plain store, or a fold (override REDUCTION)
+
+
+def _scatter_fold(layer, data, reduction: str) -> int | None:
+    """pixel/body/scatter_fold.wgsl's REDUCTION for a scatter's fold of update ``v`` into ``acc``: 0 a plain store
+    without reduction, else 1 + common/scatter_fold.wgsl's code (numpy's NaN rules for max and min, subnormals
+    kept through the flushing fragment shader's arithmetic with common/subnormal.wgsl); None for an unknown
+    reduction. Declined for data the GPU cannot fold exactly (``indexing_gpu.scatter_reduction``)."""
     if reduction == "none":
-        return "acc = v;", ""
+        return 0
     how = scatter_reduction(layer, data, reduction)
-    if how is None:
-        return None, ""
-    return (f"acc = fold_{kind}(acc, v, {how}u);",
-            wgsl_source("common/subnormal.wgsl") + wgsl_source("common/scatter_fold.wgsl"))
+    return None if how is None else how + 1
 
 
 def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none"):
@@ -126,15 +126,14 @@ def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none")
     kind = x.layout.kind
     if updates is None:
         slot = rec.check_indices([dim]) if idx.size else 0
-        body = (f"var d = c; let k = checked_index(i32(x1(c)), {dim}, pe(0u)); "
-                f"if (k < 0) {{ r = {_zero(kind)}; }} else {{ d.c[{frame}] = u32(k); r = x0(d); }}")
-        return rec.map([x, idx], idx.shape, x.dtype, idx.layout.axis, body, [slot], faults=True)
+        return rec.map([x, idx], idx.shape, x.dtype, idx.layout.axis, "pixel/body/gather_elements.wgsl",
+                       [slot, dim, frame], faults=True)
     u = pixel_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or u.shape != idx.shape or u.dtype != x.dtype:
         return NotImplemented
     if any(idx.shape[j] > x.shape[j] for j in range(rank) if j != axis) or (idx.size and not x.size):
         return NotImplemented  # an index no output element would scan (and check)
-    fold, helpers = _scatter_fold(layer, data, reduction, kind)
+    fold = _scatter_fold(layer, data, reduction)
     if fold is None:
         return NotImplemented  # the CPU kernel names the unknown reduction
     walk = idx.shape[axis]
@@ -143,16 +142,13 @@ def _elements(rec, layer, data, indices, updates, axis, reduction: str = "none")
         per = (per + 1) // 2
     slot = rec.check_indices([dim]) if idx.size else 0
     # pe: 0 the fault slot, 1 the axis length, 2 and 3 the walk's first and end position along the axis (a walk
-    # past the loop limit is split into draws, each going on from the previous one's output), 4.. the indices'
-    # shape
-    inside = " && ".join(f"c.c[{MAX_RANK - rank + j}] < pe({4 + j}u)" for j in range(rank) if j != axis) or "true"
-    body = (f"var acc = x0(c); if ({inside}) {{ var e = c; for (var p = pe(2u); p < pe(3u); p++) {{ "
-            f"e.c[{frame}] = p; let k = checked_index(i32(x1(e)), pei(1u), pe(0u)); "
-            f"if (k == i32(c.c[{frame}])) {{ let v = x2(e); {fold} }} }} }} r = acc;")
+    # past the loop limit is split into draws, each going on from the previous one's output), 4 the axis in the
+    # frame, 5.. the indices' shape in the frame
     y = x
     for first in range(0, max(walk, 1), max(per, 1)):
-        y = rec.map([y, idx, u], x.shape, x.dtype, x.layout.axis, body,
-                    [slot, dim, first, min(walk, first + per), *idx.shape], helpers=helpers, faults=True)
+        y = rec.map([y, idx, u], x.shape, x.dtype, x.layout.axis, "pixel/body/scatter_elements.wgsl",
+                    [slot, dim, first, min(walk, first + per), frame, *_frame_shape(idx.shape)], helpers=_FOLD,
+                    faults=True, subs={"T": kind}, constants={"REDUCTION": fold})
     return y
 
 
@@ -200,39 +196,32 @@ def _nd(rec, layer, data, indices, updates, batch_dims, reduction: str = "none")
             return rec.alloc(out_shape, x.dtype)
         lo = MAX_RANK - len(out_shape)
         slot = rec.check_indices(dims) if math.prod(out_shape) else 0
-        lines = ["var d: Coords; var e: Coords; var bad = false;"]
-        lines += [f"e.c[{li + j}] = c.c[{lo + j}];" for j in range(q - 1)]
-        lines += [f"d.c[{ld + j}] = c.c[{lo + j}];" for j in range(b)]
-        for j in range(k):
-            lines.append(f"e.c[5] = {j}u; {{ let v = checked_index(i32(x1(e)), {dims[j]}, pe(0u) + {2 * j}u); "
-                         f"if (v < 0) {{ bad = true; }} else {{ d.c[{ld + b + j}] = u32(v); }} }}")
-        lines += [f"d.c[{ld + b + k + j}] = c.c[{lo + q - 1 + j}];" for j in range(rank - b - k)]
-        lines.append(f"r = select(x0(d), {_zero(kind)}, bad);")
-        return rec.map([x, idx], out_shape, x.dtype, -1 if out_shape else 0, " ".join(lines), [slot], faults=True)
+        # words: the fault slot, the indices' and data's coordinates, the tuple's length, where its components
+        # go in data's frame, and their bounds
+        index_from = {li + j: lo + j for j in range(q - 1)}
+        data_from = {ld + j: lo + j for j in range(b)} | {ld + b + k + j: lo + q - 1 + j for j in range(rank - b - k)}
+        words = [slot, *_moved(index_from), *_moved(data_from), k, ld + b, *dims]
+        return rec.map([x, idx], out_shape, x.dtype, -1 if out_shape else 0, "pixel/body/gather_nd.wgsl", words,
+                       helpers="pixel/body/coords_from.wgsl", faults=True, subs={"T": kind})
     u = pixel_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
         return NotImplemented
-    fold, helpers = _scatter_fold(layer, data, reduction, kind)
+    fold = _scatter_fold(layer, data, reduction)
     rows = math.prod(idx.shape[:-1])
     if fold is None or len(u.shape) > MAX_RANK or (idx.size and not x.size):
         return NotImplemented
     if not rec.loops_fit(loop_passes(rows, k) * 16):
         return NotImplemented
     slot = rec.check_indices(dims) if idx.size else 0
-    # Update row `row` of the (rows, k) index matrix: its coordinates in the indices' and updates' frames.
+    # Update row `row` of the (rows, k) index matrix: its coordinates in the indices' and updates' frames. Words:
+    # the fault slot, the row count, the tuple's length, the row dims' count, where they begin in the indices' and
+    # the updates' frames, where the tuple's components begin in data's, the updates' trailing dims' count, the
+    # row dims, then the components' bounds (from word 14)
     lu = MAX_RANK - len(u.shape)
-    lines = [f"var acc = x0(c); var e: Coords; var f: Coords; for (var row = 0u; row < {rows}u; row++) {{",
-             "var rest = row; var hit = true;"]
-    for j in range(q - 2, -1, -1):
-        lines.append(f"e.c[{li + j}] = rest % {idx.shape[j]}u; f.c[{lu + j}] = rest % {idx.shape[j]}u; "
-                     f"rest = rest / {idx.shape[j]}u;")
-    for j in range(k):
-        lines.append(f"e.c[5] = {j}u; {{ let v = checked_index(i32(x1(e)), {dims[j]}, pe(0u) + {2 * j}u); "
-                     f"if (v != i32(c.c[{ld + j}])) {{ hit = false; }} }}")
-    lines += [f"f.c[{lu + q - 1 + j}] = c.c[{ld + k + j}];" for j in range(rank - k)]
-    lines.append(f"if (hit) {{ let v = x2(f); {fold} }} }} r = acc;")
-    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, " ".join(lines), [slot], helpers=helpers,
-                   faults=True)
+    row_dims = [int(d) for d in idx.shape[:-1]]
+    words = [slot, rows, k, q - 1, li, lu, ld, rank - k, *row_dims, *[1] * (MAX_RANK - len(row_dims)), *dims]
+    return rec.map([x, idx, u], x.shape, x.dtype, x.layout.axis, "pixel/body/scatter_nd.wgsl", words,
+                   helpers=_FOLD, faults=True, subs={"T": kind}, constants={"REDUCTION": fold})
 
 
 @pixel("GatherND", 11)
@@ -263,11 +252,8 @@ def one_hot(rec, layer, indices, depth, values, *, axis=-1, **attrs):
     out_shape = [*idx.shape[:axis], depth, *idx.shape[axis:]]
     kind = texel_kind(values.dtype)
     lo, li = MAX_RANK - rank, MAX_RANK - len(idx.shape)
-    lines = ["var e: Coords;"]
-    lines += [f"e.c[{li + j}] = c.c[{lo + j}];" for j in range(axis)]
-    lines += [f"e.c[{li + j}] = c.c[{lo + j + 1}];" for j in range(axis, len(idx.shape))]
-    # Negative indices count from the end; a float index is truncated, as the CPU kernel's astype.
-    lines.append(f"var k = i32(x0(e)); if (k < 0) {{ k += {depth}; }}")
-    lines.append(f"r = select(bitcast<{kind}>(pe(0u)), bitcast<{kind}>(pe(1u)), k == i32(c.c[{lo + axis}]));")
-    return rec.map([idx], out_shape, values.dtype, -1, " ".join(lines),
-                   [storage_bits(values[0], values.dtype), storage_bits(values[1], values.dtype)])
+    index_from = {li + j: lo + j for j in range(axis)} | {li + j: lo + j + 1 for j in range(axis, len(idx.shape))}
+    words = [storage_bits(values[0], values.dtype), storage_bits(values[1], values.dtype), depth, lo + axis,
+             *_moved(index_from)]
+    return rec.map([idx], out_shape, values.dtype, -1, "pixel/body/one_hot.wgsl", words,
+                   helpers="pixel/body/coords_from.wgsl", subs={"T": kind})
