@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.backends.pixel_layout import LANES, MAX_RANK, texel_kind
 from wgsentis.ops import tensor as _tensor
@@ -122,7 +123,7 @@ def unsqueeze(rec, layer, data, axes, **attrs):
 def filled_texture(rec, shape, dtype, value) -> GTensor:
     """A new texture tensor of ``shape`` and ``dtype`` with every element ``value``."""
     bits = storage_bits(value, dtype)
-    return rec.map([], shape, dtype, -1, f"r = bitcast<{texel_kind(dtype)}>(pe(0u));", [bits])
+    return rec.map([], shape, dtype, -1, "pixel/body/fill.wgsl", [bits], subs={"T": texel_kind(dtype)})
 
 
 def _dropout_identity(rec, layer, data):
@@ -148,8 +149,7 @@ def dropout_v12(rec, layer, data, ratio=None, training_mode=None, **attrs):
 
 
 # -- the affine copy ------------------------------------------------------------------------------------------
-_AFFINE = ("var d: Coords; for (var j = 0u; j < 6u; j++) { "
-           "d.c[j] = u32(pei(j) + i32(c.c[pe(6u + j)]) * pei(12u + j)) % max(dim_of(14u, j), 1u); }")
+_AFFINE = "pixel/body/affine.wgsl"  # affine_source(c), the coordinates read (words: starts, sources, steps)
 
 
 def affine_copy(rec, x: GTensor, out_shape: list[int], src: list[int | None], start: list[int],
@@ -166,15 +166,16 @@ def affine_copy(rec, x: GTensor, out_shape: list[int], src: list[int | None], st
             steps[lead_in + j] = int(step[j])
     extra = [*starts, *srcs, *steps]
     if not x.shape:
-        return rec.map([x], out_shape, x.dtype, -1, "r = x0(c);")
+        return rec.map([x], out_shape, x.dtype, -1, "pixel/body/copy.wgsl")
     axis = x.layout.axis
     feeder = src[axis]
     dim = x.shape[axis]
     if feeder is not None and step[axis] == 1 and start[axis] % LANES == 0 and (
             start[axis] + out_shape[feeder] <= dim or dim % LANES == 0) and dim > 1:
-        return rec.texels([x], out_shape, x.dtype, feeder, _AFFINE + " out = x0(d);", extra)
+        return rec.texels([x], out_shape, x.dtype, feeder, "pixel/body/affine_texel.wgsl", extra, helpers=_AFFINE)
     out_axis = feeder if feeder is not None else -1
-    return rec.map([x], out_shape, x.dtype, out_axis if rank_out else 0, _AFFINE + " r = x0(d);", extra)
+    return rec.map([x], out_shape, x.dtype, out_axis if rank_out else 0, "pixel/body/affine_lane.wgsl", extra,
+                   helpers=_AFFINE)
 
 
 @pixel("Transpose", 1)
@@ -333,9 +334,7 @@ def reverse_sequence(rec, layer, data, sequence_lens, *, batch_axis=1, time_axis
     frame = MAX_RANK - len(x.shape)
     b, t = frame + plan[0], frame + plan[1]
     lengths = pixel_tensor(rec, plan[2], f"{layer.name}:sequence_lens")
-    body = (f"var e: Coords; e.c[{MAX_RANK - 1}] = c.c[{b}]; let n = u32(x1(e)); var d = c; "
-            f"if (c.c[{t}] < n) {{ d.c[{t}] = n - 1u - c.c[{t}]; }} r = x0(d);")
-    return rec.map([x, lengths], x.shape, x.dtype, x.layout.axis, body)
+    return rec.map([x, lengths], x.shape, x.dtype, x.layout.axis, "pixel/body/reverse_sequence.wgsl", [b, t])
 
 
 # -- concat -------------------------------------------------------------------------------------------------------
@@ -378,40 +377,15 @@ def _concat_draw(rec, xs: list[GTensor], axis: int) -> GTensor:
     texel = len(axes) == 1 and (axes != {axis} or all(e % LANES == 0 for e in ends[:-1]))
     if texel and axes == {axis} and any(x.shape[axis] == 1 for x in xs) and out_shape[axis] > 1:
         texel = False
-    branches = []
-    for k in range(len(xs)):
-        take = "out = x{k}(d);" if texel else "r = x{k}(d);"
-        offset = "0u" if k == 0 else f"pe({k - 1}u)"
-        branches.append(f"if (p < pe({k}u)) {{ var d = c; d.c[{frame}] = p - {offset}; {take.format(k=k)} }}")
-    body = f"let p = c.c[{frame}]; " + " else ".join(branches)
+    body = shader_gen.concat_body(len(xs), texel)
+    words = [frame, *(int(e) for e in ends)]  # the axis in the frame, then each part's end along it
     if texel:
-        return rec.texels(xs, out_shape, xs[0].dtype, xs[0].layout.axis, body, [int(e) for e in ends])
-    return rec.map(xs, out_shape, xs[0].dtype, axis, body, [int(e) for e in ends])
+        return rec.texels(xs, out_shape, xs[0].dtype, xs[0].layout.axis, body, words)
+    return rec.map(xs, out_shape, xs[0].dtype, axis, body, words)
 
 
 # -- pad ----------------------------------------------------------------------------------------------------------
 _PAD_MODE = {"constant": 0, "edge": 1, "reflect": 2, "wrap": 3}
-_PAD_BODY = """var d: Coords;
-var inside = true;
-for (var j = 0u; j < 6u; j++) {
-    let n = i32(pe(12u + j));
-    var q = i32(c.c[j]) - pei(j);
-    if (MODE == 0u) {
-        if (q < 0 || q >= n) { inside = false; q = 0; }
-    } else if (MODE == 1u) {
-        q = clamp(q, 0, n - 1);
-    } else if (MODE == 2u) {
-        if (n == 1) { q = 0; } else {
-            let period = 2 * (n - 1);
-            q = ((q % period) + period) % period;
-            if (q >= n) { q = period - q; }
-        }
-    } else {
-        q = ((q % n) + n) % n;
-    }
-    d.c[j] = u32(q + pei(6u + j));
-}
-r = select(bitcast<T>(pe(18u)), x0(d), inside);"""
 
 
 def _pad(rec, data, pads, mode, value, axes):
@@ -431,8 +405,8 @@ def _pad(rec, data, pads, mode, value, axes):
     shift = [0] * lead + begin
     crop = [0] * lead + crop_lo
     lengths = [1] * lead + length
-    body = _PAD_BODY.replace("MODE", f"{_PAD_MODE[mode]}u").replace("bitcast<T>", f"bitcast<{x.layout.kind}>")
-    return rec.map([x], out_shape, x.dtype, x.layout.axis, body, [*shift, *crop, *lengths, fill_bits])
+    return rec.map([x], out_shape, x.dtype, x.layout.axis, "pixel/body/pad.wgsl", [*shift, *crop, *lengths, fill_bits],
+                   helpers="pixel/body/pad_mode.wgsl", subs={"T": x.layout.kind}, constants={"MODE": _PAD_MODE[mode]})
 
 
 @pixel("Pad", 1)
@@ -469,10 +443,6 @@ def cum_sum(rec, layer, x, axis, *, exclusive=0, reverse=0, **attrs):
     if not rec.loops_fit(loop_passes(n) * 8):
         return NotImplemented
     frame = MAX_RANK - x.ndim + a
-    kind = x.layout.kind
-    lo, hi = ("p + 1u", f"{n}u") if reverse else ("0u", "p")
-    if not exclusive:
-        lo, hi = ("p", f"{n}u") if reverse else ("0u", "p + 1u")
-    body = (f"let p = c.c[{frame}]; var acc = {kind}(0); var d = c; "
-            f"for (var q = {lo}; q < {hi}; q++) {{ d.c[{frame}] = q; acc += x0(d); }} r = acc;")
-    return rec.map([x], x.shape, x.dtype, x.layout.axis, body)
+    return rec.map([x], x.shape, x.dtype, x.layout.axis, "pixel/body/cum_sum.wgsl", [frame, n],
+                   helpers="pixel/body/cum_sum_flags.wgsl", subs={"T": x.layout.kind},
+                   constants={"EXCLUSIVE": bool(exclusive), "REVERSE": bool(reverse)})

@@ -539,3 +539,16 @@ def as_bool(condition: str) -> str:
 
 __all__ += ["ARITH", "BITWISE", "COMPARE", "EXPRESSIONS", "FLOAT_UNARY", "INT_MOD", "INT_UNARY", "LOGIC", "as_bool",
             "is_inf"]
+
+
+# -- gpu-pixel indexing and tensor bodies (ops/tensor_pixel.py) ---------------------------------------------------
+def concat_body(count: int, texel: bool) -> str:
+    """pixel/body/concat.wgsl for ``count`` parts x0, x1, ...: a branch per part (pixel/gen/concat_part.wgsl), its
+    end along the axis word pe(1 + k), setting the texel ``out`` (texels.wgsl, ``texel``) or the element ``r``
+    (map.wgsl). The source depends only on the part count and the form."""
+    parts = " else ".join(_fill("concat_part", K=k, END=k + 1, START="0u" if k == 0 else f"pe({k}u)",
+                                TAKE="out" if texel else "r") for k in range(count))
+    return snippet("pixel/body/concat.wgsl", {"PARTS": parts})
+
+
+__all__ += ["concat_body"]

@@ -1,0 +1,2 @@
+// A constant tensor: every element the {{T}} whose bits are pe(0).
+r = bitcast<{{T}}>(pe(0u));
