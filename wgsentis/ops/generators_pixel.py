@@ -33,9 +33,8 @@ def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
     kind = texel_kind(out_dtype)
     if kind is None:
         return NotImplemented
-    body = f"r = select(bitcast<{kind}>(pe(2u)), bitcast<{kind}>(pe(1u)), i32(c.c[5]) - i32(c.c[4]) == pei(0u));"
-    return rec.map([], x.shape, out_dtype, -1, body,
-                   [int(k), storage_bits(1, out_dtype), storage_bits(0, out_dtype)])
+    return rec.map([], x.shape, out_dtype, -1, "pixel/body/eye_like.wgsl",
+                   [int(k), storage_bits(1, out_dtype), storage_bits(0, out_dtype)], subs={"T": kind})
 
 
 @pixel("Range", 11, host_inputs=(0, 1, 2))
@@ -51,14 +50,14 @@ def range_(rec, layer, start, limit, delta, **attrs):
         last = int(s) + (count - 1) * int(d)
         if not all(-(2**31) <= v < 2**31 for v in (int(s), last, int(d))):
             return NotImplemented
-        words, expr = [int(s), int(d)], "pei(0u) + i32(c.c[5]) * pei(1u)"
+        words, body = [int(s), int(d)], "pixel/body/range_int.wgsl"
     else:
         count = range_count(s, lim, d, False)
         if count >= 2**24:
             return NotImplemented  # the index would not be exact in f32
         # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.
-        words, expr = [float(s), float(d)], "fma(f32(c.c[5]), pef(1u), pef(0u))"
-    return rec.map([], [count], dtype, 0, f"r = {expr};", words)
+        words, body = [float(s), float(d)], "pixel/body/range_float.wgsl"
+    return rec.map([], [count], dtype, 0, body, words)
 
 
 @pixel("Trilu", 14, host_inputs=(1,))
@@ -68,6 +67,5 @@ def trilu(rec, layer, data, k=None, *, upper=1, **attrs):
         return NotImplemented
     shift = 0 if k is None else _tensor.int_scalar(k)
     shift = min(max(shift, -(2**31) + 1), 2**31 - 1)  # beyond any matrix either way
-    keep = "j - i >= pei(0u)" if upper else "j - i <= pei(0u)"
-    body = f"let i = i32(c.c[4]); let j = i32(c.c[5]); r = select({x.layout.kind}(0), x0(c), {keep});"
-    return rec.map([x], x.shape, x.dtype, x.layout.axis, body, [shift])
+    return rec.map([x], x.shape, x.dtype, x.layout.axis, "pixel/body/trilu.wgsl", [shift],
+                   helpers="pixel/body/trilu_upper.wgsl", subs={"T": x.layout.kind}, constants={"UPPER": bool(upper)})
