@@ -10,16 +10,17 @@ from wgsentis.backends.gpu.tensors import GTensor
 from wgsentis.backends.pixel_layout import texel_kind
 from wgsentis.ops.cast import cast_target
 from wgsentis.ops.cast_gpu import narrow_cast
-from wgsentis.ops.elementwise_pixel import unary
 from wgsentis.ops.tensor_gpu import INT_TYPES
 from wgsentis.ops.tensor_pixel import pixel, pixel_tensor
 
 
-# (source kind, target dtype) -> WGSL expression of `v` (bool lives as i32 0/1).
+# (source kind, target dtype) -> the lane file converting `a` (bool lives as i32 0/1).
 _CASTS = {
-    ("f32", np.dtype(np.int32)): "f32_to_i32(v)", ("f32", np.dtype(np.int64)): "f32_to_i32(v)",
-    ("f32", np.dtype(np.bool_)): "select(0, 1, v != 0.0)",
-    ("i32", np.dtype(np.float32)): "f32(v)", ("i32", np.dtype(np.bool_)): "select(0, 1, v != 0)",
+    ("f32", np.dtype(np.int32)): "pixel/body/cast_f32_to_int.wgsl",
+    ("f32", np.dtype(np.int64)): "pixel/body/cast_f32_to_int.wgsl",
+    ("f32", np.dtype(np.bool_)): "pixel/body/cast_f32_to_bool.wgsl",
+    ("i32", np.dtype(np.float32)): "pixel/body/cast_int_to_f32.wgsl",
+    ("i32", np.dtype(np.bool_)): "pixel/body/cast_int_to_bool.wgsl",
 }
 
 
@@ -35,9 +36,8 @@ def _cast(rec, x, dtype):
         v = GTensor(t.alloc, t.shape, dtype, t.name, host=None if t.host is None else t.host.astype(dtype))
         v.layout = t.layout  # the same words: int32 <-> int64, bool (0/1) -> int
         return v
-    if src == np.bool_ and dtype == np.float32:
-        return unary(rec, t, "f32(v)", [], dtype)
-    return unary(rec, t, _CASTS[(t.layout.kind, dtype)], [], dtype)
+    # (a bool, i32 0/1, converts to float32 as an integer does)
+    return rec.lanes([t], t.shape, dtype, t.layout.axis if t.shape else 0, _CASTS[(t.layout.kind, dtype)])
 
 
 @pixel("Cast", 1, narrow_types=True)
