@@ -132,3 +132,55 @@ def test_stats_report_the_pipelines_a_program_built():
         worker.run(feeds)  # the replay builds nothing
         assert worker.stats()["pipelines_created"] == created
         assert 0 <= created <= worker.stats()["pipelines"]
+
+
+# -- the indexing and tensor ops (ops/indexing_pixel.py, tensor_pixel.py): their lengths, axes and coordinate moves
+# are words too
+def _gather(n: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    feeds = {"x": _x(n, 5), "i": RNG.integers(-n, n, (2, 3)).astype(np.int64)}
+    return gpu_check.node_model("Gather", feeds, axis=0), feeds
+
+
+def _pad(n: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    x = _x(2, n)
+    return gpu_check.node_model("Pad", {"x": x}, constants={"pads": np.array([0, 1, 1, 3], np.int64)},
+                                mode="reflect"), {"x": x}
+
+
+def _scatter_elements(n: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    feeds = {"x": _x(n, 4), "i": RNG.integers(0, n, (3, 4)).astype(np.int64), "u": _x(3, 4)}
+    return gpu_check.node_model("ScatterElements", feeds, opset=18, axis=0, reduction="add"), feeds
+
+
+def _cum_sum(n: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    x = _x(3, n)
+    return gpu_check.node_model("CumSum", {"x": x}, constants={"axis": np.array(1, np.int64)}, reverse=1), {"x": x}
+
+
+def _concat(n: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    feeds = {"a": _x(2, n), "b": _x(2, 3), "c": _x(2, n + 1)}  # parts of unaligned widths: drawn lane by lane
+    return gpu_check.node_model("Concat", feeds, axis=1), feeds
+
+
+TENSOR_CASES: dict[str, tuple[Callable[[int], tuple[onnx.ModelProto, dict[str, np.ndarray]]], int, int]] = {
+    "Gather": (_gather, 6, 11), "Pad": (_pad, 5, 13), "ScatterElements": (_scatter_elements, 5, 9),
+    "CumSum": (_cum_sum, 6, 17), "Concat": (_concat, 5, 10),
+}
+
+
+@pytest.mark.parametrize("op", list(TENSOR_CASES))
+def test_a_second_size_of_an_indexing_or_tensor_op_builds_no_pipeline(op):
+    make, first, second = TENSOR_CASES[op]
+    model_a, feeds_a = make(first)
+    model_b, feeds_b = make(second)
+    with ws.Worker(ws.load_model(model_a), PIXEL) as worker:
+        worker.run(feeds_a)
+        assert worker.stats()["fallback_layers"] == []
+    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
+    with ws.Worker(ws.load_model(model_b), PIXEL) as worker:
+        got = worker.run(feeds_b)
+        stats = worker.stats()
+    assert stats["fallback_layers"] == []
+    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=f"{op} {name}")
