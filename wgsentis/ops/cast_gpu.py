@@ -8,23 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.backends.gpu.dtypes import NARROW_TYPES
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.ops.cast import cast_target
 from wgsentis.ops.elementwise_gpu import refusing, unary
 from wgsentis.ops.registry import GPU_COMPUTE, register
 from wgsentis.ops.tensor_gpu import STORAGE, device_tensor
-
-# (source storage, target storage) -> WGSL expression of `v`; same storage (int32 <-> int64) is a view.
-_CASTS = {
-    # Truncates toward zero; NaN, Inf and values past int32 give -2^31, as the cpu (cast.py float_to_int). A
-    # cast to int64 of a device float is left to the host (placement.int64_range_reason): it can pass int32.
-    ("f32", "i32"): "f32_to_i32(v)",
-    ("f32", "u32"): "select(0u, 1u, v != 0.0)",
-    ("i32", "f32"): "f32(v)",
-    ("i32", "u32"): "select(0u, 1u, v != 0)",
-    ("u32", "f32"): "f32(v)",
-    ("u32", "i32"): "i32(v)",
-}
-
 
 def _cast(rec, x, dtype):
     dtype = np.dtype(dtype)
@@ -39,7 +27,10 @@ def _cast(rec, x, dtype):
         if y.host is not None:
             y.host = y.host.astype(dtype)  # Recorder.view keeps the host copy's old dtype
         return y
-    return unary(rec, x, _CASTS[(x.gpu_type, STORAGE[dtype])], [0.0] * 3, out_dtype=dtype)
+    # Between storages, an expression of `v` per (source, target) pair: compute/expr/cast_<source>_<target>.wgsl
+    # (a cast to int64 of a device float is left to the host, placement.int64_range_reason: it can pass int32).
+    expr = snippet(f"compute/expr/cast_{x.gpu_type}_{STORAGE[dtype]}.wgsl")
+    return unary(rec, x, expr, [0.0] * 3, out_dtype=dtype)
 
 
 def narrow_cast(rec, x, dtype, wide_cast):

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.ops import contrib, contrib_quant, quant_gpu
 from wgsentis.ops.activations import ACTIVATIONS, rnn_activations
@@ -42,7 +43,8 @@ from wgsentis.ops.contrib_gpu import (
 # quant_gpu.py).
 
 _CODE_TYPES = (np.dtype(np.int8), np.dtype(np.uint8))
-_SEPARATE = "opaque_zero()"  # the second argument of opaque(): a zero the compiler cannot see
+# The expressions below are assembled from the templates in wgsl/common/expr/ (float_bits, alone, saturated,
+# codes_less): opaque() and opaque_zero() are common/math.wgsl's, a zero the compiler cannot see.
 
 
 def _lit(value: Any) -> str:
@@ -50,18 +52,23 @@ def _lit(value: Any) -> str:
     could become a product with its rounded reciprocal, a constant factor part of an FMA): its exact bits,
     through opaque()."""
     bits = int(np.asarray(value, np.float32).reshape(1).view(np.uint32)[0])
-    return f"opaque(bitcast<f32>({bits}u), {_SEPARATE})"
+    return snippet("common/expr/float_bits.wgsl", {"BITS": str(bits)})
 
 
 def _alone(expr: str) -> str:
     """``expr`` rounded to float32 on its own: a product never fused with the add or subtraction after it."""
-    return f"opaque({expr}, {_SEPARATE})"
+    return snippet("common/expr/alone.wgsl", {"EXPR": expr})
 
 
 def _saturated(expr: str, dtype: np.dtype) -> str:
     """A float32 expression clamped into ``dtype``'s range and converted (it is already integral)."""
     lo, hi = quant_gpu.INT_RANGES[np.dtype(dtype)]
-    return f"i32(clamp({expr}, {lo:.1f}, {hi:.1f}))"
+    return snippet("common/expr/saturated.wgsl", {"EXPR": expr, "LO": f"{lo:.1f}", "HI": f"{hi:.1f}"})
+
+
+def _codes_less(operand: str, zero: float) -> str:
+    """Operand ``operand``'s codes less their per-tensor zero point, in float32 (exact)."""
+    return snippet("common/expr/codes_less.wgsl", {"CODE": operand, "ZERO": f"{zero:.1f}"})
 
 
 def _scalar_of(value: Any, dtype: Any = np.float32) -> Any:
@@ -95,7 +102,7 @@ def _out_type(x: Any, zero_point: Any) -> np.dtype:
 
 def _dequantized(x_zero: float, x_scale: Any) -> str:
     """contrib_quant.dequant_per_tensor of ``a``: (f32(a) - zero point) * scale, in float32."""
-    return f"(f32(a) - {x_zero:.1f}) * {_lit(x_scale)}"
+    return f"{_codes_less('a', x_zero)} * {_lit(x_scale)}"
 
 
 def _quantized(value: str, y_scale: Any, y_zero: float, dtype: np.dtype) -> str:
@@ -124,8 +131,8 @@ def _qlinear_binary(c: Composer, A, A_scale, A_zero_point, B, B_scale, B_zero_po
         raise Declined
     out = _out_type(A, C_zero_point)
     a_scale, b_scale, c_scale = (_scalar_of(s) for s in (A_scale, B_scale, C_scale))
-    a = f"(f32(a) - {_zero_of(A_zero_point):.1f})"
-    b = f"(f32(b) - {_zero_of(B_zero_point):.1f})"
+    a = _codes_less("a", _zero_of(A_zero_point))
+    b = _codes_less("b", _zero_of(B_zero_point))
     if mul:
         values = f"{_alone(f'{a} * {b}')} * {_lit(a_scale * b_scale / c_scale)}"
     else:
@@ -259,7 +266,7 @@ def qlinear_global_average_pool(c: Composer, X, x_scale, x_zero_point, y_scale, 
     count = math.prod(X.shape[a] for a in spatial)
     if count == 0 or 256 * count >= 2 ** 24:
         raise Declined
-    sums = c.op("ReduceSum", 1, c.map([X], "f32(a)", np.float32), axes=spatial, keepdims=1)
+    sums = c.op("ReduceSum", 1, c.map([X], quant_gpu.expression("to_f32"), np.float32), axes=spatial, keepdims=1)
     ratio = np.float32(_scalar_of(x_scale)) / (np.float32(_scalar_of(y_scale)) * np.float32(count))
     shifted = _alone(f"a - {_zero_of(x_zero_point) * count:.1f}")
     return c.map([sums], _saturated(f"round({_alone(f'{shifted} * {_lit(ratio)}')}) + {_zero_of(y_zero_point):.1f}",
@@ -359,7 +366,7 @@ def qgemm(c: Composer, A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=Non
     if C is not None:
         if getattr(C, "dtype", None) != np.int32:
             raise Declined
-        acc = c.map([acc, C], _alone("a + f32(b)"), np.float32)  # exact: integers below 2^24
+        acc = c.map([acc, C], _alone(quant_gpu.expression("add_int")), np.float32)  # exact: integers below 2^24
     b_host = quant_gpu.host_value(b_scale)
     if b_host is None:
         raise Declined
@@ -458,7 +465,7 @@ def _dynamic_product(c: Composer, a: Any, weight: np.ndarray, scale: np.ndarray)
     """contrib_quant.dynamic_product's parts on the device: ``a`` quantized to uint8 from its own range, its exact
     integer product with the shifted ``weight``, and the float32 multiplier a_scale * w_scale."""
     a_q, a_scale, a_zero = c.quant(quant_gpu.dynamic_quantize_linear, "DynamicQuantizeLinear", a, outputs=3)
-    shifted = c.map([a_q, None, a_zero], "f32(a) - f32(c)", np.float32)
+    shifted = c.map([a_q, None, a_zero], quant_gpu.expression("zero_shifted"), np.float32)
     return c.op("MatMul", 13, shifted, weight), c.map([a_scale, scale], "a * b", np.float32)
 
 

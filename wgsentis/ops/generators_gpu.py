@@ -9,8 +9,8 @@ import numpy as np
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops.generators_spec import range_count
 from wgsentis.ops import tensor as _tensor
-from wgsentis.ops.tensor_gpu import (I32_MAX, I32_MIN, STORAGE, device_tensor, filled_tensor, gpu, host_ints,
-                                     storage_bits)
+from wgsentis.ops.tensor_gpu import (FILL_EYE, FILL_RANGE_FLOAT, FILL_RANGE_INT, I32_MAX, I32_MIN, STORAGE,
+                                     device_tensor, filled_tensor, gpu, host_ints, storage_bits)
 
 
 @gpu("ConstantOfShape", 9, host_inputs=(0,))
@@ -35,10 +35,9 @@ def eye_like(rec, layer, x, *, dtype=None, k=0, **attrs):
     if out_dtype not in STORAGE:
         return NotImplemented
     y = rec.alloc(x.shape, out_dtype)
-    t = y.gpu_type
-    expr = f"select(bitcast<{t}>(pu(4u)), bitcast<{t}>(pu(3u)), i32(i % pu(1u)) - i32(i / pu(1u)) == pi(2u))"
     params = [y.size, max(x.shape[1], 1), int(k), storage_bits(1, out_dtype), storage_bits(0, out_dtype)]
-    rec.dispatch("compute/generate.wgsl", [], [y], params, y.size, workgroup=256, subs={"T": t, "EXPR": expr})
+    rec.dispatch("compute/generate.wgsl", [], [y], params, y.size, workgroup=256, subs={"T": y.gpu_type},
+                 constants={"FILL": FILL_EYE})
     return y
 
 
@@ -55,17 +54,17 @@ def range_(rec, layer, start, limit, delta, **attrs):
         last = int(s) + (count - 1) * int(d)
         if not (I32_MIN <= int(s) <= I32_MAX and I32_MIN <= last <= I32_MAX and I32_MIN <= int(d) <= I32_MAX):
             return NotImplemented
-        params, expr = [0, int(s), int(d)], "pi(1u) + i32(i) * pi(2u)"
+        params, fill = [0, int(s), int(d)], FILL_RANGE_INT
     else:
         count = range_count(s, lim, d, False)
         if count >= 2**24:
             return NotImplemented  # the index would not be exact in f32
-        # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.
-        params, expr = [0, float(s), float(d)], "fma(f32(i), pf(2u), pf(1u))"
+        # start + i * delta rounded once (an fma), as the CPU kernel's float64 sum rounded to float32.
+        params, fill = [0, float(s), float(d)], FILL_RANGE_FLOAT
     y = rec.alloc([count], dtype)
     params[0] = count
     rec.dispatch("compute/generate.wgsl", [], [y], params, count, workgroup=256,
-                 subs={"T": y.gpu_type, "EXPR": expr})
+                 subs={"T": y.gpu_type}, constants={"FILL": fill})
     return y
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import Declined, GTensor, fits_binding, loop_passes, window_grain
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import (
@@ -112,6 +113,12 @@ def check_only(rec, idx, dims: list[int], negative_ok: bool = True, what: str = 
                  subs={"CHECK": "checked_index" if negative_ok else "checked_nonneg"})
 
 
+def _role(role: str) -> str:
+    """gather_elements.wgsl's and gather_nd.wgsl's ROLE: how a gather or a scatter reads its indices and stores
+    (compute/kind/index_<role>.wgsl)."""
+    return snippet(f"compute/kind/index_{role}.wgsl")
+
+
 def _elements(rec, layer, data, indices, updates, axis):
     """GatherElements (updates None) or ScatterElements without reduction."""
     x = device_tensor(rec, data, f"{layer.name}:data")
@@ -127,8 +134,7 @@ def _elements(rec, layer, data, indices, updates, axis):
         y = rec.alloc(idx.shape, x.dtype)
         params.append(rec.check_indices([length]))
         rec.dispatch("compute/gather_elements.wgsl", [x, idx], [y], params, y.size, workgroup=256,
-                     subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[i]",
-                           "STORE": "Y[i] = A[off];"}, faults=True)
+                     subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "ROLE": _role("gather")}, faults=True)
         return y
     u = device_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or u.shape != idx.shape or u.dtype != x.dtype:
@@ -136,8 +142,7 @@ def _elements(rec, layer, data, indices, updates, axis):
     y = _copy_all(rec, x)
     params.append(rec.check_indices([length]))
     rec.dispatch("compute/gather_elements.wgsl", [idx, u], [y], params, idx.size, workgroup=256,
-                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[i]", "STORE": "Y[off] = B[i];"},
-                 faults=True)
+                 subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "ROLE": _role("scatter")}, faults=True)
     return y
 
 
@@ -279,9 +284,8 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
             whole = count == x.size
             rec.dispatch("compute/gather_nd.wgsl", [x if whole else rec.window(x, first, (count,)), idx], [y],
                          [*params, first, first + count], y.size, workgroup=256,
-                         subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "INDEX": "B[pos * k + j]",
-                               "STORE": "Y[i] = A[off];" if whole else
-                               "if (off >= pu(18u) && off < pu(19u)) { Y[i] = A[off - pu(18u)]; }"}, faults=True)
+                         subs={"TA": x.gpu_type, "TB": "i32", "T": y.gpu_type, "ROLE": _role("gather")},
+                         constants={"WINDOWED": int(not whole)}, faults=True)
         return y
     u = device_tensor(rec, updates, f"{layer.name}:updates")
     if u is None or b or u.dtype != x.dtype or tuple(u.shape) != (*idx.shape[:-1], *x.shape[k:]):
@@ -299,9 +303,8 @@ def _nd(rec, layer, data, indices, updates, batch_dims):
         whole = count == y.size
         rec.dispatch("compute/gather_nd.wgsl", [idx, u], [y if whole else rec.window(y, first, (count,))],
                      [*params, first, first + count], u.size, workgroup=256,
-                     subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "INDEX": "A[pos * k + j]",
-                           "STORE": "Y[off] = B[i];" if whole else
-                           "if (off >= pu(18u) && off < pu(19u)) { Y[off - pu(18u)] = B[i]; }"}, faults=True)
+                     subs={"TA": "i32", "TB": u.gpu_type, "T": y.gpu_type, "ROLE": _role("scatter")},
+                     constants={"WINDOWED": int(not whole)}, faults=True)
     return y
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import GTensor, loop_passes
 from wgsentis.ops import ml, ml_transforms
 from wgsentis.ops import indexing_gpu
@@ -351,10 +352,9 @@ def binarizer_map(rec, layer, X, threshold=0.0) -> Any:
         slot = rec.check_indices([1], "values", value_error=BINARIZER_NAN_ERROR)
         th = float(np.float32(threshold))
         if rec.program.backend == GPU_PIXEL:
-            body = ("let v = x0(c); if (is_nan_f32(v)) { value_fault(linear_of(0u, c), pe(0u)); } "
-                    "r = select(0.0, 1.0, v > pef(1u));")
             t = rec.tensor(x)
-            return rec.map([t], t.shape, np.float32, t.layout.axis if t.shape else 0, body, [slot, th], faults=True)
+            return rec.map([t], t.shape, np.float32, t.layout.axis if t.shape else 0, "pixel/body/ml_binarize.wgsl",
+                           [slot, th], faults=True)
         y = rec.alloc(x.shape, np.float32)
         rec.dispatch("compute/ml_binarize.wgsl", [x], [y], [x.size, th, slot], x.size, workgroup=256, faults=True)
         return y
@@ -363,7 +363,7 @@ def binarizer_map(rec, layer, X, threshold=0.0) -> Any:
         if not _INT32[0] <= value <= _INT32[1]:
             return NotImplemented
         th = rec.derived(("binarizer",), (layer.attrs,), lambda: np.array([value], dtype=np.int32))
-        return map3(rec, [X, th], "select(0, 1, a > b)", X.dtype)
+        return map3(rec, [X, th], snippet("common/expr/ml_binarize_int.wgsl"), X.dtype)
     return NotImplemented
 
 
@@ -375,11 +375,11 @@ def imputer_map(rec, layer, X, imputed_value_floats=None, imputed_value_int64s=N
             imputed_value_floats or [], dtype=np.float32))
         target = float(replaced_value_float)
         if math.isnan(target):
-            expr, inputs = "select(a, b, is_nan_f32(a))", [X, values]
+            expr, inputs = "common/expr/ml_impute_nan.wgsl", [X, values]
         else:
             replaced = rec.derived(("imputer", "replaced"), (layer.attrs,),
                                    lambda: np.array([target], dtype=np.float32))
-            inputs, expr = [X, replaced, values], "select(a, c, a == b)"
+            inputs, expr = [X, replaced, values], "common/expr/ml_impute.wgsl"
     elif _int_input(X):
         values = rec.derived(("imputer",), (layer.attrs,), lambda: np.asarray(
             imputed_value_int64s or [], dtype=np.int64))
@@ -390,12 +390,12 @@ def imputer_map(rec, layer, X, imputed_value_floats=None, imputed_value_int64s=N
         replaced = rec.derived(("imputer", "replaced", X.dtype.str), (layer.attrs,),
                                lambda: np.array([target], dtype=X.dtype))
         typed = rec.derived(("imputer", X.dtype.str), (values,), lambda: values.astype(X.dtype))
-        inputs, expr = [X, replaced, typed], "select(a, c, a == b)"
+        inputs, expr = [X, replaced, typed], "common/expr/ml_impute.wgsl"
     else:
         return NotImplemented
     if values.size == 0 or not _along_last(values, X):
         return NotImplemented
-    return map3(rec, inputs, expr, X.dtype)
+    return map3(rec, inputs, snippet(expr), X.dtype)
 
 
 def reshaped(rec, x: Any, shape: tuple[int, ...]) -> Any:
@@ -432,7 +432,7 @@ def one_hot_map(rec, layer, X, cats_int64s=None, cats_strings=None, zeros=1) -> 
     if not int(zeros) and X.size:
         _refuse_unknown(rec, X, words)
     x = reshaped(rec, X, (*X.shape, 1))
-    return map3(rec, [x, cats, usable], "select(0.0, 1.0, a == b && c != 0)", np.float32)
+    return map3(rec, [x, cats, usable], snippet("common/expr/ml_one_hot.wgsl"), np.float32)
 
 
 def _refuse_unknown(rec, X, words: np.ndarray) -> None:
@@ -445,10 +445,8 @@ def _refuse_unknown(rec, X, words: np.ndarray) -> None:
         t = rec.tensor(X)
         cats = rec.tensor(rec.derived(("one_hot", "cats"), (words,), lambda: words[0].copy()))
         usable = rec.tensor(rec.derived(("one_hot", "usable"), (words,), lambda: words[1].copy()))
-        body = (f"let v = x0(c); var known = false; for (var k = 0u; k < {count}u; k++) {{ var e: Coords; "
-                f"e.c[{MAX_RANK - 1}] = k; if (x1(e) == v && x2(e) != 0) {{ known = true; }} }} "
-                "if (!known) { value_fault(linear_of(0u, c), pe(0u)); } r = 0;")
-        rec.map([t, cats, usable], t.shape, np.int32, t.layout.axis if t.shape else 0, body, [slot], faults=True)
+        rec.map([t, cats, usable], t.shape, np.int32, t.layout.axis if t.shape else 0,
+                "pixel/body/ml_category_check.wgsl", [slot, count], faults=True)
         return
     x = device_tensor(rec, X)
     table = device_tensor(rec, rec.derived(("one_hot", "table"), (words,), lambda: words.reshape(-1).copy()))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.elementwise_gpu import bind_division
@@ -22,8 +23,6 @@ from wgsentis.ops.reduce_gpu import reduce_to
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 POOL_WG = 64
-_F32_NAN = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u"
-_LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)"}
 
 
 def _is_gpu(t: Any) -> bool:
@@ -78,16 +77,11 @@ def _grid(x, out_shape: tuple[int, ...], limit: int) -> tuple[int, int, int] | N
     return (per_plane, limit, math.ceil(planes / limit))
 
 
-def _subs(x, p: float = 2.0) -> dict[str, str]:
-    if x.gpu_type == "i32":
-        return {"T": "i32", "NANCHK": "false", "LOWEST": _LOWEST["i32"], "POW": "v", "SQRT": "acc",
-                "ROOT": "acc"}
-    if p == 1.0:
-        pow_expr, root = "abs(v)", "acc"
-    else:
-        pow_expr, root = "pow(abs(v), pf(25u))", "pow(acc, pf(26u))"
-    return {"T": "f32", "NANCHK": _F32_NAN, "LOWEST": _LOWEST["f32"], "POW": pow_expr, "SQRT": "sqrt(acc)",
-            "ROOT": root}
+def _kind(rec, x) -> str:
+    """pool.wgsl's KIND: the element type's functions (compute/kind/pool_<T>.wgsl); a float average divides
+    correctly rounded, with the device's division."""
+    kind = snippet(f"compute/kind/pool_{x.gpu_type}.wgsl")
+    return bind_division(rec, kind) if x.gpu_type == "f32" else kind
 
 
 def _window_constants(params: list) -> dict[str, int]:
@@ -110,11 +104,10 @@ def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
-        # An average divides, correctly rounded.
-        average = bind_division(rec, "div_f32(acc, f32(max(count, 1)))") if x.gpu_type == "f32" else "acc"
         rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
-                     constants={"MODE": mode, "COLUMNS": int(columns), **_window_constants(params)},
-                     subs={**_subs(x, p), "AVERAGE": average, "POOL_T": x.gpu_type}, loops=_window_passes(params))
+                     constants={"MODE": mode, "COLUMNS": int(columns), "P_ONE": int(p == 1.0),
+                                **_window_constants(params)},
+                     subs={"T": x.gpu_type, "KIND": _kind(rec, x), "POOL_T": x.gpu_type}, loops=_window_passes(params))
     return y
 
 
@@ -138,10 +131,10 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
         return NotImplemented
     y = rec.alloc(out_shape, X.dtype)
     idx = rec.alloc(out_shape, np.int64)
-    sub = _subs(X)
     if y.size:
         rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, grid, workgroup=POOL_WG,
-                     constants=_window_constants(params), subs={"T": sub["T"], "LOWEST": sub["LOWEST"]},
+                     constants=_window_constants(params),
+                     subs={"T": X.gpu_type, "LOWEST": snippet(f"compute/kind/lowest_{X.gpu_type}.wgsl")},
                      loops=_window_passes(params))
     return y, idx
 
@@ -194,8 +187,8 @@ def global_average_pool(rec, layer, X, **attrs):
     if not rec.loops_fit(passes) or length >= LONG_GLOBAL_POOL:
         return _global(rec, X, "mean")
     y = rec.alloc((*X.shape[:2], *([1] * (X.ndim - 2))), np.float32)
-    mean = bind_division(rec, "div_f32(total, f32(length))")
-    rec.dispatch("compute/lane_mean.wgsl", [X], [y], [rows, length], rows, subs={"MEAN": mean}, loops=passes)
+    rec.dispatch("compute/lane_mean.wgsl", [X], [y], [rows, length], rows,
+                 subs={"DIV": rec.ctx.division_function}, loops=passes)
     return y
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import wgsl_source
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
@@ -58,9 +59,7 @@ def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
     if len(out_shape) > MAX_RANK:
         raise Declined
     if rec.program.backend == GPU_PIXEL:
-        # Fragment shaders may flush subnormals (wgsl/common/subnormal.wgsl): quotients are taken through it.
-        expr = bind_division(rec, expr.replace("div_f32(f32(a), f32(b))",
-                                               "sn_quotient(f32(a), f32(b), div_f32(f32(a), f32(b)))"))
+        expr = bind_division(rec, expr)
         out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False,
                           helpers=wgsl_source("common/subnormal.wgsl"))
         if out is NotImplemented:
@@ -93,13 +92,20 @@ def _param(rec, value: Any, shape: tuple[int, ...], axis: int, block_size: int) 
     raise Declined
 
 
-def _quantize_expr(lo: int, hi: int, half_input: bool) -> str:
+def expression(name: str, lo: int | None = None, hi: int | None = None) -> str:
+    """The broadcast maps' expression of ``a``, ``b``, ``c`` in ``wgsl/common/expr/<name>.wgsl``; ``lo`` and ``hi``:
+    the range its result saturates into (the target type's, a variant per type)."""
+    subs = {} if lo is None else {"LO": f"{lo:.1f}", "HI": f"{hi:.1f}"}
+    return snippet(f"common/expr/{name}.wgsl", subs)
+
+
+def _quantize_expr(rec, lo: int, hi: int, half_input: bool) -> str:
     """x / scale rounded half to even, plus the zero point, saturated: the CPU kernel's order of operations
-    (a float16 input divides in float16: numpy rounds the float32 quotient to float16)."""
-    scaled = "div_f32(f32(a), f32(b))"
-    if half_input:
-        scaled = f"round_to_f16({scaled})"
-    return f"i32(clamp(round({scaled}) + f32(c), {lo:.1f}, {hi:.1f}))"
+    (a float16 input divides in float16: numpy rounds the float32 quotient to float16). Fragment shaders may
+    flush subnormals (wgsl/common/subnormal.wgsl): on gpu-pixel the quotient is taken through it."""
+    quotient = expression("quotient_subnormal" if rec.program.backend == GPU_PIXEL else "quotient")
+    return snippet(f"common/expr/{'quantize_f16' if half_input else 'quantize'}.wgsl",
+                   {"QUOTIENT": quotient, "LO": f"{lo:.1f}", "HI": f"{hi:.1f}"})
 
 
 def _quantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
@@ -116,7 +122,7 @@ def _quantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, out
     s = _param(rec, scale, shape, axis, block_size)
     z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
     lo, hi = INT_RANGES[target]
-    return map3(rec, [x, s, z], _quantize_expr(lo, hi, x.dtype == np.float16), target)
+    return map3(rec, [x, s, z], _quantize_expr(rec, lo, hi, x.dtype == np.float16), target)
 
 
 def _dequantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, output_dtype: int = 0):
@@ -131,7 +137,7 @@ def _dequantize(rec, x, scale, zero_point, axis: int = 1, block_size: int = 0, o
     s = _param(rec, scale, shape, axis, block_size)
     z = None if zero_point is None else _param(rec, zero_point, shape, axis, block_size)
     # (x - zero point) * scale in float32, as the CPU kernel computes it; a float16 output rounded from that.
-    y = map3(rec, [x, s, z], "(f32(a) - f32(c)) * f32(b)", np.float32)
+    y = map3(rec, [x, s, z], expression("dequantize"), np.float32)
     return rec.narrowed(y, out) if out == np.float16 else y
 
 
@@ -209,10 +215,9 @@ def dynamic_quantize_linear(rec, layer, x, **attrs):
     hi = _full_reduce(rec, layer, x, "ReduceMax")
     lo = _full_reduce(rec, layer, x, "ReduceMin")
     # scale = (hi - lo) / 255 over the range widened to hold 0 (1 for an all-zero tensor), as the CPU kernel.
-    scale = map3(rec, [hi, lo], "select(div_f32(max(a, 0.0) - min(b, 0.0), 255.0), 1.0, "
-                                "max(a, 0.0) == min(b, 0.0))", np.float32)
-    zero = map3(rec, [lo, scale], "i32(round(clamp(0.0 - div_f32(min(a, 0.0), b), 0.0, 255.0)))", np.uint8)
-    y = map3(rec, [x, scale, zero], _quantize_expr(0, 255, False), np.uint8)
+    scale = map3(rec, [hi, lo], expression("dynamic_scale"), np.float32)
+    zero = map3(rec, [lo, scale], expression("dynamic_zero_point"), np.uint8)
+    y = map3(rec, [x, scale, zero], _quantize_expr(rec, 0, 255, False), np.uint8)
     return y, scale, zero
 
 
@@ -236,11 +241,11 @@ def zero_shifted(rec, layer, t: Any, zero_point: Any, shape_zp, key: str) -> Any
 
         return rec.derived(("zero-point-shifted", key), sources, make)
     if zero_point is None:
-        return map3(rec, [t], "f32(a)", np.float32)
+        return map3(rec, [t], expression("to_f32"), np.float32)
     zp = shape_zp(_wide_host(np.asarray(zp_host))) if zp_host is not None else zero_point
     if not isinstance(zp, np.ndarray) and zp.size != 1:
         raise Declined
-    return map3(rec, [t, None, zp], "f32(a) - f32(c)", np.float32)
+    return map3(rec, [t, None, zp], expression("zero_shifted"), np.float32)
 
 
 def _zp_per_row(zp: np.ndarray) -> np.ndarray:
@@ -267,7 +272,7 @@ def _float_result(out: Any) -> Any:
 
 
 def _to_int32(rec, acc: Any) -> Any:
-    return map3(rec, [acc], "i32(round(a))", np.int32)
+    return map3(rec, [acc], expression("to_i32"), np.int32)
 
 
 def requantize_on_device(rec, acc: Any, multiplier: np.ndarray, zero_point: Any) -> Any:
@@ -279,8 +284,8 @@ def requantize_on_device(rec, acc: Any, multiplier: np.ndarray, zero_point: Any)
     if zp is None or np.asarray(zp).size != 1:
         raise Declined
     lo, hi = INT_RANGES[target]
-    return map3(rec, [acc, multiplier, _wide_host(np.asarray(zp).reshape(()))],
-                f"i32(clamp(round(a * b) + c, {lo:.1f}, {hi:.1f}))", target)
+    return map3(rec, [acc, multiplier, _wide_host(np.asarray(zp).reshape(()))], expression("requantize", lo, hi),
+                target)
 
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -341,4 +346,4 @@ def qlinear_matmul(rec, layer, a, a_scale, a_zero_point, b, b_scale, b_zero_poin
     return requantize_on_device(rec, acc, requant_multiplier(a_s, b_s, scales[2]), y_zero_point)
 
 
-__all__ = ["INT_RANGES", "map3"]
+__all__ = ["INT_RANGES", "expression", "map3"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import loop_passes
 from wgsentis.ops.numeric import LONG_SUM
 from wgsentis.ops.reduce_spec import softmax_axis
@@ -247,9 +248,9 @@ def _arg_reduce(rec, data, axis: int, keepdims: int, select_last_index: int, op:
     outer, r, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
     out_shape = shape[:axis] + ((1,) if keepdims else ()) + shape[axis + 1:]
     out = rec.alloc(out_shape, np.int64)
-    nanchk = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if data.gpu_type == "f32" else "false"
     rec.dispatch("compute/argreduce.wgsl", [data], [out], [outer * inner, r, inner, int(bool(select_last_index))],
-                 outer * inner, workgroup=64, constants={"OP": op}, subs={"T": data.gpu_type, "NANCHK": nanchk},
+                 outer * inner, workgroup=64, constants={"OP": op},
+                 subs={"T": data.gpu_type, "IS_NAN": snippet(f"compute/kind/is_nan_{data.gpu_type}.wgsl")},
                  loops=loop_passes(r - 1))
     return out
 

@@ -281,11 +281,16 @@ def unsqueeze(rec, layer, data, axes, **attrs):
     return reshaped_view(rec, data, unsqueezed_shape(tuple(data.shape), host_ints(axes)))
 
 
+# compute/generate.wgsl's FILL override: what its elements hold (a fill, an identity matrix, an integer or float
+# Range; generators_gpu.py builds the last three).
+FILL_CONSTANT, FILL_EYE, FILL_RANGE_INT, FILL_RANGE_FLOAT = 0, 1, 2, 3
+
+
 def filled_tensor(rec, shape, dtype, value):
     """A new tensor of ``shape`` filled with ``value``."""
     y = rec.alloc(shape, dtype)
     rec.dispatch("compute/generate.wgsl", [], [y], [y.size, storage_bits(value, dtype)], y.size,
-                 workgroup=256, subs={"T": y.gpu_type, "EXPR": f"bitcast<{y.gpu_type}>(pu(1u))"})
+                 workgroup=256, subs={"T": y.gpu_type}, constants={"FILL": FILL_CONSTANT})
     return y
 
 

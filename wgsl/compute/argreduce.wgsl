@@ -1,6 +1,7 @@
 // ArgMax / ArgMin along one axis of an input viewed as (outer, R, inner); one invocation per output.
 // Params: 0 n (outer * inner), 1 R, 2 inner, 3 select_last_index. Override OP: 0 argmax, 1 argmin.
-// NaN wins as numpy's argmax/argmin: the first NaN (the last with select_last_index).
+// NaN wins as numpy's argmax/argmin: the first NaN (the last with select_last_index); IS_NAN: the element
+// type's is_nan (compute/kind/is_nan_<T>.wgsl).
 #include "common/params.wgsl"
 
 override OP: u32 = 0u;
@@ -9,7 +10,7 @@ override OP: u32 = 0u;
 @group(0) @binding(1) var<storage, read_write> Y: array<i32>;
 @group(0) @binding(2) var<uniform> params: Params;
 
-fn is_nan(v: {{T}}) -> bool { return {{NANCHK}}; }
+{{IS_NAN}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -1,7 +1,8 @@
-// GatherElements: A data, B indices, {{STORE}} "Y[i] = A[off];" : Y[idx] = A[idx with idx[axis] := B[idx]].
-// ScatterElements: A indices, B updates, {{STORE}} "Y[off] = B[i];" : Y[idx with idx[axis] := A[idx]] = B[idx]
+// GatherElements: A data, B indices: Y[idx] = A[idx with idx[axis] := B[idx]].
+// ScatterElements: A indices, B updates: Y[idx with idx[axis] := A[idx]] = B[idx]
 // (Y already holds a copy of the data). The invocation index runs over the indices' shape; data
-// strides address the data. {{INDEX}} reads the index tensor at i.
+// strides address the data. ROLE: which, its index_component (the index tensor at i) and store
+// (compute/kind/index_gather.wgsl, index_scatter.wgsl; never WINDOWED here).
 // An index outside [-axis_len, axis_len) is recorded in the fault slot (common/faults.wgsl) and
 // nothing is read or written for it (the run raises).
 // Params: 0 n, 1 rank, 2 axis, 3 axis_len, 4..9 indices shape, 10..15 data strides, 16 fault slot word.
@@ -13,6 +14,8 @@
 @group(0) @binding(2) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(3) var<uniform> params: Params;
 @group(0) @binding(4) var<storage, read_write> FAULTS: array<atomic<u32>>;
+
+{{ROLE}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -30,11 +33,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         var c = rem - q * dim;
         rem = q;
         if (axis == ax) {
-            let v = checked_index({{INDEX}}, len, pu(16u));
+            let v = checked_index(index_component(i), len, pu(16u));
             if (v < 0) { return; }
             c = u32(v);
         }
         off += c * pu(10u + axis);
     }
-    {{STORE}}
+    store(i, off);
 }

@@ -25,5 +25,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var k = 4u * packets; k < length; k++) {
         total = total + X[base + k];
     }
-    Y[r] = {{MEAN}};
+    Y[r] = {{DIV}}(opaque_zero(), total, f32(length));  // correctly rounded (math.wgsl)
 }

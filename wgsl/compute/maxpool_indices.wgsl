@@ -1,6 +1,7 @@
 // MaxPool with its Indices output: the first window tap holding the maximum (padding counts as the
 // lowest value), as a flat index into the unpadded input, row-major (storage_order 0) or with the
 // spatial dims column-major (1). Params and grid as pool.wgsl; 27 storage_order, 28 spatial dims.
+// LOWEST: the element type's lowest() (compute/kind/lowest_<T>.wgsl).
 #include "common/params.wgsl"
 #include "compute/pool_window.wgsl"
 
@@ -8,6 +9,8 @@
 @group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> I: array<i32>;
 @group(0) @binding(3) var<uniform> params: Params;
+
+{{LOWEST}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -18,14 +21,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let start = site.start;
     let dil = site.dil;
     let base = site.base;
-    var best = {{LOWEST}};
+    var best = lowest();
     var at = start;
     var first = true;
     for (var k0 = 0; k0 < KD0; k0++) {
         for (var k1 = 0; k1 < KD1; k1++) {
             for (var k2 = 0; k2 < KD2; k2++) {
                 let p = start + vec3<i32>(k0, k1, k2) * dil;
-                var v = {{LOWEST}};
+                var v = lowest();
                 if (all(p >= vec3<i32>(0)) && all(p < in_d)) {
                     v = X[base + u32((p.x * in_d.y + p.y) * in_d.z + p.z)];
                 }

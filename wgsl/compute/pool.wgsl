@@ -6,19 +6,21 @@
 //         average counts (i32, [lo, hi) per dim), 25 p (f32), 26 1/p (f32), 29 planes (N * C).
 // Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with any p. An average sums in ONNX Runtime's order
 // (pool.average_order): one running sum in row-major order, or with COLUMNS each window column's sum down its
-// rows and planes first, then the columns'; then a division (AVERAGE: correctly rounded, see math.wgsl).
+// rows and planes first, then the columns'; then a division (average: correctly rounded, see math.wgsl).
+// Override P_ONE: an Lp pool with p = 1. KIND: the element type's functions (compute/kind/pool_<T>.wgsl).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 #include "compute/pool_window.wgsl"
 
 override MODE: u32 = 0u;
 override COLUMNS: bool = false;
+override P_ONE: bool = false;
 
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(2) var<uniform> params: Params;
 
-fn is_nan(v: {{T}}) -> bool { return {{NANCHK}}; }
+{{KIND}}
 
 fn pool_value(base: u32, p: vec3<i32>, in_d: vec3<i32>) -> {{T}} {
     return X[base + u32((p.x * in_d.y + p.y) * in_d.z + p.z)];
@@ -38,11 +40,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let lo = vec3<i32>(pi(19u), pi(20u), pi(21u));
     let hi = vec3<i32>(pi(22u), pi(23u), pi(24u));
     var acc = {{T}}(0);
-    if (MODE == 0u) { acc = {{LOWEST}}; }
+    if (MODE == 0u) { acc = lowest(); }
     var count = 0;
     if (MODE == 1u && COLUMNS) {
         acc = columns_sum(base, start, dil, in_d, lo, hi, &count);
-        Y[i] = {{AVERAGE}};
+        Y[i] = average(acc, count);
         return;
     }
     for (var k0 = 0; k0 < KD0; k0++) {
@@ -65,13 +67,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 } else if (MODE == 2u) {
                     acc += v * v;
                 } else {
-                    acc += {{POW}};
+                    acc += lp_term(v);
                 }
             }
         }
     }
-    if (MODE == 1u) { acc = {{AVERAGE}}; }
-    if (MODE == 2u) { acc = {{SQRT}}; }
-    if (MODE == 3u) { acc = {{ROOT}}; }
+    if (MODE == 1u) { acc = average(acc, count); }
+    if (MODE == 2u) { acc = l2_root(acc); }
+    if (MODE == 3u) { acc = lp_root(acc); }
     Y[i] = acc;
 }

@@ -1,0 +1,1 @@
+opaque({{EXPR}}, opaque_zero())

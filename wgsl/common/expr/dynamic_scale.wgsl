@@ -1,0 +1,1 @@
+select(div_f32(max(a, 0.0) - min(b, 0.0), 255.0), 1.0, max(a, 0.0) == min(b, 0.0))  /* DynamicQuantizeLinear's scale: the range [min (b), max (a)] widened to hold 0, over 255 (1 for an all-zero tensor). */

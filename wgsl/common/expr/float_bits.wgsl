@@ -1,0 +1,1 @@
+opaque(bitcast<f32>({{BITS}}u), opaque_zero())

@@ -1,0 +1,1 @@
+f32(a)  /* integer codes as float32 (exact below 2^24). */

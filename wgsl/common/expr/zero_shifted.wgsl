@@ -1,0 +1,1 @@
+f32(a) - f32(c)  /* integer codes less their zero point (c), as float32. */

@@ -1,0 +1,1 @@
+select(0u, 1u, v != 0)  /* Cast int32 -> bool: any value but zero is true. */
