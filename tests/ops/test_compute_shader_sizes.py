@@ -187,3 +187,79 @@ def test_every_binary4_variant_is_whole_wgsl(a_form, b_form):
     source = wgsl_source("compute/binary4.wgsl", {"EXPR": "a + b", "ACT": "v", **binary4_subs(a_form, b_form)})
     get_context().pipeline(("test_compute_shader_sizes", "binary4", a_form, b_form), source, {"WG": 256},
                            f"binary4 {a_form} {b_form}")
+
+
+# -- the quantization, pool, cast, generator and indexing programs (ops/quant_gpu.py, pool_gpu.py, cast_gpu.py,
+# generators_gpu.py, indexing_gpu.py, reduce_gpu.py): their expressions and kind functions are .wgsl files, their
+# sizes words. A pool's window and output plane stay pipeline constants (pool_window.wgsl says why), so its second
+# size changes the batch and channels only.
+def _quantize(n: int) -> Case:
+    feeds = {"x": 4 * _x(n, 3 * n)}  # compute/map3.wgsl with common/expr/quantize.wgsl
+    constants = {"s": np.array(0.05, np.float32), "zp": np.array(7, np.uint8)}
+    return gpu_check.node_model("QuantizeLinear", feeds, constants=constants), feeds
+
+
+def _dequantize(n: int) -> Case:
+    feeds = {"q": RNG.integers(-128, 128, (n, 2 * n + 1)).astype(np.int8)}
+    constants = {"s": np.array(0.1, np.float32), "zp": np.array(-3, np.int8)}
+    return gpu_check.node_model("DequantizeLinear", feeds, constants=constants), feeds
+
+
+def _max_pool(n: int) -> Case:
+    feeds = {"x": _x(n, n + 1, 9, 9)}  # compute/pool.wgsl with compute/kind/pool_f32.wgsl
+    return gpu_check.node_model("MaxPool", feeds, kernel_shape=[3, 3], pads=[1, 1, 1, 1]), feeds
+
+
+def _average_pool(n: int) -> Case:
+    feeds = {"x": _x(n, n + 1, 9, 9)}  # an average: the kind file's division, the device's
+    return gpu_check.node_model("AveragePool", feeds, kernel_shape=[3, 3], strides=[2, 2]), feeds
+
+
+def _global_average_pool(n: int) -> Case:
+    feeds = {"x": _x(n, 2, n + 3, 2 * n)}  # compute/lane_mean.wgsl
+    return gpu_check.node_model("GlobalAveragePool", feeds), feeds
+
+
+def _cast(n: int) -> Case:
+    feeds = {"x": 50 * _x(n, 2 * n + 1)}  # compute/unary.wgsl with compute/expr/cast_f32_i32.wgsl
+    return gpu_check.node_model("Cast", feeds, to=onnx.TensorProto.INT32), feeds
+
+
+def _eye_like(n: int) -> Case:
+    feeds = {"x": _x(n, n + 2)}  # compute/generate.wgsl, FILL_EYE
+    return gpu_check.node_model("EyeLike", feeds, k=1), feeds
+
+
+def _gather_nd(n: int) -> Case:
+    feeds = {"data": _x(n + 2, 3, n), "i": RNG.integers(0, n + 2, (n, 1)).astype(np.int64)}  # gather_nd.wgsl
+    return gpu_check.node_model("GatherND", feeds), feeds
+
+
+def _arg_max(n: int) -> Case:
+    feeds = {"x": _x(n, 2 * n + 1)}  # compute/argreduce.wgsl with compute/kind/is_nan_f32.wgsl
+    return gpu_check.node_model("ArgMax", feeds, axis=1), feeds
+
+
+CASES_30 = {
+    "QuantizeLinear": (_quantize, 3, 6), "DequantizeLinear": (_dequantize, 3, 7), "MaxPool": (_max_pool, 1, 2),
+    "AveragePool": (_average_pool, 1, 3), "GlobalAveragePool": (_global_average_pool, 2, 5), "Cast": (_cast, 3, 8),
+    "EyeLike": (_eye_like, 3, 6), "GatherND": (_gather_nd, 3, 5), "ArgMax": (_arg_max, 3, 7),
+}
+
+
+@pytest.mark.parametrize("op", list(CASES_30))
+def test_a_second_size_of_a_quantization_pool_cast_generator_or_index_op_builds_no_pipeline(op):
+    make, first, second = CASES_30[op]
+    model_a, feeds_a = make(first)
+    model_b, feeds_b = make(second)
+    with ws.Worker(ws.load_model(model_a), COMPUTE) as worker:
+        worker.run(feeds_a)
+        assert worker.stats()["fallback_layers"] == []
+    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
+    with ws.Worker(ws.load_model(model_b), COMPUTE) as worker:
+        got = worker.run(feeds_b)
+        stats = worker.stats()
+    assert stats["fallback_layers"] == []
+    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=f"{op} {name}")
