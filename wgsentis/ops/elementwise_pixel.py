@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.device import wgsl_source
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.ops.activations import ACTIVATIONS
@@ -36,27 +36,16 @@ from wgsentis.ops.registry import GPU_PIXEL, register
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
-_LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
 # float32 arithmetic that keeps subnormals where fragment shaders flush them (wgsl/common/subnormal.wgsl): lane
-# statements of a and b setting r, as the cpu backend and the compute shaders compute them.
-_SUBNORMAL_SAFE = {
-    "Add": "r = sn_add(a, b);",
-    "Sub": "r = sn_sub(a, b);",
-    "Mul": "r = sn_mul(a, b);",
-    "Div": ("let q = div_f32(a, b); r = q; if (sn_div_needed(a, b, q)) { let s = sn_div_scaled(a, b); "
-            "r = sn_div_finish(div_f32(s.x, s.y), s); }"),
-    # (numpy's maximum/minimum of a subnormal: the larger/smaller by value; NaN propagates as before)
-    "Max": ("r = select(max(a, b), a + b, is_nan_f32(a) || is_nan_f32(b)); "
-            "if ((sn_is_sub(a) || sn_is_sub(b)) && !(is_nan_f32(a) || is_nan_f32(b))) "
-            "{ r = select(b, a, sn_key(a) >= sn_key(b)); }"),
-    "Min": ("r = select(min(a, b), a + b, is_nan_f32(a) || is_nan_f32(b)); "
-            "if ((sn_is_sub(a) || sn_is_sub(b)) && !(is_nan_f32(a) || is_nan_f32(b))) "
-            "{ r = select(b, a, sn_key(a) <= sn_key(b)); }"),
-}
+# files of a and b setting r, as the cpu backend and the compute shaders compute them (numpy's maximum/minimum of
+# a subnormal: the larger/smaller by value; NaN propagates).
+_SUBNORMAL_SAFE = {op: f"pixel/body/sn_{op.lower()}.wgsl" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min")}
+_SUBNORMAL = "common/subnormal.wgsl"
 
 
-def _subnormal_helpers() -> str:
-    return wgsl_source("common/subnormal.wgsl")
+def _lane(expr: str) -> str:
+    """The lane setting r to ``expr`` (a WGSL expression of a, b, ... from the generator-owned tables)."""
+    return shader_gen.snippet("pixel/body/lane_expr.wgsl", {"EXPR": expr})
 
 
 def _divided(rec, expr: str) -> str:
@@ -80,8 +69,9 @@ def _out_axis(tensors: list[Any], shape: tuple[int, ...]) -> int:
 
 def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, act: bool = True,
                 helpers: str = "") -> Any:
-    """Draw ``r`` = ``lane`` (WGSL statements of the lane's input scalars a, b, c, ...) with numpy broadcasting,
-    then the layer's fused activation (float outputs); NotImplemented where the inputs cannot be drawn."""
+    """Draw ``r`` = ``lane`` (a lane file, or text from the generator, setting r from the lane's input scalars a, b,
+    c, ...) with numpy broadcasting, then the layer's fused activation (float outputs, pixel/body/fused_act.wgsl);
+    NotImplemented where the inputs cannot be drawn."""
     shapes = [tuple(getattr(x, "shape", ())) for x in inputs]
     try:
         shape = broadcast_shape(*shapes)
@@ -108,9 +98,10 @@ def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, a
             return NotImplemented
         expr, params = fused(layer)
         extra = [float(p) for p in params] + [0.0] * (3 - len(params))
-        lane = (f"{lane} {{ let v = r; let alpha = pef(0u); let beta = pef(1u); let gamma = pef(2u); "
-                f"r = {_divided(rec, expr)}; }}")
-    return rec.lanes(tensors, shape, out_dtype, axis, _divided(rec, lane), extra, helpers=helpers)
+        lane = shader_gen.snippet("pixel/body/fused_act.wgsl",
+                                  {"LANE": shader_gen.snippet(lane), "ACT": _divided(rec, expr)})
+    return rec.lanes(tensors, shape, out_dtype, axis, _divided(rec, shader_gen.snippet(lane)), extra,
+                     helpers=helpers)
 
 
 def _kind(x: Any) -> str | None:
@@ -126,11 +117,16 @@ def _float_in(x: Any) -> bool:
 def unary(rec, x: Any, expr: str, params: list[float], out_dtype: Any = np.float32, layer=None) -> Any:
     """y = expr(v) lane by lane (the activation records' form: ``v`` and alpha, beta, gamma)."""
     words = [float(p) for p in params] + [0.0] * (3 - len(params))
-    lane = f"let v = a; let alpha = pef(0u); let beta = pef(1u); let gamma = pef(2u); r = {expr};"
+    lane = shader_gen.snippet("pixel/body/unary.wgsl", {"EXPR": expr})
+    return _unary_lane(rec, x, _divided(rec, lane), words, out_dtype)
+
+
+def _unary_lane(rec, x: Any, lane: str, words: list[int | float], out_dtype: Any) -> Any:
+    """y = ``lane`` (a lane file or text setting r from a) over ``x``, with the words ``words`` (pe)."""
     t = rec.tensor(x)
     if t is None:
         return NotImplemented
-    return rec.lanes([t], t.shape, out_dtype, t.layout.axis if t.shape else 0, _divided(rec, lane), words)
+    return rec.lanes([t], t.shape, out_dtype, t.layout.axis if t.shape else 0, lane, words)
 
 
 register_activations(GPU_PIXEL, unary)
@@ -150,11 +146,7 @@ def clip(rec, layer, x, lo=None, hi=None, **attrs):
             return default
         return min(max(int(np.asarray(value).reshape(-1)[0]), _I32_MIN), _I32_MAX)
 
-    t = rec.tensor(x)
-    if t is None:
-        return NotImplemented
-    return rec.lanes([t], t.shape, x.dtype, t.layout.axis if t.shape else 0, "r = min(max(a, pei(0u)), pei(1u));",
-                     [bound(lo, _I32_MIN), bound(hi, _I32_MAX)])
+    return _unary_lane(rec, x, "pixel/body/clip_int.wgsl", [bound(lo, _I32_MIN), bound(hi, _I32_MAX)], x.dtype)
 
 
 def _register_float_unary(op: str, expr: str) -> None:
@@ -175,23 +167,22 @@ for _op, _expr in FLOAT_UNARY.items():
 def not_(rec, layer, x):
     if getattr(x, "dtype", None) != np.bool_:
         return NotImplemented
-    return unary(rec, x, "1 - v", [], np.bool_)
+    return _unary_lane(rec, x, "pixel/body/not_bool.wgsl", [], np.bool_)
 
 
 @register("IsNaN", backend=GPU_PIXEL)
 def isnan(rec, layer, x):
     if not _float_in(x):
         return NotImplemented
-    return unary(rec, x, "select(0, 1, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)", [], np.bool_)
+    return _unary_lane(rec, x, "pixel/body/is_nan.wgsl", [], np.bool_)
 
 
 @register("IsInf", backend=GPU_PIXEL)
 def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
     if not _float_in(x):
         return NotImplemented
-    expr = (f"select(0, 1, (bitcast<u32>(v) == 0x7f800000u && {int(detect_positive)}u == 1u) || "
-            f"(bitcast<u32>(v) == 0xff800000u && {int(detect_negative)}u == 1u))")
-    return unary(rec, x, expr, [], np.bool_)
+    # (each attribute detects where it is 1: words pe(0), pe(1))
+    return _unary_lane(rec, x, "pixel/body/is_inf.wgsl", [int(detect_positive), int(detect_negative)], np.bool_)
 
 
 @register("BitwiseNot", 18, backend=GPU_PIXEL)
@@ -199,7 +190,7 @@ def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
 def bitwise_not(rec, layer, x, **attrs):
     if getattr(x, "dtype", None) not in _INTS:
         return NotImplemented
-    return unary(rec, x, "~v", [], x.dtype)
+    return _unary_lane(rec, x, "pixel/body/bitwise_not.wgsl", [], x.dtype)
 
 
 # -- binary -------------------------------------------------------------------------------------------------------
@@ -216,8 +207,8 @@ def _register_arith(op: str, exprs: dict[str, str]) -> None:
         if op == "Pow" and db != np.float32:
             raise Declined(f"Pow's exponent '{layer.inputs[1]}' is {db.name}; this program takes float32")
         if kind == "f32" and op in _SUBNORMAL_SAFE:
-            return elementwise(rec, [a, b], _SUBNORMAL_SAFE[op], da, layer, helpers=_subnormal_helpers())
-        return elementwise(rec, [a, b], f"r = {exprs[kind]};", da, layer)
+            return elementwise(rec, [a, b], _SUBNORMAL_SAFE[op], da, layer, helpers=_SUBNORMAL)
+        return elementwise(rec, [a, b], _lane(exprs[kind]), da, layer)
 
 
 for _op, _exprs in ARITH.items():
@@ -231,7 +222,8 @@ def _register_compare(op: str, expr: str) -> None:
         check_operand_types(layer, [a, b], (np.float32, *_INTS, np.bool_))
         if a.dtype == np.bool_ and op != "Equal":
             raise Declined(f"{op} of bool tensors has no program here (Equal only)")
-        return elementwise(rec, [a, b], f"r = select(0, 1, {expr});", np.bool_, layer)
+        return elementwise(rec, [a, b], shader_gen.snippet("pixel/body/lane_bool.wgsl", {"EXPR": expr}), np.bool_,
+                           layer)
 
 
 for _op, _expr in COMPARE.items():
@@ -242,10 +234,10 @@ def _register_logic(op: str, expr: str) -> None:
     @register(op, backend=GPU_PIXEL)
     def build(rec, layer, a, b):
         check_operand_types(layer, [a, b], (np.bool_,))
-        return elementwise(rec, [a, b], f"r = {expr};", np.bool_, layer)
+        return elementwise(rec, [a, b], _lane(expr), np.bool_, layer)
 
 
-for _op, _expr in _LOGIC.items():
+for _op, _expr in shader_gen.LOGIC.items():
     _register_logic(_op, _expr)
 
 
@@ -258,19 +250,14 @@ def _register_variadic(op: str) -> None:
         if dtype not in (np.float32, *_INTS) or (op == "Mean" and dtype != np.float32) or len(inputs) > 6:
             return NotImplemented
         kind = "f32" if dtype == np.float32 else "i32"
-        names = "abcdef"[: len(inputs)]
-        if op in ("Sum", "Mean"):
-            lane = "r = " + " + ".join(names) + ";"
-            if op == "Mean":
-                lane += f" r = r / {float(len(inputs))!r};"
-            elif kind == "f32":  # a sum of subnormals kept (wgsl/common/subnormal.wgsl)
-                lane = "r = a;" + "".join(f" r = sn_add(r, {n});" for n in names[1:])
-        elif kind == "f32":
-            lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; {_SUBNORMAL_SAFE[op]} }}" for n in names[1:])
+        count = len(inputs)
+        if op == "Mean" or (op == "Sum" and kind == "i32"):
+            lane = shader_gen.sum_lane(count, op == "Mean")
+        elif kind == "f32":  # (a sum of subnormals kept too: wgsl/common/subnormal.wgsl)
+            lane = shader_gen.folded_lane(count, shader_gen.snippet(_SUBNORMAL_SAFE["Add" if op == "Sum" else op]))
         else:
-            pair = ARITH[op][kind]
-            lane = "r = a;" + "".join(f" {{ let a = r; let b = {n}; r = {pair}; }}" for n in names[1:])
-        return elementwise(rec, list(inputs), lane, dtype, layer, helpers=_subnormal_helpers() if kind == "f32" else "")
+            lane = shader_gen.folded_lane(count, _lane(ARITH[op][kind]))
+        return elementwise(rec, list(inputs), lane, dtype, layer, helpers=_SUBNORMAL if kind == "f32" else "")
 
 
 for _op in ("Sum", "Mean", "Max", "Min"):
@@ -282,7 +269,7 @@ def where(rec, layer, cond, x, y):
     check_operand_types(layer, [cond], (np.bool_,))
     check_operand_types(layer, [x, y], (np.float32, *_INTS), start=1)
     dx = x.dtype
-    return elementwise(rec, [cond, x, y], "r = select(c, b, a != 0);", dx, layer)
+    return elementwise(rec, [cond, x, y], "pixel/body/where.wgsl", dx, layer)
 
 
 @register("Mod", 10, backend=GPU_PIXEL)
@@ -294,12 +281,9 @@ def mod(rec, layer, a, b, *, fmod=0, **attrs):
         return NotImplemented
     if da == np.float32:
         # Exact long division (wgsl/common/fmod.wgsl); numpy's mod gives a remainder the divisor's sign.
-        lane = "r = fmod_exact(a, b);"
-        if not fmod:
-            lane += (" if (!is_nan(r)) { if (r == 0.0) { r = with_sign_of(0.0, b); } "
-                     "else if ((r < 0.0) != (b < 0.0)) { r = r + b; } }")
-        return elementwise(rec, [a, b], lane, da, layer, helpers=wgsl_source("common/fmod.wgsl"))
-    return elementwise(rec, [a, b], f"r = {INT_MOD[int(bool(fmod))]};", da, layer)
+        lane = "pixel/body/mod_fmod.wgsl" if fmod else "pixel/body/mod_float.wgsl"
+        return elementwise(rec, [a, b], lane, da, layer, helpers="common/fmod.wgsl")
+    return elementwise(rec, [a, b], _lane(INT_MOD[int(bool(fmod))]), da, layer)
 
 
 @register("BitShift", 11, backend=GPU_PIXEL)
@@ -308,12 +292,12 @@ def bit_shift(rec, layer, x, y, *, direction="", **attrs):
     if getattr(x, "dtype", None) not in _INTS or getattr(y, "dtype", None) not in _INTS:
         return NotImplemented
     if direction == "RIGHT":
-        expr = "a >> u32(select(min(b, 31), 31, b < 0))"
+        expr = shader_gen.EXPRESSIONS["shift_right"]
     elif direction == "LEFT" and x.dtype == np.int32:
-        expr = "select(a << u32(b & 31), 0, b < 0 || b >= 32)"
+        expr = shader_gen.EXPRESSIONS["shift_left_i32"]
     else:
         return NotImplemented
-    return elementwise(rec, [x, y], f"r = {expr};", x.dtype, layer)
+    return elementwise(rec, [x, y], _lane(expr), x.dtype, layer)
 
 
 def _register_bitwise(op: str, expr: str) -> None:
@@ -322,10 +306,10 @@ def _register_bitwise(op: str, expr: str) -> None:
     def build(rec, layer, a, b, **attrs):
         if getattr(a, "dtype", None) not in _INTS or getattr(a, "dtype", None) != getattr(b, "dtype", None):
             return NotImplemented
-        return elementwise(rec, [a, b], f"r = {expr};", a.dtype, layer)
+        return elementwise(rec, [a, b], _lane(expr), a.dtype, layer)
 
 
-for _op, _expr in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
+for _op, _expr in shader_gen.BITWISE.items():
     _register_bitwise(_op, _expr)
 
 

@@ -552,3 +552,23 @@ def concat_body(count: int, texel: bool) -> str:
 
 
 __all__ += ["concat_body"]
+
+
+# (the elementwise ops' variadic lanes, ops/elementwise_pixel.py: the inputs a, b, c, ... folded in turn)
+LANE_NAMES = "abcdefgh"
+
+
+def folded_lane(count: int, step: str) -> str:
+    """A lane folding ``count`` inputs a, b, c, ... into r: r = a, then ``step`` (the lane of a pair a, b setting
+    r) with a the running r and b each next input (pixel/gen/lane_fold.wgsl)."""
+    return "r = a;" + "".join(" " + _fill("lane_fold", NAME=name, STEP=step) for name in LANE_NAMES[1:count])
+
+
+def sum_lane(count: int, mean: bool) -> str:
+    """r = a + b + c ... of ``count`` inputs, then divided by the count for a mean (the count is structure: one
+    binding per input)."""
+    lane = "r = " + " + ".join(LANE_NAMES[:count]) + ";"
+    return f"{lane} r = r / {float(count)!r};" if mean else lane
+
+
+__all__ += ["LANE_NAMES", "folded_lane", "sum_lane"]

@@ -1,0 +1,2 @@
+// BitwiseNot of an integer lane.
+r = ~a;

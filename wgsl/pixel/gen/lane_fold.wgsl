@@ -1,0 +1,1 @@
+{ let a = r; let b = {{NAME}}; {{STEP}} }
