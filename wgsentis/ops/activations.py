@@ -1,8 +1,8 @@
 """Activations: one record per activation, holding everything every backend and pass needs of it.
 
 An ``Activation`` carries the numpy kernel, the in-place form the CPU kernels apply part by part,
-the WGSL expression the GPU unary kernels and the fused epilogues (Conv, MatMul, Gemm, Add,
-BatchNormalization) substitute, the name the ONNX RNN/GRU/LSTM ``activations`` attribute uses, and
+the file of the WGSL expression (``wgsl/common/act/``) the GPU unary kernels and the fused epilogues (Conv,
+MatMul, Gemm, Add, BatchNormalization) substitute, the name the ONNX RNN/GRU/LSTM ``activations`` attribute uses, and
 whether FuseActivation may fold it into the layer before it. ``ACTIVATIONS`` is the one table; the
 elementwise family registers the CPU kernels (elementwise.py) and the gpu-compute builders
 (elementwise_gpu.py) from it, the recurrent ops (rnn.py, rnn_gpu.py) and the passes (passes/fuse.py)
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu import shader_gen
 from wgsentis.ops.numeric import erf, float_kernel, is_narrow
 
 InPlace = Callable[[np.ndarray], Any]
@@ -44,8 +45,8 @@ class Activation:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     versions: tuple[int, ...] = ()
     inplace: Callable[..., InPlace | None] | None = None
-    # WGSL expression of `v`, alpha, beta, gamma; or expressions keyed by the value of the attribute
-    # `wgsl_variant` (Gelu's approximate).
+    # The .wgsl file (under wgsl/) of its WGSL expression of `v`, alpha, beta, gamma; or such files keyed by the
+    # value of the attribute `wgsl_variant` (Gelu's approximate).
     wgsl: str | Mapping[str, str] | None = None
     wgsl_variant: str | None = None
     # (attribute, value when absent or None) bound to alpha, beta, gamma in order ("" for an unused slot);
@@ -68,6 +69,7 @@ class Activation:
             if key not in expr:
                 raise ValueError(f"{self.name}: no WGSL expression for {self.wgsl_variant}={key!r}")
             expr = expr[key]
+        expr = shader_gen.expression(expr)
         slots = self.wgsl_params
         if slots is None:
             slots = tuple((n, float(self.attrs[n])) if n in self.attrs else ("", 0.0)
@@ -306,47 +308,47 @@ _FLT_MAX = 3.4028234663852886e38
 _TABLE = (
     Activation("Relu", lambda x: _relu(x), versions=(1, 6, 13, 14), legacy=True, inplace=_relu_inplace,
                # By the bits: a subnormal v is kept where fragment shaders flush them (max(v, 0.0) gave 0).
-               wgsl="select(v, 0.0, bitcast<i32>(v) < 0 && bitcast<u32>(v) != 0x80000000u && !is_nan_f32(v))",
+               wgsl="common/act/relu.wgsl",
                rnn_name="Relu", fusable=True),
     Activation("LeakyRelu", _leaky_relu, {"alpha": 0.01}, (1, 6, 16), legacy=True, inplace=_leaky_relu_inplace,
-               wgsl="select(alpha * v, v, v >= 0.0)", rnn_name="LeakyRelu", fusable=True),
+               wgsl="common/act/leaky_relu.wgsl", rnn_name="LeakyRelu", fusable=True),
     Activation("Sigmoid", lambda x: _sigmoid(x), versions=(1, 6, 13), legacy=True,
-               wgsl="1.0 / (1.0 + exp_accurate(-v))", rnn_name="Sigmoid", fusable=True),
-    Activation("Tanh", lambda x: np.tanh(x), versions=(1, 6, 13), legacy=True, wgsl="tanh_safe(v)",
+               wgsl="common/act/sigmoid.wgsl", rnn_name="Sigmoid", fusable=True),
+    Activation("Tanh", lambda x: np.tanh(x), versions=(1, 6, 13), legacy=True, wgsl="common/act/tanh.wgsl",
                rnn_name="Tanh", fusable=True),
     Activation("HardSigmoid", _hard_sigmoid, {"alpha": 0.2, "beta": 0.5}, (1, 6, 22), legacy=True,
                # The product rounded on its own (opaque: never an FMA with the add), as numpy computes it.
-               wgsl="select(clamp(opaque(alpha * v, opaque_zero()) + beta, 0.0, 1.0), v, is_nan_f32(v))",
+               wgsl="common/act/hard_sigmoid.wgsl",
                rnn_name="HardSigmoid",
                fusable=True),
     Activation("HardSwish", lambda x: _hard_swish(x), versions=(14, 22),
                # x * float32(1/6), rounded on its own, + 0.5: the CPU kernel's (and ONNX Runtime's) steps.
-               wgsl="v * clamp(opaque(v * 0.16666667, opaque_zero()) + 0.5, 0.0, 1.0)", fusable=True),
+               wgsl="common/act/hard_swish.wgsl", fusable=True),
     Activation("Elu", _elu, {"alpha": 1.0}, (1, 6, 22), legacy=True,
-               wgsl="select(alpha * expm1_accurate(v), v, v >= 0.0)", rnn_name="Elu", fusable=True),
+               wgsl="common/act/elu.wgsl", rnn_name="Elu", fusable=True),
     Activation("Selu", _selu, {"alpha": _SELU_ALPHA, "gamma": _SELU_GAMMA}, (1, 6, 22), legacy=True,
                since_attrs={1: {"alpha": 1.6732, "gamma": 1.0507}},
-               wgsl="gamma * select(alpha * expm1_accurate(v), v, v > 0.0)", fusable=True),
+               wgsl="common/act/selu.wgsl", fusable=True),
     Activation("Celu", _celu, {"alpha": 1.0}, (12, 28),
-               wgsl="select(max(0.0, v) + min(0.0, alpha * expm1_accurate(v / alpha)), v, is_nan_f32(v))"),
-    Activation("Softplus", lambda x: _softplus(x), versions=(1, 22), wgsl="softplus(v)", rnn_name="Softplus",
-               fusable=True),
-    Activation("Softsign", lambda x: _softsign(x), versions=(1, 22), wgsl="v / (1.0 + abs(v))",
+               wgsl="common/act/celu.wgsl"),
+    Activation("Softplus", lambda x: _softplus(x), versions=(1, 22), wgsl="common/act/softplus.wgsl",
+               rnn_name="Softplus", fusable=True),
+    Activation("Softsign", lambda x: _softsign(x), versions=(1, 22), wgsl="common/act/softsign.wgsl",
                rnn_name="Softsign"),
-    Activation("ThresholdedRelu", _thresholded_relu, {"alpha": 1.0}, (10, 22), wgsl="select(0.0, v, v > alpha)",
+    Activation("ThresholdedRelu", _thresholded_relu, {"alpha": 1.0}, (10, 22),
+               wgsl="common/act/thresholded_relu.wgsl",
                rnn_name="ThresholdedRelu"),
     Activation("Gelu", _gelu, {"approximate": "none"}, (20,), wgsl_variant="approximate", fusable=True,
-               wgsl={"none": "0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476))",
-                     "tanh": "0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)))"}),
-    Activation("Mish", lambda x: _mish(x), versions=(18, 22), wgsl="v * tanh_safe(softplus(v))", fusable=True),
-    Activation("Swish", _swish, {"alpha": 1.0}, (24,), wgsl="v / (1.0 + exp_accurate(-alpha * v))"),
+               wgsl={"none": "common/act/gelu_none.wgsl", "tanh": "common/act/gelu_tanh.wgsl"}),
+    Activation("Mish", lambda x: _mish(x), versions=(18, 22), wgsl="common/act/mish.wgsl", fusable=True),
+    Activation("Swish", _swish, {"alpha": 1.0}, (24,), wgsl="common/act/swish.wgsl"),
     Activation("Clip", lambda x, min, max: _clip(x, min, max), {"min": None, "max": None}, (1, 6, 11, 12, 13),
                legacy=True, since_attrs={6: {"min": -_FLT_MAX, "max": _FLT_MAX}}, inputs_from=11,
-               inplace=_clip_inplace, wgsl="select(clamp(v, alpha, beta), v, is_nan_f32(v))",
+               inplace=_clip_inplace, wgsl="common/act/clip.wgsl",
                wgsl_params=(("min", -math.inf), ("max", math.inf)), fusable=True),
     # Named only by the recurrent ops' `activations` attribute (experimental ONNX ops once).
-    Activation("Affine", _affine, {"alpha": 1.0, "beta": 0.0}, wgsl="v * alpha + beta", rnn_name="Affine"),
-    Activation("ScaledTanh", _scaled_tanh, {"alpha": 1.0, "beta": 1.0}, wgsl="tanh_safe(v * beta) * alpha",
+    Activation("Affine", _affine, {"alpha": 1.0, "beta": 0.0}, wgsl="common/act/affine.wgsl", rnn_name="Affine"),
+    Activation("ScaledTanh", _scaled_tanh, {"alpha": 1.0, "beta": 1.0}, wgsl="common/act/scaled_tanh.wgsl",
                rnn_name="ScaledTanh"),
 )
 ACTIVATIONS: dict[str, Activation] = {a.name: a for a in _TABLE}

@@ -36,6 +36,13 @@ def snippet(source: str, subs: dict[str, str] | None = None) -> str:
     return wgsl_source(source, subs).rstrip()
 
 
+def expression(source: str) -> str:
+    """An expression file's WGSL (``wgsl/<source>``) on its own: its ``//`` comment lines dropped, so that it can
+    stand inside a statement or another expression (activations, folded into many programs' epilogues)."""
+    return " ".join(line for line in wgsl_source(source).splitlines() if line.strip() and
+                    not line.lstrip().startswith("//"))
+
+
 def _fill(template: str, **subs: int | str) -> str:
     return wgsl_source(f"{GEN}/{template}.wgsl", {name: str(value) for name, value in subs.items()}).rstrip()
 

@@ -1,0 +1,2 @@
+// Swish(v): the activation's WGSL expression (alpha, beta, gamma: its parameters).
+v / (1.0 + exp_accurate(-alpha * v))

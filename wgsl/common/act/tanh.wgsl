@@ -1,0 +1,2 @@
+// Tanh(v): the activation's WGSL expression (alpha, beta, gamma: its parameters).
+tanh_safe(v)
