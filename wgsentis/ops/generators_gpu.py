@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops.generators_spec import range_count
+from wgsentis.ops.generators_spec import range_count, range_within_int32
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import (FILL_EYE, FILL_RANGE_FLOAT, FILL_RANGE_INT, I32_MAX, I32_MIN, STORAGE,
                                      device_tensor, filled_tensor, gpu, host_ints, storage_bits)
@@ -51,8 +51,7 @@ def range_(rec, layer, start, limit, delta, **attrs):
         return NotImplemented
     if dtype.kind == "i":
         count = range_count(s, lim, d, True)
-        last = int(s) + (count - 1) * int(d)
-        if not (I32_MIN <= int(s) <= I32_MAX and I32_MIN <= last <= I32_MAX and I32_MIN <= int(d) <= I32_MAX):
+        if not range_within_int32(s, d, count):
             return NotImplemented
         params, fill = [0, int(s), int(d)], FILL_RANGE_INT
     else:

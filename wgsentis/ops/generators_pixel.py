@@ -8,7 +8,7 @@ import numpy as np
 
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops.generators_spec import range_count
+from wgsentis.ops.generators_spec import range_count, range_within_int32
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import host_ints, storage_bits
 from wgsentis.ops.tensor_pixel import filled_texture, pixel, pixel_tensor
@@ -47,8 +47,7 @@ def range_(rec, layer, start, limit, delta, **attrs):
         return NotImplemented
     if dtype.kind == "i":
         count = range_count(s, lim, d, True)
-        last = int(s) + (count - 1) * int(d)
-        if not all(-(2**31) <= v < 2**31 for v in (int(s), last, int(d))):
+        if not range_within_int32(s, d, count):
             return NotImplemented
         words, body = [int(s), int(d)], "pixel/body/range_int.wgsl"
     else:

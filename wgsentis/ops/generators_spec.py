@@ -34,6 +34,12 @@ def range_count(start: Any, limit: Any, delta: Any, integer: bool) -> int:
     return max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
 
 
+def range_within_int32(start: Any, delta: Any, count: int) -> bool:
+    """Whether an integer Range's start, delta and last element all fit the int32 words the GPUs compute in."""
+    last = int(start) + (count - 1) * int(delta)
+    return all(-(2**31) <= v < 2**31 for v in (int(start), last, int(delta)))
+
+
 @size_rule("Range")
 def _range(layer: Any, args: list[Any]) -> list[Output]:
     start, limit, delta = (spec.scalar(a) for a in args[:3])
