@@ -290,3 +290,18 @@ def test_int64_cumsum_runs_on_the_device_where_bounded_and_exactly_on_the_host_p
             if backend != "cpu":
                 placements = {p["layer"]: p["device"] for p in worker.program.plan_summary()["placements"]}
                 assert placements["positions"] == ("gpu" if feeds is small else "fallback"), placements
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("positive", "negative"), [(2, 0), (0, -1), (1, 1)])
+def test_isinf_detects_on_any_nonzero_attribute_as_the_cpu_does(backend, positive, negative):
+    """IsInf's detect_positive / detect_negative: any non-zero value detects on every backend (the GPU programs
+    once detected only where the value was exactly 1)."""
+    node = helper.make_node("IsInf", ["x"], ["y"], detect_positive=positive, detect_negative=negative)
+    graph = helper.make_graph([node], "isinf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])])
+    model = ws.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
+    x = np.array([np.inf, -np.inf, 1.0, np.nan], np.float32)
+    with ws.Worker(model, backend) as worker:
+        got = worker.run({"x": x})["y"]
+    np.testing.assert_array_equal(got, [bool(positive), bool(negative), False, False])

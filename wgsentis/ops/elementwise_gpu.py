@@ -186,7 +186,9 @@ def isnan(rec, layer, x):
 def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
     if not _float_in(x):
         return NotImplemented
-    return unary(rec, x, is_inf(detect_positive, detect_negative), [0.0] * 3, out_dtype=np.bool_)
+    # (any non-zero attribute detects, as on the cpu)
+    return unary(rec, x, is_inf(int(bool(detect_positive)), int(bool(detect_negative))), [0.0] * 3,
+                 out_dtype=np.bool_)
 
 
 # -- binary -------------------------------------------------------------------------------------

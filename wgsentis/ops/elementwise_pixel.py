@@ -181,8 +181,9 @@ def isnan(rec, layer, x):
 def isinf(rec, layer, x, *, detect_negative=1, detect_positive=1):
     if not _float_in(x):
         return NotImplemented
-    # (each attribute detects where it is 1: words pe(0), pe(1))
-    return _unary_lane(rec, x, "pixel/body/is_inf.wgsl", [int(detect_positive), int(detect_negative)], np.bool_)
+    # (any non-zero attribute detects, as on the cpu: words pe(0), pe(1) are 0 or 1)
+    words = [int(bool(detect_positive)), int(bool(detect_negative))]
+    return _unary_lane(rec, x, "pixel/body/is_inf.wgsl", words, np.bool_)
 
 
 @register("BitwiseNot", 18, backend=GPU_PIXEL)

@@ -534,7 +534,7 @@ EXPRESSIONS = {
 
 
 def is_inf(detect_positive: int, detect_negative: int) -> str:
-    """IsInf's expression for its attributes (a variant each: 1 detects, any other value does not)."""
+    """IsInf's expression for its attributes, each 0 or 1 (a variant each: 1 detects)."""
     return (f"select(0u, 1u, (bitcast<u32>(v) == 0x7f800000u && {int(detect_positive)}u == 1u) || "
             f"(bitcast<u32>(v) == 0xff800000u && {int(detect_negative)}u == 1u))")
 
