@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops.generators_spec import range_count, range_within_int32
+from wgsentis.ops.generators_spec import device_range_count
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import (FILL_EYE, FILL_RANGE_FLOAT, FILL_RANGE_INT, I32_MAX, I32_MIN, STORAGE,
                                      device_tensor, filled_tensor, gpu, host_ints, storage_bits)
@@ -47,17 +47,12 @@ def range_(rec, layer, start, limit, delta, **attrs):
     if dtype not in STORAGE or dtype == np.bool_:
         return NotImplemented
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    if d == 0:
+    count = device_range_count(s, lim, d, dtype.kind == "i")
+    if count is None:
         return NotImplemented
     if dtype.kind == "i":
-        count = range_count(s, lim, d, True)
-        if not range_within_int32(s, d, count):
-            return NotImplemented
         params, fill = [0, int(s), int(d)], FILL_RANGE_INT
     else:
-        count = range_count(s, lim, d, False)
-        if count >= 2**24:
-            return NotImplemented  # the index would not be exact in f32
         # start + i * delta rounded once (an fma), as the CPU kernel's float64 sum rounded to float32.
         params, fill = [0, float(s), float(d)], FILL_RANGE_FLOAT
     y = rec.alloc([count], dtype)

@@ -8,7 +8,7 @@ import numpy as np
 
 from wgsentis.backends.pixel_layout import MAX_RANK, texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
-from wgsentis.ops.generators_spec import range_count, range_within_int32
+from wgsentis.ops.generators_spec import device_range_count
 from wgsentis.ops import tensor as _tensor
 from wgsentis.ops.tensor_gpu import host_ints, storage_bits
 from wgsentis.ops.tensor_pixel import filled_texture, pixel, pixel_tensor
@@ -43,17 +43,12 @@ def range_(rec, layer, start, limit, delta, **attrs):
     if texel_kind(dtype) is None or dtype == np.bool_:
         return NotImplemented
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    if d == 0:
+    count = device_range_count(s, lim, d, dtype.kind == "i")
+    if count is None:
         return NotImplemented
     if dtype.kind == "i":
-        count = range_count(s, lim, d, True)
-        if not range_within_int32(s, d, count):
-            return NotImplemented
         words, body = [int(s), int(d)], "pixel/body/range_int.wgsl"
     else:
-        count = range_count(s, lim, d, False)
-        if count >= 2**24:
-            return NotImplemented  # the index would not be exact in f32
         # fma rounds start + i * delta once, as the CPU kernel's float64 sum rounded to float32.
         words, body = [float(s), float(d)], "pixel/body/range_float.wgsl"
     return rec.map([], [count], dtype, 0, body, words)

@@ -34,10 +34,17 @@ def range_count(start: Any, limit: Any, delta: Any, integer: bool) -> int:
     return max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
 
 
-def range_within_int32(start: Any, delta: Any, count: int) -> bool:
-    """Whether an integer Range's start, delta and last element all fit the int32 words the GPUs compute in."""
-    last = int(start) + (count - 1) * int(delta)
-    return all(-(2**31) <= v < 2**31 for v in (int(start), last, int(delta)))
+def device_range_count(start: Any, limit: Any, delta: Any, integer: bool) -> int | None:
+    """A Range's element count where the GPUs compute it exactly, else None (the cpu kernel runs it or reports
+    its error): a zero delta; integers whose start, delta or last element leave the int32 words the GPUs compute
+    in; floats of 2**24 elements or more, whose index would not be exact in f32."""
+    if delta == 0:
+        return None
+    count = range_count(start, limit, delta, integer)
+    if integer:
+        last = int(start) + (count - 1) * int(delta)
+        return count if all(-(2**31) <= v < 2**31 for v in (int(start), last, int(delta))) else None
+    return count if count < 2**24 else None
 
 
 @size_rule("Range")
