@@ -88,15 +88,16 @@ CASES: dict[str, tuple[Callable[[int], tuple[onnx.ModelProto, dict[str, np.ndarr
 }
 
 
-@pytest.mark.parametrize("op", list(CASES))
-def test_a_second_size_builds_no_pipeline(op):
-    make, first, second = CASES[op]
+def _second_size_builds_no_pipeline(op: str, make: Callable[[int], tuple[onnx.ModelProto, dict[str, np.ndarray]]],
+                                    first: int, second: int) -> None:
+    """``op`` run on gpu-pixel at ``first``, then at ``second``: no fallback, no new pipeline, the cpu's answer."""
     model_a, feeds_a = make(first)
     model_b, feeds_b = make(second)
     with ws.Worker(ws.load_model(model_a), PIXEL) as worker:
         worker.run(feeds_a)
         assert worker.stats()["fallback_layers"] == []
-    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
+    with ws.Worker(ws.load_model(model_b), "cpu") as worker:
+        want = worker.run(feeds_b)
     with ws.Worker(ws.load_model(model_b), PIXEL) as worker:
         got = worker.run(feeds_b)
         stats = worker.stats()
@@ -104,6 +105,11 @@ def test_a_second_size_builds_no_pipeline(op):
     assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=f"{op} {name}")
+
+
+@pytest.mark.parametrize("op", list(CASES))
+def test_a_second_size_builds_no_pipeline(op):
+    _second_size_builds_no_pipeline(op, *CASES[op])
 
 
 def test_the_context_counts_the_pipelines_it_builds_per_owner():
@@ -170,17 +176,4 @@ TENSOR_CASES: dict[str, tuple[Callable[[int], tuple[onnx.ModelProto, dict[str, n
 
 @pytest.mark.parametrize("op", list(TENSOR_CASES))
 def test_a_second_size_of_an_indexing_or_tensor_op_builds_no_pipeline(op):
-    make, first, second = TENSOR_CASES[op]
-    model_a, feeds_a = make(first)
-    model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), PIXEL) as worker:
-        worker.run(feeds_a)
-        assert worker.stats()["fallback_layers"] == []
-    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), PIXEL) as worker:
-        got = worker.run(feeds_b)
-        stats = worker.stats()
-    assert stats["fallback_layers"] == []
-    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=f"{op} {name}")
+    _second_size_builds_no_pipeline(op, *TENSOR_CASES[op])
