@@ -97,23 +97,32 @@ CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
 }
 
 
-@pytest.mark.parametrize("op", list(CASES))
-def test_a_second_size_builds_no_pipeline(op):
-    make, first, second = CASES[op]
+def _second_size_builds_no_pipeline(op: str, backend: str, make: Callable[[int], Case], first: int, second: int,
+                                    exact: bool = False) -> None:
+    """``op`` run on ``backend`` at ``first``, then at ``second``: no fallback, no new pipeline, and the cpu's
+    answer (to 1e-4, or ``exact``ly)."""
     model_a, feeds_a = make(first)
     model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), COMPUTE) as worker:
+    with ws.Worker(ws.load_model(model_a), backend) as worker:
         worker.run(feeds_a)
         assert worker.stats()["fallback_layers"] == []
-        assert worker.stats()["pipelines_created"] >= 0
-    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), COMPUTE) as worker:
+    with ws.Worker(ws.load_model(model_b), "cpu") as worker:
+        want = worker.run(feeds_b)
+    with ws.Worker(ws.load_model(model_b), backend) as worker:
         got = worker.run(feeds_b)
         stats = worker.stats()
     assert stats["fallback_layers"] == []
     assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
     for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{op} {name}")
+        if exact:
+            np.testing.assert_array_equal(got[name], value, err_msg=f"{op} {name}")
+        else:
+            np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{op} {name}")
+
+
+@pytest.mark.parametrize("op", list(CASES))
+def test_a_second_size_builds_no_pipeline(op):
+    _second_size_builds_no_pipeline(op, COMPUTE, *CASES[op])
 
 
 def _resize(n: int) -> Case:
@@ -147,20 +156,7 @@ PIXEL_CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
 
 @pytest.mark.parametrize("op", list(PIXEL_CASES))
 def test_a_second_size_builds_no_pipeline_on_gpu_pixel(op):
-    make, first, second = PIXEL_CASES[op]
-    model_a, feeds_a = make(first)
-    model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), "gpu-pixel") as worker:
-        worker.run(feeds_a)
-        assert worker.stats()["fallback_layers"] == []
-    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), "gpu-pixel") as worker:
-        got = worker.run(feeds_b)
-        stats = worker.stats()
-    assert stats["fallback_layers"] == []
-    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{op} {name}")
+    _second_size_builds_no_pipeline(op, "gpu-pixel", *PIXEL_CASES[op])
 
 
 @pytest.mark.parametrize("a_form", MATMUL_FORMS)
@@ -249,17 +245,4 @@ CASES_30 = {
 
 @pytest.mark.parametrize("op", list(CASES_30))
 def test_a_second_size_of_a_quantization_pool_cast_generator_or_index_op_builds_no_pipeline(op):
-    make, first, second = CASES_30[op]
-    model_a, feeds_a = make(first)
-    model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), COMPUTE) as worker:
-        worker.run(feeds_a)
-        assert worker.stats()["fallback_layers"] == []
-    want = ws.Worker(ws.load_model(model_b), "cpu").run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), COMPUTE) as worker:
-        got = worker.run(feeds_b)
-        stats = worker.stats()
-    assert stats["fallback_layers"] == []
-    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
-    for name, value in want.items():
-        np.testing.assert_array_equal(got[name], value, err_msg=f"{op} {name}")
+    _second_size_builds_no_pipeline(op, COMPUTE, *CASES_30[op], exact=True)
