@@ -1,0 +1,102 @@
+"""Transformer decoders exported by torch.onnx (tools/decoders.py: a GPT-2-style decoder with past_key_values, a
+Whisper-style encoder-decoder) generate the same tokens as ONNX Runtime on every backend, 48 greedy steps, each a
+new cache length; the last position's logits stay close at every step. With ``on_device=True`` the cache stays on
+the GPU between steps and the same tokens come out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import requires_gpu
+
+import wgsentis as ws
+
+decoders = pytest.importorskip("decoders")
+pytest.importorskip("torch", reason="the decoders extra (torch, transformers) exports the models")
+pytest.importorskip("transformers", reason="the decoders extra (torch, transformers) exports the models")
+
+STEPS = 48
+GPT2 = decoders.DecoderConfig(vocab=1000)  # GPT-2's width and depth in the issue; a small vocabulary for speed
+WHISPER = decoders.DecoderConfig(layers=2, width=128, heads=4, vocab=1000)
+BACKENDS = ["cpu", pytest.param("gpu-compute", marks=requires_gpu), pytest.param("gpu-pixel", marks=requires_gpu)]
+LOGIT_TOLERANCE = 2e-3  # absolute, on logits of magnitude ~10; float32 sums in another order
+
+
+def _ort_run(path):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return lambda feeds: dict(zip(names, session.run(None, feeds), strict=True))
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    path = decoders.export_gpt2(config=GPT2)
+    reference = decoders.generate(_ort_run(path), layers=GPT2.layers, heads=GPT2.heads, head_size=GPT2.head_size,
+                                  steps=STEPS, prompt=[1, 2, 3])
+    assert len(set(reference.tokens)) > STEPS // 4, "the random decoder repeats itself: the check would be weak"
+    return path, reference
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    encoder, decoder = decoders.export_whisper(config=WHISPER)
+    features = np.random.default_rng(0).standard_normal((1, decoders.WHISPER_MELS, decoders.WHISPER_FRAMES),
+                                                        dtype=np.float32)
+    states = _ort_run(encoder)({"input_features": features})["encoder_hidden_states"]
+    reference = decoders.generate(_ort_run(decoder), layers=WHISPER.layers, heads=WHISPER.heads,
+                                  head_size=WHISPER.head_size, steps=STEPS, prompt=[1], ids_name="decoder_input_ids",
+                                  extra={"encoder_hidden_states": states}, mask=False)
+    return encoder, decoder, features, states, reference
+
+
+def _same_generation(ours, reference, what):
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(ours.logits, reference.logits, strict=True))
+    assert ours.tokens == reference.tokens, f"{what}: tokens differ from ONNX Runtime's"
+    assert worst <= LOGIT_TOLERANCE, f"{what}: logits {worst:.2e} from ONNX Runtime's"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpt2_generates_onnxruntime_tokens(gpt2, backend):
+    path, reference = gpt2
+    with ws.Worker(ws.load_model(str(path)), backend) as worker:
+        ours = decoders.generate(worker.run, layers=GPT2.layers, heads=GPT2.heads, head_size=GPT2.head_size,
+                                 steps=STEPS, prompt=[1, 2, 3])
+    _same_generation(ours, reference, f"gpt2 on {backend}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_whisper_encoder_decoder_generates_onnxruntime_tokens(whisper, backend):
+    encoder, decoder, features, states, reference = whisper
+    with ws.Worker(ws.load_model(str(encoder)), backend) as enc, ws.Worker(ws.load_model(str(decoder)), backend) as dec:
+        ours_states = enc.run({"input_features": features})["encoder_hidden_states"]
+        assert np.abs(ours_states - states).max() <= 1e-4
+        ours = decoders.generate(dec.run, layers=WHISPER.layers, heads=WHISPER.heads, head_size=WHISPER.head_size,
+                                 steps=STEPS, prompt=[1], ids_name="decoder_input_ids",
+                                 extra={"encoder_hidden_states": ours_states}, mask=False)
+    _same_generation(ours, reference, f"whisper on {backend}")
+
+
+@pytest.mark.parametrize("backend", [p for p in BACKENDS if p != "cpu"])
+def test_gpt2_cache_stays_on_the_device(gpt2, backend):
+    """With on_device=True the cache is fed back as device tensors: per step only the token and the mask go up,
+    nothing comes down but the logits the loop reads (on demand, outside the run's transfers)."""
+    path, reference = gpt2
+    crossed = []
+    with ws.Worker(ws.load_model(str(path)), backend) as worker:
+        def run(feeds):
+            outputs = worker.run(feeds, on_device=True)
+            stats = worker.stats()
+            crossed.append((stats["upload_bytes"], stats["download_bytes"]))
+            assert all(outputs[n].on_device for n in decoders.present_names(GPT2.layers))
+            return outputs
+
+        ours = decoders.generate(run, layers=GPT2.layers, heads=GPT2.heads, head_size=GPT2.head_size,
+                                 steps=STEPS, prompt=[1, 2, 3])
+    _same_generation(ours, reference, f"gpt2 on {backend}, cache on the device")
+    logits_bytes = 4 * GPT2.vocab
+    for step, (up, down) in enumerate(crossed[1:], start=1):
+        assert up <= 8 * (1 + 3 + step) + 64, f"step {step}: {up} bytes uploaded"  # the token and the mask
+        assert down == 0, f"step {step}: {down} bytes downloaded by the run"
+    assert logits_bytes + max(up for up, _ in crossed[1:]) <= 16 * 1024
