@@ -19,6 +19,11 @@ class Tensor:
     their value arrives when the scheduled work finishes. ``readback_and_clone`` blocks for it,
     ``readback_and_clone_async`` awaits it, ``readback_request`` + ``is_readback_request_done``
     poll, and ``download_to_array`` copies it out without consuming the tensor.
+
+    A run with ``on_device=True`` leaves its outputs' data on the GPU (``on_device`` is then True once the run
+    is done): ``shape`` and ``dtype`` need no copy, every host read is one copy out, made once, and the Tensor
+    given as an input of a worker on the same device is bound there without crossing the host. Its device
+    memory is the holder's until the Tensor is dropped; no later run writes into it.
     """
 
     def __init__(self, data: Any = None, *, name: str = "", _future: Future | None = None,
@@ -37,6 +42,12 @@ class Tensor:
 
     # -- state --------------------------------------------------------------------------------
     def _resolve(self) -> Any:
+        """The value on the host (a device value is copied out, once)."""
+        value = self._stored()
+        return value.read() if _on_device(value) else value
+
+    def _stored(self) -> Any:
+        """The value as the run left it: a host value, or a device value (``backends.gpu.device_tensors``)."""
         if self._future is not None:
             with self._lock:
                 future = self._future
@@ -50,34 +61,55 @@ class Tensor:
     def is_ready(self) -> bool:
         """True once the value can be read on the host without waiting."""
         future = self._future  # read once: another thread may resolve the tensor meanwhile
-        if future is None:
-            return True
-        return future.done() and (future.exception() is not None or future.result().done())
+        if future is not None:
+            if not future.done():
+                return False
+            if future.exception() is not None or not future.result().done():
+                return future.exception() is not None
+        try:
+            value = self._stored()  # the run's readback is done: no wait
+        except Exception:
+            return True  # the error is ready to be raised
+        return not _on_device(value) or value.read_done()
+
+    @property
+    def on_device(self) -> bool:
+        """Whether the data lives in device memory (waits for the producing run)."""
+        return _on_device(self._stored())
 
     @property
     def shape(self) -> tuple[int, ...]:
         """The tensor's shape (waits for the producing work when it is still running)."""
-        value = self._resolve()
-        return tuple(value.shape) if isinstance(value, np.ndarray) else (len(value),)
+        value = self._stored()
+        return tuple(value.shape) if isinstance(value, np.ndarray) or _on_device(value) else (len(value),)
 
     @property
     def dtype(self) -> np.dtype:
         """The element type (waits for the producing work when it is still running)."""
-        value = self._resolve()
-        if isinstance(value, np.ndarray):
+        value = self._stored()
+        if isinstance(value, np.ndarray) or _on_device(value):
             return value.dtype
         return value[0].dtype if value else np.dtype(np.float32)
 
     # -- readback -----------------------------------------------------------------------------
     def readback_request(self) -> None:
-        """Start bringing the data to the host without waiting for it."""
+        """Start bringing the data to the host without waiting for it (a device tensor's copy out starts once
+        its run is done)."""
         self._requested = True
+        future = self._future
+        if future is None or future.done():
+            value = self._stored() if future is None or future.exception() is None else None
+            if _on_device(value):
+                value.start_read()
 
     def is_readback_request_done(self) -> bool:
         """Whether a readback started by ``readback_request`` has completed."""
         if not self._requested:
             raise TensorError(f"tensor '{self.name}': is_readback_request_done() before readback_request()")
-        return self.is_ready
+        ready = self.is_ready
+        if not ready and (self._future is None or self._future.done()):
+            self.readback_request()  # the run finished after the request: start a device tensor's copy out now
+        return ready
 
     def readback_and_clone(self) -> Tensor:
         """Block until the data is on the host; return a CPU copy of it."""
@@ -89,6 +121,11 @@ class Tensor:
         if future is not None:
             source = await asyncio.wrap_future(future)
             while not source.done():  # the GPU maps the staging buffer meanwhile; keep the loop free
+                await asyncio.sleep(0.0005)
+        value = self._stored()
+        if _on_device(value):
+            value.start_read()
+            while not value.read_done():
                 await asyncio.sleep(0.0005)
         return self.readback_and_clone()
 
@@ -105,12 +142,22 @@ class Tensor:
         return value.astype(dtype) if dtype is not None else value
 
     def __repr__(self) -> str:
-        if not self.is_ready:
+        future = self._future
+        if future is not None and not (future.done() and (future.exception() is not None
+                                                          or future.result().done())):
             return f"Tensor({self.name!r}, pending, backend={self.backend})"
-        value = self._resolve()
+        value = self._stored()
+        if _on_device(value):
+            shape = f"{value.dtype.name}{list(value.shape)}"
+            return f"Tensor({self.name!r}, {shape}, on the device, backend={self.backend})"
         if isinstance(value, np.ndarray):
             return f"Tensor({self.name!r}, {value.dtype.name}{list(value.shape)}, backend={self.backend})"
         return f"Tensor({self.name!r}, sequence of {len(value)}, backend={self.backend})"
+
+
+def _on_device(value: Any) -> bool:
+    """Whether ``value`` is data held on a device (a ``backends.gpu.device_tensors.DeviceValue``)."""
+    return hasattr(value, "start_read") and hasattr(value, "read_done")
 
 
 def _copy(value: Any) -> Any:

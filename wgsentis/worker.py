@@ -202,13 +202,14 @@ class Worker:
 
     # -- running ------------------------------------------------------------------------------
     def schedule(self, inputs: dict[str, Any] | None = None, *, timeout: float | None = None,
-                 **named: Any) -> Worker:
+                 on_device: bool = False, **named: Any) -> Worker:
         """Validate ``inputs`` (name -> array or Tensor) and queue a run; returns immediately.
 
         ``timeout``: seconds the run may take once it starts (None: no bound); past it the run stops at
         the next layer boundary or Loop/Scan iteration and its outputs raise RunTimeoutError naming the
-        layer that was running. (An input named "timeout" must be passed in ``inputs``.)"""
-        self._submit(self._merge(inputs, named), timeout, snapshot=True)
+        layer that was running. ``on_device``: the outputs ``peek_output`` hands out keep their data in device
+        memory (see ``run``). (Inputs named "timeout" or "on_device" must be passed in ``inputs``.)"""
+        self._submit(self._merge(inputs, named), timeout, snapshot=True, on_device=on_device)
         return self
 
     def _merge(self, inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +222,8 @@ class Worker:
                              f"(its inputs are {names}), got {type(inputs).__name__}")
         return {**inputs, **named}
 
-    def _submit(self, given: dict[str, Any], timeout: Any, snapshot: bool = False) -> dict[str, Tensor]:
+    def _submit(self, given: dict[str, Any], timeout: Any, snapshot: bool = False,
+                on_device: bool = False) -> dict[str, Tensor]:
         """Validate and queue one run; returns its deferred outputs (also this thread's peek_output).
         ``snapshot``: the run takes copies of the caller's writable arrays (``schedule`` returns before the run
         reads them, and the caller may reuse its buffers at once); ``run`` waits, so it reads them in place."""
@@ -244,7 +246,8 @@ class Worker:
 
             def run() -> Any:
                 control.start()
-                return program.execute(feeds, control)  # a readback: outputs on the host, or being mapped
+                # A readback: outputs on the host, being mapped, or (on_device) held in device memory.
+                return program.execute(feeds, control, on_device=on_device)
 
             future = self._runner.submit(run)
             self._last_run = future
@@ -273,12 +276,23 @@ class Worker:
             )
         return outputs[name]
 
-    def run(self, inputs: dict[str, Any] | None = None, *, timeout: float | None = None,
+    def run(self, inputs: dict[str, Any] | None = None, *, timeout: float | None = None, on_device: bool = False,
             **named: Any) -> dict[str, Any]:
         """Schedule, wait and download every output: name -> numpy array (list for sequences).
         ``timeout`` as in ``schedule``. Safe to call from several threads at once: each call returns
-        the outputs of its own inputs."""
-        outputs = self._submit(self._merge(inputs, named), timeout)
+        the outputs of its own inputs.
+
+        ``on_device=True``: name -> ``Tensor`` whose data stays in device memory (Sentis' ``dataOnBackend``, ORT's
+        IOBinding): nothing is read back unless asked (``np.asarray(t)``, ``download_to_array()``,
+        ``readback_request()``), and the Tensor given as an input of this worker, or of another on the same
+        device, is copied there device to device (a decoder's cache fed back step after step, an encoder's
+        output into a decoder). On the cpu backend the data is on the host already. The run waits for its
+        work to be submitted and its outputs to be held, not for their data."""
+        outputs = self._submit(self._merge(inputs, named), timeout, on_device=on_device)
+        if on_device:
+            for t in outputs.values():
+                t.on_device  # noqa: B018 - waits for the run, so its errors are raised here as run's are
+            return dict(outputs)
         return {name: t.download_to_array() for name, t in outputs.items()}
 
     def stats(self) -> dict[str, Any]:
@@ -314,6 +328,9 @@ class Worker:
     def _check_one(self, info: TensorInfo, value: Any, symbols: dict[str, tuple[int, str]]) -> Any:
         where = f"model '{self.model.name}': input '{info.name}'"
         if isinstance(value, Tensor):
+            stored = value._stored()
+            if getattr(stored, "ctx", None) is not None and stored.ctx is getattr(self._program, "ctx", None):
+                return self._check_device_value(where, info, stored, symbols)  # bound on the device by the program
             value = value.download_to_array()
         elif isinstance(value, onnx.TensorProto):
             value = onnx.numpy_helper.to_array(value)
@@ -343,15 +360,22 @@ class Worker:
             if not (info.dtype == object and value.dtype.kind in "OUS"):
                 raise InputError(f"{where} expects dtype {info.dtype.name}, got {value.dtype.name}")
             value = value.astype(object)
+        self._check_shape(where, info, value.shape, symbols)
+        return value
+
+
+    def _check_shape(self, where: str, info: TensorInfo, shape: tuple[int, ...],
+                     symbols: dict[str, tuple[int, str]]) -> None:
+        """InputError where ``shape`` does not fit ``info``'s; a warning (once) where symbolic dims disagree."""
         if info.shape is not None:
-            if value.ndim != len(info.shape):
+            if len(shape) != len(info.shape):
                 raise InputError(
-                    f"{where} expects rank {len(info.shape)} shape {_fmt(info.shape)}, got shape {list(value.shape)}"
+                    f"{where} expects rank {len(info.shape)} shape {_fmt(info.shape)}, got shape {list(shape)}"
                 )
-            for axis, (want, got) in enumerate(zip(info.shape, value.shape, strict=True)):
+            for axis, (want, got) in enumerate(zip(info.shape, shape, strict=True)):
                 if isinstance(want, int) and want != got:
                     raise InputError(
-                        f"{where} expects shape {_fmt(info.shape)}, got {list(value.shape)} (axis {axis})"
+                        f"{where} expects shape {_fmt(info.shape)}, got {list(shape)} (axis {axis})"
                     )
                 if isinstance(want, str):
                     seen = symbols.setdefault(want, (got, info.name))
@@ -363,7 +387,16 @@ class Worker:
                         warnings.warn(
                             f"{where}: dimension '{want}' is {got} here but {seen[0]} in input '{seen[1]}'; "
                             "symbolic dimensions are not a constraint across inputs, so the run goes on",
-                            SymbolicDimensionWarning, stacklevel=5)
+                            SymbolicDimensionWarning, stacklevel=6)
+
+    def _check_device_value(self, where: str, info: TensorInfo, value: Any,
+                            symbols: dict[str, tuple[int, str]]) -> Any:
+        """A device tensor given as ``info``'s input, checked by its dtype and shape as arrays are (no copy)."""
+        if info.kind != "tensor":
+            raise InputError(f"{where} expects a {info.kind}, got a device tensor")
+        if info.dtype is not None and value.dtype != info.dtype:
+            raise InputError(f"{where} expects dtype {info.dtype.name}, got {value.dtype.name} (a device tensor)")
+        self._check_shape(where, info, value.shape, symbols)
         return value
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from wgsentis.backends.gpu import shader_gen
 from wgsentis.backends.gpu.device import wgsl_source
+from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice, narrowing_expr
 from wgsentis.backends.gpu.faults import IndexCheck, reserve_checks
 from wgsentis.backends.gpu.memory import UniformArena
@@ -371,7 +372,7 @@ class PixelProgram(GPUProgram):
             raise TooLargeForDevice(f"{what}: int64 values outside the int32 range cannot live on the GPU")
         return value
 
-    def input_tensor(self, name: str, value: np.ndarray) -> GTensor:
+    def input_tensor(self, name: str, value: np.ndarray | DeviceValue) -> GTensor:
         what = f"tensor '{name}' {list(value.shape)}"
         t = GTensor(None, tuple(value.shape), value.dtype, name)
         t.alloc = self.new_texture(self.layout_of(t.shape, t.dtype, -1, what), what)
@@ -397,6 +398,28 @@ class PixelProgram(GPUProgram):
 
     def decode(self, t: GTensor, raw: np.ndarray) -> np.ndarray:
         return t.layout.unpack(raw[: t.layout.readback_bytes]).reshape(t.shape).astype(t.dtype, copy=False)
+
+    def binds_device_value(self, value: DeviceValue, t: GTensor) -> bool:
+        # A texture copy moves texels: the value must be laid out as the input it is copied into.
+        return value.binds_into(self.ctx, self.backend, t.layout)
+
+    def copy_device_value(self, encoder: Any, value: DeviceValue, t: GTensor) -> None:
+        value.copy_into(encoder, t.alloc.texture.texture)
+
+    def detach(self, encoder: Any, t: GTensor) -> DeviceValue | None:
+        layout = t.layout
+        alloc = t.alloc
+        if not isinstance(alloc, TextureAllocation) or layout.width != alloc.layout.width:
+            return None  # a view addressed otherwise than its texture: read back instead
+        texture = self.ctx.create_texture((layout.width, layout.height, 1), layout.format,
+                                          self.ctx.wgpu.TextureUsage.TEXTURE_BINDING
+                                          | self.ctx.wgpu.TextureUsage.COPY_SRC | self.ctx.wgpu.TextureUsage.COPY_DST,
+                                          f"wgsentis device tensor {t.name}", layout.width * layout.height * 16,
+                                          f"device output '{t.name}'")
+        encoder.copy_texture_to_texture({"texture": alloc.texture.texture}, {"texture": texture},
+                                        (layout.width, layout.height, 1))
+        return DeviceValue(self.ctx, self.backend, texture, t.shape, t.dtype, layout.width * layout.height * 16,
+                           layout=layout, bound=t.bound, name=t.name)
 
     def layout_memory(self, plan: Plan, end: int) -> None:
         """Textures for the plan's tensors: one per layout class and set of tensors whose lifetimes are apart

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
+from wgsentis.backends.gpu.device_tensors import DeviceValue, held_bytes
 from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, to_device_array
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
@@ -113,6 +114,8 @@ class GPUProgram(HostSync):
         self.scratch_requests: dict[int, int] = {}
         self._download_pools: dict[int, StagingPool] = {}  # fallbacks' staging buffers by size
         self.tracing = False  # a plan is being traced: allocations are virtual, nothing runs on the device
+        self._on_device = False  # the run in progress keeps its outputs on the device
+        self._input_copies: Any = None  # the encoder of the run's device-to-device input copies, until submitted
         self._closed = False
 
     # -- for subclasses --------------------------------------------------------------------------------
@@ -272,24 +275,29 @@ class GPUProgram(HostSync):
                 self.free_allocation(alloc)
 
     # -- running ---------------------------------------------------------------------------------------
-    def execute(self, feeds: dict[str, Any], control: Any = None) -> PendingReadback:
+    def execute(self, feeds: dict[str, Any], control: Any = None, on_device: bool = False) -> PendingReadback:
         """The program protocol's run: ``run`` with the host's BLAS kept to one thread (host layers run beside
         the device, where BLAS threads would only spin)."""
         from wgsentis.ops.parallel import set_blas_threads
 
         set_blas_threads(1)
-        return self.run(feeds, control)
+        return self.run(feeds, control, on_device)
 
-    def run(self, feeds: dict[str, Any], control: Any = None) -> PendingReadback:
+    def run(self, feeds: dict[str, Any], control: Any = None, on_device: bool = False) -> PendingReadback:
         """Run on ``feeds``: replay the plan for this signature, or record one. Returns the readback.
 
         ``control`` (a RunControl) is checked before every layer while recording, and before every host
         layer of a replay (cancellation, timeout, memory budget): a replay's GPU work is one submission.
         Errors from wgpu itself (validation, out of memory, a lost device) become a DeviceError that
-        names the graph; our own typed errors pass through unchanged."""
+        names the graph; our own typed errors pass through unchanged.
+
+        ``on_device``: the outputs computed on the device stay there, each copied into device memory of its own
+        (``device_tensors.DeviceValue``) instead of being read back. Feeds may be DeviceValues of this device:
+        they are copied device to device into the plan's inputs."""
         if self._closed:
             raise DeviceError(f"the GPU program of graph '{self.graph.name}' is closed")
         self.control = control
+        self._on_device = on_device
         try:
             return self._run(feeds)
         except WgSentisError:
@@ -300,12 +308,17 @@ class GPUProgram(HostSync):
 
     def _run(self, feeds: dict[str, Any]) -> PendingReadback:
         self.last_run = RunReport()
-        signature = tuple((n, np.asarray(v).shape, np.asarray(v).dtype.str) if isinstance(v, np.ndarray)
+        signature = tuple((n, v.shape, v.dtype.str) if isinstance(v, np.ndarray | DeviceValue)
                           else (n, type(v).__name__) for n, v in sorted(feeds.items()))
         plan = self.plans.get(signature)
         if plan is not None and any(not np.array_equal(feeds[n], v) for n, v in plan.host_read_inputs.items()):
             plan = None  # it baked in other values of inputs read on the host (e.g. a shape input)
         if plan is not None:
+            held = held_bytes(self.ctx).nbytes
+            if held and self.control is not None:
+                # A replay allocates nothing, but the tensors users hold count against the budget with its arenas.
+                check_device_bytes(self.control, f"graph '{self.graph.name}'", plan.arena_bytes, held,
+                                   "the plan's intermediates (device tensors held by the caller count as live)")
             try:
                 return self._replay(plan, feeds)
             except PlanInvalid:
@@ -334,6 +347,8 @@ class GPUProgram(HostSync):
         where the value cannot live on the device, or passes the int64 bound ``target``'s plan was made for.
         While tracing nothing is written: the plan's first replay uploads it."""
         started = time.perf_counter()
+        if isinstance(value, DeviceValue):
+            return self._bind_device_input(name, value, target)
         prepared = self.prepare_upload(value, f"input '{name}'")  # raises TooLargeForDevice before allocating
         if target is not None and target.bound is not None and value_bound(value) > target.bound:
             # The plan placed int64 arithmetic on the device for values under this bound: record anew.
@@ -348,12 +363,63 @@ class GPUProgram(HostSync):
         self.last_run.transfers.append(Transfer("upload", name, nbytes, layer, time.perf_counter() - started))
         return t
 
+    def _bind_device_input(self, name: str, value: DeviceValue, target: GTensor | None) -> GTensor:
+        """Device tensor ``value`` as the input ``name``: copied device to device into ``target`` (or a new input
+        tensor) where this program keeps tensors as ``value`` is kept; otherwise read to the host and uploaded
+        (both copies counted with the run's transfers)."""
+        if target is not None and target.bound is not None and (value.bound is None or value.bound > target.bound):
+            raise TooLargeForDevice(f"input '{name}': a device tensor with no bound under the {target.bound} its "
+                                    "plan was made for")
+        t = target if target is not None else self.input_tensor(name, value)
+        if target is None and value.dtype == np.int64:
+            t.bound = value.bound
+        if not self.binds_device_value(value, t):
+            started = time.perf_counter()
+            host = value.read()
+            self.last_run.transfers.append(Transfer("download", name, value.nbytes, "device input",
+                                                    time.perf_counter() - started))
+            return self.upload_input(name, host, t)
+        t.host = None  # its value is on the device only: a layer reading it on the host downloads it
+        if not self.tracing:
+            if self._input_copies is None:
+                self._input_copies = self.ctx.device.create_command_encoder(label="wgsentis device inputs")
+            self.copy_device_value(self._input_copies, value, t)
+        return t
+
+    def flush_input_copies(self) -> None:
+        """Submit the device-to-device copies of the run's device inputs, ahead of the work that reads them."""
+        if self._input_copies is not None:
+            encoder, self._input_copies = self._input_copies, None
+            self.ctx.queue.submit([encoder.finish()])
+
     # -- tensor storage: storage buffers here; a backend that keeps tensors elsewhere overrides these -----------
+    def binds_device_value(self, value: DeviceValue, t: GTensor) -> bool:
+        """Whether ``value`` can be copied device to device into ``t`` (a whole buffer allocation here)."""
+        return t.chunks is None and value.binds_into(self.ctx, self.backend, None)
+
+    def copy_device_value(self, encoder: Any, value: DeviceValue, t: GTensor) -> None:
+        """Record the copy of ``value`` into ``t`` (``binds_device_value`` said it can)."""
+        value.copy_into(encoder, t.alloc.buffer, t.alloc.offset)
+
+    def detach(self, encoder: Any, t: GTensor) -> DeviceValue | None:
+        """Record the copy of output ``t`` into a buffer of its own; the DeviceValue that holds it, or None where
+        ``t`` cannot be held so (split into chunks: it is read back instead)."""
+        if t.chunks is not None:
+            return None
+        usage = self.ctx.wgpu.BufferUsage
+        nbytes = aligned(max(4, t.nbytes), 4)
+        buffer = self.ctx.create_buffer(nbytes, usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
+                                        f"wgsentis device tensor {t.name}", f"device output '{t.name}'")
+        if t.nbytes:
+            encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset + 4 * t.first, buffer, 0,
+                                          aligned(t.nbytes, 4))
+        return DeviceValue(self.ctx, self.backend, buffer, t.shape, t.dtype, nbytes, bound=t.bound, name=t.name)
+
     def prepare_upload(self, value: np.ndarray, what: str) -> Any:
         """``value`` checked and converted for the device (raises TooLargeForDevice where it cannot live there)."""
         return to_device_array(value, what)
 
-    def input_tensor(self, name: str, value: np.ndarray) -> GTensor:
+    def input_tensor(self, name: str, value: np.ndarray | DeviceValue) -> GTensor:
         """A device tensor to upload ``value`` into (an input, or a fallback layer's output)."""
         return GTensor(self.new_allocation(max(4, 4 * value.size), f"tensor '{name}' {list(value.shape)}"),
                        value.shape, value.dtype, name)
@@ -416,11 +482,14 @@ class GPUProgram(HostSync):
         self._pool = None if trace else BufferPool(self.ctx)
         self._uniforms = UniformArena(self.ctx)
         self._allocations = []
-        self._live_bytes = 0
+        # The budget counts the device tensors users hold (outputs of runs with on_device=True) as live.
+        self._live_bytes = held_bytes(self.ctx).nbytes
         self._tick = -1
         self.scratch_requests = {}
         plan = Plan(uniforms=self._uniforms)
+        self._input_copies = None
         env, cacheable = bind_feeds(self, feeds, plan)
+        self.flush_input_copies()  # (nothing while tracing: the first replay copies them)
         rec = self.make_recorder()
         plan.index_checks = rec.index_checks  # filled as checking layers are recorded
         self.faults.start(rec.index_checks)
@@ -435,7 +504,7 @@ class GPUProgram(HostSync):
         readback = None
         if stream is not None:
             self.last_run.encode = time.perf_counter() - started
-            readback = self._submit(stream.take(), plan.outputs)
+            readback = self._submit(stream.take(), plan.outputs, on_device=self._on_device)
         self.scratch.realize()
         if replayable:
             # Replays run on memory laid out from the lifetimes the recording showed (a recorded run ran on
@@ -480,7 +549,9 @@ class GPUProgram(HostSync):
             try:
                 self.upload_input(name, feeds[name], t)
             except TooLargeForDevice:
+                self._input_copies = None  # copies into this plan's inputs: the run records anew instead
                 raise PlanInvalid(name) from None  # e.g. int64 values past int32: this run records anew
+        self.flush_input_copies()
         started = time.perf_counter()  # the uploads are their own phase (their transfers' seconds)
         self.faults.start(plan.index_checks)
         stamps = replay_stamps(self.ctx, self.queries, self._timestamps, self._pass_per_layer)
@@ -497,7 +568,7 @@ class GPUProgram(HostSync):
             extra = (stamps.resolve(encoder), 8 * stamps.count, store_layer_times(stamps, self.last_run))
         # Host time encoding this replay (fallback layers' own work included).
         self.last_run.encode = time.perf_counter() - started
-        readback = self._submit(encoder, plan.outputs, extra, plan)
+        readback = self._submit(encoder, plan.outputs, extra, plan, self._on_device)
         # Creating an encoder and beginning a pass cost ~50 us each on wgpu-native: do it now, while the
         # GPU runs what was just submitted, rather than at the start of the next run.
         self._next_stream = self.make_stream(False)
@@ -514,6 +585,7 @@ class GPUProgram(HostSync):
         self.last_run = RunReport()
         for name, t in plan.input_tensors.items():
             self.upload_input(name, feeds[name], t)
+        self.flush_input_copies()
         self.faults.start(plan.index_checks)
         self.ctx.wait_idle("the inputs' upload")
         times: dict[int, float] = {}
@@ -532,6 +604,8 @@ class GPUProgram(HostSync):
         return times, self._submit(encoder, plan.outputs, None, plan)
 
     def _submit(self, encoder: Any, outputs: dict[str, Any], extra: tuple[Any, int, Any] | None = None,
-                plan: Plan | None = None) -> PendingReadback:
-        """The run's last submission, with its outputs' copies into one staging buffer (``replay.submit_run``)."""
-        return submit_run(self.ctx, self, self.faults, self.last_run, encoder, outputs, extra, plan)
+                plan: Plan | None = None, on_device: bool = False) -> PendingReadback:
+        """The run's last submission, with its outputs' copies into one staging buffer (``replay.submit_run``), or
+        ``on_device``, into device memory of their own."""
+        return submit_run(self.ctx, self, self.faults, self.last_run, encoder, outputs, extra, plan,
+                          on_device=on_device)

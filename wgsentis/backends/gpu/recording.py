@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice, gpu_type_of
 from wgsentis.backends.gpu.layer_build import narrow_host_inputs
 from wgsentis.backends.gpu.placement import host_of, host_read
@@ -34,10 +35,11 @@ def bind_feeds(program: Any, feeds: dict[str, Any], plan: Plan) -> tuple[dict[st
     cacheable = True
     env: dict[str, Any] = {}
     for name, value in feeds.items():
-        if isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None:
+        if isinstance(value, DeviceValue) or (isinstance(value, np.ndarray) and gpu_type_of(value.dtype) is not None):
             try:
                 t = program.upload_input(name, value, None)
             except TooLargeForDevice:
+                value = np.asarray(value)  # (a device tensor this program cannot hold: read to the host)
                 env[name] = value
                 # Layers reading it run on the host with this value baked into the plan: replay only it.
                 plan.host_read_inputs[name] = np.array(value, copy=True)
@@ -81,7 +83,7 @@ class Recording:
 
     def note_host_read(self, name: str) -> None:
         """An input of the run was read on the host: its value is part of the plan's signature."""
-        self.plan.host_read_inputs[name] = np.array(self.feeds[name], copy=True)
+        self.plan.host_read_inputs[name] = np.array(np.asarray(self.feeds[name]), copy=True)
 
     def record_layers(self, trace: bool, cacheable: bool) -> bool | None:
         """Record every layer of the graph, then the plan's outputs. Returns whether the plan can be replayed

@@ -42,6 +42,10 @@ class TensorStorage(Protocol):
         """``t``'s value from the staging bytes ``copy_out`` wrote."""
         raise NotImplementedError
 
+    def detach(self, encoder: Any, t: GTensor) -> Any:
+        """Record the copy of ``t`` into device memory of its own; its DeviceValue, or None where it cannot."""
+        raise NotImplementedError
+
 
 def emit_layer(stream: Any, layers: list[Layer], layer_index: int, steps: list[Any], debug_groups: bool,
                stamps: Stamps | None = None) -> None:
@@ -134,13 +138,20 @@ def store_layer_times(stamps: Stamps, report: RunReport) -> Callable[[np.ndarray
 
 def submit_run(ctx: GPUContext, storage: TensorStorage, faults: FaultBuffer, report: RunReport, encoder: Any,
                outputs: dict[str, Any], extra: tuple[Any, int, Any] | None = None,
-               plan: Plan | None = None) -> PendingReadback:
+               plan: Plan | None = None, on_device: bool = False) -> PendingReadback:
     """Copy the outputs (and ``extra``, a (buffer, nbytes, callback) such as resolved timestamps) into
     one staging buffer, submit ``encoder``, and request its mapping: one map per run. A replay's staging buffer
     comes from its ``plan``'s pool (kept between runs); a recording's is its own. The downloads and host times go
-    into ``report``."""
+    into ``report``. ``on_device``: each output computed on the device is copied into device memory of its own
+    (``storage.detach``) and handed out as that DeviceValue; only what cannot be held so is read back."""
     layout, host_values, total = {}, {}, 0
     for name, value in outputs.items():
+        if on_device and isinstance(value, GTensor) and value.host is None:
+            held = storage.detach(encoder, value)
+            if held is not None:
+                held.name = name
+                host_values[name] = held
+                continue
         if isinstance(value, GTensor) and value.host is None:
             layout[name] = (total, functools.partial(storage.decode, value))
             total += storage.readback_bytes(value)
