@@ -44,6 +44,14 @@ from wgsentis.ops.parallel import TRANSIENT, HostWorkspace, set_blas_threads
 
 POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
 
+# Shape arithmetic kept between runs (ShapeValues): a value of at most this many elements is cached; a larger one
+# (a ConstantOfShape mask over a long sequence) is recomputed, as are the layers that read it.
+SHAPE_VALUE_MAX_ELEMENTS = 1 << 16
+# Ops whose output is not a function of their inputs: never shape arithmetic, whatever feeds them.
+NONDETERMINISTIC_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                                  "Bernoulli", "Multinomial"})
+SHAPE_SOURCES = frozenset({"Shape", "Size"})  # their output depends on their input's shape alone
+
 
 class KernelContext:
     """What a kernel may ask of the engine besides its inputs and attributes."""
@@ -172,6 +180,79 @@ def _shape_text(value: Any) -> str:
     return "none" if value is None else type(value).__name__
 
 
+class ShapeValues:
+    """The values of a graph's shape arithmetic, kept from one run to the next, so that only what a change of input
+    size touches is computed again (the hundreds of Shape/Gather/Unsqueeze/Concat layers an exporter writes around
+    every reshape of a transformer cost one check each, not a kernel each, while the sizes they read stay the same).
+
+    A layer is *shape arithmetic* when its output depends only on the shapes of the run's tensors: a Shape or Size
+    of any tensor, or a deterministic layer (no subgraph) whose every input is a constant or shape arithmetic. At
+    run time a Shape/Size whose input has the shape of the last run keeps its value, and any other shape layer
+    whose inputs all kept theirs keeps its own: its kernel does not run. A new size re-runs exactly the chains
+    that read it (a decoder's position ids and causal mask; its reshape targets keep theirs). The values are
+    read-only arrays owned by the program (``close`` drops them)."""
+
+    def __init__(self, graph: Graph) -> None:
+        derived: set[str] = set(graph.constants)
+        self.kinds: list[int] = []  # per layer: 0 not shape arithmetic, 1 a Shape/Size source, 2 derived
+        for layer in graph.layers:
+            kind = 0
+            if layer.op_type not in NONDETERMINISTIC_OPS and not captured_names(layer) and layer.domain in ("",
+                                                                                                 "ai.onnx"):
+                if layer.op_type in SHAPE_SOURCES:
+                    kind = 1
+                elif all(not n or n in derived for n in layer.inputs) and any(layer.inputs):
+                    kind = 2
+            if kind and any(isinstance(v, Graph) for v in layer.attrs.values()):
+                kind = 0
+            if kind:
+                derived.update(o for o in layer.outputs if o)
+            self.kinds.append(kind)
+        self.count = sum(1 for k in self.kinds if k)
+        self.values: dict[int, tuple[Any, ...]] = {}  # layer index -> its outputs of the last run it ran
+        self.source_shapes: dict[int, tuple[int, ...]] = {}  # Shape/Size layer -> its input's shape then
+        self.kept = 0  # shape layers that kept their value in the last run
+        self.changed: set[str] = set()  # the run's shape values computed anew (or not kept)
+
+    def start(self) -> None:
+        self.changed = set()
+        self.kept = 0
+
+    def kept_value(self, index: int, step: LayerStep, args: list[Any]) -> tuple[Any, ...] | None:
+        """Layer ``index``'s outputs of an earlier run where they still hold for ``args``, else None."""
+        value = self.values.get(index)
+        if value is None:
+            return None
+        if self.kinds[index] == 1:
+            x = args[0] if args else None
+            if not isinstance(x, np.ndarray) or self.source_shapes.get(index) != x.shape:
+                return None
+        elif any(n in self.changed for n in step.inputs if n):
+            return None
+        self.kept += 1
+        return value
+
+    def store(self, index: int, step: LayerStep, args: list[Any], values: list[Any]) -> None:
+        """Keep layer ``index``'s new ``values`` (small arrays only; a layer whose value is not kept marks its
+        outputs changed, so every reader runs)."""
+        self.changed.update(n for n in step.outputs if n)
+        if all(isinstance(v, np.ndarray) and v.size <= SHAPE_VALUE_MAX_ELEMENTS for v in values):
+            kept = []
+            for v in values:
+                v = v if not v.flags.writeable else v.copy()
+                v.setflags(write=False)  # shared with later runs: no kernel may write into it
+                kept.append(v)
+            self.values[index] = tuple(kept)
+            if self.kinds[index] == 1:
+                self.source_shapes[index] = args[0].shape
+        else:
+            self.values.pop(index, None)
+
+    def clear(self) -> None:
+        self.values.clear()
+        self.source_shapes.clear()
+
+
 class HostValues:
     """A run's outputs already on the host: a readback that is always done."""
 
@@ -209,6 +290,7 @@ class GraphProgram:
         self.control: Any = None  # the RunControl of the run in progress (wgsentis.run_control)
         self._subprograms: dict[int, GraphProgram] = {}
         self.steps = [LayerStep(layer, self) for layer in graph.layers]
+        self.shape_values = ShapeValues(graph)
         self.output_names = [o.name for o in graph.outputs]
         producers = {o: i for i, layer in enumerate(graph.layers) for o in layer.outputs if o}
         self.deps: list[set[int]] = []
@@ -264,10 +346,12 @@ class GraphProgram:
             self.pool = None
         if self.parent is None:
             self.workspace.close()
+        self.shape_values.clear()
 
     # -- the program protocol (wgsentis.backends) -----------------------------------------------
-    def execute(self, feeds: dict[str, Any], control: Any = None) -> HostValues:
-        """Run on ``feeds`` with this program's BLAS threads; the outputs by name, already on the host."""
+    def execute(self, feeds: dict[str, Any], control: Any = None, on_device: bool = False) -> HostValues:
+        """Run on ``feeds`` with this program's BLAS threads; the outputs by name, already on the host (the cpu
+        backend's device: ``on_device`` changes nothing)."""
         self.bind_blas()
         values = self.run(feeds, control=control)
         return HostValues(dict(zip(self.output_names, values, strict=True)))
@@ -277,7 +361,9 @@ class GraphProgram:
         return {"backend": "cpu", "threads": self.threads, "spin_wait": self.spin_wait, "gpu_layers": [],
                 "cpu_layers": [layer.name for layer in self.graph.layers], "fallback_layers": [],
                 "uploads": 0, "downloads": 0, "upload_bytes": 0, "download_bytes": 0, "transfers": [],
-                "peak_device_bytes": 0}
+                "peak_device_bytes": 0,
+                # Shape arithmetic (ShapeValues): its layers, and how many kept their value in the last run.
+                "shape_layers": self.shape_values.count, "shape_layers_kept": self.shape_values.kept}
 
     # -- running ------------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
@@ -288,10 +374,11 @@ class GraphProgram:
         env: MutableMapping[str, Any] = dict(self.graph.constants)
         env.update(feeds)
         scope: MutableMapping[str, Any] = env if outer is None else ChainMap(env, outer)
+        self.shape_values.start()
         with np.errstate(all="ignore"):
             if self.pool is None:
                 for i, step in enumerate(self.steps):
-                    self._run_step(step, scope, on_layer)
+                    self._run_step(step, scope, on_layer, i)
                     for name in self.release[i]:
                         env.pop(name, None)
             else:
@@ -321,7 +408,8 @@ class GraphProgram:
         def pooled(i: int) -> None:
             try:
                 self.steps[i].ctx.threads = 1  # it runs beside the calling thread's layer
-                self._run_step(self.steps[i], scope, on_layer)
+                with np.errstate(all="ignore"):  # (a pool thread: the caller's errstate is not its own)
+                    self._run_step(self.steps[i], scope, on_layer, i)
             except BaseException as exc:
                 with cond:
                     state["error"] = state["error"] or exc
@@ -377,7 +465,7 @@ class GraphProgram:
                     break
                 i = dispatch()
             try:
-                self._run_step(self.steps[i], scope, on_layer)
+                self._run_step(self.steps[i], scope, on_layer, i)
             except BaseException:
                 with cond:
                     while state["running"]:
@@ -389,22 +477,33 @@ class GraphProgram:
             else:
                 finish(i)
 
-    def _run_step(self, step: LayerStep, scope: MutableMapping[str, Any], on_layer: Any) -> None:
+    def _run_step(self, step: LayerStep, scope: MutableMapping[str, Any], on_layer: Any, index: int) -> None:
+        """Run layer ``index``'s step on its inputs in ``scope`` (or keep its shape value: ShapeValues), then put
+        its outputs there. The caller holds ``np.errstate(all="ignore")``: ONNX arithmetic is IEEE arithmetic
+        (log(0) = -inf, inf - inf = NaN are results, not faults), so numpy's warnings would only be noise."""
         layer = step.layer
         try:
             args = [scope[n] if n else None for n in step.inputs]
         except KeyError as exc:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
+        shape_kind = self.shape_values.kinds[index]
+        if shape_kind:
+            kept = self.shape_values.kept_value(index, step, args)
+            if kept is not None:
+                step.seconds = 0.0
+                for name, value in zip(step.outputs, kept, strict=False):
+                    if name:
+                        scope[name] = value
+                if on_layer is not None:
+                    on_layer(layer, list(kept))
+                return
         ctx = step.ctx
         ctx.outer = scope
         if self.control is not None:
             self.control.before_layer(layer, args)  # stop or refuse here, before the kernel allocates
         start = time.perf_counter()
         try:
-            # ONNX arithmetic is IEEE arithmetic: log(0) = -inf, inf - inf = NaN are results, not faults,
-            # so numpy's floating-point warnings would only be noise in the user's output.
-            with np.errstate(all="ignore"):
-                result = step.run(args)
+            result = step.run(args)
         except WgSentisError as exc:
             if isinstance(exc, PASS_THROUGH_ERRORS):
                 raise
@@ -417,6 +516,9 @@ class GraphProgram:
         if not isinstance(result, tuple):  # a tuple is several outputs; a list is one sequence
             result = (result,)
         values = [np.asarray(v) if isinstance(v, np.generic) else v for v in result]
+        if shape_kind:
+            self.shape_values.store(index, step, args, values)
+            values = list(self.shape_values.values.get(index, values))
         for name, value in zip(step.outputs, values, strict=False):
             if name:
                 scope[name] = value
