@@ -274,10 +274,9 @@ class Recorder:
         consts = {"WG": workgroup, **(constants or {})}
         key = pipeline_key(shader, subs or {}, consts, [(t.gpu_type, t.ndim) for t in inputs]
                            + [("texture", 2) for _ in textures or []], faults=faults)
-        source = wgsl_source(shader, subs)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
-        pipeline, bgl = self.ctx.pipeline(key, source, consts, label, owner=self.program)
+        pipeline, bgl = self.ctx.pipeline(key, lambda: wgsl_source(shader, subs), consts, label, owner=self.program)
         ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
         extra: list[Any] = [{"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}]
         extra.extend(textures or [])  # bound by their current view: a scratch slot may grow after this

@@ -273,7 +273,7 @@ class PixelRecorder:
                            faults=faults, stage="render", targets=formats)
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
-        pipeline, bgl = self.ctx.render_pipeline(key, wgsl_source(shader, subs), consts, label, list(formats),
+        pipeline, bgl = self.ctx.render_pipeline(key, lambda: wgsl_source(shader, subs), consts, label, list(formats),
                                                  owner=self.program)
         ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
         extra: list[Any] = [i.alloc.texture for i in inputs]

@@ -113,7 +113,7 @@ class GPUContext:
         self._created_by: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     # -- shaders and pipelines -------------------------------------------------------------------
-    def pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str,
+    def pipeline(self, key: tuple, source: str | Callable[[], str], constants: dict[str, float | int], label: str,
                  owner: Any = None) -> tuple[Any, Any]:
         """The compute pipeline and its bind group layout for ``key`` (built once, then cached); a build is
         counted for ``owner`` (``pipelines_created_by``)."""
@@ -124,7 +124,7 @@ class GPUContext:
 
         return self._cached_pipeline(key, source, label, "pipeline", make, owner)
 
-    def render_pipeline(self, key: tuple, source: str, constants: dict[str, float | int], label: str,
+    def render_pipeline(self, key: tuple, source: str | Callable[[], str], constants: dict[str, float | int], label: str,
                         formats: list[str], owner: Any = None) -> tuple[Any, Any]:
         """The render pipeline (vertex ``vs_main``, fragment ``fs_main`` writing ``formats`` targets) and its bind
         group layout for ``key``, built once and cached with the compute pipelines (``key`` must tell them
@@ -139,17 +139,19 @@ class GPUContext:
 
         return self._cached_pipeline(key, source, label, "render pipeline", make, owner)
 
-    def _cached_pipeline(self, key: tuple, source: str, label: str, kind: str,
+    def _cached_pipeline(self, key: tuple, source: str | Callable[[], str], label: str, kind: str,
                          make: Callable[[Any], Any], owner: Any = None) -> tuple[Any, Any]:
         """The pipeline ``make(module)`` builds from ``source``'s module, and its bind group layout, cached
         under ``key`` (least recently used dropped first); ``kind`` names it in a DeviceError. A build counts
-        in ``pipelines_created`` and, with ``owner``, in ``pipelines_created_by(owner)``."""
+        in ``pipelines_created`` and, with ``owner``, in ``pipelines_created_by(owner)``. ``source`` may be a
+        function that makes the text: it is called only on a miss (a plan traced for a new size finds every
+        pipeline cached, and assembling hundreds of sources per trace was a tenth of its host time)."""
         with self._lock:
             hit = self._pipelines.get(key)
             if hit is not None:
                 self._pipelines.move_to_end(key)
                 return hit
-            module = self._module(source, label)
+            module = self._module(source() if callable(source) else source, label)
             try:
                 pipeline = make(module)
             except Exception as exc:
