@@ -9,6 +9,9 @@ the median latency of each, their ratio (wgsentis / ORT), and the geometric mean
 ``--backend gpu-pixel`` also runs gpu-compute (``--versus``), alternating with it and ORT in the same process,
 and prints the latency ratio pixel / compute per model, their geometric mean, and MatMul 1024^3 GFLOP/s of both
 (alternating too) with their ratio.
+
+``--generate``: greedy generation with a GPT-2-style decoder, per token, every backend beside ORT CPU and beside a
+same-shape replay, with the bytes that crossed per token (``tools/bench_generate.py``; its own options follow).
 """
 
 from __future__ import annotations
@@ -148,6 +151,11 @@ def matmul_gflops_alternating(backends: list[str], size: int = 1024, chain: int 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--generate" in argv:
+        import bench_generate
+
+        return bench_generate.main([a for a in argv if a != "--generate"])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--threads", type=int, default=2)

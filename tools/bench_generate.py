@@ -1,0 +1,170 @@
+"""Benchmark: greedy generation with a GPT-2-style decoder (tools/decoders.py), per token, wgsentis against ONNX
+Runtime (CPU) in the same process (``python tools/bench.py --generate``).
+
+Each round generates ``--steps`` tokens with ORT, then with wgsentis on each backend, alternating, so machine noise
+hits all alike. Per backend it prints the median ms per token:
+
+- ``host``: outputs read back every step and the cache fed back as arrays (what a plain ``run`` loop does);
+- ``device``: ``run(..., on_device=True)``, the cache fed back as device tensors, only the logits read;
+- ``replay``: one step's feeds run again and again (the same shape: the plan is replayed, nothing re-derived),
+  the floor a new size is measured against;
+
+their ratios to ORT and of ``device`` to ``replay``, and the bytes that crossed host<->device per token (the run's
+uploads and downloads, plus the logits read on demand in ``device`` mode). Tokens must equal ORT's.
+
+    python tools/bench.py --generate [--backends cpu,gpu-compute,gpu-pixel] [--steps 48] [--rounds 3]
+                                     [--vocab 50257] [--markdown BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import decoders
+
+import wgsentis as ws
+
+PROMPT = [1, 2, 3]
+REPLAY_RUNS = 10
+
+
+def _ort_session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return lambda feeds: dict(zip(names, session.run(None, feeds), strict=True))
+
+
+def _generate(run: Any, config: decoders.DecoderConfig, steps: int) -> decoders.Generation:
+    return decoders.generate(run, layers=config.layers, heads=config.heads, head_size=config.head_size, steps=steps,
+                             prompt=PROMPT)
+
+
+def _per_token(generation: decoders.Generation) -> float:
+    return statistics.median(generation.seconds[1:])  # the prompt step apart
+
+
+def _replay_seconds(worker: ws.Worker, config: decoders.DecoderConfig, past_len: int) -> float:
+    """Median seconds of one decode step at a fixed cache length, replayed."""
+    rng = np.random.default_rng(0)
+    feeds: dict[str, Any] = {"input_ids": np.array([[7]], np.int64),
+                             "attention_mask": np.ones((1, past_len + 1), np.int64)}
+    for name in decoders.past_names(config.layers):
+        feeds[name] = rng.standard_normal((1, config.heads, past_len, config.head_size), dtype=np.float32)
+    worker.run(feeds)
+    times = []
+    for _ in range(REPLAY_RUNS):
+        started = time.perf_counter()
+        worker.run(feeds)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def bench(backends: list[str], steps: int, rounds: int, config: decoders.DecoderConfig, threads: int) -> list[dict]:
+    path = decoders.export_gpt2(config=config)
+    ort_run = _ort_session(path, threads)
+    model = ws.load_model(str(path))
+    workers = {b: ws.Worker(model, b, threads=threads) for b in backends}
+    results: dict[str, dict[str, list[float]]] = {b: {"host": [], "device": [], "replay": [], "ort": []}
+                                                  for b in backends}
+    crossed: dict[str, dict[str, float]] = {}
+    same: dict[str, bool] = {}
+    try:
+        for _ in range(rounds):
+            for backend, worker in workers.items():
+                reference = _generate(ort_run, config, steps)
+                results[backend]["ort"].append(_per_token(reference))
+                host_bytes: list[int] = []
+
+                def host_run(feeds: dict[str, Any], worker: ws.Worker = worker, sink: list[int] = host_bytes) -> Any:
+                    outputs = worker.run(feeds)
+                    stats = worker.stats()
+                    sink.append(stats["upload_bytes"] + stats["download_bytes"])
+                    return outputs
+
+                host = _generate(host_run, config, steps)
+                results[backend]["host"].append(_per_token(host))
+                device_bytes: list[int] = []
+
+                def device_run(feeds: dict[str, Any], worker: ws.Worker = worker,
+                               sink: list[int] = device_bytes) -> Any:
+                    outputs = worker.run(feeds, on_device=True)
+                    stats = worker.stats()
+                    logits = outputs["logits"]
+                    read = 4 * int(np.prod(logits.shape)) if logits.on_device else 0  # read on demand by the loop
+                    sink.append(stats["upload_bytes"] + stats["download_bytes"] + read)
+                    return outputs
+
+                device = _generate(device_run, config, steps)
+                results[backend]["device"].append(_per_token(device))
+                results[backend]["replay"].append(_replay_seconds(worker, config, len(PROMPT) + steps // 2))
+                same[backend] = same.get(backend, True) and host.tokens == reference.tokens == device.tokens
+                crossed[backend] = {"host": statistics.median(host_bytes[1:]),
+                                    "device": statistics.median(device_bytes[1:])}
+    finally:
+        for worker in workers.values():
+            worker.close()
+    rows = []
+    for backend in backends:
+        r = {k: min(v) * 1e3 for k, v in results[backend].items()}  # the quietest round of each
+        rows.append({"backend": backend, "ort_ms": r["ort"], "host_ms": r["host"], "device_ms": r["device"],
+                     "replay_ms": r["replay"], "host_ratio": r["host"] / r["ort"],
+                     "device_ratio": r["device"] / r["ort"],
+                     "device_vs_replay": r["device"] / r["replay"], "host_bytes": crossed[backend]["host"],
+                     "device_bytes": crossed[backend]["device"], "same_tokens": same[backend]})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default="cpu,gpu-compute,gpu-pixel")
+    parser.add_argument("--steps", type=int, default=48)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--vocab", type=int, default=50257, help="GPT-2's own by default")
+    parser.add_argument("--markdown", help="append the table to this Markdown file")
+    args = parser.parse_args(argv)
+    config = decoders.DecoderConfig(vocab=args.vocab)
+    backends = args.backends.split(",")
+    print(f"GPT-2-style decoder {config.layers}x{config.width}, vocab {config.vocab}, {args.steps} tokens after a "
+          f"{len(PROMPT)}-token prompt, {args.rounds} rounds (the quietest), threads {args.threads}")
+    rows = bench(backends, args.steps, args.rounds, config, args.threads)
+    header = (f"{'backend':<12} {'ORT ms':>7} {'host ms':>8} {'x ORT':>6} {'device ms':>9} {'x ORT':>6} "
+              f"{'replay ms':>9} {'dev/replay':>10} {'B/token host':>12} {'B/token dev':>11} {'tokens':>7}")
+    print(header)
+    for r in rows:
+        print(f"{r['backend']:<12} {r['ort_ms']:>7.2f} {r['host_ms']:>8.2f} {r['host_ratio']:>6.2f} "
+              f"{r['device_ms']:>9.2f} {r['device_ratio']:>6.2f} {r['replay_ms']:>9.2f} "
+              f"{r['device_vs_replay']:>10.2f} "
+              f"{r['host_bytes']:>12,.0f} {r['device_bytes']:>11,.0f} {'same' if r['same_tokens'] else 'DIFFER':>7}")
+    if args.markdown:
+        lines = [f"\n## Generation per token, GPT-2-style {config.layers}x{config.width}, vocab {config.vocab} "
+                 f"({time.strftime('%Y-%m-%d')})\n",
+                 f"Command: `python tools/bench.py --generate --backends {args.backends} --steps {args.steps} "
+                 f"--rounds {args.rounds} --vocab {args.vocab}`\n",
+                 "| backend | ORT ms | host ms | x ORT | device ms | x ORT | replay ms | device / replay "
+                 "| bytes/token host | bytes/token device | tokens |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['backend']} | {r['ort_ms']:.2f} | {r['host_ms']:.2f} | {r['host_ratio']:.2f} "
+                  f"| {r['device_ms']:.2f} | {r['device_ratio']:.2f} | {r['replay_ms']:.2f} "
+                  f"| {r['device_vs_replay']:.2f} | {r['host_bytes']:,.0f} | {r['device_bytes']:,.0f} "
+                  f"| {'same as ORT' if r['same_tokens'] else 'DIFFER'} |" for r in rows]
+        with open(args.markdown, "a") as fh:
+            fh.write("\n".join(lines) + "\n")
+    return 0 if all(r["same_tokens"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
