@@ -124,8 +124,8 @@ class GPUContext:
 
         return self._cached_pipeline(key, source, label, "pipeline", make, owner)
 
-    def render_pipeline(self, key: tuple, source: str | Callable[[], str], constants: dict[str, float | int], label: str,
-                        formats: list[str], owner: Any = None) -> tuple[Any, Any]:
+    def render_pipeline(self, key: tuple, source: str | Callable[[], str], constants: dict[str, float | int],
+                        label: str, formats: list[str], owner: Any = None) -> tuple[Any, Any]:
         """The render pipeline (vertex ``vs_main``, fragment ``fs_main`` writing ``formats`` targets) and its bind
         group layout for ``key``, built once and cached with the compute pipelines (``key`` must tell them
         apart: ``tensors.pipeline_key(stage="render", targets=...)``)."""
