@@ -103,7 +103,8 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                     outputs = worker.run(feeds, on_device=True)
                     stats = worker.stats()
                     logits = outputs["logits"]
-                    read = 4 * int(np.prod(logits.shape)) if logits.on_device else 0  # read on demand by the loop
+                    # The logits the loop reads on demand.
+                    read = logits.dtype.itemsize * int(np.prod(logits.shape)) if logits.on_device else 0
                     sink.append(stats["upload_bytes"] + stats["download_bytes"] + read)
                     return outputs
 

@@ -78,6 +78,13 @@ class Tensor:
         return _on_device(self._stored())
 
     @property
+    def device_value(self) -> Any:
+        """The data held in device memory (a ``backends.gpu.device_tensors.DeviceValue``: what a worker on the same
+        device binds without a copy through the host), or None where it is on the host (waits for the run)."""
+        value = self._stored()
+        return value if _on_device(value) else None
+
+    @property
     def shape(self) -> tuple[int, ...]:
         """The tensor's shape (waits for the producing work when it is still running)."""
         value = self._stored()

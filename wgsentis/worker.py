@@ -328,9 +328,9 @@ class Worker:
     def _check_one(self, info: TensorInfo, value: Any, symbols: dict[str, tuple[int, str]]) -> Any:
         where = f"model '{self.model.name}': input '{info.name}'"
         if isinstance(value, Tensor):
-            stored = value._stored()
-            if getattr(stored, "ctx", None) is not None and stored.ctx is getattr(self._program, "ctx", None):
-                return self._check_device_value(where, info, stored, symbols)  # bound on the device by the program
+            held = value.device_value
+            if held is not None and held.ctx is getattr(self._program, "ctx", None):
+                return self._check_device_value(where, info, held, symbols)  # bound on the device by the program
             value = value.download_to_array()
         elif isinstance(value, onnx.TensorProto):
             value = onnx.numpy_helper.to_array(value)
@@ -362,7 +362,6 @@ class Worker:
             value = value.astype(object)
         self._check_shape(where, info, value.shape, symbols)
         return value
-
 
     def _check_shape(self, where: str, info: TensorInfo, shape: tuple[int, ...],
                      symbols: dict[str, tuple[int, str]]) -> None:

@@ -197,8 +197,8 @@ class ShapeValues:
         self.kinds: list[int] = []  # per layer: 0 not shape arithmetic, 1 a Shape/Size source, 2 derived
         for layer in graph.layers:
             kind = 0
-            if layer.op_type not in NONDETERMINISTIC_OPS and not captured_names(layer) and layer.domain in ("",
-                                                                                                 "ai.onnx"):
+            deterministic = layer.op_type not in NONDETERMINISTIC_OPS and layer.domain in ("", "ai.onnx")
+            if deterministic and not captured_names(layer):
                 if layer.op_type in SHAPE_SOURCES:
                     kind = 1
                 elif all(not n or n in derived for n in layer.inputs) and any(layer.inputs):
@@ -232,21 +232,23 @@ class ShapeValues:
         self.kept += 1
         return value
 
-    def store(self, index: int, step: LayerStep, args: list[Any], values: list[Any]) -> None:
+    def store(self, index: int, step: LayerStep, args: list[Any], values: list[Any]) -> list[Any]:
         """Keep layer ``index``'s new ``values`` (small arrays only; a layer whose value is not kept marks its
-        outputs changed, so every reader runs)."""
+        outputs changed, so every reader runs). Returns the values the run goes on with: the kept read-only
+        arrays, or ``values`` where they are not kept."""
         self.changed.update(n for n in step.outputs if n)
-        if all(isinstance(v, np.ndarray) and v.size <= SHAPE_VALUE_MAX_ELEMENTS for v in values):
-            kept = []
-            for v in values:
-                v = v if not v.flags.writeable else v.copy()
-                v.setflags(write=False)  # shared with later runs: no kernel may write into it
-                kept.append(v)
-            self.values[index] = tuple(kept)
-            if self.kinds[index] == 1:
-                self.source_shapes[index] = args[0].shape
-        else:
+        if not all(isinstance(v, np.ndarray) and v.size <= SHAPE_VALUE_MAX_ELEMENTS for v in values):
             self.values.pop(index, None)
+            return values
+        kept = []
+        for v in values:
+            v = v if not v.flags.writeable else v.copy()
+            v.setflags(write=False)  # shared with later runs: no kernel may write into it
+            kept.append(v)
+        self.values[index] = tuple(kept)
+        if self.kinds[index] == 1:
+            self.source_shapes[index] = args[0].shape
+        return kept
 
     def clear(self) -> None:
         self.values.clear()
@@ -517,8 +519,7 @@ class GraphProgram:
             result = (result,)
         values = [np.asarray(v) if isinstance(v, np.generic) else v for v in result]
         if shape_kind:
-            self.shape_values.store(index, step, args, values)
-            values = list(self.shape_values.values.get(index, values))
+            values = self.shape_values.store(index, step, args, values)
         for name, value in zip(step.outputs, values, strict=False):
             if name:
                 scope[name] = value

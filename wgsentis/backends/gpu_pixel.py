@@ -411,15 +411,16 @@ class PixelProgram(GPUProgram):
         alloc = t.alloc
         if not isinstance(alloc, TextureAllocation) or layout.width != alloc.layout.width:
             return None  # a view addressed otherwise than its texture: read back instead
+        # Not make_texture: the program's own textures are destroyed with it, a held tensor outlives it.
+        usage = self.ctx.wgpu.TextureUsage
+        nbytes = layout.width * layout.height * 16
         texture = self.ctx.create_texture((layout.width, layout.height, 1), layout.format,
-                                          self.ctx.wgpu.TextureUsage.TEXTURE_BINDING
-                                          | self.ctx.wgpu.TextureUsage.COPY_SRC | self.ctx.wgpu.TextureUsage.COPY_DST,
-                                          f"wgsentis device tensor {t.name}", layout.width * layout.height * 16,
-                                          f"device output '{t.name}'")
+                                          usage.TEXTURE_BINDING | usage.COPY_SRC | usage.COPY_DST,
+                                          f"wgsentis device tensor {t.name}", nbytes, f"device output '{t.name}'")
         encoder.copy_texture_to_texture({"texture": alloc.texture.texture}, {"texture": texture},
                                         (layout.width, layout.height, 1))
-        return DeviceValue(self.ctx, self.backend, texture, t.shape, t.dtype, layout.width * layout.height * 16,
-                           layout=layout, bound=t.bound, name=t.name)
+        return DeviceValue(self.ctx, self.backend, texture, t.shape, t.dtype, nbytes, layout=layout, bound=t.bound,
+                           name=t.name)
 
     def layout_memory(self, plan: Plan, end: int) -> None:
         """Textures for the plan's tensors: one per layout class and set of tensors whose lifetimes are apart

@@ -47,6 +47,26 @@ class DeviceInfo:
                 "driver": self.driver, "limits": dict(self.limits), "features": list(self.features)}
 
 
+class HeldBytes:
+    """Device bytes held by the live device tensors of one context (``device_tensors.DeviceValue``: the outputs
+    of runs with on_device=True); thread-safe, since a value dies on whichever thread drops it last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.nbytes = 0
+        self.count = 0
+
+    def add(self, nbytes: int) -> None:
+        with self._lock:
+            self.nbytes += nbytes
+            self.count += 1
+
+    def remove(self, nbytes: int) -> None:
+        with self._lock:
+            self.nbytes -= nbytes
+            self.count -= 1
+
+
 class GPUContext:
     """The process-wide device, its queue, and caches of shader modules and pipelines.
 
@@ -111,6 +131,7 @@ class GPUContext:
         # that a new size of a model reuses its pipelines (uniform sizes) instead of compiling new ones.
         self.pipelines_created = 0
         self._created_by: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self.held = HeldBytes()  # what callers hold on this device, which the memory budget counts as live
 
     # -- shaders and pipelines -------------------------------------------------------------------
     def pipeline(self, key: tuple, source: str | Callable[[], str], constants: dict[str, float | int], label: str,

@@ -8,11 +8,12 @@ readback is asked; ORT's IOBinding binds outputs to device memory). Reading one 
 on the same device, it is copied device to device into the plan's input (``copy_into``), never through the host.
 
 The device memory goes with the last reference to the value; the context counts the bytes users hold
-(``GPUContext.held_bytes``), which the memory budget adds to a run's own.
+(``GPUContext.held``), which the memory budget adds to a run's own.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from typing import Any
@@ -22,38 +23,6 @@ import numpy as np
 from wgsentis.backends.gpu.device import GPUContext, map_read_async, wait_mapped
 from wgsentis.backends.gpu.dtypes import from_device_array
 from wgsentis.backends.gpu.tensors import aligned
-
-
-class HeldBytes:
-    """Device bytes held by live DeviceValues of one context (thread-safe: values die on any thread)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.nbytes = 0
-        self.count = 0
-
-    def add(self, nbytes: int) -> None:
-        with self._lock:
-            self.nbytes += nbytes
-            self.count += 1
-
-    def remove(self, nbytes: int) -> None:
-        with self._lock:
-            self.nbytes -= nbytes
-            self.count -= 1
-
-
-_HELD: weakref.WeakKeyDictionary[Any, HeldBytes] = weakref.WeakKeyDictionary()
-_HELD_LOCK = threading.Lock()
-
-
-def held_bytes(ctx: GPUContext) -> HeldBytes:
-    """The held-bytes counter of ``ctx`` (made on first use)."""
-    with _HELD_LOCK:
-        counter = _HELD.get(ctx)
-        if counter is None:
-            counter = _HELD[ctx] = HeldBytes()
-        return counter
 
 
 class DeviceValue:
@@ -80,13 +49,12 @@ class DeviceValue:
         self._promise: Any = None
         self._staging: Any = None
         self._lock = threading.Lock()
-        counter = held_bytes(ctx)
-        counter.add(nbytes)
-        weakref.finalize(self, counter.remove, nbytes)
+        ctx.held.add(nbytes)
+        weakref.finalize(self, ctx.held.remove, nbytes)
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:

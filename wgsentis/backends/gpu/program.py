@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
-from wgsentis.backends.gpu.device_tensors import DeviceValue, held_bytes
+from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, to_device_array
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
@@ -314,7 +314,7 @@ class GPUProgram(HostSync):
         if plan is not None and any(not np.array_equal(feeds[n], v) for n, v in plan.host_read_inputs.items()):
             plan = None  # it baked in other values of inputs read on the host (e.g. a shape input)
         if plan is not None:
-            held = held_bytes(self.ctx).nbytes
+            held = self.ctx.held.nbytes
             if held and self.control is not None:
                 # A replay allocates nothing, but the tensors users hold count against the budget with its arenas.
                 check_device_bytes(self.control, f"graph '{self.graph.name}'", plan.arena_bytes, held,
@@ -483,7 +483,7 @@ class GPUProgram(HostSync):
         self._uniforms = UniformArena(self.ctx)
         self._allocations = []
         # The budget counts the device tensors users hold (outputs of runs with on_device=True) as live.
-        self._live_bytes = held_bytes(self.ctx).nbytes
+        self._live_bytes = self.ctx.held.nbytes
         self._tick = -1
         self.scratch_requests = {}
         plan = Plan(uniforms=self._uniforms)

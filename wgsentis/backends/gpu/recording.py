@@ -83,7 +83,7 @@ class Recording:
 
     def note_host_read(self, name: str) -> None:
         """An input of the run was read on the host: its value is part of the plan's signature."""
-        self.plan.host_read_inputs[name] = np.array(np.asarray(self.feeds[name]), copy=True)
+        self.plan.host_read_inputs[name] = np.array(self.feeds[name], copy=True)
 
     def record_layers(self, trace: bool, cacheable: bool) -> bool | None:
         """Record every layer of the graph, then the plan's outputs. Returns whether the plan can be replayed

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgsentis.backends.gpu.device_tensors import held_bytes
 from wgsentis.backends.gpu.steps import Transfer
 
 
@@ -74,8 +73,8 @@ def program_stats(program: Any) -> dict[str, Any]:
         "intermediate_lower_bound_bytes": plan.peak_live_bytes if plan is not None else 0,
         "weight_bytes": program.weight_bytes,
         # Device tensors held by callers (outputs of runs with on_device=True) on this program's device.
-        "held_device_bytes": held_bytes(program.ctx).nbytes,
-        "held_device_tensors": held_bytes(program.ctx).count,
+        "held_device_bytes": program.ctx.held.nbytes,
+        "held_device_tensors": program.ctx.held.count,
         "cached_plans": len(program.plans),
         "max_plans": program.plans.capacity,
         "cached_plan_bytes": cached_plan_bytes(program),
