@@ -58,17 +58,18 @@ def test_float16_weights_match_float32(op, feeds, constants, attrs, textures, sh
 
 
 def test_float16_buffer_path_enables_shader_f16(monkeypatch):
-    from wgsentis.backends.gpu.device import wgsl_source
-
-    seen = []
-
-    def spy(path, subs=None):
-        seen.append(dict(subs or {}))
-        return wgsl_source(path, subs)
-
+    # Every dispatch keys its pipeline by its substitutions, cached or not (the WGSL source itself is only
+    # assembled on a cache miss, which an earlier test with the same shader leaves out).
     from wgsentis.backends import gpu_compute
 
-    monkeypatch.setattr(gpu_compute, "wgsl_source", spy)
+    seen = []
+    pipeline_key = gpu_compute.pipeline_key
+
+    def spy(shader, subs, *args, **kwargs):
+        seen.append(dict(subs or {}))
+        return pipeline_key(shader, subs, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_compute, "pipeline_key", spy)
     feeds = {"a": _rand(5, 16)}
     _run(gpu_check.node_model("MatMul", feeds, constants={"b": _rand(16, 8)}), feeds, "float16", textures=False)
     assert any(s.get("ENABLE", "").endswith("enable f16;") and s.get("TB") == "vec4<f16>" for s in seen)
