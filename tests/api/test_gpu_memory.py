@@ -117,6 +117,69 @@ def test_intermediates_fit_within_one_and_a_half_live_sets():
     assert stats["intermediate_bytes"] <= 1.5 * stats["intermediate_lower_bound_bytes"], stats
 
 
+@pytest.mark.parametrize("name", ["squeezenet", "ppocr_cls", "orientation"])
+def test_pixel_textures_fit_within_one_and_a_half_live_sets(name):
+    """gpu-pixel's plan shares a texture between tensors of any size of one format (a tensor in the corner of a
+    larger texture, drawn through a viewport of its own size): its textures at most 1.5x the largest live set
+    (before, shared by exact size only: PP-OCR cls 5.0x), with the replay on them equal to the first run and
+    the first run to the CPU's."""
+    import zoo
+
+    proto = zoo.load_proto(name, dense=True)
+    model = ws.load_model(proto)
+    feeds = zoo.input_feeds(name, proto)
+    with ws.Worker(model, "gpu-pixel") as worker, ws.Worker(model, "cpu") as oracle:
+        first = worker.run(feeds)
+        again = worker.run(feeds)
+        want = oracle.run(feeds)
+        stats = worker.stats()
+    for out, value in want.items():
+        np.testing.assert_allclose(first[out], value, rtol=1e-3, atol=1e-4)
+        np.testing.assert_array_equal(again[out], first[out])
+    assert 0 < stats["intermediate_lower_bound_bytes"] <= stats["intermediate_bytes"]
+    assert stats["intermediate_bytes"] <= 1.5 * stats["intermediate_lower_bound_bytes"], stats
+
+
+def test_texture_packing_keeps_lifetimes_apart_and_draws_one_size():
+    """The packing's rules on a made-up plan: tensors alive at once never share a texture, nor do a tensor and
+    one a draw renders while reading it; every tensor fits its texture; the tensors of a many-target draw get
+    textures of one size that no later tensor grows; a small tensor takes a free larger texture."""
+    from wgsentis.backends.gpu_pixel import _TexturePacking
+    from wgsentis.backends.pixel_layout import TextureLayout
+
+    def layout(w, h):
+        return TextureLayout((h, 4 * w), 1, np.dtype(np.float32), w, h)
+
+    items = [
+        (layout(64, 64), 0, 1, [0]),
+        (layout(32, 16), 1, 2, [1, 2, 3]),  # three tiles of one draw
+        (layout(16, 16), 2, 3, [4]),  # fits in tensor 0's texture, free from tick 2
+        (layout(128, 8), 3, 4, [5]),  # wider than every texture: grows one, or gets its own
+        (layout(16, 16), 3, 3, [6]),  # reads nothing but conflicts with 4 (drawn from it)
+        (layout(32, 16), 5, 5, [7, 8, 9]),  # three tiles again: the first set, free by now
+    ]
+    packed = _TexturePacking(items, {4: {6}, 6: {4}})
+    home = {tensor: t for t in packed.textures for tensor in t.members}
+    assert sorted(home) == list(range(10))
+    spans = {tensor: (born, dies) for _l, born, dies, bundle in items for tensor in bundle}
+    sizes = {tensor: (lay.width, lay.height) for lay, _b, _d, bundle in items for tensor in bundle}
+    for a, b in itertools.combinations(range(10), 2):
+        if home[a] is home[b]:
+            (a0, a1), (b0, b1) = spans[a], spans[b]
+            assert a1 < b0 or b1 < a0, (a, b)
+            assert {a, b} != {4, 6}
+    for tensor, texture in home.items():
+        assert sizes[tensor][0] <= texture.width and sizes[tensor][1] <= texture.height
+    for bundle in ([1, 2, 3], [7, 8, 9]):
+        assert len({id(home[t]) for t in bundle}) == 3
+        assert len({(home[t].width, home[t].height) for t in bundle}) == 1
+        assert all(home[t].locked for t in bundle)
+    assert [id(home[t]) for t in [7, 8, 9]] == [id(home[t]) for t in [1, 2, 3]] or \
+        {id(home[t]) for t in [7, 8, 9]} == {id(home[t]) for t in [1, 2, 3]}
+    assert home[4] is home[0]  # the free larger texture, not a new one
+    assert len(packed.textures) < 10
+
+
 @pytest.mark.parametrize("model,workers,limit_mb", [
     ("squeezenet", 4, 40),
     pytest.param("vgg19", 6, 150, marks=pytest.mark.slow),

@@ -9,6 +9,8 @@ ops' gpu-pixel builders (``ops/*_pixel.py``) draw with (its generic programs: ``
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -59,6 +61,98 @@ class TexturePool:
 
     def release(self, layout: TextureLayout, texture: Any) -> None:
         self.free.setdefault((layout.format, layout.width, layout.height), []).append(texture)
+
+
+class _TextureSlot:
+    """One texture of a plan being packed: its size so far, the tensors in it and their (born, dies) sorted;
+    ``locked`` once a many-target draw renders into it beside other textures, which must stay its size."""
+
+    __slots__ = ("height", "lives", "locked", "members", "width")
+
+    def __init__(self, width: int, height: int, locked: bool) -> None:
+        self.width, self.height = width, height
+        self.members: list[int] = []
+        self.lives: list[tuple[int, int]] = []
+        self.locked = locked
+
+    def free(self, born: int, dies: int, against: set[int]) -> bool:
+        """Whether a tensor alive from ``born`` to ``dies`` (ticks, both ends in) may lie here: alive at once
+        with no member (a bisection: a Loop's unrolled iterations give tens of thousands of tensors), and no
+        draw reads it while rendering a member or the other way round (``against``)."""
+        lives = self.lives
+        at = bisect.bisect_left(lives, (born, -1))
+        if (at < len(lives) and lives[at][0] <= dies) or (at > 0 and lives[at - 1][1] >= born):
+            return False
+        return not (against and against.intersection(self.members))
+
+    def take(self, tensor: int, born: int, dies: int) -> None:
+        self.members.append(tensor)
+        bisect.insort(self.lives, (born, dies))
+
+
+class _TexturePacking:
+    """The textures of a plan's texture tensors, placed greedily in the order given (``PixelProgram.layout_memory``
+    says why). A lone tensor takes the free texture it fits in with the least area, else the free unlocked one it
+    grows least where that adds less than its own area, else a new one. A bundle of k tensors drawn together
+    takes k free textures of one size: of a size they fit in (the smallest), else unlocked ones grown to one
+    size where that adds less than k textures of their own, else k new ones; they are locked from then on."""
+
+    def __init__(self, items: list[tuple[TextureLayout, int, int, list[int]]], conflicts: dict[int, set[int]]) -> None:
+        self.textures: list[_TextureSlot] = []
+        pools: dict[str, list[_TextureSlot]] = {}
+        for layout, born, dies, bundle in items:
+            width, height = layout.width, layout.height
+            against = set().union(*(conflicts.get(i, set()) for i in bundle))
+            pool = pools.setdefault(layout.format, [])
+            free = [t for t in pool if t.free(born, dies, against)]
+            chosen = self._for_one(free, width, height) if len(bundle) == 1 else \
+                self._for_bundle(free, width, height, len(bundle))
+            if chosen is None:
+                chosen = [_TextureSlot(width, height, len(bundle) > 1) for _ in bundle]
+                pool.extend(chosen)
+                self.textures.extend(chosen)
+            top_w = max(width, *(t.width for t in chosen))
+            top_h = max(height, *(t.height for t in chosen))
+            for texture, tensor in zip(chosen, bundle, strict=True):
+                texture.width, texture.height = top_w, top_h
+                texture.locked = texture.locked or len(bundle) > 1
+                texture.take(tensor, born, dies)
+
+    @staticmethod
+    def _for_one(free: list[_TextureSlot], width: int, height: int) -> list[_TextureSlot] | None:
+        best, best_cost = None, float(width * height)  # a texture of its own costs its own area
+        for t in free:
+            area = t.width * t.height
+            grown = max(t.width, width) * max(t.height, height)
+            if grown > area and t.locked:
+                continue  # a locked texture keeps the size of the textures it is drawn beside
+            # Fitting costs nothing; among those that fit, the smallest is taken (ties: the first).
+            cost = grown - area if grown > area else -1.0 / area
+            if cost < best_cost:
+                best, best_cost = t, cost
+        return None if best is None else [best]
+
+    @staticmethod
+    def _for_bundle(free: list[_TextureSlot], width: int, height: int, count: int) -> list[_TextureSlot] | None:
+        best, best_cost = None, float(count * width * height)  # textures of their own cost their own area
+        for size in {(max(t.width, width), max(t.height, height)) for t in free}:
+            # k free textures that end this size: locked ones of exactly it, unlocked ones within it (the
+            # largest first: they grow least).
+            fits = [t for t in free if (t.width, t.height) == size or (not t.locked and t.width <= size[0]
+                                                                       and t.height <= size[1])]
+            if len(fits) < count:
+                continue
+            fits.sort(key=lambda t: -t.width * t.height)
+            area = size[0] * size[1]
+            added = sum(area - t.width * t.height for t in fits[:count])
+            cost = added if added else -1.0 / area
+            if cost < best_cost:
+                best, best_cost = fits[:count], cost
+        return best
+
+    @property
+    def texels(self) -> int:
+        return sum(t.width * t.height for t in self.textures)
 
 
 class PixelRecorder:
@@ -281,7 +375,11 @@ class PixelRecorder:
         if faults:
             buf = self.program.faults.buffer
             extra.append({"buffer": buf, "offset": 0, "size": buf.size})
-        step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label)
+        # The texels the targets' own textures hold (a view drawn into covers its whole texture, as before).
+        first = outputs[0].alloc
+        region = (first.layout.width, first.layout.height) if isinstance(first, TextureAllocation) else sizes.pop()
+        step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label,
+                    region=region)
         if not self.program.tracing:
             step.bind(self.ctx.device)
         self.steps.append(step)
@@ -423,44 +521,54 @@ class PixelProgram(GPUProgram):
                            name=t.name)
 
     def layout_memory(self, plan: Plan, end: int) -> None:
-        """Textures for the plan's tensors: one per layout class and set of tensors whose lifetimes are apart
-        and which no draw reads while rendering another of them (greedy, earliest first)."""
+        """Textures for the plan's tensors. A tensor lies in the top-left corner of its texture (its layout, not
+        the texture's size, addresses it; a draw's viewport is its region), so tensors of any size and of one
+        format share a texture when their lifetimes are apart and no draw reads one while rendering another.
+        The color attachments of a draw must be one size, so tensors drawn together (the output tiles of a
+        many-target draw) are placed as one bundle in as many textures that are always one size. Greedy,
+        earliest first: the free texture (or set) it fits in with the least area, else the one it grows least
+        where that adds less than a texture of its own, else a new one."""
         allocs = [a for a in plan.allocations if isinstance(a, TextureAllocation)]
         index = {id(a.texture): i for i, a in enumerate(allocs)}
         conflicts: dict[int, set[int]] = {}
+        drawn_with = list(range(len(allocs)))  # union-find over tensors drawn together
+
+        def root(i: int) -> int:
+            while drawn_with[i] != i:
+                drawn_with[i] = drawn_with[drawn_with[i]]
+                i = drawn_with[i]
+            return i
+
         for step in plan.steps:
             if isinstance(step, Draw):
                 reads = [index[id(r)] for r in step.extra if id(r) in index]
-                for target in step.targets:
-                    w = index.get(id(target))
+                written = [index[id(t)] for t in step.targets if id(t) in index]
+                for w in written[1:]:
+                    drawn_with[root(w)] = root(written[0])
+                for w in written:
                     for r in reads:
-                        if w is not None and r != w:
+                        if r != w:
                             conflicts.setdefault(r, set()).add(w)
                             conflicts.setdefault(w, set()).add(r)
+        bundles: dict[int, list[int]] = {}
+        for i in range(len(allocs)):
+            bundles.setdefault(root(i), []).append(i)
         spans = [(a.born, end if a.dies is None else a.dies) for a in allocs]
-        # Per layout class, its textures: [texture, members, the last tick any member is alive]. Tensors come
-        # earliest first, so one is apart from every member of a texture exactly when it is born after the
-        # texture's last member died (a check that does not grow with the members: a Loop's unrolled
-        # iterations give tens of thousands of tensors).
-        objects: dict[tuple[str, int, int], list[list[Any]]] = {}
-        total = 0
-        for i in sorted(range(len(allocs)), key=lambda k: (spans[k][0], k)):
-            layout = allocs[i].layout
-            cls = (layout.format, layout.width, layout.height)
-            against = conflicts.get(i, set())
-            for obj in objects.setdefault(cls, []):
-                if obj[2] < spans[i][0] and not against & obj[1]:
-                    obj[1].add(i)
-                    obj[2] = max(obj[2], spans[i][1])
-                    break
-            else:
-                texture = self.make_texture(layout, f"a tensor texture of '{self.graph.name}'")
-                objects[cls].append([texture, {i}, spans[i][1]])
-                total += layout.width * layout.height * 16
-        for textures in objects.values():
-            for texture, members, _last in textures:
-                for i in members:
-                    allocs[i].texture.replace(texture, allocs[i].texture.shape)
+        items = [(allocs[b[0]].layout, min(spans[i][0] for i in b), max(spans[i][1] for i in b), b)
+                 for b in bundles.values()]
+        # Two orders, the smaller result kept: earliest first, and largest first (the large tensors' textures
+        # made first, the small ones fitted into them wherever they are free).
+        by_birth = sorted(items, key=lambda it: (it[1], it[3][0]))
+        by_size = sorted(items, key=lambda it: (-it[0].width * it[0].height, it[1], it[3][0]))
+        by_bundle = sorted(items, key=lambda it: (-it[0].width * it[0].height * len(it[3]), it[1], it[3][0]))
+        packed = min((_TexturePacking(order, conflicts) for order in (by_birth, by_size, by_bundle)),
+                     key=lambda p: p.texels)
+        made = [self.make_texture(dataclasses.replace(allocs[t.members[0]].layout, width=t.width, height=t.height),
+                                  f"a tensor texture of '{self.graph.name}'") for t in packed.textures]
+        for texture, slot in zip(made, packed.textures, strict=True):
+            for i in slot.members:
+                allocs[i].texture.replace(texture, allocs[i].texture.shape)
+        total = 16 * packed.texels
         plan.arenas, plan.arena_bytes = [], total
 
     def close(self) -> None:

@@ -83,6 +83,10 @@ def product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k
     rec.draw(_SHADER, inputs, targets, params, subs=pixel_matmul_subs(rows, c_mode, divided(rec, act[0])))
     if rows > 1:
         interleave(rec, targets, y, nblocks, m, mr)
+        # The row tiles are dead once interleaved: what the layer draws next (Winograd's next product, a
+        # grouped layer's next group) may lie in their textures.
+        rec.program.free_temporaries([t.alloc for t in targets])
+        rec.program.advance_clock()
     return True
 
 

@@ -54,6 +54,10 @@ class Draw:
     # The render pass descriptor a replay begins its pass with, built once (streams.RenderStream): (the target
     # views it was built for, the descriptor).
     pass_descriptor: Any = field(default=None, repr=False)
+    # The texels (width, height) from the targets' top-left corner the draw covers: its outputs' layout. A plan
+    # may lay a tensor in a larger texture of its format (PixelProgram.layout_memory); the pass's viewport is
+    # then this region, never the whole attachment.
+    region: tuple[int, int] = (0, 0)
 
     def bind(self, device: Any) -> None:
         entries = [{"binding": j, "resource": r.view if isinstance(r, GTexture) else r}

@@ -122,6 +122,7 @@ class RenderStream(CommandStream):
         self.group_open = False
         self.pipeline: Any = None
         self.targets: list[Any] = []  # the open pass's color attachments (GTextures)
+        self.viewport: tuple[int, int] = (0, 0)  # the open pass's viewport (width, height) from the corner
 
     def begin_group(self, label: str) -> None:
         """Draws from now on belong to the debug group ``label``, pushed in each pass they use."""
@@ -159,6 +160,7 @@ class RenderStream(CommandStream):
             self.pass_timestamps = None
             self.pipeline = None
             self.targets = list(targets)
+            self.viewport = tuple(targets[0].texture.size[:2])  # a pass begins over its whole attachments
         return self.current_pass
 
     def _begin_native(self, targets: list[Any], draw: Draw) -> Any:
@@ -193,6 +195,14 @@ class RenderStream(CommandStream):
             rpass.push_debug_group(self.group)
             self.group_open = True
         native = self.native
+        if d.region != self.viewport and d.region[0]:
+            # A tensor in a larger texture of its plan: the fragments of its own texels only.
+            width, height = d.region
+            if native is not None:
+                native[5](rpass._internal, 0.0, 0.0, float(width), float(height), 0.0, 1.0)
+            else:
+                rpass.set_viewport(0, 0, width, height, 0, 1)
+            self.viewport = d.region
         if native is not None:
             handle = rpass._internal
             if d.pipeline is not self.pipeline:
@@ -216,9 +226,10 @@ class RenderStream(CommandStream):
 
 
 @functools.cache
-def _native_render_calls(checked: bool = True) -> tuple[Any, Any, Any, Any, Any] | None:
-    """wgpu-native's render-pass set-pipeline, set-bind-group and draw calls, its NULL and wgpu-py's native
-    backend module (for pass descriptors), or None where this wgpu-py differs (see ``_native_pass_calls``)."""
+def _native_render_calls(checked: bool = True) -> tuple[Any, Any, Any, Any, Any, Any] | None:
+    """wgpu-native's render-pass set-pipeline, set-bind-group and draw calls, its NULL, wgpu-py's native
+    backend module (for pass descriptors) and the set-viewport call, or None where this wgpu-py differs (see
+    ``_native_pass_calls``)."""
     try:
         from wgpu.backends.wgpu_native import _api
 
@@ -226,7 +237,7 @@ def _native_render_calls(checked: bool = True) -> tuple[Any, Any, Any, Any, Any]
         needed = [getattr(_api, n) for n in ("new_array", "new_struct_p", "to_c_string_view", "GPURenderPassEncoder")]
         needed.append(_api.GPUCommandEncoder._create_render_pass_color_attachment)
         return (lib.wgpuRenderPassEncoderSetPipeline, lib.wgpuRenderPassEncoderSetBindGroup,
-                lib.wgpuRenderPassEncoderDraw, _api.ffi.NULL, _api)
+                lib.wgpuRenderPassEncoderDraw, _api.ffi.NULL, _api, lib.wgpuRenderPassEncoderSetViewport)
     except Exception:  # any mismatch with this wgpu-py: its public methods instead
         return None
 
