@@ -556,13 +556,21 @@ class PixelProgram(GPUProgram):
         spans = [(a.born, end if a.dies is None else a.dies) for a in allocs]
         items = [(allocs[b[0]].layout, min(spans[i][0] for i in b), max(spans[i][1] for i in b), b)
                  for b in bundles.values()]
-        # Two orders, the smaller result kept: earliest first, and largest first (the large tensors' textures
-        # made first, the small ones fitted into them wherever they are free).
-        by_birth = sorted(items, key=lambda it: (it[1], it[3][0]))
-        by_size = sorted(items, key=lambda it: (-it[0].width * it[0].height, it[1], it[3][0]))
-        by_bundle = sorted(items, key=lambda it: (-it[0].width * it[0].height * len(it[3]), it[1], it[3][0]))
-        packed = min((_TexturePacking(order, conflicts) for order in (by_birth, by_size, by_bundle)),
-                     key=lambda p: p.texels)
+        # Several orders, the smallest result kept: earliest first; largest first (the large tensors' textures
+        # made first, the small ones fitted into them wherever they are free); largest bundle first; and each of
+        # the first two with the many-target bundles first (their locked sets made before lone tensors take
+        # textures they could have shared).
+        def birth(it: tuple) -> tuple:
+            return (it[1], it[3][0])
+
+        def size(it: tuple) -> tuple:
+            return (-it[0].width * it[0].height, it[1], it[3][0])
+
+        orders = [sorted(items, key=birth), sorted(items, key=size),
+                  sorted(items, key=lambda it: (-it[0].width * it[0].height * len(it[3]), it[1], it[3][0])),
+                  sorted(items, key=lambda it: (len(it[3]) == 1, *birth(it))),
+                  sorted(items, key=lambda it: (len(it[3]) == 1, *size(it)))]
+        packed = min((_TexturePacking(order, conflicts) for order in orders), key=lambda p: p.texels)
         made = [self.make_texture(dataclasses.replace(allocs[t.members[0]].layout, width=t.width, height=t.height),
                                   f"a tensor texture of '{self.graph.name}'") for t in packed.textures]
         for texture, slot in zip(made, packed.textures, strict=True):
