@@ -364,8 +364,9 @@ class Worker:
         return value
 
     def _check_shape(self, where: str, info: TensorInfo, shape: tuple[int, ...],
-                     symbols: dict[str, tuple[int, str]]) -> None:
-        """InputError where ``shape`` does not fit ``info``'s; a warning (once) where symbolic dims disagree."""
+                     symbols: dict[str, tuple[int, str]], stacklevel: int = 6) -> None:
+        """InputError where ``shape`` does not fit ``info``'s; a warning (once) where symbolic dims disagree,
+        ``stacklevel`` frames up: the user's call of run or schedule."""
         if info.shape is not None:
             if len(shape) != len(info.shape):
                 raise InputError(
@@ -386,7 +387,7 @@ class Worker:
                         warnings.warn(
                             f"{where}: dimension '{want}' is {got} here but {seen[0]} in input '{seen[1]}'; "
                             "symbolic dimensions are not a constraint across inputs, so the run goes on",
-                            SymbolicDimensionWarning, stacklevel=6)
+                            SymbolicDimensionWarning, stacklevel=stacklevel)
 
     def _check_device_value(self, where: str, info: TensorInfo, value: Any,
                             symbols: dict[str, tuple[int, str]]) -> Any:
@@ -395,7 +396,7 @@ class Worker:
             raise InputError(f"{where} expects a {info.kind}, got a device tensor")
         if info.dtype is not None and value.dtype != info.dtype:
             raise InputError(f"{where} expects dtype {info.dtype.name}, got {value.dtype.name} (a device tensor)")
-        self._check_shape(where, info, value.shape, symbols)
+        self._check_shape(where, info, value.shape, symbols, stacklevel=7)  # one frame deeper than an array's
         return value
 
 

@@ -179,3 +179,21 @@ def test_cpu_backend_on_device_outputs_are_host_tensors():
         assert isinstance(outputs["present"], ws.Tensor) and not outputs["present"].on_device
         again = worker.run({"past": outputs["present"], "new": new})
         np.testing.assert_array_equal(again["present"], np.concatenate([past, new, new], axis=2))
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_symbolic_dimension_warning_points_at_the_callers_line_for_device_inputs(backend):
+    """A device tensor input whose symbolic dim disagrees with another input's warns as an array does, and the
+    warning names the caller's line (not a frame inside the worker)."""
+    from wgsentis.errors import SymbolicDimensionWarning
+
+    f = TensorProto.FLOAT
+    model = ws.load_model(make_model([helper.make_node("Concat", ["a", "b"], ["y"], axis=0)],
+                                     [("a", f, ["n"]), ("b", f, ["n"])], [("y", f, ["m"])]), name="two_n")
+    with ws.Worker(model, backend) as worker:
+        held = worker.run({"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}, on_device=True)["y"]
+        # The device tensor is the input checked second: the one that warns.
+        with pytest.warns(SymbolicDimensionWarning, match="dimension 'n' is 4 here but 3 in input 'a'") as said:
+            y = worker.run({"a": np.arange(3, dtype=np.float32), "b": held})["y"]
+    assert [w.filename for w in said] == [__file__]
+    np.testing.assert_array_equal(y, [0, 1, 2, 1, 1, 1, 1])
