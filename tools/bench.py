@@ -12,6 +12,10 @@ and prints the latency ratio pixel / compute per model, their geometric mean, an
 
 ``--generate``: greedy generation with a GPT-2-style decoder, per token, every backend beside ORT CPU and beside a
 same-shape replay, with the bytes that crossed per token (``tools/bench_generate.py``; its own options follow).
+
+``--sizes``: the cost of a new input size against a replay of a size already seen, on both GPU backends, for
+PP-OCRv4 rec at 20 widths and the PP-OCRv4 detector at 3 sizes, with the pipelines each size change compiled and a
+check against ORT CPU (``tools/bench_sizes.py``; its own options follow).
 """
 
 from __future__ import annotations
@@ -156,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         import bench_generate
 
         return bench_generate.main([a for a in argv if a != "--generate"])
+    if "--sizes" in argv:
+        import bench_sizes
+
+        return bench_sizes.main([a for a in argv if a != "--sizes"])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
