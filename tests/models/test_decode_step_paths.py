@@ -320,8 +320,8 @@ def test_capture_of_a_step_with_device_inputs_has_every_layer(session, backend, 
 
 @pytest.mark.parametrize("backend", [pytest.param("gpu-compute", marks=RENDERDOC)])
 def test_capture_of_a_step_with_device_inputs_without_debug_groups(session, backend, tmp_path):
-    """gpu-compute, debug groups off (with them the run crashes under RenderDoc: the xfail below): the capture holds
-    the step's dispatches and the buffer copies of its device past in and of its outputs out."""
+    """gpu-compute, debug groups off: the capture holds the step's dispatches and the buffer copies of its device
+    past in and of its outputs out."""
     result, report = capture_step(session, backend, False, tmp_path)
     actions = check_captured_step(session, backend, result, report)
     assert actions.get("vkCmdDispatch()", 0) >= result["dispatched_layers"] > 50, actions
@@ -329,14 +329,10 @@ def test_capture_of_a_step_with_device_inputs_without_debug_groups(session, back
 
 
 @pytest.mark.parametrize("backend", [pytest.param("gpu-compute", marks=RENDERDOC)])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "gpu-compute with debug_groups=True under RenderDoc (lavapipe): backends/gpu/replay.py emit_layer pushes the "
-    "debug group of a layer whose steps include a copy on the command encoder (the c_attn Gemm: a TextureCopy then "
-    "its Dispatch), so the group wraps the compute pass the dispatch opens; with two such encoder-level groups around "
-    "passes in one encoder, encoder.finish() segfaults in RenderDoc's Vulkan layer (the crash streams.RenderStream "
-    "documents and gpu-pixel avoids by pushing groups inside passes). Not about device tensors: a host-input run "
-    "crashes alike"))
 def test_capture_of_a_step_with_device_inputs_and_debug_groups_on_gpu_compute(session, backend, tmp_path):
+    """gpu-compute, debug groups on: every GPU layer is in the capture. A layer of copies and dispatches (the
+    attention's c_attn Gemm) once had its group on the encoder around its pass, and two such groups in one encoder
+    crashed RenderDoc's Vulkan layer in encoder.finish() (the child died of SIGSEGV)."""
     result, report = capture_step(session, backend, True, tmp_path)
     check_captured_step(session, backend, result, report)
     assert report["missing_layers"] == []

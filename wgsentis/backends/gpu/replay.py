@@ -50,29 +50,45 @@ class TensorStorage(Protocol):
 def emit_layer(stream: Any, layers: list[Layer], layer_index: int, steps: list[Any], debug_groups: bool,
                stamps: Stamps | None = None) -> None:
     """Encode the steps of layer ``layer_index`` (of ``layers``) into ``stream``, inside its debug group (where
-    ``debug_groups``) and between timestamps."""
+    ``debug_groups``) and between timestamps.
+
+    A group never wraps a pass from the encoder: two such groups in one encoder crash RenderDoc's Vulkan layer in
+    wgpu's encoder finish on lavapipe (a GPT-2 decode step's attention Gemm, a copy and dispatches, did). A layer
+    that mixes copies and passes gets one group per run of each, all of its name (the capture report merges
+    them): its copies' on the encoder with no pass inside, its dispatches' inside their pass, its draws' inside
+    each pass they use (``RenderStream.begin_group``)."""
     layer = layers[layer_index]
-    has_copy = any(isinstance(step, Copy) for step in steps)
     if stamps is not None:
         stamps.begin_layer(stream, layer_index)
-    # A group that holds copies lives on the encoder (copies close the pass); else inside the pass.
-    # Render streams push the group inside each pass the layer's draws use (streams.RenderStream).
-    group_owner = None
-    per_pass = debug_groups and stream.groups_per_pass and not has_copy
-    on_encoder = has_copy or not stream.groups_in_pass
-    if per_pass:
-        stream.begin_group(f"{layer.name} ({layer.op_type})")
-    elif debug_groups:
-        group_owner = stream.encoder_for_copies() if on_encoder else stream.open_pass()
-        group_owner.push_debug_group(f"{layer.name} ({layer.op_type})")
-    for step in steps:
-        stream.step(step)
-    if per_pass:
-        stream.end_group()
-    elif group_owner is not None:
-        if on_encoder:
-            stream.end_pass()
-        group_owner.pop_debug_group()
+    if not debug_groups:
+        for step in steps:
+            stream.step(step)
+    else:
+        label = f"{layer.name} ({layer.op_type})"
+        start = 0
+        while start < len(steps):
+            copies = isinstance(steps[start], Copy)
+            stop = start + 1
+            while stop < len(steps) and isinstance(steps[stop], Copy) == copies:
+                stop += 1
+            if copies:
+                encoder = stream.encoder_for_copies()
+                encoder.push_debug_group(label)
+                for step in steps[start:stop]:
+                    stream.step(step)
+                encoder.pop_debug_group()
+            elif stream.groups_per_pass:
+                stream.begin_group(label)
+                for step in steps[start:stop]:
+                    stream.step(step)
+                stream.end_group()
+            else:
+                owner = stream.open_pass()
+                owner.push_debug_group(label)
+                for step in steps[start:stop]:
+                    stream.step(step)
+                owner.pop_debug_group()
+            start = stop
     if stamps is not None:
         stamps.end_layer(stream, layer_index)
 
