@@ -31,7 +31,8 @@ def check_device_bytes(control: Any, layer: Any, nbytes: int, live: int, what: s
     limit = getattr(control, "memory_limit", None)
     if limit is None or live + nbytes <= limit:
         return
-    raise ResourceLimitError(getattr(layer, "name", str(layer)), getattr(layer, "op_type", "?"), None, nbytes, limit,
+    # ``layer`` may name what is not a layer (a replay's plan, as a string): then no op type.
+    raise ResourceLimitError(getattr(layer, "name", str(layer)), getattr(layer, "op_type", ""), None, nbytes, limit,
                              f"device memory: {live:,} bytes live on the device before {what}", total=live + nbytes)
 
 

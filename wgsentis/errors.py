@@ -81,7 +81,10 @@ class ResourceLimitError(WgSentisError):
         self.layer, self.op_type, self.shape, self.nbytes, self.limit = layer, op_type, shape, int(nbytes), int(limit)
         self.total = None if total is None else int(total)
         shape_text = "" if shape is None else f" of shape {list(shape)}"
-        if self.total is None:
+        if not op_type and self.total is not None:  # not a layer's allocation: a replay's whole plan
+            msg = (f"{layer}: its {self.nbytes:,} bytes bring the device memory to {self.total:,} bytes, over the "
+                   f"worker's memory_limit of {self.limit:,} bytes")
+        elif self.total is None:
             msg = (f"layer '{layer}' ({op_type}): output{shape_text} needs {self.nbytes:,} bytes, over the worker's "
                    f"memory_limit of {self.limit:,} bytes")
         else:

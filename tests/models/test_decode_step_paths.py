@@ -471,6 +471,8 @@ def test_memory_budget_counts_the_device_tensors_held(session, backend):
         with pytest.raises(ResourceLimitError, match=rf"memory_limit of {limit:,} bytes.*held by the caller") as info:
             worker.run(recorded.feeds(), on_device=True)
         assert info.value.limit == limit and info.value.total > limit
+        # Named as the plan it is, not as a layer: "the recorded plan of graph '...': its N bytes bring ..."
+        assert str(info.value).startswith(f"the recorded plan of graph '{session.model.graph.name}': its "), info.value
         with pytest.raises(ResourceLimitError, match=rf"memory_limit of {limit:,} bytes") as info:
             worker.run(state.feeds(), on_device=True)  # a new signature: refused while its plan is recorded
         assert info.value.total > limit, str(info.value)

@@ -317,8 +317,8 @@ class GPUProgram(HostSync):
             held = self.ctx.held.nbytes
             if held and self.control is not None:
                 # A replay allocates nothing, but the tensors users hold count against the budget with its arenas.
-                check_device_bytes(self.control, f"graph '{self.graph.name}'", plan.arena_bytes, held,
-                                   "the plan's intermediates (device tensors held by the caller count as live)")
+                check_device_bytes(self.control, f"the recorded plan of graph '{self.graph.name}'", plan.arena_bytes,
+                                   held, "its intermediates (device tensors held by the caller count as live)")
             try:
                 return self._replay(plan, feeds)
             except PlanInvalid:
