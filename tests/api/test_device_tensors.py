@@ -197,3 +197,18 @@ def test_symbolic_dimension_warning_points_at_the_callers_line_for_device_inputs
             y = worker.run({"a": np.arange(3, dtype=np.float32), "b": held})["y"]
     assert [w.filename for w in said] == [__file__]
     np.testing.assert_array_equal(y, [0, 1, 2, 1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_stats_count_plans_recorded_and_those_for_new_sizes(backend):
+    """stats() counts every plan recorded, and apart those for a size-only change of a structure seen before; a
+    replay, and a run at a size whose plan is cached, records none."""
+    model = _cache_step_model()
+    new = np.ones((1, 4, 1, 8), np.float32)
+    with ws.Worker(model, backend) as worker:
+        counts = []
+        for past_len in [0, 3, 3, 5, 0]:
+            worker.run({"past": np.ones((1, 4, past_len, 8), np.float32), "new": new})
+            stats = worker.stats()
+            counts.append((stats["plans_recorded"], stats["plans_recorded_for_new_sizes"]))
+    assert counts == [(1, 0), (2, 1), (2, 1), (3, 2), (3, 2)]

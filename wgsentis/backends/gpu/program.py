@@ -116,6 +116,12 @@ class GPUProgram(HostSync):
         self.tracing = False  # a plan is being traced: allocations are virtual, nothing runs on the device
         self._on_device = False  # the run in progress keeps its outputs on the device
         self._input_copies: Any = None  # the encoder of the run's device-to-device input copies, until submitted
+        # Plans recorded in all, and those for a signature whose structure (input names, ranks, dtypes) an earlier
+        # plan already had: a size-only change, which is traced again today (stats: plans_recorded,
+        # plans_recorded_for_new_sizes).
+        self.plans_recorded = 0
+        self.plans_recorded_for_new_sizes = 0
+        self._structures: set[tuple] = set()
         self._closed = False
 
     # -- for subclasses --------------------------------------------------------------------------------
@@ -324,6 +330,12 @@ class GPUProgram(HostSync):
             except PlanInvalid:
                 self.plans.discard(signature)
                 self.last_run = RunReport()
+        structure = tuple((n, len(v.shape), v.dtype.str) if isinstance(v, np.ndarray | DeviceValue) else entry
+                          for entry, (n, v) in zip(signature, sorted(feeds.items()), strict=True))
+        self.plans_recorded += 1
+        if structure in self._structures:
+            self.plans_recorded_for_new_sizes += 1
+        self._structures.add(structure)
         started = time.perf_counter()
         plan, _ = self._record(feeds, trace=True)
         if plan is not None:

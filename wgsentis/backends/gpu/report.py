@@ -80,6 +80,9 @@ def program_stats(program: Any) -> dict[str, Any]:
         "cached_plan_bytes": cached_plan_bytes(program),
         "pipelines": program.ctx.cached_pipelines,
         "pipelines_created": program.ctx.pipelines_created_by(program),  # built for this program's recordings
+        # Plans recorded (traced) in all, and those for a size-only change of a structure already planned.
+        "plans_recorded": program.plans_recorded,
+        "plans_recorded_for_new_sizes": program.plans_recorded_for_new_sizes,
         "run": {"recorded": report.recorded, **report.fixed_costs_ms()},
     }
 
