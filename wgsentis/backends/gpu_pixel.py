@@ -67,11 +67,12 @@ class _TextureSlot:
     """One texture of a plan being packed: its size so far, the tensors in it and their (born, dies) sorted;
     ``locked`` once a many-target draw renders into it beside other textures, which must stay its size."""
 
-    __slots__ = ("height", "lives", "locked", "members", "width")
+    __slots__ = ("height", "lives", "locked", "member_set", "members", "width")
 
     def __init__(self, width: int, height: int, locked: bool) -> None:
         self.width, self.height = width, height
         self.members: list[int] = []
+        self.member_set: set[int] = set()  # the same, for the conflict check (a set against a set)
         self.lives: list[tuple[int, int]] = []
         self.locked = locked
 
@@ -83,10 +84,11 @@ class _TextureSlot:
         at = bisect.bisect_left(lives, (born, -1))
         if (at < len(lives) and lives[at][0] <= dies) or (at > 0 and lives[at - 1][1] >= born):
             return False
-        return not (against and against.intersection(self.members))
+        return not against or against.isdisjoint(self.member_set)
 
     def take(self, tensor: int, born: int, dies: int) -> None:
         self.members.append(tensor)
+        self.member_set.add(tensor)
         bisect.insort(self.lives, (born, dies))
 
 
