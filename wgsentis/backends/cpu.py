@@ -218,21 +218,22 @@ class ShapeValues:
         self.changed = set()
         self.kept = 0
 
-    def kept_value(self, index: int, step: LayerStep, args: list[Any]) -> tuple[Any, ...] | None:
+    def kept_value(self, index: int, step: LayerStep | Layer, args: list[Any]) -> tuple[Any, ...] | None:
         """Layer ``index``'s outputs of an earlier run where they still hold for ``args``, else None."""
         value = self.values.get(index)
         if value is None:
             return None
         if self.kinds[index] == 1:
-            x = args[0] if args else None
-            if not isinstance(x, np.ndarray) or self.source_shapes.get(index) != x.shape:
+            # Any tensor with a shape: an array here, a device tensor where a GPU recording asks.
+            shape = getattr(args[0], "shape", None) if args else None
+            if shape is None or isinstance(args[0], list) or self.source_shapes.get(index) != tuple(shape):
                 return None
         elif any(n in self.changed for n in step.inputs if n):
             return None
         self.kept += 1
         return value
 
-    def store(self, index: int, step: LayerStep, args: list[Any], values: list[Any]) -> list[Any]:
+    def store(self, index: int, step: LayerStep | Layer, args: list[Any], values: list[Any]) -> list[Any]:
         """Keep layer ``index``'s new ``values`` (small arrays only; a layer whose value is not kept marks its
         outputs changed, so every reader runs). Returns the values the run goes on with: the kept read-only
         arrays, or ``values`` where they are not kept."""
@@ -247,7 +248,7 @@ class ShapeValues:
             kept.append(v)
         self.values[index] = tuple(kept)
         if self.kinds[index] == 1:
-            self.source_shapes[index] = args[0].shape
+            self.source_shapes[index] = tuple(args[0].shape)
         return kept
 
     def clear(self) -> None:

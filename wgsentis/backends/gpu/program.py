@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.cpu import ShapeValues
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, to_device_array
@@ -119,6 +120,10 @@ class GPUProgram(HostSync):
         # Plans recorded in all, and those for a signature whose structure (input names, ranks, dtypes) an earlier
         # plan already had: a size-only change, which is traced again today (stats: plans_recorded,
         # plans_recorded_for_new_sizes).
+        # The graph's shape arithmetic kept from one recording to the next (backends.cpu.ShapeValues), with the
+        # placement reason of each such layer.
+        self.shape_values = ShapeValues(graph)
+        self.shape_reasons: dict[int, str] = {}
         self.plans_recorded = 0
         self.plans_recorded_for_new_sizes = 0
         self._structures: set[tuple] = set()
@@ -183,6 +188,7 @@ class GPUProgram(HostSync):
         self.plans.clear()
         self.last_plan = None
         self._next_stream = None
+        self.shape_values.clear()
         for pool in self._download_pools.values():
             pool.close()
         self._download_pools.clear()

@@ -91,6 +91,8 @@ class Recording:
         inputs only a run can give."""
         program, rec, plan, env, stream = self.program, self.rec, self.plan, self.env, self.stream
         placer = program.placer
+        shapes = program.shape_values
+        shapes.start()
         for i, layer in enumerate(program.graph.layers):
             self.layer_index = i
             program.advance_clock()
@@ -98,8 +100,14 @@ class Recording:
             args = [self.value(n) if n else None for n in layer.inputs]
             if program.control is not None:
                 program.control.before_layer(layer, args)  # stop or refuse before anything is allocated
-            kind, reason, outputs = self.place(rec, layer, args)
-            if kind != "fallback" and not spec_of(layer.op_type, layer.domain).shape_only:
+            # Shape arithmetic whose inputs' shapes (or values) are those of an earlier recording keeps its value:
+            # a host layer again, neither placed nor run (a decoder's new past length re-runs only what reads it).
+            kept = shapes.kept_value(i, layer, args) if shapes.kinds[i] else None
+            if kept is not None:
+                kind, reason, outputs = "host", program.shape_reasons[i], kept
+            else:
+                kind, reason, outputs = self.place(rec, layer, args)
+            if kept is None and kind != "fallback" and not spec_of(layer.op_type, layer.domain).shape_only:
                 for n in layer.inputs:
                     if n in plan.input_tensors and (kind == "host" or n in host_read(layer, args, env)):
                         self.note_host_read(n)
@@ -110,7 +118,11 @@ class Recording:
                     emit_layer(stream, program.graph.layers, i, new, program.debug_groups)
                 plan.steps.extend(new)
             elif kind == "host":
-                outputs = program.run_host(i, [host_of(a) for a in args])
+                if kept is None:
+                    outputs = program.run_host(i, [host_of(a) for a in args])
+                    if shapes.kinds[i]:
+                        outputs = shapes.store(i, layer, args, list(outputs))
+                        program.shape_reasons[i] = reason
             elif trace:
                 return None
             else:

@@ -82,6 +82,10 @@ def program_stats(program: Any) -> dict[str, Any]:
         "pipelines_created": program.ctx.pipelines_created_by(program),  # built for this program's recordings
         # Plans recorded (traced) in all, and those for a size-only change of a structure already planned.
         "plans_recorded": program.plans_recorded,
+        # Shape arithmetic (backends.cpu.ShapeValues): its layers, and how many the last recording kept from an
+        # earlier one instead of placing and running them (a replay runs none).
+        "shape_layers": program.shape_values.count,
+        "shape_layers_kept": program.shape_values.kept,
         "plans_recorded_for_new_sizes": program.plans_recorded_for_new_sizes,
         "run": {"recorded": report.recorded, **report.fixed_costs_ms()},
     }
