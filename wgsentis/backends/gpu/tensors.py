@@ -158,10 +158,11 @@ class GTexture:
         self.shape = shape
         self.name = name
 
-    def replace(self, texture: Any, shape: tuple[int, int]) -> None:
-        """Hold ``texture`` from now on (a scratch slot grown taller); bind groups made earlier keep the old one."""
+    def replace(self, texture: Any, shape: tuple[int, int], view: Any = None) -> None:
+        """Hold ``texture`` from now on (a scratch slot grown taller); bind groups made earlier keep the old one.
+        ``view``: a view of ``texture`` to share (tensors laid in one texture), else a new one."""
         self.texture = texture
-        self.view = texture.create_view()
+        self.view = texture.create_view() if view is None else view
         self.shape = shape
 
 
