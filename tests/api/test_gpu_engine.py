@@ -388,3 +388,19 @@ def test_a_readback_the_gpu_never_completes_raises_instead_of_hanging():
     with pytest.raises(DeviceError, match=r"outputs y.*within 0.05 s.*hung"):
         wait_mapped(NeverMapped(), "the outputs y", timeout_s=0.05)
     assert time.perf_counter() - start < 5
+
+
+def test_pack_params_words_are_numpys_float32_and_u32_bit_patterns():
+    """A dispatch's uniform words: floats rounded to float32 (infinity past its range, NaN kept), integers wrapped
+    to u32, the rest zero, exactly as numpy converts them."""
+    from wgsentis.backends.gpu.tensors import PARAM_WORDS, pack_params
+
+    values = [1.5, -0.0, 1e39, -1e39, float("nan"), float("inf"), 3.4028235e38, 1e-46, 0.1, np.float32(2.5),
+              np.float64(-7.25), 7, -1, 2**33 + 5, True, np.int64(-3)]
+    words = pack_params(values, "test")
+    with np.errstate(over="ignore"):
+        want = [int(np.array(v, np.float32).view(np.uint32)) if isinstance(v, float | np.floating)
+                else int(v) & 0xFFFFFFFF for v in values]
+    assert words.dtype == np.uint32 and words.size == PARAM_WORDS
+    assert [int(w) for w in words[:len(values)]] == want
+    assert not words[len(values):].any()
