@@ -36,7 +36,9 @@ import math
 import numpy as np
 
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
+from wgsentis.backends.gpu.dtypes import TooLargeForDevice
 from wgsentis.backends.gpu.tensors import GTensor, fits_binding, loop_passes
+from wgsentis.backends.gpu_compute import UDIV_MAX_DIVISOR, udiv_words
 from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, largest, pad4, row_granule, texture_fits
 from wgsentis.ops.conv_winograd_gpu import conv_winograd
 from wgsentis.ops.elementwise_gpu import binary
@@ -48,6 +50,16 @@ _ZERO = np.zeros(4, np.float32)  # binds as one vec4 too
 # Convolutions copy their input planes (1x1, _pointwise_texture) or im2col columns (_im2col_texture) into a
 # texture first, 1x1 stride-1 inputs by a transfer copy into a linear texture rather than a copy shader
 # (to_texture.wgsl), unless the program's KernelOptions turn it off (``texture_inputs``, ``linear_inputs``).
+
+
+def _divisor(d: int) -> list[int | float]:
+    """The two uniform words of a size a conv shader divides by (wgsl/common/udiv.wgsl's ``udiv``): sizes are
+    uniforms, not override constants, so one pipeline serves every input size. The output sizes divided by stay
+    far below udiv's 2^24 (the dispatch grids and texture sizes bound them, as each caller says); past it the
+    layer falls back to its CPU kernel rather than divide wrongly."""
+    if not 1 <= d <= UDIV_MAX_DIVISOR:
+        raise TooLargeForDevice(f"a conv shader's divisor {d} is outside udiv's 1..{UDIV_MAX_DIVISOR}")
+    return [*udiv_words(d)]
 
 
 def _as_2d(x_shape, w_shape, strides, dilations, pads, nd):
@@ -263,12 +275,17 @@ def _conv_paths(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> 
         ow4 = -(-ow // 4)  # four outputs of a row per invocation
         params[0] = n * m * oh * ow4
         params.append(n * m)  # 20: planes
+        # 21, 22: ow4 as udiv's divisor words, not an override constant, so a new width compiles no pipeline. Its one
+        # udiv per invocation measured as fast as the constant it replaces on lavapipe, 1.00-1.01x (GPU time,
+        # alternating in one process: 3x3 on (1, 64, 112, 112) 7.17 -> 7.21 ms, 5x5 on (1, 256, 48, 30) 9.10 ->
+        # 9.20 ms). Numerator s < oh * ow4 <= 64 * the grid's x limit, far below 2^31.
+        params += _divisor(ow4)
         limit = rec.ctx.max_workgroups
         grid = (-(-(oh * ow4) // 64), min(n * m, limit), -(-(n * m) // limit))
         rec.dispatch("compute/depthwise.wgsl", [X, wt, bias_t if bias_t is not None else rec.upload(_ZERO, "zero")],
                      [y], params, grid, workgroup=64, subs={"ACT": act[0]},
-                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "OW4": ow4,
-                                "M": m, "MULT": mg}, loops=loop_passes(kh, kw) + loop_passes(4))
+                     constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "M": m,
+                                "MULT": mg}, loops=loop_passes(kh, kw) + loop_passes(4))
         return True
 
     k = cg * kh * kw
@@ -377,15 +394,21 @@ def _pointwise_texture(rec, layer, X, w_mat, y3, st, outs, bias_t, act, acc=Fals
         _image_gemm(rec, a_op, Operand.of_linear_texture(x_tex, p, [c * p]), y3, c, bias_t, act, acc)
         return True
     x_tex = rec.scratch_texture(n * c, 4 * -(-p // 4), "conv input planes (linear)") \
-        if texture_fits(rec, n * c * 4 * -(-p // 4)) else None
+        if texture_fits(rec, n * c * 4 * -(-p // 4)) and ow <= UDIV_MAX_DIVISOR else None  # (udiv's range)
     if x_tex is None:
         return False
     width = -(-p // 4)
     rows = n * c
     limit = rec.ctx.max_workgroups
-    grid = (-(-width // 64), min(rows, limit), -(-rows // limit))
-    rec.dispatch("compute/to_texture.wgsl", [X], [], [rows * width, width, p, ow, h * wd, wd, st[0], st[1], rows],
-                 grid, workgroup=64, textures=[x_tex], constants={"OW": ow, "SH": st[0], "SW": st[1]})
+    grid = (-(-width // 128), min(rows, limit), -(-rows // limit))  # two texels per invocation
+    # The strides as override constants (the layer's structure); ow in uniforms (9, 10: udiv's divisor words), so a
+    # new input size compiles no pipeline. Two texels per invocation share the udiv: 0.87-1.01x the shader with ow
+    # baked in on lavapipe (GPU time, alternating in one process: 1x1 stride 2 on (1, 64, 112, 112) 0.65 -> 0.65
+    # ms, 1x1 on (1, 96, 57, 57) 0.77 -> 0.68 ms); a udiv per texel measured 1.05-1.13x. Numerator 4 * texel <
+    # 4 * 128 * the grid's x limit, far below 2^31.
+    rec.dispatch("compute/to_texture.wgsl", [X], [], [rows * width, width, p, ow, h * wd, wd, st[0], st[1], rows,
+                                                       *_divisor(ow)],
+                 grid, workgroup=64, textures=[x_tex], constants={"SH": st[0], "SW": st[1]})
     _image_gemm(rec, a_op, _texture_rows(x_tex, c, p), y3, c, bias_t, act, acc)
     return True
 
@@ -402,7 +425,7 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
     if a_op.tex is None:
         return False
     limit = rec.ctx.max_workgroups
-    if kp > limit:
+    if kp > limit or ow > UDIV_MAX_DIVISOR:  # (past udiv's range, below: the next path)
         return False
 
     def fits(images: int, rows: int) -> bool:
@@ -416,13 +439,19 @@ def _im2col_texture(rec, layer, X, w_mat, y3, k, kp, hw, ksize, outs, st, dl, pd
                                "conv columns (linear)")
     if cols is None:
         return False
-    constants = {"KH": ksize[0], "KW": ksize[1], "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "OW": ow}
+    # The kernel geometry as override constants (the layer's structure); ow in uniforms (20, 21: udiv's divisor
+    # words), so a new input size compiles no pipeline. Two texels per invocation share the udiv: 0.94-0.95x the
+    # shader with ow baked in on lavapipe (GPU time of the columns, alternating in one process: 3x3 stride 2 on
+    # (1, 32, 112, 112) 2.10 -> 2.00 ms, 5x5 on (1, 16, 60, 60) 3.23 -> 3.00 ms; with the matmul 0.97-0.98x); a
+    # udiv per texel measured 1.07x. Numerator 4 * texel < 4 * 64 * the grid's x limit (``fits``), far below 2^31.
+    constants = {"KH": ksize[0], "KW": ksize[1], "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1]}
+    ow_words = _divisor(ow)
     for tile in tiles:
         tp = tile.rows * ow
         width = -(-tp // 4)
         params = [width, width, kp, k, tp, X.shape[1], hw[0], hw[1], ksize[0], ksize[1], st[0], st[1], pd[0], pd[1],
-                  dl[0], dl[1], ow, 0, tile.row0, tile.image0]
-        rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, (-(-width // 64), kp, tile.images), workgroup=64,
+                  dl[0], dl[1], ow, 0, tile.row0, tile.image0, *ow_words]
+        rec.dispatch("compute/im2col_tex.wgsl", [X], [], params, (-(-width // 128), kp, tile.images), workgroup=64,
                      textures=[cols], constants=constants)
         _image_gemm(rec, a_op, _texture_rows(cols, kp, tp), y3, kp, bias_t, act, acc, tile, ow)
     return True
@@ -558,8 +587,13 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
     tiles = cover_tiles(n, 1, lambda images, _rows: buffer_fits(rec, images * m * taps * plane)
                    and (images == n or buffer_fits(rec, images * c * plane)))
     # (The product path binds Y whole, and X whole unless its images are copied out in blocks.)
+    # (The gather's grid holds an output plane in x, four outputs per invocation, and it divides by ceil(ow / 4)
+    # and M through udiv: within the grid and udiv's range, or the direct kernel.)
+    ow4 = -(-ow // 4)
+    limit = rec.ctx.max_workgroups
     if group == 1 and tiles is not None and fits_binding(y, rec.ctx.max_binding) and \
-            (len(tiles) > 1 or fits_binding(X, rec.ctx.max_binding)):
+            (len(tiles) > 1 or fits_binding(X, rec.ctx.max_binding)) and -(-(oh * ow4) // 64) <= limit and \
+            max(ow4, m) <= UDIV_MAX_DIVISOR:
         # The channel sums as one product, (M * kh * kw, C) @ (C, H * W) per image, then a gather of
         # at most ceil(kh / sh) * ceil(kw / sw) products per output pixel (conv_transpose_cols.wgsl).
         w_rows = rec.derived(("convTW",), (w,), lambda: padded_cols(w.reshape(c, m * taps).T.astype(np.float32)))
@@ -577,13 +611,21 @@ def conv_transpose(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=Non
                 rec.copy_to_texture(x_block, b_op.tex)
             gemm(rec, a_op, b_op, cols, m * taps, plane, c, y_row=plane, y_batch=[m * taps * plane],
                  batch_shape=[tile.images], final=False)
-            count = tile.images * m * oh * ow
+            planes = tile.images * m
+            grid = (-(-(oh * ow4) // 64), min(planes, limit), -(-planes // limit))
+            # The kernel and strides as override constants (the layer's structure); ceil(ow / 4) and M in uniforms
+            # (19..22: udiv's divisor words), so a new input size compiles no pipeline. Four outputs of a row per
+            # invocation share the row's tap tests and the divisions: 0.53-0.69x the shader with one output per
+            # invocation and oh, ow baked in on lavapipe (GPU time, alternating in one process: 2x2 stride 2 from
+            # (1, 64, 56, 56) to 32 channels 3.67 -> 1.89 ms, 3x3 stride 2 from (1, 32, 56, 56) to 16 channels 2.66
+            # -> 1.82 ms; with the product 0.74-0.83x); one output per invocation with two udivs measured 1.10-1.18x.
+            # Numerators below oh * ow4 (the grid's x) and the planes, far below 2^31.
             rec.dispatch("compute/conv_transpose_cols.wgsl", [cols, bias_t], [y],
-                         [count, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
-                          int(b is not None), *act[1], tile.image0 * m * oh * ow], count, workgroup=64,
-                         subs={"ACT": act[0]}, constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "OW": ow,
-                                                          "OH": oh},
-                         loops=loop_passes(kh, kw))
+                         [planes, m, oh, ow, h, wd, kh, kw, st[0], st[1], pd[0], pd[1], dl[0], dl[1],
+                          int(b is not None), *act[1], tile.image0 * m * oh * ow, *_divisor(ow4), *_divisor(m)],
+                         grid, workgroup=64, subs={"ACT": act[0]},
+                         constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1]},
+                         loops=loop_passes(kh, kw) + loop_passes(4))
         return y
     if not fits_binding(X, rec.ctx.max_binding):
         return NotImplemented  # every output block may read any input pixel

@@ -1,15 +1,18 @@
 // Depthwise 2-D convolution (one filter per channel, any channel multiplier): each invocation computes
 // four horizontally adjacent outputs of one row, sharing the filter's loads and the index arithmetic.
-// The kernel size, strides and dilations are pipeline constants (KH, KW, SH, SW, DH, DW): the tap loops
-// unroll and no integer division by a runtime value is left in them (slow on lavapipe).
+// The kernel size, strides and dilations are pipeline constants (KH, KW, SH, SW, DH, DW), and so are the
+// channels (M, MULT): the layer's structure, so the tap loops unroll and no integer division by a runtime
+// value is left (slow on lavapipe: it runs per lane). The sizes are uniforms, so one pipeline serves every
+// input size; the one division by a size, by ceil(ow / 4), goes through udiv (common/udiv.wgsl).
 // Params: 0 total (N * M * oh * ceil(ow / 4)), 1 M (output channels), 2 oh, 3 ow, 4 H, 5 W, 6 kh, 7 kw,
 // 8 sh, 9 sw, 10 ph, 11 pw, 12 dh, 13 dw, 14 multiplier (output channels per input channel), 15 C,
 // 16 flags (1: bias, 2: add the residual that Y holds already (FusedConv)), 17..19 activation
-// alpha/beta/gamma, 20 planes (N * M).
+// alpha/beta/gamma, 20 planes (N * M), 21 ow4 = ceil(ow / 4) (groups of four outputs per output row),
+// 22 its f32 reciprocal (udiv).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
+#include "common/udiv.wgsl"
 
-override OW4: u32 = 1u;  // groups of four outputs per output row
 override M: u32 = 1u;  // output channels
 override MULT: u32 = 1u;  // output channels per input channel
 override KH: u32 = 3u;
@@ -35,15 +38,16 @@ fn act(v: f32, alpha: f32, beta: f32, gamma: f32) -> f32 { return {{ACT}}; }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    // The grid is (ceil(oh * OW4 / WG), planes) with N * M planes, those past 65535 folded into z: a
-    // plane per workgroup row, divisions by constants only.
+    // The grid is (ceil(oh * ow4 / WG), planes) with N * M planes, those past 65535 folded into z: a
+    // plane per workgroup row, one udiv per invocation and divisions by constants otherwise.
     let ow = pu(3u);
     let oh = pu(2u);
+    let ow4 = pu(21u);
     let s = gid.x;
     let nm = gid.y + gid.z * nwg.y;
-    if (s >= oh * OW4 || nm >= pu(20u)) { return; }
-    let oy = s / OW4;
-    let qx = s - oy * OW4;
+    if (s >= oh * ow4 || nm >= pu(20u)) { return; }
+    let oy = udiv(s, ow4, pf(22u));
+    let qx = s - oy * ow4;
     let m = nm % M;
     let n = nm / M;
     let c = m / MULT;
