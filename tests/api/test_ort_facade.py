@@ -79,6 +79,22 @@ def test_node_args_and_metadata_match_onnxruntime(sessions):
         assert getattr(ours.get_modelmeta(), field) == getattr(real.get_modelmeta(), field), field
 
 
+def test_unknown_rank_and_float16_node_args_match_onnxruntime():
+    half, double = TensorProto.FLOAT16, TensorProto.DOUBLE
+    model = make_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Cast", ["h"], ["k"], to=half)],
+                       [("x", F, None), ("h", double, [2])], [("y", F, None), ("k", half, [2])])
+    data = model.SerializeToString()
+    real = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    ours = wort.InferenceSession(data)
+    assert _args(ours.get_inputs()) == _args(real.get_inputs())
+    assert _args(ours.get_outputs()) == _args(real.get_outputs())
+    feed = {"x": -FEEDS["x"], "h": np.array([1.5, -2.25])}
+    for g, w in zip(ours.run(None, feed), real.run(None, feed), strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    ours.close()
+
+
 def test_sample_model_from_a_path_matches_onnxruntime():
     path = str(sample_model_path())
     real = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -385,7 +401,16 @@ def test_gpu_providers_match_onnxruntime(model_bytes, backend, provider):
     ours.run_with_iobinding(binding)
     device_out, host_out = binding.get_outputs()
     assert device_out.device_name() == "webgpu" and host_out.device_name() == "cpu"
-    np.testing.assert_allclose(device_out.numpy(), real.run(["y"], FEEDS)[0], rtol=1e-4, atol=1e-4)
+    want_y = real.run(["y"], FEEDS)[0]
+    np.testing.assert_allclose(device_out.numpy(), want_y, rtol=1e-4, atol=1e-4)
+    # The device output fed back as an input: passed device to device, the same answer as onnxruntime's.
+    again = ours.io_binding()
+    again.bind_ortvalue_input("x", device_out)
+    again.bind_cpu_input("n", FEEDS["n"])
+    again.bind_output("y", "webgpu")
+    ours.run_with_iobinding(again)
+    want_again = real.run(["y"], {"x": want_y, "n": FEEDS["n"]})[0]
+    np.testing.assert_allclose(again.copy_outputs_to_cpu()[0], want_again, rtol=1e-4, atol=1e-4)
     ours.close()
     with wort.installed(backend=backend):
         import onnxruntime as facade
