@@ -598,9 +598,10 @@ class InferenceSession:
     def _describe(self) -> None:
         graph = self._proto.graph
         initializers = {t.name for t in graph.initializer}
-        overridable_ok = self._proto.ir_version >= 4  # before IR 4 every initializer was also a required input
-        self._inputs = [NodeArg(v.name, v.type) for v in graph.input
-                        if not (overridable_ok and v.name in initializers)]
+        # An initializer listed as a graph input is no required input; from IR 4 on a run may override it (before,
+        # it is a constant), as in ONNX Runtime.
+        overridable_ok = self._proto.ir_version >= 4
+        self._inputs = [NodeArg(v.name, v.type) for v in graph.input if v.name not in initializers]
         self._overridable = [NodeArg(v.name, v.type) for v in graph.input if overridable_ok and v.name in initializers]
         outputs = list(graph.output)
         if any(not _shape_of(v.type) and v.type.WhichOneof("value") in ("tensor_type", None) for v in outputs):

@@ -95,6 +95,20 @@ def test_unknown_rank_and_float16_node_args_match_onnxruntime():
     ours.close()
 
 
+def test_initializers_listed_as_inputs_before_ir4_are_constants_as_in_onnxruntime():
+    model = make_model([helper.make_node("Add", ["x", "b"], ["y"])], [("x", F, [3]), ("b", F, [3])], [("y", F, [3])],
+                       initializers={"b": np.ones(3, np.float32)}, opset=9)
+    model.ir_version = 3
+    data = model.SerializeToString()
+    real = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    ours = wort.InferenceSession(data)
+    assert _args(ours.get_inputs()) == _args(real.get_inputs())
+    assert _args(ours.get_overridable_initializers()) == _args(real.get_overridable_initializers()) == []
+    feed = {"x": np.arange(3, dtype=np.float32)}
+    np.testing.assert_array_equal(ours.run(None, feed)[0], real.run(None, feed)[0])
+    ours.close()
+
+
 def test_sample_model_from_a_path_matches_onnxruntime():
     path = str(sample_model_path())
     real = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
