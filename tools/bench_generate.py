@@ -6,6 +6,8 @@ hits all alike. Per backend it prints the median ms per token:
 
 - ``host``: outputs read back every step and the cache fed back as arrays (what a plain ``run`` loop does);
 - ``device``: ``run(..., on_device=True)``, the cache fed back as device tensors, only the logits read;
+- ``argmax``: as ``device``, and the token picked on the device by a second worker (one ArgMax over the logits
+  left there, fed the logits device tensor): only the token crosses, not the vocabulary's logits;
 - ``replay``: one step's feeds run again and again (the same shape: the plan is replayed, nothing re-derived),
   the floor a new size is measured against;
 
@@ -56,6 +58,23 @@ def _per_token(generation: decoders.Generation) -> float:
     return statistics.median(generation.seconds[1:])  # the prompt step apart
 
 
+def _token_picker(vocab: int) -> Any:
+    """A model of one ArgMax over the last position's logits (1, S, vocab) -> token (1, 1) int64: run on the logits
+    a decode step left on the device, it reads 8 bytes to the host instead of the whole vocabulary's logits (201 KB
+    a token for GPT-2's 50257)."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Slice", ["logits", "minus_one", "big", "one"], ["last"]),
+             helper.make_node("ArgMax", ["last"], ["token"], axis=-1, keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "token_picker", [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "s", vocab])],
+        [helper.make_tensor_value_info("token", TensorProto.INT64, [1, 1])],
+        [helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1]),
+         helper.make_tensor("big", TensorProto.INT64, [1], [1 << 62]),
+         helper.make_tensor("one", TensorProto.INT64, [1], [1])])
+    return ws.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
 def _replay_seconds(worker: ws.Worker, config: decoders.DecoderConfig, past_len: int) -> float:
     """Median seconds of one decode step at a fixed cache length, replayed."""
     rng = np.random.default_rng(0)
@@ -77,8 +96,10 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
     ort_run = _ort_session(path, threads)
     model = ws.load_model(str(path))
     workers = {b: ws.Worker(model, b, threads=threads) for b in backends}
-    results: dict[str, dict[str, list[float]]] = {b: {"host": [], "device": [], "replay": [], "ort": []}
-                                                  for b in backends}
+    picker_model = _token_picker(config.vocab)
+    pickers = {b: ws.Worker(picker_model, b, threads=threads) for b in backends}
+    results: dict[str, dict[str, list[float]]] = {b: {"host": [], "device": [], "argmax": [], "replay": [],
+                                                      "ort": []} for b in backends}
     crossed: dict[str, dict[str, float]] = {}
     same: dict[str, bool] = {}
     try:
@@ -110,12 +131,32 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
 
                 device = _generate(device_run, config, steps)
                 results[backend]["device"].append(_per_token(device))
+                argmax_bytes: list[int] = []
+
+                def argmax_run(feeds: dict[str, Any], worker: ws.Worker = worker, picker: ws.Worker = pickers[backend],
+                               sink: list[int] = argmax_bytes) -> Any:
+                    # The token picked on the device from the logits left there; the loop gets a one-hot row
+                    # (made on the host, nothing read) whose argmax is that token.
+                    outputs = worker.run(feeds, on_device=True)
+                    stats = worker.stats()
+                    token = int(np.asarray(picker.run({"logits": outputs["logits"]})["token"]).reshape(-1)[0])
+                    picked = picker.stats()
+                    sink.append(stats["upload_bytes"] + stats["download_bytes"] + picked["upload_bytes"]
+                                + picked["download_bytes"])
+                    one_hot = np.zeros((1, 1, config.vocab), np.float32)
+                    one_hot[0, 0, token] = 1.0
+                    return {**outputs, "logits": one_hot}
+
+                argmax = _generate(argmax_run, config, steps)
+                results[backend]["argmax"].append(_per_token(argmax))
                 results[backend]["replay"].append(_replay_seconds(worker, config, len(PROMPT) + steps // 2))
-                same[backend] = same.get(backend, True) and host.tokens == reference.tokens == device.tokens
+                same[backend] = (same.get(backend, True)
+                                 and host.tokens == reference.tokens == device.tokens == argmax.tokens)
                 crossed[backend] = {"host": statistics.median(host_bytes[1:]),
-                                    "device": statistics.median(device_bytes[1:])}
+                                    "device": statistics.median(device_bytes[1:]),
+                                    "argmax": statistics.median(argmax_bytes[1:])}
     finally:
-        for worker in workers.values():
+        for worker in [*workers.values(), *pickers.values()]:
             worker.close()
     rows = []
     for backend in backends:
@@ -124,7 +165,9 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                      "replay_ms": r["replay"], "host_ratio": r["host"] / r["ort"],
                      "device_ratio": r["device"] / r["ort"],
                      "device_vs_replay": r["device"] / r["replay"], "host_bytes": crossed[backend]["host"],
-                     "device_bytes": crossed[backend]["device"], "same_tokens": same[backend]})
+                     "device_bytes": crossed[backend]["device"], "argmax_ms": r["argmax"],
+                     "argmax_ratio": r["argmax"] / r["ort"], "argmax_bytes": crossed[backend]["argmax"],
+                     "same_tokens": same[backend]})
     return rows
 
 
@@ -143,24 +186,27 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(PROMPT)}-token prompt, {args.rounds} rounds (the quietest), threads {args.threads}")
     rows = bench(backends, args.steps, args.rounds, config, args.threads)
     header = (f"{'backend':<12} {'ORT ms':>7} {'host ms':>8} {'x ORT':>6} {'device ms':>9} {'x ORT':>6} "
-              f"{'replay ms':>9} {'dev/replay':>10} {'B/token host':>12} {'B/token dev':>11} {'tokens':>7}")
+              f"{'replay ms':>9} {'dev/replay':>10} {'argmax ms':>9} {'x ORT':>6} {'B/token host':>12} "
+              f"{'B/token dev':>11} {'B/token argmax':>14} {'tokens':>7}")
     print(header)
     for r in rows:
         print(f"{r['backend']:<12} {r['ort_ms']:>7.2f} {r['host_ms']:>8.2f} {r['host_ratio']:>6.2f} "
               f"{r['device_ms']:>9.2f} {r['device_ratio']:>6.2f} {r['replay_ms']:>9.2f} "
-              f"{r['device_vs_replay']:>10.2f} "
-              f"{r['host_bytes']:>12,.0f} {r['device_bytes']:>11,.0f} {'same' if r['same_tokens'] else 'DIFFER':>7}")
+              f"{r['device_vs_replay']:>10.2f} {r['argmax_ms']:>9.2f} {r['argmax_ratio']:>6.2f} "
+              f"{r['host_bytes']:>12,.0f} {r['device_bytes']:>11,.0f} {r['argmax_bytes']:>14,.0f} "
+              f"{'same' if r['same_tokens'] else 'DIFFER':>7}")
     if args.markdown:
         lines = [f"\n## Generation per token, GPT-2-style {config.layers}x{config.width}, vocab {config.vocab} "
                  f"({time.strftime('%Y-%m-%d')})\n",
                  f"Command: `python tools/bench.py --generate --backends {args.backends} --steps {args.steps} "
                  f"--rounds {args.rounds} --vocab {args.vocab}`\n",
                  "| backend | ORT ms | host ms | x ORT | device ms | x ORT | replay ms | device / replay "
-                 "| bytes/token host | bytes/token device | tokens |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                 "| argmax ms | x ORT | bytes/token host | bytes/token device | bytes/token argmax | tokens |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         lines += [f"| {r['backend']} | {r['ort_ms']:.2f} | {r['host_ms']:.2f} | {r['host_ratio']:.2f} "
                   f"| {r['device_ms']:.2f} | {r['device_ratio']:.2f} | {r['replay_ms']:.2f} "
-                  f"| {r['device_vs_replay']:.2f} | {r['host_bytes']:,.0f} | {r['device_bytes']:,.0f} "
+                  f"| {r['device_vs_replay']:.2f} | {r['argmax_ms']:.2f} | {r['argmax_ratio']:.2f} "
+                  f"| {r['host_bytes']:,.0f} | {r['device_bytes']:,.0f} | {r['argmax_bytes']:,.0f} "
                   f"| {'same as ORT' if r['same_tokens'] else 'DIFFER'} |" for r in rows]
         with open(args.markdown, "a") as fh:
             fh.write("\n".join(lines) + "\n")
