@@ -6,14 +6,18 @@ rows where rows are whole texels, the 1x4 kernel for one or two rows), which the
 programs of the same families (MatMul, Gemm, Conv, LSTM, Resize, whose tap table offsets were literals) are
 checked the same way.
 
-Not here: the Winograd transforms' tile grid and binary4.wgsl's axis operand (an Add of a (C, 1, 1) bias) keep
-their sizes as override constants, measured faster on lavapipe than uniform divisors (conv_winograd_gpu.py,
-elementwise_gpu.py say by how much), so each size of those builds its pipelines.
+Issue 31's shaders are checked the same way: binary4.wgsl's axis operand (an Add of a (C, 1, 1) bias), the
+Winograd transforms' tile grid (F(2x2) and F(4x4)) and the pools' output planes keep their sizes in uniform words,
+divided by through wgsl/common/udiv.wgsl, where they were override constants; only geometry (a pool's window, its
+outputs per invocation) and operand forms stay constants.
+
+Not here: the conv shaders of ops/conv_gpu.py (depthwise, im2col, ConvTranspose), in test_conv_shader_sizes.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -98,17 +102,17 @@ CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
 
 
 def _second_size_builds_no_pipeline(op: str, backend: str, make: Callable[[int], Case], first: int, second: int,
-                                    exact: bool = False) -> None:
+                                    exact: bool = False, options: dict[str, Any] | None = None) -> None:
     """``op`` run on ``backend`` at ``first``, then at ``second``: no fallback, no new pipeline, and the cpu's
-    answer (to 1e-4, or ``exact``ly)."""
+    answer (to 1e-4, or ``exact``ly). ``options``: the GPU Workers' keyword arguments."""
     model_a, feeds_a = make(first)
     model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), backend) as worker:
+    with ws.Worker(ws.load_model(model_a), backend, **(options or {})) as worker:
         worker.run(feeds_a)
         assert worker.stats()["fallback_layers"] == []
     with ws.Worker(ws.load_model(model_b), "cpu") as worker:
         want = worker.run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), backend) as worker:
+    with ws.Worker(ws.load_model(model_b), backend, **(options or {})) as worker:
         got = worker.run(feeds_b)
         stats = worker.stats()
     assert stats["fallback_layers"] == []
@@ -187,8 +191,8 @@ def test_every_binary4_variant_is_whole_wgsl(a_form, b_form):
 
 # -- the quantization, pool, cast, generator and indexing programs (ops/quant_gpu.py, pool_gpu.py, cast_gpu.py,
 # generators_gpu.py, indexing_gpu.py, reduce_gpu.py): their expressions and kind functions are .wgsl files, their
-# sizes words. A pool's window and output plane stay pipeline constants (pool_window.wgsl says why), so its second
-# size changes the batch and channels only.
+# sizes words. A pool's window stays a pipeline constant (pool_window.wgsl says why), its output plane does not,
+# so its second size changes the planes' sizes too (issue 31).
 def _quantize(n: int) -> Case:
     feeds = {"x": 4 * _x(n, 3 * n)}  # compute/map3.wgsl with common/expr/quantize.wgsl
     constants = {"s": np.array(0.05, np.float32), "zp": np.array(7, np.uint8)}
@@ -202,12 +206,12 @@ def _dequantize(n: int) -> Case:
 
 
 def _max_pool(n: int) -> Case:
-    feeds = {"x": _x(n, n + 1, 9, 9)}  # compute/pool.wgsl with compute/kind/pool_f32.wgsl
+    feeds = {"x": _x(n, n + 1, 4 * n + 5, 7 * n + 2)}  # compute/pool.wgsl with compute/kind/pool_f32.wgsl
     return gpu_check.node_model("MaxPool", feeds, kernel_shape=[3, 3], pads=[1, 1, 1, 1]), feeds
 
 
 def _average_pool(n: int) -> Case:
-    feeds = {"x": _x(n, n + 1, 9, 9)}  # an average: the kind file's division, the device's
+    feeds = {"x": _x(n, n + 1, 5 * n + 4, 3 * n + 6)}  # an average: the kind file's division, the device's
     return gpu_check.node_model("AveragePool", feeds, kernel_shape=[3, 3], strides=[2, 2]), feeds
 
 
@@ -246,3 +250,83 @@ CASES_30 = {
 @pytest.mark.parametrize("op", list(CASES_30))
 def test_a_second_size_of_a_quantization_pool_cast_generator_or_index_op_builds_no_pipeline(op):
     _second_size_builds_no_pipeline(op, COMPUTE, *CASES_30[op], exact=True)
+
+
+# -- issue 31: sizes that were override constants. Each case names the shader it is about, dispatched at the second
+# size; the sizes there change the divisors (an axis operand's inner extent and the groups an invocation steps by,
+# the tile grid's width, height and padded count, a pool's rows and row length) and hit their edges (tiles past the
+# grid's end, rows of outputs not a multiple of an invocation's).
+def _add_bias(n: int) -> Case:
+    feeds = {"x": _x(1, 8, 2 * n, 2 * n + 2), "b": _x(8, 1, 1)}  # binary4 axis: an Add of a per-channel bias
+    return gpu_check.node_model("Add", feeds), feeds
+
+
+def _mul_axis_first(n: int) -> Case:
+    # The axis operand first, an outer extent past one (images: the element wraps at dim), an inner extent not a
+    # multiple of the groups an invocation computes.
+    feeds = {"s": _x(3, 1, 1), "x": _x(n, 3, n + 1, 4)}
+    return gpu_check.node_model("Mul", feeds), feeds
+
+
+def _winograd(n: int) -> Case:
+    feeds = {"x": _x(2, 8, n, n + 3)}  # F(2x2): two images, edge tiles (odd output sides)
+    constants = {"w": _x(8, 8, 3, 3), "b": _x(8)}
+    return gpu_check.node_model("Conv", feeds, constants=constants, pads=[1, 1, 1, 1]), feeds
+
+
+def _winograd4(n: int) -> Case:
+    feeds = {"x": _x(1, 9, n, n + 5)}  # F(4x4) (the worker's fast_winograd), channels not a multiple of four
+    constants = {"w": _x(6, 9, 3, 3)}
+    return gpu_check.node_model("Conv", feeds, constants=constants, pads=[1, 1, 1, 1]), feeds
+
+
+def _max_pool_3d(n: int) -> Case:
+    feeds = {"x": _x(1, 3, n, n + 2, 2 * n + 1)}  # OD1 and OD2 both sizes: three spatial dims
+    return gpu_check.node_model("MaxPool", feeds, kernel_shape=[3, 3, 3], strides=[1, 2, 1],
+                                pads=[1, 1, 1, 1, 1, 1]), feeds
+
+
+def _max_pool_indices(n: int) -> Case:
+    feeds = {"x": _x(2, 3, n + 4, 3 * n)}  # compute/maxpool_indices.wgsl
+    return gpu_check.node_model("MaxPool", feeds, n_outputs=2, kernel_shape=[3, 3], strides=[2, 2],
+                                pads=[1, 1, 1, 1]), feeds
+
+
+def _average_pool_odd(n: int) -> Case:
+    feeds = {"x": _x(1, 4, 2 * n + 3, 5 * n)}  # stride 1: rows of outputs not a multiple of ROW_OUTPUTS
+    return gpu_check.node_model("AveragePool", feeds, kernel_shape=[3, 3], pads=[1, 1, 1, 1]), feeds
+
+
+# name: (model at a size, first size, second size, the shader the case is about, the GPU Workers' options)
+CASES_31: dict[str, tuple[Callable[[int], Case], int, int, str, dict[str, Any]]] = {
+    "Add-axis": (_add_bias, 3, 8, "compute/binary4.wgsl", {}),
+    "Mul-axis-first": (_mul_axis_first, 2, 7, "compute/binary4.wgsl", {}),
+    "Conv-Winograd-F2x2": (_winograd, 7, 12, "compute/winograd_out.wgsl", {}),
+    "Conv-Winograd-F4x4": (_winograd4, 9, 14, "compute/winograd4_out.wgsl", {"fast_winograd": True}),
+    "MaxPool-3d": (_max_pool_3d, 3, 6, "compute/pool.wgsl", {}),
+    "MaxPool-indices": (_max_pool_indices, 3, 7, "compute/maxpool_indices.wgsl", {}),
+    "AveragePool-odd-rows": (_average_pool_odd, 2, 5, "compute/pool.wgsl", {}),
+}
+
+
+@pytest.mark.parametrize("op", list(CASES_31))
+def test_a_second_size_of_a_shape_that_baked_sizes_builds_no_pipeline(op, shaders):
+    make, first, second, shader, options = CASES_31[op]
+    exact = "Pool" in op  # a max and a correctly rounded average: the cpu's bits
+    _second_size_builds_no_pipeline(op, COMPUTE, make, first, second, exact=exact, options=options)
+    assert shader in shaders, f"{op} dispatched {sorted(set(shaders))}"
+
+
+def test_a_pool_past_the_loop_limit_computes_one_output_an_invocation(shaders):
+    """Where ROW_OUTPUTS windows' loops would pass the device's loop limit, an invocation computes one output
+    (pool_gpu.row_outputs): the same answer, no fallback."""
+    from wgsentis.backends.gpu.tensors import LOOP_ALLOWANCE, loop_passes
+    from wgsentis.ops.pool_gpu import ROW_OUTPUTS
+
+    limit = loop_passes(1, 1, 5, 5) + LOOP_ALLOWANCE  # one 5x5 window fits, ROW_OUTPUTS of them do not
+    assert loop_passes(ROW_OUTPUTS, 1, 5, 5) + LOOP_ALLOWANCE > limit
+    x = _x(2, 3, 11, 13)
+    model = gpu_check.node_model("AveragePool", {"x": x}, kernel_shape=[5, 5], pads=[2, 2, 2, 2])
+    got = gpu_check.compare(model, {"x": x}, backend=COMPUTE, options={"max_loop_iterations": limit})
+    assert "compute/pool.wgsl" in shaders
+    assert got["y0"].shape == (2, 3, 11, 13)

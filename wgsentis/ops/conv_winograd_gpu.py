@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wgsentis.backends.gpu.shader_gen import winograd_v_binding
+from wgsentis.backends.gpu_compute import UDIV_MAX_DIVISOR, udiv_words
 from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, pad4, texture_fits
 from wgsentis.ops.matmul_gpu import Operand, const_operand, gemm
 
@@ -92,6 +93,12 @@ def _winograd_tiles(rec, X, m: int, outs, form: _WinogradForm) -> tuple[list[Til
     n, c = X.shape[:2]
     cp = pad4(c)
     th, tw = -(-outs[0] // form.side), -(-outs[1] // form.side)
+    # The transforms divide through udiv (winograd_tiles.wgsl), exact for numerators below 2^31 and divisors up to
+    # 2^24: a block's V (xi * Cp * tp floats, Cp >= 8) fits a binding or texture of at most 2^30 floats, so tp
+    # and with it every divisor (tw, th, tp / 4) stays within 2^23, and the numerators (invocations, Cp * tp / 4
+    # and M * tp / 4 texels of V and the products; tiles) within 2^28. The check is for the grid alone.
+    if max(tw, th) > UDIV_MAX_DIVISOR:
+        return None
     for v_fits in (texture_fits, buffer_fits) if rec.program.kernels.texture_operands else (buffer_fits,):
         def fits(images: int, rows: int, v_fits=v_fits) -> bool:
             tp = pad4(images * rows * tw)
@@ -124,25 +131,28 @@ def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple
         th = tile.rows
         count = tile.images * th * tw  # tiles in this block
         tp = pad4(count)
-        params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0]
-        # The tile grid stays a pipeline constant, a size baked into the pipeline (winograd_tiles.wgsl): as
-        # uniform words (they are params 1-3 and 10 already) its divisions ran 1.3-1.5x slower on lavapipe
-        # (64->64 channels at 56x56, GPU time, F(2x2) 7.0 -> 9.1 ms, F(4x4) 4.9 -> 7.4 ms); dividing by magic-number
-        # multiplication instead (the divisors' words from the host, exact for every u32) still ran 1.1-1.2x slower.
-        constants = {"TW": tw, "TH": th, "T4S": tp // 4}
+        # The tile grid in uniform words, udiv's divisor words (winograd_tiles.wgsl), not override constants: a new
+        # image size compiles no pipeline. GPU time vs the grid as constants on lavapipe (64->64 channels at 56x56,
+        # median paired ratios alternating in one process, 12-20 rounds): the input transforms, three udivs for four
+        # tiles, 0.99-1.03x (F(2x2)) and 1.00-1.01x (F(4x4); 1.04-1.09x between alternating processes, noisier);
+        # the output transforms, four tiles an invocation read as vec4s (one tile an invocation paid 1.14x and
+        # 1.06x for its udivs), 0.71-0.79x and 0.61-0.74x; the whole layer 0.96x and 1.00x.
+        grid = [*udiv_words(tw), *udiv_words(th)]
+        params = [cp * tp // 4, count, tw, th, c, h, wd, pd[0], pd[1], cp, tp, tile.image0, tile.row0, *grid,
+                  *udiv_words(tp // 4)]
         if v_tex is not None:
             rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [], params, cp * tp // 4, workgroup=64,
-                         textures=[v_tex], subs=winograd_v_binding(texture=True), constants=constants)
+                         textures=[v_tex], subs=winograd_v_binding(texture=True))
             b_op = Operand.of_linear_texture(v_tex, tp, [cp * tp])
         else:
             rec.dispatch(f"compute/{form.shader}_in.wgsl", [X], [v], params, cp * tp // 4, workgroup=64,
-                         subs=winograd_v_binding(texture=False), constants=constants)
+                         subs=winograd_v_binding(texture=False))
             b_op = Operand(v, tp, 1, [cp * tp])
         gemm(rec, a_op, b_op, prod, m, count, cp, y_row=tp, y_batch=[m * tp], batch_shape=[form.xi], final=False)
         rec.dispatch(f"compute/{form.shader}_out.wgsl", [prod, bias], [y],
-                     [m * count, count, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1],
-                      tile.image0, tile.row0], m * count,
-                     workgroup=64, subs={"ACT": act[0]}, constants={"TW": tw, "TH": th, "TILES": count})
+                     [m * tp // 4, count, tw, th, m, oh, ow, tp, int(has_bias) | (2 if acc else 0), *act[1],
+                      tile.image0, tile.row0, *grid, *udiv_words(tp // 4)], m * tp // 4,
+                     workgroup=64, subs={"ACT": act[0]})
 
 
 def _winograd_weights(w: np.ndarray, cp: int, g_matrix: np.ndarray = _WINO_G) -> np.ndarray:

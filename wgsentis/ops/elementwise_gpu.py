@@ -16,6 +16,7 @@ import numpy as np
 from wgsentis.backends.gpu.shader_gen import (ARITH, BITWISE, COMPARE, EXPRESSIONS, FLOAT_UNARY, INT_MOD, INT_UNARY,
                                               LOGIC, as_bool, binary4_subs, is_inf, with_division)
 from wgsentis.backends.gpu.tensors import Declined
+from wgsentis.backends.gpu_compute import UDIV_MAX_DIVISOR, udiv_words
 from wgsentis.ops.activations import ACTIVATIONS, Activation, activation_expr
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
@@ -237,6 +238,27 @@ def _vec4_operand(t: Any, out_shape: tuple[int, ...]) -> tuple[str, tuple[int, i
     return "axis", (inner, shape[axes[0]])
 
 
+# Groups of four one binary4.wgsl invocation computes where an operand is an axis: they share its two udivs (8 and
+# 4 measured alike on lavapipe, 0.91-0.97x and 0.93-0.96x the constants' GPU time; 2 ran 1.1x, 1 1.2-1.5x).
+AXIS_GROUPS = 8
+
+
+def _udiv_fits(size: int, geometries: list[tuple[int, int]]) -> bool:
+    """Whether binary4.wgsl's axis loaders divide within udiv's exact range (common/udiv.wgsl): output groups
+    of four (the numerators) below 2^31 and each operand's inner / 4 and dim at most UDIV_MAX_DIVISOR. Binding
+    limits keep tensors far below both; a (2, 1) operand of a (2, 2^26 or more) output would pass the divisor's."""
+    return size // 4 < 2**31 and all(inner // 4 <= UDIV_MAX_DIVISOR and dim <= UDIV_MAX_DIVISOR
+                                     for inner, dim in geometries)
+
+
+def _axis_words(inner: int, dim: int, step: int) -> list[int | float]:
+    """binary4_axis.wgsl's six words of an operand with (inner, dim) (``_vec4_operand``; (1, 1): no axis, which
+    no loader reads) whose invocations step by ``step`` groups: inner / 4 and dim as udiv's divisor words, and
+    the step's place in a run of inner / 4 groups and whole runs modulo dim."""
+    runs = max(1, inner // 4)
+    return [*udiv_words(runs), *udiv_words(dim), step % runs, step // runs % dim]
+
+
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """The numpy broadcast of ``shapes`` at any rank (np.broadcast_shapes stops at 32 dims, where the CPU
     kernels run to numpy's 64, so a builder past it must decline with its rank rule, not fail); ValueError
@@ -271,18 +293,24 @@ def binary(rec, a, b, expr: str, out_dtype, name: str = "", act: tuple[str, list
     def operand(t, first: int, count: int):
         return _part(rec, t, first, count) if t.size == y.size else t
 
-    if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes):
+    if y.dtype == np.float32 and y.size % 4 == 0 and y.size and all(m is not None for m in modes) and \
+            _udiv_fits(y.size, [m[1] for m in modes]):
         # Four elements per invocation (see unary), broadcasting a scalar or one axis per group of four.
         (a_form, a_geom), (b_form, b_geom) = modes
-        # An axis operand's inner extent and dim stay pipeline constants, sizes baked into the pipeline: as
-        # uniform words the Add of a (64, 1, 1) bias to (1, 64, 112, 112) ran 1.2-1.3x slower on lavapipe (GPU
-        # time 1.5-2.1 -> 1.8-2.6 ms, alternating in one process; by magic-number multiplication, 1.25x).
-        geometry = {"A_INNER": a_geom[0], "A_DIM": a_geom[1], "B_INNER": b_geom[0], "B_DIM": b_geom[1]}
+        # An axis operand's inner extent / 4 and dim are uniform words (udiv's divisor words), not override
+        # constants, so a new size compiles no pipeline. Two udivs for every group of four ran 1.2-1.5x the
+        # constants' GPU time on lavapipe (the Add of a (64, 1, 1) bias to (1, 64, 112, 112), and of (32, 1, 1) to
+        # (2, 32, 56, 56)), so an invocation with an axis operand computes AXIS_GROUPS groups, s apart, sharing
+        # them: 0.91-0.97x the constants' (median paired ratios, alternating in one process, 12-20 rounds); the
+        # other forms keep one group an invocation, 0.95-1.00x.
+        groups = AXIS_GROUPS if "axis" in (a_form, b_form) else 1
         subs = {"EXPR": expr, "ACT": act_expr, **binary4_subs(a_form, b_form)}
         for first, count in blocks:
+            invocations = -(-(count // 4) // groups)
+            words = [word for inner, dim in (a_geom, b_geom) for word in _axis_words(inner, dim, invocations)]
             rec.dispatch("compute/binary4.wgsl", [operand(a, first, count), operand(b, first, count)],
-                         [_part(rec, y, first, count)], [count // 4, *act_params, first // 4], count // 4,
-                         workgroup=256, constants=geometry, subs=subs)
+                         [_part(rec, y, first, count)], [count // 4, *act_params, first // 4, invocations, *words],
+                         invocations, workgroup=256, subs=subs, constants={"GROUPS": groups})
         return y
     params = [*broadcast_params(a, b, out_shape), *act_params]
     for first, count in blocks:

@@ -1,7 +1,8 @@
 """gpu-compute programs of the pool family: MaxPool (with its Indices output), AveragePool, LpPool
 and the Global pools.
 
-Windowed pools run one invocation per output element looping over the window (wgsl/compute/pool.wgsl);
+Windowed pools run one invocation per ROW_OUTPUTS consecutive outputs of a row, looping over each one's window
+(wgsl/compute/pool.wgsl);
 1-D and 2-D pools are 3-D pools with leading size-1 dims. The geometry (pads, ceil mode, auto_pad) is
 resolved on the host by the CPU module's own helper, so both backends agree on every output shape.
 Global pools are row reductions (wgsl/compute/reduce.wgsl) over the spatial dims.
@@ -16,6 +17,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import loop_passes
+from wgsentis.backends.gpu_compute import udiv_words
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.elementwise_gpu import bind_division
 from wgsentis.ops.pool import LONG_GLOBAL_POOL, average_order, pool_geometry
@@ -23,6 +25,12 @@ from wgsentis.ops.reduce_gpu import reduce_to
 from wgsentis.ops.registry import GPU_COMPUTE, register
 
 POOL_WG = 64
+# Consecutive outputs of a row one pool.wgsl / maxpool_indices.wgsl invocation computes: they share its two udivs
+# (pool_window.wgsl), the output sizes' uniform words that replaced override constants. GPU time vs the sizes as
+# constants on lavapipe (median paired ratios alternating in one process, 12-20 rounds): one output an invocation
+# 1.05-1.18x; eight, MaxPool 3x3 stride 2 on (1, 64, 112, 112) 0.95-0.99x, AveragePool 3x3 on (1, 64, 56, 56)
+# 0.98-1.00x, MaxPool 3x3x3 on (1, 16, 16, 56, 56) 0.97-0.99x (four measured 1.04-1.10x, two 0.96-0.99x).
+ROW_OUTPUTS = 8
 
 
 def _is_gpu(t: Any) -> bool:
@@ -49,8 +57,16 @@ def pad3(values: list[int], fill: int) -> list[int]:
     return [fill] * (3 - len(values)) + list(values)
 
 
-def _params(x, geo, include_pad: bool, p: float = 2.0, storage_order: int = 0) -> tuple[list, tuple[int, ...]]:
-    """The pool.wgsl / maxpool_indices.wgsl parameter words and the output shape."""
+def row_outputs(rec, kernel: list[int]) -> int:
+    """The outputs of a row one pool invocation computes (pool_window.wgsl's ROW_OUTPUTS, a constant of the
+    window): ROW_OUTPUTS, or 1 where that many windows' loops would pass the device's loop limit."""
+    return ROW_OUTPUTS if rec.loops_fit(loop_passes(ROW_OUTPUTS, *pad3(kernel, 1))) else 1
+
+
+def _params(x, geo, include_pad: bool, p: float = 2.0, storage_order: int = 0,
+            row: int = ROW_OUTPUTS) -> tuple[list, tuple[int, ...]]:
+    """The pool.wgsl / maxpool_indices.wgsl parameter words and the output shape, for ``row`` outputs an
+    invocation (``row_outputs``)."""
     kernel, strides, dilations, begins, ends, outs = geo
     spatial = list(x.shape[2:])
     out_shape = (*x.shape[:2], *outs)
@@ -62,14 +78,18 @@ def _params(x, geo, include_pad: bool, p: float = 2.0, storage_order: int = 0) -
     params = [math.prod(out_shape), *pad3(spatial, 1), *pad3(outs, 1), *pad3(kernel, 1), *pad3(strides, 1),
               *pad3(dilations, 1), *pad3(begins, 0), *pad3(lo, 0), *pad3(hi, 1), float(p), 1.0 / float(p),
               int(bool(storage_order)), len(spatial), math.prod(x.shape[:2])]
-    return params, out_shape
+    # 30..33: udiv's divisor words of the invocations per output row and of od1 (pool_window.wgsl). _grid keeps a
+    # plane's invocations (the numerators) under 65535 * POOL_WG < 2^22, so the divisors too are in udiv's range.
+    od1, od2 = pad3(outs, 1)[1:]
+    return [*params, *udiv_words(max(1, -(-od2 // row))), *udiv_words(max(1, od1))], out_shape
 
 
-def _grid(x, out_shape: tuple[int, ...], limit: int) -> tuple[int, int, int] | None:
-    """(ceil(plane outputs / POOL_WG), planes) with planes above the device's per-dimension ``limit`` folded
-    into z; None when a plane alone needs more workgroups than one dimension holds (the layer falls back)."""
+def _grid(x, out_shape: tuple[int, ...], limit: int, row: int) -> tuple[int, int, int] | None:
+    """(ceil(plane invocations / POOL_WG), planes) for ``row`` outputs an invocation, with planes above the
+    device's per-dimension ``limit`` folded into z; None when a plane alone needs more workgroups than one
+    dimension holds (the layer falls back)."""
     planes = math.prod(x.shape[:2])
-    per_plane = math.ceil(math.prod(out_shape[2:]) / POOL_WG)
+    per_plane = math.ceil(math.prod(out_shape[2:-1]) * -(-out_shape[-1] // row) / POOL_WG)
     if per_plane > limit or planes > limit * limit:
         return None
     if planes <= limit:
@@ -84,30 +104,32 @@ def _kind(rec, x) -> str:
     return bind_division(rec, kind) if x.gpu_type == "f32" else kind
 
 
-def _window_constants(params: list) -> dict[str, int]:
-    """The window size per dim and the output's last two sizes as pipeline constants (pool_window.wgsl),
-    from params 7..9 and 5..6."""
-    return {"KD0": params[7], "KD1": params[8], "KD2": params[9], "OD1": params[5], "OD2": params[6]}
+def _window_constants(params: list, row: int) -> dict[str, int]:
+    """The window size per dim (from params 7..9) and the outputs an invocation computes as pipeline constants
+    (pool_window.wgsl): the layer's geometry, which a new input size keeps (the output sizes are uniform words)."""
+    return {"KD0": params[7], "KD1": params[8], "KD2": params[9], "ROW_OUTPUTS": row}
 
 
-def _window_passes(params: list) -> int:
-    """Loop passes of one pool.wgsl / maxpool_indices.wgsl invocation: the window's nested loops, from the
+def _window_passes(params: list, row: int) -> int:
+    """Loop passes of one pool.wgsl / maxpool_indices.wgsl invocation: ``row`` windows' nested loops, from the
     same numbers as their pipeline constants (``_window_constants``)."""
-    return loop_passes(params[7], params[8], params[9])
+    return loop_passes(row, params[7], params[8], params[9])
 
 
 def _window_pool(rec, x, geo, mode: int, include_pad: bool = False, p: float = 2.0, columns: bool = False):
     """Record a windowed pool of ``x``; ``columns``: an average summed column by column (pool.average_order)."""
-    params, out_shape = _params(x, geo, include_pad, p)
-    grid = _grid(x, out_shape, rec.ctx.max_workgroups)
+    row = row_outputs(rec, geo[0])
+    params, out_shape = _params(x, geo, include_pad, p, row=row)
+    grid = _grid(x, out_shape, rec.ctx.max_workgroups, row)
     if grid is None:
         return NotImplemented
     y = rec.alloc(out_shape, x.dtype)
     if y.size:
         rec.dispatch("compute/pool.wgsl", [x], [y], params, grid, workgroup=POOL_WG,
                      constants={"MODE": mode, "COLUMNS": int(columns), "P_ONE": int(p == 1.0),
-                                **_window_constants(params)},
-                     subs={"T": x.gpu_type, "KIND": _kind(rec, x), "POOL_T": x.gpu_type}, loops=_window_passes(params))
+                                **_window_constants(params, row)},
+                     subs={"T": x.gpu_type, "KIND": _kind(rec, x), "POOL_T": x.gpu_type},
+                     loops=_window_passes(params, row))
     return y
 
 
@@ -125,17 +147,18 @@ def max_pool(rec, layer, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
         return (y, None) if len(layer.outputs) > 1 and y is not NotImplemented else y
     if X.size >= 2**31:
         return NotImplemented  # flat indices must fit in int32
-    params, out_shape = _params(X, geo, False, storage_order=storage_order)
-    grid = _grid(X, out_shape, rec.ctx.max_workgroups)
+    row = row_outputs(rec, geo[0])
+    params, out_shape = _params(X, geo, False, storage_order=storage_order, row=row)
+    grid = _grid(X, out_shape, rec.ctx.max_workgroups, row)
     if grid is None:
         return NotImplemented
     y = rec.alloc(out_shape, X.dtype)
     idx = rec.alloc(out_shape, np.int64)
     if y.size:
         rec.dispatch("compute/maxpool_indices.wgsl", [X], [y, idx], params, grid, workgroup=POOL_WG,
-                     constants=_window_constants(params),
+                     constants=_window_constants(params, row),
                      subs={"T": X.gpu_type, "LOWEST": snippet(f"compute/kind/lowest_{X.gpu_type}.wgsl")},
-                     loops=_window_passes(params))
+                     loops=_window_passes(params, row))
     return y, idx
 
 

@@ -1,6 +1,7 @@
 // MaxPool with its Indices output: the first window tap holding the maximum (padding counts as the
 // lowest value), as a flat index into the unpadded input, row-major (storage_order 0) or with the
-// spatial dims column-major (1). Params and grid as pool.wgsl; 27 storage_order, 28 spatial dims.
+// spatial dims column-major (1). Params and grid as pool.wgsl (ROW_OUTPUTS outputs an invocation); 27
+// storage_order, 28 spatial dims.
 // LOWEST: the element type's lowest() (compute/kind/lowest_<T>.wgsl).
 #include "common/params.wgsl"
 #include "compute/pool_window.wgsl"
@@ -12,15 +13,8 @@
 
 {{LOWEST}}
 
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let site = pool_site(gid, nwg);
-    if (!site.ok) { return; }
-    let i = site.i;
-    let in_d = site.in_d;
-    let start = site.start;
-    let dil = site.dil;
-    let base = site.base;
+// Output i, whose window starts at ``start`` in the plane at ``base``.
+fn pool_one(i: u32, base: u32, start: vec3<i32>, dil: vec3<i32>, in_d: vec3<i32>) {
     var best = lowest();
     var at = start;
     var first = true;
@@ -49,4 +43,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         else { flat = at.x + in_d.x * (at.y + in_d.y * at.z); }
     }
     I[i] = i32(base) + flat;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let site = pool_site(gid, nwg);
+    if (!site.ok) { return; }
+    for (var k = 0u; k < ROW_OUTPUTS; k++) {
+        if (k < site.outputs) {  // masked, not a break: lavapipe runs a loop with an exit slower
+            pool_one(site.i + k, site.base, site.start + vec3<i32>(0, 0, i32(k) * site.step), site.dil, site.in_d);
+        }
+    }
 }

@@ -1,9 +1,10 @@
 // MaxPool / AveragePool / LpPool over 1-3 spatial dims (fewer dims are padded to 3 with size-1
-// dims); one invocation per output element, looping over its window; the dispatch grid is
-// (ceil(plane outputs / WG), planes) with planes above 65535 folded into z.
+// dims); one invocation per ROW_OUTPUTS consecutive outputs of a row (pool_window.wgsl), looping over each
+// one's window; the dispatch grid is (ceil(plane invocations / WG), planes) with planes above 65535 folded into z.
 // Params: 0 n outputs, 1..3 input spatial, 4..6 output spatial, 7..9 kernel, 10..12 strides,
 //         13..15 dilations, 16..18 begin pads (i32), 19..21 / 22..24 the range of positions an
-//         average counts (i32, [lo, hi) per dim), 25 p (f32), 26 1/p (f32), 29 planes (N * C).
+//         average counts (i32, [lo, hi) per dim), 25 p (f32), 26 1/p (f32), 29 planes (N * C), 30..33 udiv's
+//         divisor words of the row's invocations and od1 (pool_window.wgsl).
 // Override MODE: 0 max, 1 average, 2 Lp with p = 2, 3 Lp with any p. An average sums in ONNX Runtime's order
 // (pool.average_order): one running sum in row-major order, or with COLUMNS each window column's sum down its
 // rows and planes first, then the columns'; then a division (average: correctly rounded, see math.wgsl).
@@ -28,15 +29,8 @@ fn pool_value(base: u32, p: vec3<i32>, in_d: vec3<i32>) -> {{T}} {
 
 #include "common/pool_columns.wgsl"
 
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let site = pool_site(gid, nwg);
-    if (!site.ok) { return; }
-    let i = site.i;
-    let in_d = site.in_d;
-    let start = site.start;
-    let dil = site.dil;
-    let base = site.base;
+// Output i, whose window starts at ``start`` in the plane at ``base``.
+fn pool_one(i: u32, base: u32, start: vec3<i32>, dil: vec3<i32>, in_d: vec3<i32>) {
     let lo = vec3<i32>(pi(19u), pi(20u), pi(21u));
     let hi = vec3<i32>(pi(22u), pi(23u), pi(24u));
     var acc = {{T}}(0);
@@ -76,4 +70,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (MODE == 2u) { acc = l2_root(acc); }
     if (MODE == 3u) { acc = lp_root(acc); }
     Y[i] = acc;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let site = pool_site(gid, nwg);
+    if (!site.ok) { return; }
+    for (var k = 0u; k < ROW_OUTPUTS; k++) {
+        if (k < site.outputs) {  // masked, not a break: lavapipe runs a loop with an exit slower
+            pool_one(site.i + k, site.base, site.start + vec3<i32>(0, 0, i32(k) * site.step), site.dil, site.in_d);
+        }
+    }
 }

@@ -1,37 +1,49 @@
-// The output and window of one pool invocation, shared by pool.wgsl and maxpool_indices.wgsl (their
+// The outputs and windows of one pool invocation, shared by pool.wgsl and maxpool_indices.wgsl (their
 // params layout: 1..3 input spatial, 4..6 output spatial, 10..12 strides, 13..15 dilations, 16..18
-// begin pads, 29 planes; the grid's x runs over a plane's outputs, (y, z) over the N * C planes).
-// The window's size per dim (params 7..9 hold the same) are pipeline constants, so that the compiler
-// unrolls the window loops (a 3x3 max pool ran ~4x slower with uniform-bound loops on lavapipe).
+// begin pads, 29 planes, then udiv's divisor words (a divisor and its f32 reciprocal): 30, 31 the invocations
+// per output row (ceil(od2 / ROW_OUTPUTS)), 32, 33 od1; the grid's x runs over a plane's invocations, (y, z)
+// over the N * C planes).
+// The window's size per dim (params 7..9 hold the same) are pipeline constants, the layer's geometry, so that
+// the compiler unrolls the window loops (a 3x3 max pool ran ~4x slower with uniform-bound loops on lavapipe).
+// The output sizes are uniform words, so one pipeline serves every input size: the output position divides by
+// them through udiv (common/udiv.wgsl), not WGSL's division, which lavapipe runs per lane, and an invocation
+// computes ROW_OUTPUTS consecutive outputs of a row (an override constant of the window: 8, or 1 where eight
+// windows' loops would pass the device's loop limit; pool_gpu.row_outputs), which share its two udivs.
+#include "common/udiv.wgsl"
+
 override KD0: i32 = 1;
 override KD1: i32 = 1;
 override KD2: i32 = 1;
-// The output's last two spatial sizes (params 5, 6 hold the same): the output position is found by
-// dividing by constants (runtime integer division is slow on lavapipe).
-override OD1: u32 = 1u;
-override OD2: u32 = 1u;
+
+override ROW_OUTPUTS: u32 = 8u;
 
 struct PoolSite {
-    ok: bool,  // false past the last output or plane
-    i: u32,  // flat output index
+    ok: bool,  // false past the plane's last row or the last plane
+    i: u32,  // flat index of the first output
     base: u32,  // the plane's first input element
-    start: vec3<i32>,  // the window's first input position (may be in the padding)
+    start: vec3<i32>,  // the first output's window's first input position (may be in the padding)
     dil: vec3<i32>,
     in_d: vec3<i32>,
+    outputs: u32,  // of the ROW_OUTPUTS, those inside the row: output k (< outputs) is i + k, its window
+    step: i32,  // starts step * k further along the row
 }
 
 fn pool_site(gid: vec3<u32>, nwg: vec3<u32>) -> PoolSite {
     var s: PoolSite;
     // No division for the plane: it comes from the grid's y and z.
     let plane = gid.y + gid.z * nwg.y;
-    let plane_size = pu(4u) * OD1 * OD2;
-    s.ok = gid.x < plane_size && plane < pu(29u);
-    s.i = plane * plane_size + gid.x;
+    let od1 = pu(32u);
+    let od2 = pu(6u);
+    let runs = pu(30u);
+    s.ok = gid.x < pu(4u) * od1 * runs && plane < pu(29u);
+    let q = udiv(gid.x, runs, pf(31u));  // the output row, o0 * od1 + o1
+    let o2 = ROW_OUTPUTS * (gid.x - q * runs);
+    let o0 = udiv(q, od1, pf(33u));
+    let o1 = q - o0 * od1;
+    s.i = (plane * pu(4u) * od1 + q) * od2 + o2;
+    s.outputs = min(ROW_OUTPUTS, od2 - min(o2, od2));
+    s.step = pi(12u);
     s.in_d = vec3<i32>(pi(1u), pi(2u), pi(3u));
-    let q = gid.x / OD2;
-    let o2 = gid.x - q * OD2;
-    let o0 = q / OD1;
-    let o1 = q - o0 * OD1;
     s.start = vec3<i32>(vec3<u32>(o0, o1, o2) * vec3<u32>(pu(10u), pu(11u), pu(12u))) -
               vec3<i32>(pi(16u), pi(17u), pi(18u));
     s.dil = vec3<i32>(pi(13u), pi(14u), pi(15u));

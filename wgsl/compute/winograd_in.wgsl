@@ -7,15 +7,17 @@
 // (compute/gen/winograd_v_buffer.wgsl) or a linear write-only storage texture (gen/winograd_v_texture.wgsl).
 // Params: 0 total (Cp * tp / 4), 1 T (tiles in this block), 2 tw, 3 th, 4 C, 5 H, 6 W, 7 pad top,
 // 8 pad left, 9 Cp, 10 tp, 11 first image, 12 first tile row (the block of tiles this dispatch
-// transforms: columns t count from its first tile, see winograd_read.wgsl).
+// transforms: columns t count from its first tile, see winograd_read.wgsl); udiv's divisor words (a divisor and
+// its f32 reciprocal): 13, 14 tw and 15, 16 th (GRID_WORDS, winograd_tiles.wgsl), 17, 18 tp / 4. Sizes, not
+// override constants: one pipeline serves every image size, at three udivs per invocation (its c and t4 and the
+// first tile's position; the other three tiles step from it).
 #include "common/params.wgsl"
 #include "common/linear_texture.wgsl"
 
 #include "compute/winograd_tiles.wgsl"
 #include "compute/winograd_read.wgsl"
 
-// Texels per V row (tp / 4), a pipeline constant like the tile grid (winograd_tiles.wgsl).
-override T4S: u32 = 1u;
+const GRID_WORDS: u32 = 13u;
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 {{V_BINDING}}
@@ -39,10 +41,10 @@ fn row4(o: TileOrigin, dy: i32) -> vec4<f32> {
 // (a, b, c, d) B: the column transform of one row.
 fn bt(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(v.x - v.z, v.y + v.z, v.z - v.y, v.y - v.w); }
 
-// The transformed tile t of channel c as four rows (columns of the matrix), zero past the edges.
-fn tile(c: u32, t: u32) -> mat4x4<f32> {
+// The transformed tile t (at pos) of channel c as four rows (columns of the matrix), zero past the edges.
+fn tile(c: u32, t: u32, pos: vec3<u32>) -> mat4x4<f32> {
     if (!tile_exists(c, t)) { return mat4x4<f32>(); }
-    let o = tile_origin(c, t, 2u);
+    let o = tile_origin(c, pos, 2u);
     let d0 = row4(o, 0);
     let d1 = row4(o, 1);
     let d2 = row4(o, 2);
@@ -54,14 +56,18 @@ fn tile(c: u32, t: u32) -> mat4x4<f32> {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_index(gid, nwg);
     if (i >= pu(0u)) { return; }
-    let t4s = T4S;
-    let t4 = i % t4s;
-    let c = i / t4s;
+    let t4s = pu(17u);
+    let c = udiv(i, t4s, pf(18u));
+    let t4 = i - c * t4s;
     let cp = pu(9u);
-    let q0 = tile(c, 4u * t4);
-    let q1 = tile(c, 4u * t4 + 1u);
-    let q2 = tile(c, 4u * t4 + 2u);
-    let q3 = tile(c, 4u * t4 + 3u);
+    let t = 4u * t4;
+    let p0 = tile_position(t);
+    let p1 = next_tile(p0);
+    let p2 = next_tile(p1);
+    let q0 = tile(c, t, p0);
+    let q1 = tile(c, t + 1u, p1);
+    let q2 = tile(c, t + 2u, p2);
+    let q3 = tile(c, t + 3u, next_tile(p2));
     for (var r = 0u; r < 4u; r++) {
         let a = q0[r];
         let b = q1[r];

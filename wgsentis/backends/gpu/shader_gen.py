@@ -279,6 +279,8 @@ def matmul_subs(a_form: str, b_form: str, vec4_stores: bool, act: str) -> tuple[
 # How binary4.wgsl reads an operand (compute/gen/binary4_<form>.wgsl): "full" (the output's shape, vec4 by vec4),
 # "scalar" (one element) or "axis" (one axis that four consecutive output elements share).
 BINARY4_FORMS = {"full": "vec4<f32>", "scalar": "f32", "axis": "f32"}  # form -> the operand's storage type
+# The first of the six words an axis loader reads (binary4_axis.wgsl), per operand.
+BINARY4_AXIS_WORDS = {"A": 6, "B": 12}
 
 
 def binary4_subs(a_form: str, b_form: str) -> dict[str, str]:
@@ -287,11 +289,13 @@ def binary4_subs(a_form: str, b_form: str) -> dict[str, str]:
     subs = {}
     for operand, form in (("A", a_form), ("B", b_form)):
         subs[f"T{operand}"] = BINARY4_FORMS[form]
-        subs[f"LOAD_{operand}"] = snippet(f"{COMPUTE_GEN}/binary4_{form}.wgsl", {"OPERAND": operand})
+        subs[f"LOAD_{operand}"] = snippet(f"{COMPUTE_GEN}/binary4_{form}.wgsl",
+                                          {"OPERAND": operand, "WORD": str(BINARY4_AXIS_WORDS[operand])})
     return subs
 
 
-__all__ += ["BINARY4_FORMS", "COMPUTE_GEN", "MATMUL_FORMS", "binary4_subs", "matmul_subs", "winograd_v_binding"]
+__all__ += ["BINARY4_AXIS_WORDS", "BINARY4_FORMS", "COMPUTE_GEN", "MATMUL_FORMS", "binary4_subs", "matmul_subs",
+            "winograd_v_binding"]
 
 
 # -- gpu-pixel matmul, conv and rnn programs (ops/matmul_pixel.py, conv_pixel.py, rnn_pixel.py) -------------------
