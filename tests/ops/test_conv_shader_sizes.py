@@ -4,7 +4,8 @@ in uniforms (divided by through wgsl/common/udiv.wgsl), only the kernel geometry
 and channels as override constants. Each case runs a single-node model at one size, then at another in a new
 Worker: no fallback, the shader it is about dispatched, no new pipeline, and the cpu backend's answer.
 
-Not here: Winograd and the pools (tests/ops/test_compute_shader_sizes.py says why they keep sizes as constants).
+Winograd's tile grid, binary4's axis operand and the pools' output planes keep their sizes in uniforms the same way:
+tests/ops/test_compute_shader_sizes.py checks them.
 """
 
 from __future__ import annotations
