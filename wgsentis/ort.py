@@ -37,7 +37,11 @@ import numpy as np
 import onnx
 
 import wgsentis
-from wgsentis import errors as ws_errors
+from wgsentis.ort_errors import (  # noqa: F401 - re-exported: onnxruntime's error names live here too
+    DeviceReset, EPFail, ERROR_CLASSES, EngineError, Fail, InvalidArgument, InvalidGraph, InvalidIndexArgument,
+    InvalidProtobuf, MissingInputs, ModelLoadCanceled, ModelLoaded, ModelRequiresCompilation, NoModel,
+    NoSuchFile, NotFound, NotImplemented, OrtStatus, RunTerminated, RuntimeException, ort_errors, translate,
+)
 from wgsentis.tensor import Tensor
 from wgsentis.worker import Worker
 
@@ -56,143 +60,6 @@ PROVIDER_BACKENDS: dict[str, str | None] = {
 }
 _default_backend = "cpu"
 _INFERRED_DIM = re.compile(r"unk__\d+")
-
-
-# -- errors: onnxruntime.capi.onnxruntime_pybind11_state's classes, each also a wgsentis typed error -------------
-class _OrtStatus:
-    """Mixin that prefixes a message as ONNX Runtime's status does (clients match on it)."""
-
-    code = 1
-    status = "FAIL"
-
-    @classmethod
-    def make(cls, message: str) -> Any:
-        return cls(f"[ONNXRuntimeError] : {cls.code} : {cls.status} : {message}")
-
-
-class Fail(_OrtStatus, ws_errors.WgSentisError):  # onnxruntime's names, as its clients catch them
-    code, status = 1, "FAIL"
-
-
-class InvalidArgument(_OrtStatus, ws_errors.InputError):
-    code, status = 2, "INVALID_ARGUMENT"
-
-
-class NoSuchFile(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 3, "NO_SUCHFILE"
-
-
-class NoModel(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 4, "NO_MODEL"
-
-
-class EngineError(_OrtStatus, ws_errors.WgSentisError):
-    code, status = 5, "ENGINE_ERROR"
-
-
-class RuntimeException(_OrtStatus, ws_errors.LayerError):
-    code, status = 6, "RUNTIME_EXCEPTION"
-
-    def __init__(self, message: str, layer: str = "", op_type: str = "") -> None:
-        # A plain message, as ONNX Runtime's; ``layer``/``op_type`` copied from the wgsentis error when there is one.
-        self.layer, self.op_type = layer, op_type
-        Exception.__init__(self, message)
-
-
-class InvalidProtobuf(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 7, "INVALID_PROTOBUF"
-
-
-class ModelLoaded(_OrtStatus, ws_errors.WgSentisError):
-    code, status = 8, "MODEL_LOADED"
-
-
-class NotImplemented(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 9, "NOT_IMPLEMENTED"
-
-
-class InvalidGraph(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 10, "INVALID_GRAPH"
-
-
-class EPFail(_OrtStatus, ws_errors.DeviceError):
-    code, status = 11, "EP_FAIL"
-
-
-class ModelLoadCanceled(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 12, "MODEL_LOAD_CANCELED"
-
-
-class ModelRequiresCompilation(_OrtStatus, ws_errors.ModelLoadError):
-    code, status = 13, "MODEL_REQUIRES_COMPILATION"
-
-
-class NotFound(_OrtStatus, ws_errors.WgSentisError):
-    code, status = 14, "NOT_FOUND"
-
-
-class DeviceReset(_OrtStatus, ws_errors.DeviceError):
-    code, status = 15, "DEVICE_RESET"
-
-
-class RunTerminated(Fail, ws_errors.RunCancelledError):
-    """A run stopped by ``RunOptions.terminate``: ONNX Runtime's Fail, and wgsentis's RunCancelledError."""
-
-
-class InvalidIndexArgument(InvalidArgument, ws_errors.IndexOutOfRangeError):
-    """A data-driven index out of range: ONNX Runtime's InvalidArgument, and wgsentis's IndexOutOfRangeError."""
-
-    def __init__(self, message: str, source: ws_errors.IndexOutOfRangeError | None = None) -> None:
-        self.layer, self.op_type = (source.layer, source.op_type) if source else ("", "")
-        self.index, self.bound, self.what = (source.index, source.bound, source.what) if source else (0, 0, "")
-        Exception.__init__(self, message)
-
-
-class MissingInputs(ValueError, ws_errors.InputError):  # noqa: N818
-    """Required inputs absent from the feed: ONNX Runtime raises a plain ValueError for this, before running."""
-
-
-ERROR_CLASSES = (Fail, InvalidArgument, NoSuchFile, NoModel, EngineError, RuntimeException, InvalidProtobuf,
-                 ModelLoaded, NotImplemented, InvalidGraph, EPFail, ModelLoadCanceled, ModelRequiresCompilation,
-                 NotFound, DeviceReset)
-
-
-def _translate(exc: BaseException) -> BaseException:
-    """The ONNX Runtime error for a wgsentis error (the original kept as ``__cause__`` by the caller)."""
-    if isinstance(exc, _OrtStatus):
-        return exc
-    message = str(exc)
-    if isinstance(exc, ws_errors.RunCancelledError):
-        return RunTerminated(f"[ONNXRuntimeError] : 1 : FAIL : Exiting due to terminate flag being set to true. "
-                             f"({message})", exc.layer, exc.op_type)
-    if isinstance(exc, ws_errors.IndexOutOfRangeError):
-        return InvalidIndexArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {message}", exc)
-    if isinstance(exc, ws_errors.UnsupportedOperatorError):
-        return NotImplemented.make(message)
-    if isinstance(exc, ws_errors.ModelLoadError):
-        return InvalidGraph.make(message)
-    if isinstance(exc, ws_errors.InputError):
-        return InvalidArgument.make(message)
-    if isinstance(exc, ws_errors.LayerError | ws_errors.ResourceLimitError):
-        out = RuntimeException.make(message)
-        out.layer, out.op_type = getattr(exc, "layer", ""), getattr(exc, "op_type", "")
-        return out
-    if isinstance(exc, ws_errors.DeviceError):
-        return EPFail.make(message)
-    if isinstance(exc, ws_errors.WgSentisError):
-        return Fail.make(message)
-    return exc
-
-
-@contextlib.contextmanager
-def _ort_errors() -> Iterator[None]:
-    try:
-        yield
-    except ws_errors.WgSentisError as exc:
-        translated = _translate(exc)
-        if translated is exc:
-            raise
-        raise translated from exc
 
 
 # -- enums and options -------------------------------------------------------------------------------------------
@@ -565,7 +432,7 @@ class InferenceSession:
         optimize = self._sess_options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
         threads = int(self._sess_options.intra_op_num_threads) or None
         spin = self._sess_options._config.get("session.intra_op.allow_spinning", "1") != "0"
-        with _ort_errors():
+        with ort_errors():
             source = path_or_bytes if isinstance(path_or_bytes, bytes) else os.fspath(path_or_bytes)
             self._model = wgsentis.load_model(source, optimize=optimize)
             self._worker = Worker(self._model, self.backend, threads=threads, spin_wait=spin)
@@ -653,7 +520,7 @@ class InferenceSession:
         provider, options = _choose_provider(providers, provider_options)
         backend = _backend_of(provider)
         if backend != self.backend:
-            with _ort_errors():
+            with ort_errors():
                 worker = Worker(self._model, backend, threads=self._worker.threads, spin_wait=self._worker.spin_wait)
             self._worker.close()
             self._worker, self.backend = worker, backend
@@ -697,7 +564,7 @@ class InferenceSession:
         return list(output_names)
 
     def _execute(self, feeds: dict[str, Any], run_options: RunOptions | None, on_device: bool) -> dict[str, Any]:
-        with _ort_errors():
+        with ort_errors():
             if run_options is None:
                 return self._worker.run(feeds, on_device=on_device)
             with run_options._running_on(self._worker):
@@ -780,7 +647,7 @@ class installed(contextlib.ContextDecorator):  # noqa: N801 - reads as a context
     def __init__(self, backend: str = "cpu") -> None:
         from wgsentis.worker import backend_of
 
-        with _ort_errors():
+        with ort_errors():
             self.backend = backend_of(backend).value
         self._saved: dict[str, types.ModuleType] | None = None
         self._saved_backend = "cpu"

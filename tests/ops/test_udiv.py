@@ -9,7 +9,7 @@ import pytest
 
 import gpu_check
 from wgsentis.backends.gpu.device import get_context, wgsl_source
-from wgsentis.backends.gpu_compute import udiv_words
+from wgsentis.backends.gpu.tensors import udiv_words
 
 pytestmark = gpu_check.requires_gpu
 

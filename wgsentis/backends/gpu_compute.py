@@ -36,19 +36,6 @@ from wgsentis.errors import DeviceError
 from wgsentis.ir import Layer
 
 BACKEND = "gpu-compute"
-UDIV_MAX_DIVISOR = 1 << 24  # wgsl/common/udiv.wgsl is exact up to this divisor (and numerators below 2^31)
-
-
-def udiv_words(divisor: int) -> tuple[int, float]:
-    """The two uniform words of a run-time divisor for wgsl/common/udiv.wgsl's ``udiv(n, d, rcp)``: the divisor and
-    its float32 reciprocal. A size kept in uniforms this way serves every size from one pipeline, where an override
-    constant compiles a pipeline per size. ValueError outside the divisors udiv is exact for."""
-    divisor = int(divisor)
-    if not 1 <= divisor <= UDIV_MAX_DIVISOR:
-        raise ValueError(f"udiv divisor {divisor} is outside 1..{UDIV_MAX_DIVISOR}")
-    return divisor, float(np.float32(1.0) / np.float32(divisor))
-
-
 class Recorder:
     """What a gpu-compute program builder uses: allocate outputs, make views, upload constants, dispatch."""
 
@@ -318,4 +305,4 @@ class ComputeProgram(GPUProgram):
         return ComputeStream(self.ctx.device, self.debug_groups, checked=checked, native=self.native_calls)
 
 
-__all__ = ["BACKEND", "UDIV_MAX_DIVISOR", "ComputeProgram", "Recorder", "udiv_words"]
+__all__ = ["BACKEND", "ComputeProgram", "Recorder"]

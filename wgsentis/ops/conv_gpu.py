@@ -38,7 +38,7 @@ import numpy as np
 from wgsentis.ops.conv import conv_geometry, conv_transpose_geometry, spatial_attrs
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice
 from wgsentis.backends.gpu.tensors import GTensor, fits_binding, loop_passes
-from wgsentis.backends.gpu_compute import UDIV_MAX_DIVISOR, udiv_words
+from wgsentis.backends.gpu.tensors import UDIV_MAX_DIVISOR, udiv_words
 from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, largest, pad4, row_granule, texture_fits
 from wgsentis.ops.conv_winograd_gpu import conv_winograd
 from wgsentis.ops.elementwise_gpu import binary

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wgsentis.backends.gpu.shader_gen import winograd_v_binding
-from wgsentis.backends.gpu_compute import UDIV_MAX_DIVISOR, udiv_words
+from wgsentis.backends.gpu.tensors import UDIV_MAX_DIVISOR, udiv_words
 from wgsentis.ops.conv_tiles_gpu import Tile, buffer_fits, cover_tiles, pad4, texture_fits
 from wgsentis.ops.matmul_gpu import Operand, const_operand, gemm
 

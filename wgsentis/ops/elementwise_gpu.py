@@ -16,7 +16,7 @@ import numpy as np
 from wgsentis.backends.gpu.shader_gen import (ARITH, BITWISE, COMPARE, EXPRESSIONS, FLOAT_UNARY, INT_MOD, INT_UNARY,
                                               LOGIC, as_bool, binary4_subs, is_inf, with_division)
 from wgsentis.backends.gpu.tensors import Declined
-from wgsentis.backends.gpu_compute import UDIV_MAX_DIVISOR, udiv_words
+from wgsentis.backends.gpu.tensors import UDIV_MAX_DIVISOR, udiv_words
 from wgsentis.ops.activations import ACTIVATIONS, Activation, activation_expr
 from wgsentis.ops.registry import GPU_COMPUTE, register
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import loop_passes
-from wgsentis.backends.gpu_compute import udiv_words
+from wgsentis.backends.gpu.tensors import udiv_words
 from wgsentis.ops.conv import spatial_attrs
 from wgsentis.ops.elementwise_gpu import bind_division
 from wgsentis.ops.pool import LONG_GLOBAL_POOL, average_order, pool_geometry

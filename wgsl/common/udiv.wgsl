@@ -1,7 +1,7 @@
 // Exact u32 division by a divisor known only at run time (a uniform word), without WGSL's integer division,
 // which lavapipe runs per lane (x86 has no vector integer divide): a plan keeps sizes in uniforms, so one
 // pipeline serves every size, at little more than the cost of a divisor baked in as an override constant.
-// `rcp` is the divisor's f32 reciprocal, written by the host beside it (gpu_compute.udiv_words). Exact for
+// `rcp` is the divisor's f32 reciprocal, written by the host beside it (backends/gpu/tensors.py udiv_words). Exact for
 // n < 2^31 and 1 <= d <= 2^24 (tests/ops/test_udiv.py checks edges and random pairs):
 // - q0 = trunc(f32(n) * rcp) is off by at most 3n / 2^24 / d + 1 (three f32 roundings);
 // - e = n - q0 * d then lies within 2d + 384 of 0 (an i32), and a second float step brings q within 1;

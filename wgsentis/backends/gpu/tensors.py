@@ -244,6 +244,19 @@ def pack_params(params: list[int | float], shader: str) -> np.ndarray:
     return words
 
 
+UDIV_MAX_DIVISOR = 1 << 24  # wgsl/common/udiv.wgsl is exact up to this divisor (and numerators below 2^31)
+
+
+def udiv_words(divisor: int) -> tuple[int, float]:
+    """The two uniform words of a run-time divisor for wgsl/common/udiv.wgsl's ``udiv(n, d, rcp)``: the divisor and
+    its float32 reciprocal. A size kept in uniforms this way serves every size from one pipeline, where an override
+    constant compiles a pipeline per size. ValueError outside the divisors udiv is exact for."""
+    divisor = int(divisor)
+    if not 1 <= divisor <= UDIV_MAX_DIVISOR:
+        raise ValueError(f"udiv divisor {divisor} is outside 1..{UDIV_MAX_DIVISOR}")
+    return divisor, float(np.float32(1.0) / np.float32(divisor))
+
+
 def _float_word(value: float) -> int:
     """The bit pattern of ``value`` rounded to float32 (a uniform word): through struct (a numpy scalar per word cost
     a trace of a 600-layer decoder ~2 ms); past float32's range it rounds to infinity as numpy does."""
