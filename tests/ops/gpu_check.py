@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,8 @@ import wgsentis as ws
 from wgsentis.dtypes import NUMPY_TO_ONNX
 
 GPU_BACKENDS = ("gpu-compute", "gpu-pixel")
-__all__ = ["GPU_BACKENDS", "compare", "node_model", "requires_gpu"]  # requires_gpu: helpers', the one GPU skip policy
+# requires_gpu: helpers', the one GPU skip policy
+__all__ = ["GPU_BACKENDS", "compare", "node_model", "requires_gpu", "second_size_builds_no_pipeline"]
 
 
 def node_model(op: str, inputs: dict[str, np.ndarray], n_outputs: int = 1,
@@ -58,3 +60,32 @@ def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 
             np.testing.assert_allclose(got[out], value, rtol=rtol, atol=atol, err_msg=f"{name} {out}")
             np.testing.assert_array_equal(again[out], got[out])
     return got
+
+
+def second_size_builds_no_pipeline(op: str, backend: str,
+                                   make: Callable[[int], tuple[onnx.ModelProto, dict[str, np.ndarray]]], first: int,
+                                   second: int, *, exact: bool = False, rtol: float = 1e-4, atol: float = 1e-4,
+                                   options: dict[str, Any] | None = None, shaders: list[str] | None = None) -> None:
+    """``op``'s model ``make(size)`` run on ``backend`` at ``first``, then at ``second`` in a new Worker: no fallback,
+    no new pipeline (sizes live in uniforms), and the cpu's answer (within ``rtol``/``atol``, or ``exact``ly).
+    ``options``: the GPU Workers' keyword arguments; ``shaders`` (the conftest fixture's list) is cleared before the
+    second GPU run, so that it then holds that run's dispatches."""
+    model_a, feeds_a = make(first)
+    model_b, feeds_b = make(second)
+    with ws.Worker(ws.load_model(model_a), backend, **(options or {})) as worker:
+        worker.run(feeds_a)
+        assert worker.stats()["fallback_layers"] == []
+    with ws.Worker(ws.load_model(model_b), "cpu") as worker:
+        want = worker.run(feeds_b)
+    if shaders is not None:
+        shaders.clear()
+    with ws.Worker(ws.load_model(model_b), backend, **(options or {})) as worker:
+        got = worker.run(feeds_b)
+        stats = worker.stats()
+    assert stats["fallback_layers"] == []
+    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
+    for name, value in want.items():
+        if exact:
+            np.testing.assert_array_equal(got[name], value, err_msg=f"{op} {name}")
+        else:
+            np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=f"{op} {name}")

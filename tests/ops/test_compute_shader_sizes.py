@@ -24,7 +24,6 @@ import onnx
 import pytest
 
 import gpu_check
-import wgsentis as ws
 from wgsentis.backends.gpu.device import get_context, wgsl_source
 from wgsentis.backends.gpu.shader_gen import BINARY4_FORMS, MATMUL_FORMS, binary4_subs, matmul_subs
 
@@ -101,32 +100,9 @@ CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
 }
 
 
-def _second_size_builds_no_pipeline(op: str, backend: str, make: Callable[[int], Case], first: int, second: int,
-                                    exact: bool = False, options: dict[str, Any] | None = None) -> None:
-    """``op`` run on ``backend`` at ``first``, then at ``second``: no fallback, no new pipeline, and the cpu's
-    answer (to 1e-4, or ``exact``ly). ``options``: the GPU Workers' keyword arguments."""
-    model_a, feeds_a = make(first)
-    model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), backend, **(options or {})) as worker:
-        worker.run(feeds_a)
-        assert worker.stats()["fallback_layers"] == []
-    with ws.Worker(ws.load_model(model_b), "cpu") as worker:
-        want = worker.run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), backend, **(options or {})) as worker:
-        got = worker.run(feeds_b)
-        stats = worker.stats()
-    assert stats["fallback_layers"] == []
-    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
-    for name, value in want.items():
-        if exact:
-            np.testing.assert_array_equal(got[name], value, err_msg=f"{op} {name}")
-        else:
-            np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{op} {name}")
-
-
 @pytest.mark.parametrize("op", list(CASES))
 def test_a_second_size_builds_no_pipeline(op):
-    _second_size_builds_no_pipeline(op, COMPUTE, *CASES[op])
+    gpu_check.second_size_builds_no_pipeline(op, COMPUTE, *CASES[op])
 
 
 def _resize(n: int) -> Case:
@@ -160,7 +136,7 @@ PIXEL_CASES: dict[str, tuple[Callable[[int], Case], int, int]] = {
 
 @pytest.mark.parametrize("op", list(PIXEL_CASES))
 def test_a_second_size_builds_no_pipeline_on_gpu_pixel(op):
-    _second_size_builds_no_pipeline(op, "gpu-pixel", *PIXEL_CASES[op])
+    gpu_check.second_size_builds_no_pipeline(op, "gpu-pixel", *PIXEL_CASES[op])
 
 
 @pytest.mark.parametrize("a_form", MATMUL_FORMS)
@@ -249,7 +225,7 @@ CASES_30 = {
 
 @pytest.mark.parametrize("op", list(CASES_30))
 def test_a_second_size_of_a_quantization_pool_cast_generator_or_index_op_builds_no_pipeline(op):
-    _second_size_builds_no_pipeline(op, COMPUTE, *CASES_30[op], exact=True)
+    gpu_check.second_size_builds_no_pipeline(op, COMPUTE, *CASES_30[op], exact=True)
 
 
 # -- issue 31: sizes that were override constants. Each case names the shader it is about, dispatched at the second
@@ -313,7 +289,8 @@ CASES_31: dict[str, tuple[Callable[[int], Case], int, int, str, dict[str, Any]]]
 def test_a_second_size_of_a_shape_that_baked_sizes_builds_no_pipeline(op, shaders):
     make, first, second, shader, options = CASES_31[op]
     exact = "Pool" in op  # a max and a correctly rounded average: the cpu's bits
-    _second_size_builds_no_pipeline(op, COMPUTE, make, first, second, exact=exact, options=options)
+    gpu_check.second_size_builds_no_pipeline(op, COMPUTE, make, first, second, exact=exact, options=options,
+                                             shaders=shaders)
     assert shader in shaders, f"{op} dispatched {sorted(set(shaders))}"
 
 

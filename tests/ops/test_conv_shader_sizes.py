@@ -17,7 +17,6 @@ import onnx
 import pytest
 
 import gpu_check
-import wgsentis as ws
 
 pytestmark = gpu_check.requires_gpu
 COMPUTE = "gpu-compute"
@@ -100,19 +99,5 @@ CASES: dict[str, tuple[Callable[[int], Case], int, int, str]] = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_second_size_of_a_conv_builds_no_pipeline(case, shaders):
     make, first, second, shader = CASES[case]
-    model_a, feeds_a = make(first)
-    model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), COMPUTE) as worker:
-        worker.run(feeds_a)
-        assert worker.stats()["fallback_layers"] == []
-    with ws.Worker(ws.load_model(model_b), "cpu") as worker:
-        want = worker.run(feeds_b)
-    shaders.clear()
-    with ws.Worker(ws.load_model(model_b), COMPUTE) as worker:
-        got = worker.run(feeds_b)
-        stats = worker.stats()
-    assert stats["fallback_layers"] == []
+    gpu_check.second_size_builds_no_pipeline(case, COMPUTE, make, first, second, shaders=shaders)
     assert shader in shaders, f"{case} at {second} dispatched {shaders}"
-    assert stats["pipelines_created"] == 0, f"{case} at {second} built {stats['pipelines_created']} new pipelines"
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{case} {name}")

@@ -88,28 +88,9 @@ CASES: dict[str, tuple[Callable[[int], tuple[onnx.ModelProto, dict[str, np.ndarr
 }
 
 
-def _second_size_builds_no_pipeline(op: str, make: Callable[[int], tuple[onnx.ModelProto, dict[str, np.ndarray]]],
-                                    first: int, second: int) -> None:
-    """``op`` run on gpu-pixel at ``first``, then at ``second``: no fallback, no new pipeline, the cpu's answer."""
-    model_a, feeds_a = make(first)
-    model_b, feeds_b = make(second)
-    with ws.Worker(ws.load_model(model_a), PIXEL) as worker:
-        worker.run(feeds_a)
-        assert worker.stats()["fallback_layers"] == []
-    with ws.Worker(ws.load_model(model_b), "cpu") as worker:
-        want = worker.run(feeds_b)
-    with ws.Worker(ws.load_model(model_b), PIXEL) as worker:
-        got = worker.run(feeds_b)
-        stats = worker.stats()
-    assert stats["fallback_layers"] == []
-    assert stats["pipelines_created"] == 0, f"{op} at {second} built {stats['pipelines_created']} new pipelines"
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=f"{op} {name}")
-
-
 @pytest.mark.parametrize("op", list(CASES))
 def test_a_second_size_builds_no_pipeline(op):
-    _second_size_builds_no_pipeline(op, *CASES[op])
+    gpu_check.second_size_builds_no_pipeline(op, PIXEL, *CASES[op], rtol=1e-5, atol=1e-6)
 
 
 def test_the_context_counts_the_pipelines_it_builds_per_owner():
@@ -176,4 +157,4 @@ TENSOR_CASES: dict[str, tuple[Callable[[int], tuple[onnx.ModelProto, dict[str, n
 
 @pytest.mark.parametrize("op", list(TENSOR_CASES))
 def test_a_second_size_of_an_indexing_or_tensor_op_builds_no_pipeline(op):
-    _second_size_builds_no_pipeline(op, *TENSOR_CASES[op])
+    gpu_check.second_size_builds_no_pipeline(op, PIXEL, *TENSOR_CASES[op], rtol=1e-5, atol=1e-6)
