@@ -44,14 +44,3 @@ fn pool_one(i: u32, base: u32, start: vec3<i32>, dil: vec3<i32>, in_d: vec3<i32>
     }
     I[i] = i32(base) + flat;
 }
-
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let site = pool_site(gid, nwg);
-    if (!site.ok) { return; }
-    for (var k = 0u; k < ROW_OUTPUTS; k++) {
-        if (k < site.outputs) {  // masked, not a break: lavapipe runs a loop with an exit slower
-            pool_one(site.i + k, site.base, site.start + vec3<i32>(0, 0, i32(k) * site.step), site.dil, site.in_d);
-        }
-    }
-}

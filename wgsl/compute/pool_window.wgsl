@@ -50,3 +50,16 @@ fn pool_site(gid: vec3<u32>, nwg: vec3<u32>) -> PoolSite {
     s.base = plane * u32(s.in_d.x * s.in_d.y * s.in_d.z);
     return s;
 }
+
+// The entry point of both: each invocation computes its row outputs with the including shader's
+// pool_one(i, base, start, dil, in_d) (one output i, its window from start).
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let site = pool_site(gid, nwg);
+    if (!site.ok) { return; }
+    for (var k = 0u; k < ROW_OUTPUTS; k++) {
+        if (k < site.outputs) {  // masked, not a break: lavapipe runs a loop with an exit slower
+            pool_one(site.i + k, site.base, site.start + vec3<i32>(0, 0, i32(k) * site.step), site.dil, site.in_d);
+        }
+    }
+}
