@@ -76,16 +76,6 @@ class _TextureSlot:
         self.lives: list[tuple[int, int]] = []
         self.locked = locked
 
-    def free(self, born: int, dies: int, against: set[int]) -> bool:
-        """Whether a tensor alive from ``born`` to ``dies`` (ticks, both ends in) may lie here: alive at once
-        with no member (a bisection: a Loop's unrolled iterations give tens of thousands of tensors), and no
-        draw reads it while rendering a member or the other way round (``against``)."""
-        lives = self.lives
-        at = bisect.bisect_left(lives, (born, -1))
-        if (at < len(lives) and lives[at][0] <= dies) or (at > 0 and lives[at - 1][1] >= born):
-            return False
-        return not against or against.isdisjoint(self.member_set)
-
     def take(self, tensor: int, born: int, dies: int) -> None:
         self.members.append(tensor)
         self.member_set.add(tensor)
@@ -107,7 +97,10 @@ class _TexturePacking:
             against = set().union(*(conflicts.get(i, set()) for i in bundle))
             pool = pools.setdefault(layout.format, [])
             free = []
-            for t in pool:  # (the check of _TextureSlot.free, inline: a plan's hundreds of tensors ask it of each)
+            # The textures it may lie in: alive at once with none of their members (a bisection of their sorted
+            # lives: a Loop's unrolled iterations give tens of thousands of tensors), and no draw reads one while
+            # rendering the other (``against``). Inline, not a method: a plan's hundreds of tensors ask it of each.
+            for t in pool:
                 lives = t.lives
                 at = bisect.bisect_left(lives, (born, -1))
                 if (at < len(lives) and lives[at][0] <= dies) or (at and lives[at - 1][1] >= born):

@@ -336,8 +336,7 @@ class GPUProgram(HostSync):
             except PlanInvalid:
                 self.plans.discard(signature)
                 self.last_run = RunReport()
-        structure = tuple((n, len(v.shape), v.dtype.str) if isinstance(v, np.ndarray | DeviceValue) else entry
-                          for entry, (n, v) in zip(signature, sorted(feeds.items()), strict=True))
+        structure = tuple((entry[0], len(entry[1]), entry[2]) if len(entry) == 3 else entry for entry in signature)
         self.plans_recorded += 1
         if structure in self._structures:
             self.plans_recorded_for_new_sizes += 1
