@@ -197,8 +197,8 @@ def _elem_name(elem_type: int) -> str:
 
 
 def _shape_of(type_proto: onnx.TypeProto) -> list[int | str | None]:
-    """Dims as ONNX Runtime gives them: ints, a symbolic dim's name, None for an unnamed unknown one; [] for no
-    shape or a non-tensor type."""
+    """Dims as ONNX Runtime gives them: ints, a symbolic dim's name, None for an unnamed unknown one or a negative
+    dim_value (exporters write -1 for "dynamic"; ONNX Runtime reports None); [] for no shape or a non-tensor type."""
     which = type_proto.WhichOneof("value")
     if which not in ("tensor_type", "sparse_tensor_type"):
         return []
@@ -208,7 +208,8 @@ def _shape_of(type_proto: onnx.TypeProto) -> list[int | str | None]:
     dims: list[int | str | None] = []
     for dim in tensor.shape.dim:
         kind = dim.WhichOneof("value")
-        dims.append(dim.dim_value if kind == "dim_value" else dim.dim_param if kind == "dim_param" else None)
+        known = kind == "dim_value" and dim.dim_value >= 0
+        dims.append(dim.dim_value if known else dim.dim_param if kind == "dim_param" else None)
     return dims
 
 

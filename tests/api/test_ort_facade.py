@@ -95,6 +95,17 @@ def test_unknown_rank_and_float16_node_args_match_onnxruntime():
     ours.close()
 
 
+def test_negative_dim_values_read_as_unknown_as_in_onnxruntime():
+    # Paddle2ONNX exports (PP-OCR's cls model) write dim_value -1 for a dynamic batch; onnxruntime reports None.
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [-1, 3, 0])], [("y", F, [-5, 3, 0])])
+    data = model.SerializeToString()
+    real = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    ours = wort.InferenceSession(data)
+    assert _args(ours.get_inputs()) == _args(real.get_inputs()) == [("x", [None, 3, 0], "tensor(float)")]
+    assert _args(ours.get_outputs()) == _args(real.get_outputs())
+    ours.close()
+
+
 def test_initializers_listed_as_inputs_before_ir4_are_constants_as_in_onnxruntime():
     model = make_model([helper.make_node("Add", ["x", "b"], ["y"])], [("x", F, [3]), ("b", F, [3])], [("y", F, [3])],
                        initializers={"b": np.ones(3, np.float32)}, opset=9)
