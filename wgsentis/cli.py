@@ -12,14 +12,24 @@ from typing import Any
 import numpy as np
 
 from wgsentis.cli_common import (
+    EXIT_OK,
+    Progress,
+    add_command,
+    add_input_args,
+    add_quiet_flag,
+    at_least_one,
+    check_input_file,
     check_output_dir,
     check_output_file,
+    epilog,
     inputs_for,
+    load_array,
     load_model_arg,
     run_command,
 )
 from wgsentis.cli_common import sample_model_path as sample_model_path  # re-exported: tests and tools use it
 from wgsentis.errors import InputError
+
 
 def _summary(value: Any) -> str:
     if isinstance(value, list):
@@ -42,15 +52,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = load_model_arg(args.model)
     feeds = inputs_for(model, args)
     with ws.Worker(model, args.backend, threads=args.threads, precision=args.precision,
-                   spin_wait=not args.no_spin_wait) as worker:
+                   spin_wait=not args.no_spin_wait) as worker, \
+            Progress("run", enabled=args.repeat > 1 and not args.quiet) as progress:
         start = time.perf_counter()
         outputs = worker.run(feeds)
         first_ms = (time.perf_counter() - start) * 1e3
+        progress("runs", 1, args.repeat)
         times = []
-        for _ in range(args.repeat - 1):
+        for k in range(args.repeat - 1):
             start = time.perf_counter()
             outputs = worker.run(feeds)
             times.append((time.perf_counter() - start) * 1e3)
+            progress("runs", k + 2, args.repeat)
         stats = worker.stats()
     print(f"model   {model.name} ({args.model or 'built-in sample'})")
     precision = f" ({worker.precision} weights)" if worker.precision != "float32" else ""
@@ -85,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
             np.save(out_dir / f"{safe}.npy", np.asarray(value))
         print(f"wrote   {len(outputs)} output(s) to {out_dir}/")
-    return 0
+    return EXIT_OK
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -94,8 +107,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from wgsentis.shapes import layer_shapes
 
     model = load_model_arg(args.model)
+    feeds = inputs_for(model, args)
     with ws.Worker(model, "cpu", threads=1) as worker:  # the inputs checked as run, profile and capture check them
-        feeds = worker.validate(inputs_for(model, args))
+        feeds = worker.validate(feeds)
     print(f"model   {model.name} ({args.model or 'built-in sample'})")
     print("opsets  " + ", ".join(f"{d or 'ai.onnx'}:{v}" for d, v in sorted(model.opsets.items())))
     for info in model.inputs:
@@ -124,16 +138,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
           "(a multiply-add counts 2; shapes from one CPU run on sample inputs). 'compute/pixel program': whether "
           "gpu-compute / gpu-pixel has a program for the op (it may still fall back for a dtype or attribute it "
           "lacks)")
-    return 0
-
-
-def _progress(phase: str, done: int, total: int) -> None:
-    """Progress of a profile on stderr (one line, rewritten in place)."""
-    text = f"profiling: {phase}" + (f" {done}/{total}" if total else "")
-    sys.stderr.write("\r" + text.ljust(40))
-    if total and done == total and phase == "runs":
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+    return EXIT_OK
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -144,11 +149,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if targets and targets[0] == "compare":
         files = targets[1:]
         if len(files) < 2:
-            raise InputError("profile compare: give at least two profile JSON files")
-        print(compare([Profile.from_json(f).data for f in files]))
-        return 0
+            raise InputError("compare: give at least two profile JSON files")
+        paths = [check_input_file(f, f"compare {f}") for f in files]  # each exists before any is read
+        print(compare([Profile.from_json(path).data for path in paths]))
+        return EXIT_OK
     if len(targets) > 1:
-        raise InputError(f"profile: one MODEL expected, got {targets} (did you mean 'profile compare A.json B.json'?)")
+        raise InputError(f"one MODEL expected, got {targets} (did you mean 'profile compare A.json B.json'?)")
     path = targets[0] if targets else None
     for flag, target in (("--json", args.json), ("--trace", args.trace), ("--html", args.html)):
         check_output_file(target, flag)
@@ -157,34 +163,32 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return _loss_profile(model, args)
     # Inputs from files or from --dim values; with neither, the profiler makes them at its batch size.
     feeds = inputs_for(model, args) if args.input or args.dim else None
-    prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
-                      warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
-                      pruning_layers=args.pruning_layers, progress=None if args.quiet else _progress,
-                      spin_wait=not args.no_spin_wait, pruning_levels=_levels(args.pruning_levels, "--pruning-levels"))
-    if not args.quiet:
-        sys.stderr.write("\r" + " " * 40 + "\r")
+    levels = _levels(args.pruning_levels, "--pruning-levels")
+    with Progress("profile", enabled=not args.quiet) as progress:
+        prof = ws.profile(model, backend=args.backend, batch_size=args.batch, threads=args.threads, runs=args.runs,
+                          warmup=args.warmup, inputs=feeds, name=args.name or model.name, timing=not args.no_timing,
+                          pruning_layers=args.pruning_layers, progress=progress, spin_wait=not args.no_spin_wait,
+                          pruning_levels=levels)
     print(prof.table(top=args.top))
     for flag, method in ((args.json, prof.to_json), (args.trace, prof.to_chrome_trace), (args.html, prof.to_html)):
         if flag:
             print(f"wrote   {method(flag)}")
-    return 0
+    return EXIT_OK
 
 
 def _inputs_from_dir(model: Any, folder: str) -> dict[str, np.ndarray]:
     """The model's inputs from ``folder``/NAME.npy, one file per input (InputError naming what is missing)."""
-    base = Path(folder)
+    base = Path(folder).expanduser()
     if not base.is_dir():
-        raise InputError(f"--inputs {folder}: not a folder of NAME.npy files")
+        what = "is a file" if base.exists() else "does not exist"
+        raise InputError(f"--inputs {folder}: {what}; give a folder of NAME.npy files, one per input")
     feeds, missing = {}, []
     for info in model.inputs:
         f = base / f"{info.name}.npy"
-        if not f.is_file():
+        if not f.exists():
             missing.append(f.name)
             continue
-        try:
-            feeds[info.name] = np.load(f, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--inputs {folder}: cannot read '{f.name}' for input '{info.name}': {exc}") from None
+        feeds[info.name] = load_array(f, f"--inputs {folder}: '{f.name}' (input '{info.name}')")
     if missing:
         raise InputError(f"--inputs {folder}: missing {missing} for the inputs of '{model.name}'")
     return feeds
@@ -214,54 +218,64 @@ def _loss_profile(model: Any, args: argparse.Namespace) -> int:
         feeds = None  # seeded random inputs: the profile says so
     levels = _levels(args.levels, "--levels")
     layers = [n for n in args.layers.split(",") if n] if args.layers else None
-    lp = ws.loss_profile(model, inputs=feeds, levels=levels, backend=args.backend, threads=args.threads,
-                         layers=layers, time_budget=args.time_budget, name=args.name or model.name,
-                         timing=not args.no_timing, progress=None if args.quiet else _progress)
-    if not args.quiet:
-        sys.stderr.write("\r" + " " * 40 + "\r")
+    with Progress("loss profile", enabled=not args.quiet) as progress:
+        lp = ws.loss_profile(model, inputs=feeds, levels=levels, backend=args.backend, threads=args.threads,
+                             layers=layers, time_budget=args.time_budget, name=args.name or model.name,
+                             timing=not args.no_timing, progress=progress)
     print(lp.table(top=args.top))
     if args.json:
         print(f"wrote   {lp.to_json(args.json)}")
-    return 0
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wgsentis", description="Run and inspect ONNX models with wgsentis.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("model", nargs="?", help="ONNX model file (default: the built-in sample model)")
-        p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input from a .npy file")
-        p.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
-        p.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
+    parser = argparse.ArgumentParser(
+        prog="wgsentis", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run, inspect, profile and debug ONNX models with wgsentis. Without MODEL a command uses the "
+                    "built-in sample model\n(" + str(sample_model_path()) + ").",
+        epilog=epilog("wgsentis run  # the built-in sample model",
+                      "wgsentis profile model.onnx --json p.json  # per-layer times, kept as JSON",
+                      "wgsentis inspect --help  # a command's flags and examples"))
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
     def spin_wait_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--no-spin-wait", action="store_true",
                        help="CPU threads that block when idle, for cores shared with other busy processes "
                             "(default: BLAS threads that spin-wait, the fastest on cores of its own)")
 
-    run = sub.add_parser("run", help="run a model and summarise its outputs")
-    common(run)
+    run = add_command(sub, "run", "run a model and summarise its outputs", cmd_run,
+                      "wgsentis run  # the built-in sample model on the CPU",
+                      "wgsentis run --backend gpu-compute --repeat 20  # the sample: median of 20 runs on the GPU",
+                      "wgsentis run model.onnx --input image=x.npy --output-dir out  # outputs as out/NAME.npy",
+                      "wgsentis run model.onnx --dim batch=8 --threads 4  # a batch of 8 on 4 CPU threads")
+    add_input_args(run)
     run.add_argument("--backend", default="cpu", help="cpu | gpu-compute | gpu-pixel")
     run.add_argument("--threads", type=int, default=None, help="CPU threads (pool and BLAS)")
     spin_wait_flag(run)
     run.add_argument("--precision", default="float32",
                      help="gpu-compute weights: float32 | float16 (needs the adapter feature shader-f16)")
-    run.add_argument("--repeat", type=int, default=1, help="run this many times and report the median")
-    run.add_argument("--output-dir", help="write each output as NAME.npy here")
-    run.set_defaults(func=cmd_run)
+    run.add_argument("--repeat", type=at_least_one, default=1, metavar="N",
+                     help="run this many times and report the median (a progress bar on a terminal)")
+    run.add_argument("--output-dir", metavar="DIR", help="write each output as NAME.npy here")
+    add_quiet_flag(run)
 
-    inspect = sub.add_parser("inspect", help="list inputs, outputs and layers with params and FLOPs")
-    common(inspect)
-    inspect.set_defaults(func=cmd_inspect)
+    inspect = add_command(sub, "inspect", "list inputs, outputs and layers with params and FLOPs", cmd_inspect,
+                          "wgsentis inspect  # the built-in sample model",
+                          "wgsentis inspect model.onnx --input image=x.npy  # shapes for these inputs",
+                          "wgsentis inspect model.onnx --dim height=224 --dim width=224  # sizes of symbolic dims")
+    add_input_args(inspect)
 
-    prof = sub.add_parser("profile", help="profile a model: time per layer, FLOPs, ceilings, pruning; "
-                                          "'profile compare A.json B.json ...' compares profiles")
+    prof = add_command(sub, "profile", "time each layer: FLOPs, ceilings, pruning; or compare profiles",
+                       cmd_profile,
+                       "wgsentis profile --backend cpu  # the built-in sample model",
+                       "wgsentis profile model.onnx --runs 50 --json a.json --html a.html  # 50 timed runs; the "
+                       "profile as JSON and as an HTML report",
+                       "wgsentis profile model.onnx --loss --inputs inputs/ --json loss.json  # how pruning each layer "
+                       "moves the outputs, on inputs/NAME.npy",
+                       "wgsentis profile compare a.json b.json  # two saved profiles side by side")
     prof.add_argument("model", nargs="*", metavar="MODEL",
                       help="ONNX model file (default: the built-in sample), or: compare A.json B.json ...")
-    prof.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input from a .npy file")
-    prof.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
-    prof.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
+    add_input_args(prof, model=False)
     prof.add_argument("--backend", default="gpu-compute", help="cpu | gpu-compute | gpu-pixel")
     prof.add_argument("--batch", type=int, default=1, help="batch size (the inputs' batch dimension)")
     prof.add_argument("--threads", type=int, default=None, help="CPU threads (pool and kernels)")
@@ -276,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--trace", metavar="F", help="write a Chrome trace (Perfetto, chrome://tracing)")
     prof.add_argument("--html", metavar="F", help="write a self-contained HTML report")
     prof.add_argument("--name", metavar="S", help="name of this profile (default: the model's)")
-    prof.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_flag(prof)
     prof.add_argument("--loss", action="store_true",
                       help="the loss profile instead: each prunable layer pruned alone at each level, and how the "
                            "outputs move (rel L2, KL and top-1 agreement for classifiers)")
@@ -287,7 +301,6 @@ def build_parser() -> argparse.ArgumentParser:
                       "0.4,0.6,0.8,0.9,0.95; '' for none)")
     prof.add_argument("--layers", metavar="A,B", help="--loss: only these layers")
     prof.add_argument("--time-budget", type=float, metavar="S", help="--loss: stop profiling layers after S seconds")
-    prof.set_defaults(func=cmd_profile)
 
     from wgsentis import debug_cli  # capture and view: RenderDoc and the live window
 
@@ -296,11 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "repeat", 1) < 1:
-        print("wgsentis: error: --repeat must be at least 1", file=sys.stderr)
-        return 2
-    return run_command(args)
+    """``wgsentis ...``: the exit code (see EXIT_CODES; argparse exits with 2 itself on a usage error)."""
+    return run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

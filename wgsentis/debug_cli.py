@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wgsentis.cli_common import check_output_file, inputs_for, load_model_arg, run_command
+from wgsentis.cli_common import (
+    EXIT_OK,
+    Progress,
+    add_command,
+    add_input_args,
+    add_quiet_flag,
+    check_output_file,
+    epilog,
+    inputs_for,
+    load_model_arg,
+    run_command,
+)
 from wgsentis.errors import InputError
 
 PROFILE_RUNS = 3  # timestamped replays whose median per layer is stored with a capture
@@ -32,18 +44,22 @@ def _layer_names(model: Any, spec: str | None) -> list[str]:
     return names
 
 
-def timestamp_times(program: Any, feeds: dict[str, Any], runs: int = PROFILE_RUNS) -> dict[str, int]:
+def timestamp_times(program: Any, feeds: dict[str, Any], runs: int = PROFILE_RUNS,
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, int]:
     """Median GPU time (ns) per layer over ``runs`` replays with one timestamped pass per layer,
-    keyed ``"name (op_type)"`` like the capture's debug groups; {} without timestamp queries."""
+    keyed ``"name (op_type)"`` like the capture's debug groups; {} without timestamp queries.
+    ``progress(phase, done, total)`` after each replay."""
     if not program.ctx.has_timestamps:
         return {}
     program.set_timestamps(True)
     samples: dict[int, list[int]] = {}
     try:
-        for _ in range(runs):
+        for k in range(runs):
             program.execute(feeds).wait()
             for index, ns in program.last_run.layer_gpu_ns.items():
                 samples.setdefault(index, []).append(ns)
+            if progress is not None:
+                progress("timestamps", k + 1, runs)
     finally:
         program.set_timestamps(False)
     layers = program.graph.layers
@@ -51,14 +67,20 @@ def timestamp_times(program: Any, feeds: dict[str, Any], runs: int = PROFILE_RUN
 
 
 def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *, backend: str = "gpu-compute",
-                  layers: list[str] | None = None, overwrite: bool = False) -> dict[str, Any]:
+                  layers: list[str] | None = None, overwrite: bool = False,
+                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Capture one steady-state run of ``model`` into ``path`` with a debug group per layer.
 
     RenderDoc is enabled first (before the GPU context exists). The run is recorded once outside
     the capture; then ``PROFILE_RUNS`` timestamped replays give the profiler's per-layer times;
     then one replay is captured. The capture's comments hold the model, the GPU layers and the
     timestamp times, which ``tools/rdc_report.py`` compares with RenderDoc's durations.
+    ``progress(phase, done, total)`` as it goes (``total`` 0: a phase without steps).
     """
+    def tick(phase: str, done: int = 0, total: int = 0) -> None:
+        if progress is not None:
+            progress(phase, done, total)
+
     from wgsentis import renderdoc
     from wgsentis.worker import Worker
 
@@ -67,9 +89,10 @@ def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *,
     for name in layers or []:
         model.add_output(name)
     with Worker(model, backend, debug_groups=True) as worker:
+        tick("recording")
         worker.run(feeds)  # record the plan (uploads weights, builds pipelines)
         program = worker.program  # a GPU program: its public hooks give timestamps and the plan
-        stamps = timestamp_times(program, feeds)
+        stamps = timestamp_times(program, feeds, progress=progress)
         stats = worker.stats()
         graph_layers = program.graph.layers
         dispatched = program.plan_summary()["dispatched_layers"]
@@ -83,6 +106,7 @@ def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *,
             "fallback_layers": stats["fallback_layers"], "requested_layers": list(layers or []),
             "timestamp_ns": stamps, "device": stats.get("device", {}).get("name", ""),
         }
+        tick("capturing")
         with renderdoc.capture(path, overwrite=overwrite, notes=notes) as cap:
             worker.run(feeds)
     return {"path": str(cap.path), "bytes": cap.bytes, "injected": rd.injected, "gpu_layers": len(notes["gpu_layers"]),
@@ -90,22 +114,31 @@ def capture_model(model: Any, feeds: dict[str, np.ndarray], path: str | Path, *,
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
+    from wgsentis import renderdoc
+
+    renderdoc.check_path(args.output, args.overwrite)  # before loading anything
     model = load_model_arg(args.model)
     layers = _layer_names(model, args.layers)
     feeds = inputs_for(model, args)
-    out = capture_model(model, feeds, args.output, backend=args.backend, layers=layers, overwrite=args.overwrite)
+    with Progress("capture", enabled=not args.quiet) as progress:
+        out = capture_model(model, feeds, args.output, backend=args.backend, layers=layers,
+                            overwrite=args.overwrite, progress=progress)
     how = "RenderDoc injected by its launcher" if out["injected"] else "RenderDoc loaded in-process"
     print(f"capture {out['path']} ({out['bytes']} bytes, mode 0600; {how})")
     print(f"layers  {out['gpu_layers']} on the GPU, each a debug group 'name (op_type)'; "
           f"{out['fallback_layers']} CPU fallback(s)")
     print(f"report  python tools/rdc_report.py {out['path']}")
-    return 0
+    return EXIT_OK
 
 
 def cmd_view(args: argparse.Namespace) -> int:
     from wgsentis.viewer import run_view
 
     check_output_file(args.screenshot, "--screenshot")
+    if args.rdc_frame is not None:
+        from wgsentis import renderdoc
+
+        renderdoc.check_path(args.rdc_frame, args.overwrite)  # before loading anything
     model = load_model_arg(args.model)
     if args.layer is None:
         raise InputError(f"--layer is required; layers of '{model.name}': {[la.name for la in model.layers]}")
@@ -118,28 +151,28 @@ def cmd_view(args: argparse.Namespace) -> int:
         print(f"wrote   {summary['screenshot']}")
     if "rdc_frame" in summary:
         print(f"capture {summary['rdc_frame']} (RenderDoc frame capture of frame 2, mode 0600)")
-    return 0
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?", help="ONNX model file (default: the built-in sample model)")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input from a .npy file")
-    p.add_argument("--dim", action="append", metavar="NAME=N", help="value of a symbolic dimension")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated sample inputs")
+    return EXIT_OK
 
 
 def add_parsers(subparsers: Any) -> None:
     """Register ``capture`` and ``view`` on the ``wgsentis`` sub-command parsers."""
-    cap = subparsers.add_parser("capture", help="capture a GPU run with RenderDoc (one debug group per layer)")
-    _common(cap)
+    cap = add_command(subparsers, "capture", "capture a GPU run with RenderDoc (one debug group per layer)",
+                      cmd_capture,
+                      "wgsentis capture -o captures/sample.rdc  # the built-in sample model",
+                      "wgsentis capture model.onnx -o captures/model.rdc --layers conv1,conv2  # and read these back",
+                      "wgsentis capture -o captures/pixel.rdc --backend gpu-pixel --overwrite")
+    add_input_args(cap)
     cap.add_argument("-o", "--output", required=True, metavar="FILE.rdc", help="capture file (e.g. captures/x.rdc)")
     cap.add_argument("--backend", default="gpu-compute", choices=["gpu-compute", "gpu-pixel"], help="GPU backend")
     cap.add_argument("--layers", metavar="A,B", help="also read these layers' outputs back (added as outputs)")
     cap.add_argument("--overwrite", action="store_true", help="replace FILE.rdc if it exists")
-    cap.set_defaults(func=cmd_capture)
+    add_quiet_flag(cap)
 
-    view = subparsers.add_parser("view", help="show a layer's activation channels live in a window")
-    _common(view)
+    view = add_command(subparsers, "view", "show a layer's activation channels live in a window", cmd_view,
+                       "wgsentis view --layer block_pwconv  # a layer of the built-in sample model",
+                       "wgsentis view model.onnx --layer conv1 --frames 10 --screenshot conv1.png",
+                       "wgsentis view --layer stem_conv --frames 4 --rdc-frame captures/frame.rdc")
+    add_input_args(view)
     view.add_argument("--layer", help="layer (or tensor) to show")
     view.add_argument("--backend", default="gpu-compute", choices=["gpu-compute", "gpu-pixel"], help="GPU backend")
     view.add_argument("--frames", type=int, help="stop after N frames (default: until the window closes)")
@@ -147,13 +180,15 @@ def add_parsers(subparsers: Any) -> None:
     view.add_argument("--scale", type=int, default=0, help="window pixels per activation pixel (default: fit)")
     view.add_argument("--rdc-frame", metavar="FILE.rdc", help="RenderDoc frame capture of the second frame")
     view.add_argument("--overwrite", action="store_true", help="replace FILE.rdc if it exists")
-    view.set_defaults(func=cmd_view)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m wgsentis.debug_cli capture|view ...``: the same as the ``wgsentis`` command."""
-    parser = argparse.ArgumentParser(prog="wgsentis", description="Capture and view ONNX models' GPU work.")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
+    parser = argparse.ArgumentParser(prog="wgsentis", description="Capture and view ONNX models' GPU work.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=epilog("wgsentis capture -o captures/sample.rdc  # the built-in sample",
+                                                   "wgsentis view --layer block_pwconv"))
+    add_parsers(parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND"))
     return run_command(parser.parse_args(argv))
 
 
