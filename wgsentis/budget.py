@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from wgsentis.errors import ResourceLimitError
 from wgsentis.ops.sequence_spec import SEQUENCE_RECOUNT as SEQUENCE_RECOUNT  # re-exported: the recount period
 # The families declare their size rules when wgsentis.ops is imported, which the package's __init__ does first;
@@ -65,6 +67,38 @@ def check_layer_outputs(control: Any, layer: Any, args: list[Any]) -> None:
         control.check_bytes(layer, None, total, f"its {len(outputs)} outputs and working copies together")
 
 
+# Inputs whose values key a skipped check (``outputs_key``): an integer or bool tensor's bytes up to this many
+# elements (shape vectors, pads, counts: what size rules read), a float tensor's up to ``KEYED_FLOAT_ELEMENTS``
+# (scales, Range's bounds); a larger float tensor is keyed by its shape and dtype alone (data, whose values no rule
+# reads but NonZero's, ``size_reads_data``), a larger integer one not at all (it may be a value a rule reads).
+KEYED_VALUE_ELEMENTS = 4096
+KEYED_FLOAT_ELEMENTS = 16
+
+
+def outputs_key(layer: Any, args: list[Any]) -> tuple[Any, ...] | None:
+    """What ``check_layer_outputs``' verdict on ``args`` depends on, for a caller that keeps the key of the last
+    check that passed and skips the next check with an equal key (the cpu backend, per layer, across runs: a
+    decoder's hundreds of layers see the same sizes step after step). None: no key (sequences, device tensors,
+    large integer tensors, an op whose rule reads data): check every time."""
+    if spec_of(layer.op_type, layer.domain).size_reads_data:
+        return None
+    key: list[Any] = []
+    for a in args:
+        if a is None:
+            key.append(None)
+        elif type(a) is np.ndarray:
+            if a.dtype.kind in "fc":
+                key.append((a.shape, a.dtype.char, a.tobytes()) if a.size <= KEYED_FLOAT_ELEMENTS
+                           else (a.shape, a.dtype.char))
+            elif a.size <= KEYED_VALUE_ELEMENTS:
+                key.append((a.shape, a.dtype.char, a.tobytes()))
+            else:
+                return None
+        else:
+            return None
+    return tuple(key)
+
+
 def predict(layer: Any, args: list[Any]) -> list[Output]:
     """What ``layer`` will allocate on ``args``: (shape, bytes, what) per output, its first output first,
     then the working copies its size rule names; empty when no rule knows (not an amplifying op, a value
@@ -104,5 +138,6 @@ def ruled_ops() -> list[tuple[str, str]]:
     return [(s.domain, s.op_type) for s in described("size_rule")]
 
 
-__all__ = ["SEQUENCE_RECOUNT", "Output", "SizeRule", "check_device_bytes", "check_layer_outputs", "has_rule",
-           "output_bytes", "predict", "ruled_ops"]
+__all__ = ["KEYED_FLOAT_ELEMENTS", "KEYED_VALUE_ELEMENTS", "SEQUENCE_RECOUNT", "Output", "SizeRule",
+           "check_device_bytes", "check_layer_outputs", "has_rule", "output_bytes", "outputs_key", "predict",
+           "ruled_ops"]

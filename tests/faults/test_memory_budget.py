@@ -721,3 +721,50 @@ def test_constant_folding_at_load_bounds_the_splats_it_makes_in_all():
     assert [layer.name for layer in folded.layers] == ["splat2", "splat3", "sum"]
     with ws.Worker(model, "cpu") as worker:  # the unfolded two run at run time, same answer
         np.testing.assert_array_equal(worker.run({})["y"], np.full((1024, 256), 4.0, np.float32))
+
+
+# -- a check skipped on the same sizes (budget.outputs_key) ----------------------------------------------
+
+
+def _expand_model() -> ws.Model:
+    model = h.make_model(h.make_graph(
+        [h.make_node("Expand", ["x", "shape"], ["y"], name="bomb")], "expand",
+        [h.make_tensor_value_info("x", T.FLOAT, [1]), h.make_tensor_value_info("shape", T.INT64, [2])],
+        [h.make_tensor_value_info("y", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 17)])
+    return ws.load_model(model.SerializeToString())
+
+
+def test_a_passed_check_is_skipped_only_for_the_same_values_of_shape_like_inputs():
+    """The cpu backend skips a layer's check when its inputs have the sizes (and its small integer inputs the
+    values) of a check that passed: an Expand target that grows between runs is checked again and refused."""
+    worker = ws.Worker(_expand_model(), "cpu", memory_limit=64 * 1024)
+    x = np.ones(1, np.float32)
+    for _ in range(2):
+        assert worker.run({"x": x, "shape": np.array([8, 8], np.int64)})["y"].shape == (8, 8)
+    with pytest.raises(ResourceLimitError, match="bomb"):
+        worker.run({"x": x, "shape": np.array([4096, 4096], np.int64)})
+    assert worker.run({"x": x, "shape": np.array([8, 8], np.int64)})["y"].shape == (8, 8)
+
+
+def test_nonzero_is_checked_on_every_run_as_its_size_is_a_count_over_its_data():
+    model = h.make_model(h.make_graph(
+        [h.make_node("NonZero", ["x"], ["y"], name="bomb")], "nonzero",
+        [h.make_tensor_value_info("x", T.FLOAT, [20000])], [h.make_tensor_value_info("y", T.INT64, None)]),
+        opset_imports=[h.make_opsetid("", 17)])
+    worker = ws.Worker(ws.load_model(model.SerializeToString()), "cpu", memory_limit=16 * 1024)
+    sparse = np.zeros(20000, np.float32)
+    sparse[:10] = 1
+    for _ in range(2):
+        assert worker.run({"x": sparse})["y"].shape == (1, 10)
+    with pytest.raises(ResourceLimitError, match="bomb"):
+        worker.run({"x": np.ones(20000, np.float32)})  # the same shape, 160,000 bytes of indices
+
+
+def test_outputs_key_keys_data_by_shape_and_shape_like_values_by_value():
+    layer = Layer(name="add", op_type="Add", inputs=["a", "b"], outputs=["c"])
+    data = np.zeros((4, 64), np.float32)
+    assert budget.outputs_key(layer, [data, data]) == budget.outputs_key(layer, [data + 1, data])
+    small = np.array([1, 2], np.int64)
+    assert budget.outputs_key(layer, [small, data]) != budget.outputs_key(layer, [small + 1, data])
+    assert budget.outputs_key(layer, [np.zeros(budget.KEYED_VALUE_ELEMENTS + 1, np.int64), data]) is None
+    assert budget.outputs_key(layer, [[data], data]) is None  # a sequence: no key

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.host_memory import keep_freed_memory
+from wgsentis.budget import check_layer_outputs, outputs_key
 from wgsentis.errors import (
     PASS_THROUGH_ERRORS,
     LayerError,
@@ -41,6 +42,7 @@ from wgsentis.ops import registry
 from wgsentis.ops.activations import inplace_activation
 from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 from wgsentis.ops.parallel import TRANSIENT, HostWorkspace, set_blas_threads
+from wgsentis.ops.spec import spec_of
 
 POOL_MIN_SECONDS = 300e-6  # a ready layer faster than this in the last run is not worth a hand-off
 
@@ -138,7 +140,7 @@ class KernelContext:
 
 
 class LayerStep:
-    __slots__ = ("attrs", "ctx", "inputs", "kernel", "layer", "outputs", "seconds")
+    __slots__ = ("attrs", "budget_key", "ctx", "inputs", "kernel", "layer", "outputs", "seconds", "sized")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
@@ -151,6 +153,9 @@ class LayerStep:
         self.outputs = list(layer.outputs)
         self.ctx = KernelContext(layer, program)
         self.seconds = math.inf  # the kernel's time in the last run (unknown: inf)
+        self.sized = spec_of(layer.op_type, layer.domain).size_rule is not None  # checked against the budget
+        # (memory limit, budget.outputs_key) of the last budget check that passed: an equal one skips the check
+        self.budget_key: Any = None
         if layer.fused_activation is not None:
             act_type, act_attrs = layer.fused_activation
             # The host's opset, or the newest version where the activation is newer than the model
@@ -229,6 +234,14 @@ class ShapeValues:
             if shape is None or isinstance(args[0], list) or self.source_shapes.get(index) != tuple(shape):
                 return None
         elif any(n in self.changed for n in step.inputs if n):
+            return None
+        self.kept += 1
+        return value
+
+    def kept_derived(self, index: int, step: LayerStep) -> tuple[Any, ...] | None:
+        """``kept_value`` for a derived layer (kind 2), which needs only its inputs' names."""
+        value = self.values.get(index)
+        if value is None or not self.changed.isdisjoint(step.inputs):
             return None
         self.kept += 1
         return value
@@ -485,13 +498,23 @@ class GraphProgram:
         its outputs there. The caller holds ``np.errstate(all="ignore")``: ONNX arithmetic is IEEE arithmetic
         (log(0) = -inf, inf - inf = NaN are results, not faults), so numpy's warnings would only be noise."""
         layer = step.layer
+        shape_values = self.shape_values
+        shape_kind = shape_values.kinds[index]
+        if shape_kind == 2 and on_layer is None:
+            # Derived shape arithmetic decides on its inputs' names alone: no argument list to build.
+            kept = shape_values.kept_derived(index, step)
+            if kept is not None:
+                step.seconds = 0.0
+                for name, value in zip(step.outputs, kept, strict=False):
+                    if name:
+                        scope[name] = value
+                return
         try:
             args = [scope[n] if n else None for n in step.inputs]
         except KeyError as exc:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
-        shape_kind = self.shape_values.kinds[index]
         if shape_kind:
-            kept = self.shape_values.kept_value(index, step, args)
+            kept = shape_values.kept_value(index, step, args)
             if kept is not None:
                 step.seconds = 0.0
                 for name, value in zip(step.outputs, kept, strict=False):
@@ -502,8 +525,14 @@ class GraphProgram:
                 return
         ctx = step.ctx
         ctx.outer = scope
-        if self.control is not None:
-            self.control.before_layer(layer, args)  # stop or refuse here, before the kernel allocates
+        control = self.control
+        if control is not None:  # stop or refuse here, before the kernel allocates
+            control.check(layer)
+            if step.sized and control.memory_limit is not None:
+                key = outputs_key(layer, args)
+                if key is None or step.budget_key != (control.memory_limit, key):
+                    check_layer_outputs(control, layer, args)
+                    step.budget_key = None if key is None else (control.memory_limit, key)
         start = time.perf_counter()
         try:
             result = step.run(args)

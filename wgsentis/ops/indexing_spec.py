@@ -53,6 +53,9 @@ def _non_zero(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out((value.ndim, int(np.count_nonzero(value))), 8)]
 
 
+describe("NonZero", size_reads_data=True)  # its output's size is a count over its data
+
+
 @size_rule("Concat")
 def _concat(layer: Any, args: list[Any]) -> list[Output]:
     shapes = [spec.shape_of(a) for a in args if a is not None]
