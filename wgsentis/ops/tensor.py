@@ -44,7 +44,8 @@ def int_list(value) -> list[int]:
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":  # complex, strings, objects: never a shape, axis or count
         raise ValueError(f"expected integer values, got a {arr.dtype.name} tensor")
-    return [int(v) for v in arr.reshape(-1)]
+    flat = arr.reshape(-1).tolist()  # Python scalars in one call (a numpy scalar per element costs more)
+    return flat if arr.dtype.kind in "iu" else [int(v) for v in flat]
 
 
 def int_scalar(value) -> int:
