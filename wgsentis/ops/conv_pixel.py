@@ -79,15 +79,26 @@ def _frame3(values: list[int], fill: int) -> list[int]:
     return [fill] * (3 - len(values)) + list(values)
 
 
+def _padded_w(auto_pad: str, pads: list[int], kernel_w: int, dilation_w: int) -> bool:
+    """Whether a Conv's taps may read W padding, from its attributes alone (so the pipeline serves every input
+    size): explicit W pads, or SAME padding with a window wider than one (SAME pads a 1-wide window by nothing).
+    Without pads no tap leaves the input: ow = (W - span) // stride + 1, so (ow - 1) * stride + span - 1 < W."""
+    nd = len(pads) // 2
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        return (kernel_w - 1) * dilation_w > 0
+    return auto_pad != "VALID" and (pads[nd - 1] != 0 or pads[2 * nd - 1] != 0)
+
+
 def _float_input(x: Any) -> bool:
     return getattr(x, "dtype", None) == np.float32 and isinstance(x, np.ndarray | GTensor)
 
 
 def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple, *, group: int,
           out_shape: tuple[int, ...], kernel: list[int], strides: list[int], dilations: list[int],
-          begins: list[int], transposed: bool, residual: Any = None) -> GTensor | None:
+          begins: list[int], transposed: bool, padded_w: bool = True, residual: Any = None) -> GTensor | None:
     """Record the draw of conv.wgsl for Y (``out_shape``) from X with the weights ``w_oc`` (M, C/group, K);
-    None where it cannot (the caller falls back)."""
+    None where it cannot (the caller falls back). ``padded_w``: whether the attributes let a tap read W padding
+    (``_padded_w``); False drops the bounds check along W (CHECK_W) for every size alike."""
     c = X.shape[1]
     m, cg = w_oc.shape[:2]
     mg = m // group
@@ -124,7 +135,7 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
     dd, dh, dw = _frame3(dilations, 1)
     constants = {"KD": kd, "KH": kh, "KW": kw, "SD": sd, "SH": sh, "SW": sw, "DD": dd, "DH": dh, "DW": dw,
                  "TRANSPOSED": int(transposed), "DEPTHWISE": int(depthwise),
-                 "CHECK_W": int(transposed or pd[2] != 0 or (ow - 1) * sw + (kw - 1) * dw >= wd)}
+                 "CHECK_W": int(transposed or padded_w)}
     inputs = [x, wt] if z is None else [x, wt, z]
     rec.draw(_SHADER, inputs, targets, params, constants=constants,
              subs=pixel_conv_subs(rows, z is not None, divided(rec, act[0])))
@@ -293,7 +304,7 @@ def conv(rec, layer, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1
     sources = (w,) if b is None else (w, b)
     y = _draw(rec, layer, X, w_oc, b, sources, group=group, out_shape=(n, m, *outs),
               kernel=list(w.shape[2:]), strides=strides, dilations=dilations, begins=begins, transposed=False,
-              residual=residual)
+              padded_w=_padded_w(auto_pad, pads, int(w.shape[-1]), dilations[-1]), residual=residual)
     return NotImplemented if y is None else y
 
 

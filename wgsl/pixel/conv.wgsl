@@ -35,8 +35,9 @@ override DH: u32 = 1u;
 override DW: u32 = 1u;
 override TRANSPOSED: bool = false;
 override DEPTHWISE: bool = false;
-// False where no output column reads W padding (none there, not transposed): columns past OW may read any texel,
-// their results are never assembled into Y.
+// False where the attributes leave no W padding (no W pads, no SAME padding of a window wider than one; not
+// transposed), for every input size alike: then no output column reads padding; columns past OW may read any
+// texel, their results are never assembled into Y.
 override CHECK_W: bool = true;
 
 fn at(t: u32, shift: u32) -> vec2<i32> {
