@@ -110,18 +110,24 @@ def _weights(rec, name: str, W, R, B, *, dirs: int, gates: int, hidden: int, inp
 
 
 def _join(rec, parts: list[GTensor], out: GTensor, steps: int, dirs: int, batch: int, jbs: int, flags: int,
-          size: int, lens: GTensor) -> None:
-    """One rnn_y.wgsl draw of ``out`` from ``parts`` (``size`` steps each, the last maybe fewer)."""
+          size: int, lens: GTensor, limit: int) -> None:
+    """One rnn_y.wgsl draw of ``out`` from ``parts`` (``size`` steps each, the last maybe fewer), bound as
+    ``limit`` parts (the last repeated, never read past ``steps``): one pipeline for every sequence length."""
+    parts = parts + [parts[-1]] * (limit - len(parts))
     params = [out.layout.texels, out.layout.shift, steps, dirs, batch, jbs, flags, size, lens.layout.shift,
               *[p.layout.shift for p in parts]]
-    rec.draw("pixel/rnn_y.wgsl", [*parts, lens], [out], params, subs=rnn_join_subs(len(parts)))
+    rec.draw("pixel/rnn_y.wgsl", [*parts, lens], [out], params, subs=rnn_join_subs(limit))
 
 
 def _assemble(rec, states: list[GTensor], y_shape: tuple[int, ...], dirs: int, batch: int, hidden: int,
               flags: int, lens: GTensor) -> GTensor:
-    """Y from the per-step states: joins of MAX_PARTS parts in step order while there are more, then the last."""
+    """Y from the per-step states: joins of MAX_PARTS parts in step order while there are more, then the last;
+    every join binds as many parts (``_join``), so the sequence length is only in words."""
     jbs = -(-hidden // 4)
-    parts, size, seq = states, 1, len(states)
+    # The step states as one-step parts (1, dirs, batch, hidden), the rank of the joined ones: a join's pipeline
+    # key holds its parts' ranks, and so is the same whether or not Y takes joins of joins.
+    parts = [rec.reshape(s, (1, dirs, batch, hidden), -1) for s in states]
+    size, seq = 1, len(states)
     limit = max(2, min(MAX_PARTS, int(rec.ctx.limits.get("max-sampled-textures-per-shader-stage", 16)) - 2))
     while len(parts) > limit:
         joined = []
@@ -129,11 +135,11 @@ def _assemble(rec, states: list[GTensor], y_shape: tuple[int, ...], dirs: int, b
             group = parts[i:i + limit]
             steps = min(size * len(group), seq - i * size)
             out = rec.alloc((steps, dirs, batch, hidden), np.float32, -1)
-            _join(rec, group, out, steps, dirs, batch, jbs, 0, size, lens)
+            _join(rec, group, out, steps, dirs, batch, jbs, 0, size, lens, limit)
             joined.append(out)
         parts, size = joined, size * limit
     y = rec.alloc(y_shape, np.float32, -1)
-    _join(rec, parts, y, seq, dirs, batch, jbs, flags, size, lens)
+    _join(rec, parts, y, seq, dirs, batch, jbs, flags, size, lens, limit)
     return y
 
 
