@@ -22,6 +22,7 @@ from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import Declined, GTensor
 from wgsentis.ops import contrib, contrib_quant, quant_gpu
 from wgsentis.ops.activations import ACTIVATIONS, rnn_activations
+from wgsentis.ops.registry import GPU_PIXEL
 from wgsentis.ops.contrib_gpu import (
     Composer,
     all_float32,
@@ -55,6 +56,36 @@ def _lit(value: Any) -> str:
     return snippet("common/expr/float_bits.wgsl", {"BITS": str(bits)})
 
 
+class _Words:
+    """The per-tensor host parameters (scales, zero points, their ratios) of one map's expression. On gpu-pixel
+    they are the draw's words, read as ``pef(k)`` (a uniform the compiler cannot fold either), so that one
+    pipeline serves every value; gpu-compute's broadcast map (compute/map3.wgsl) has no words, so there they are
+    literals (``_lit``, the zero points as decimals)."""
+
+    def __init__(self, c: Composer) -> None:
+        self.c = c
+        self.pixel = c.rec.program.backend == GPU_PIXEL
+        self.values: list[float] = []
+
+    def _word(self, value: Any) -> str:
+        self.values.append(float(np.float32(value)))
+        return f"pef({len(self.values) - 1}u)"
+
+    def lit(self, value: Any) -> str:
+        """A float32 host scalar: a word, or its exact bits through opaque()."""
+        return self._word(value) if self.pixel else _lit(value)
+
+    def zero(self, value: float) -> str:
+        """A zero point (an integer, exact in float32)."""
+        return self._word(value) if self.pixel else f"{value:.1f}"
+
+    def map(self, inputs: list[Any], expr: str, dtype: Any) -> Any:
+        """Composer.map of ``expr``, which reads these words."""
+        wide = [x.astype(np.int32) if isinstance(x, np.ndarray) and x.dtype in quant_gpu.INT_RANGES else x
+                for x in inputs]
+        return quant_gpu.map3(self.c.rec, wide, expr, np.dtype(dtype), self.values if self.pixel else None)
+
+
 def _alone(expr: str) -> str:
     """``expr`` rounded to float32 on its own: a product never fused with the add or subtraction after it."""
     return snippet("common/expr/alone.wgsl", {"EXPR": expr})
@@ -66,9 +97,9 @@ def _saturated(expr: str, dtype: np.dtype) -> str:
     return snippet("common/expr/saturated.wgsl", {"EXPR": expr, "LO": f"{lo:.1f}", "HI": f"{hi:.1f}"})
 
 
-def _codes_less(operand: str, zero: float) -> str:
-    """Operand ``operand``'s codes less their per-tensor zero point, in float32 (exact)."""
-    return snippet("common/expr/codes_less.wgsl", {"CODE": operand, "ZERO": f"{zero:.1f}"})
+def _codes_less(operand: str, zero: str) -> str:
+    """Operand ``operand``'s codes less their per-tensor zero point (``_Words.zero``), in float32 (exact)."""
+    return snippet("common/expr/codes_less.wgsl", {"CODE": operand, "ZERO": zero})
 
 
 def _scalar_of(value: Any, dtype: Any = np.float32) -> Any:
@@ -100,14 +131,14 @@ def _out_type(x: Any, zero_point: Any) -> np.dtype:
     return dtype
 
 
-def _dequantized(x_zero: float, x_scale: Any) -> str:
+def _dequantized(w: _Words, x_zero: float, x_scale: Any) -> str:
     """contrib_quant.dequant_per_tensor of ``a``: (f32(a) - zero point) * scale, in float32."""
-    return f"{_codes_less('a', x_zero)} * {_lit(x_scale)}"
+    return f"{_codes_less('a', w.zero(x_zero))} * {w.lit(x_scale)}"
 
 
-def _quantized(value: str, y_scale: Any, y_zero: float, dtype: np.dtype) -> str:
+def _quantized(w: _Words, value: str, y_scale: Any, y_zero: float, dtype: np.dtype) -> str:
     """contrib_quant.quantize_f32 of ``value``: round_half_even(value / y_scale) + y_zero, saturated into ``dtype``."""
-    return _saturated(f"round(div_f32({_alone(value)}, {_lit(y_scale)})) + {y_zero:.1f}", dtype)
+    return _saturated(f"round(div_f32({_alone(value)}, {w.lit(y_scale)})) + {w.zero(y_zero)}", dtype)
 
 
 @register_composite("QuantizeLinear", host_inputs=(1, 2), narrow_types=True)
@@ -131,13 +162,14 @@ def _qlinear_binary(c: Composer, A, A_scale, A_zero_point, B, B_scale, B_zero_po
         raise Declined
     out = _out_type(A, C_zero_point)
     a_scale, b_scale, c_scale = (_scalar_of(s) for s in (A_scale, B_scale, C_scale))
-    a = _codes_less("a", _zero_of(A_zero_point))
-    b = _codes_less("b", _zero_of(B_zero_point))
+    w = _Words(c)
+    a = _codes_less("a", w.zero(_zero_of(A_zero_point)))
+    b = _codes_less("b", w.zero(_zero_of(B_zero_point)))
     if mul:
-        values = f"{_alone(f'{a} * {b}')} * {_lit(a_scale * b_scale / c_scale)}"
+        values = f"{_alone(f'{a} * {b}')} * {w.lit(a_scale * b_scale / c_scale)}"
     else:
-        values = f"{_alone(f'{a} * {_lit(a_scale / c_scale)}')} + {_alone(f'{b} * {_lit(b_scale / c_scale)}')}"
-    return c.map([A, B], _saturated(f"round({_alone(values)}) + {_zero_of(C_zero_point):.1f}", out), out)
+        values = f"{_alone(f'{a} * {w.lit(a_scale / c_scale)}')} + {_alone(f'{b} * {w.lit(b_scale / c_scale)}')}"
+    return w.map([A, B], _saturated(f"round({_alone(values)}) + {w.zero(_zero_of(C_zero_point))}", out), out)
 
 
 @register_composite("QLinearAdd", host_inputs=(1, 2, 4, 5, 6, 7), narrow_types=True)
@@ -193,9 +225,11 @@ def qlinear_softmax(c: Composer, X, X_scale, x_zero_point=None, y_scale=None, y_
     which is Softmax-1's own rule), quantize (exact): only the softmax's sum may round differently."""
     _codes_type(X)
     out = _out_type(X, y_zero_point)
-    x = c.map([X], _dequantized(_zero_of(x_zero_point), _scalar_of(X_scale)), np.float32)
+    w = _Words(c)
+    x = w.map([X], _dequantized(w, _zero_of(x_zero_point), _scalar_of(X_scale)), np.float32)
     probs = c.op("Softmax", 13 if int(opset or 13) >= 13 else 1, x, axis=int(axis))
-    return c.map([probs], _quantized("a", _scalar_of(y_scale), _zero_of(y_zero_point), out), out)
+    w = _Words(c)
+    return w.map([probs], _quantized(w, "a", _scalar_of(y_scale), _zero_of(y_zero_point), out), out)
 
 
 @register_composite("QLinearConcat", host_inputs=(0, 1), narrow_types=True)
@@ -218,7 +252,8 @@ def qlinear_concat(c: Composer, Y_scale, Y_zero_point, *inputs, axis=None):
             values = contrib_quant.dequant_per_tensor(x, scale, zero_point)
             parts.append(contrib_quant.quantize_f32(values, Y_scale, Y_zero_point, out).astype(np.int32))
         else:
-            parts.append(c.map([x], _quantized(_dequantized(x_zero, x_scale), y_scale, y_zero, out), np.int32))
+            w = _Words(c)
+            parts.append(w.map([x], _quantized(w, _dequantized(w, x_zero, x_scale), y_scale, y_zero, out), np.int32))
     return c.retype(c.concat(parts, int(axis)), out)
 
 
@@ -242,14 +277,16 @@ def qlinear_average_pool(c: Composer, X, x_scale, x_zero_point=None, y_scale=Non
     out = _out_type(X, y_zero_point)
     if X.ndim < 3 or kernel_shape is None:
         raise Declined
-    x = c.map([X], _dequantized(_zero_of(x_zero_point), _scalar_of(x_scale)), np.float32)
+    w = _Words(c)
+    x = w.map([X], _dequantized(w, _zero_of(x_zero_point), _scalar_of(x_scale)), np.float32)
     if channels_last:
         x = _to_channels_first(c, x)
     y = c.op("AveragePool", 19, x, auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
              kernel_shape=kernel_shape, pads=pads, strides=strides)
     if channels_last:
         y = _to_channels_last(c, y)
-    return c.map([y], _quantized("a", _scalar_of(y_scale), _zero_of(y_zero_point), out), out)
+    w = _Words(c)
+    return w.map([y], _quantized(w, "a", _scalar_of(y_scale), _zero_of(y_zero_point), out), out)
 
 
 @register_composite("QLinearGlobalAveragePool", host_inputs=(1, 2, 3, 4), narrow_types=True)
@@ -268,9 +305,10 @@ def qlinear_global_average_pool(c: Composer, X, x_scale, x_zero_point, y_scale, 
         raise Declined
     sums = c.op("ReduceSum", 1, c.map([X], quant_gpu.expression("to_f32"), np.float32), axes=spatial, keepdims=1)
     ratio = np.float32(_scalar_of(x_scale)) / (np.float32(_scalar_of(y_scale)) * np.float32(count))
-    shifted = _alone(f"a - {_zero_of(x_zero_point) * count:.1f}")
-    return c.map([sums], _saturated(f"round({_alone(f'{shifted} * {_lit(ratio)}')}) + {_zero_of(y_zero_point):.1f}",
-                                    out), out)
+    w = _Words(c)  # the count (a size) and the scales are words on gpu-pixel
+    shifted = _alone(f"a - {w.zero(_zero_of(x_zero_point) * count)}")
+    return w.map([sums], _saturated(f"round({_alone(f'{shifted} * {w.lit(ratio)}')}) + "
+                                    f"{w.zero(_zero_of(y_zero_point))}", out), out)
 
 
 @register_composite("QLinearConv", host_inputs=(1, 2, 3, 4, 5, 6, 7, 8), narrow_types=True)

@@ -22,10 +22,12 @@ import numpy as np
 from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import Declined, GTensor
+from wgsentis.backends.pixel_layout import texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
 from wgsentis.ops.quant import expand_param, requant_multiplier
 from wgsentis.ops.elementwise_gpu import bind_division, ternary
+from wgsentis.ops.elementwise_pixel import _out_axis as out_axis
 from wgsentis.ops.elementwise_pixel import elementwise
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import MAX_RANK
@@ -49,9 +51,10 @@ def _wide_host(value: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(value.astype(np.float32))
 
 
-def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
+def map3(rec, inputs: list[Any], expr: str, out_dtype: Any, words: list[float] | None = None) -> GTensor:
     """Y = ``expr`` of ``a``, ``b``, ``c`` (``inputs``, host arrays or device tensors; a missing one is a
-    scalar 0) broadcast together, on this recorder's backend."""
+    scalar 0) broadcast together, on this recorder's backend. ``words``: float32 host parameters the expression
+    reads as ``pef(k)`` (gpu-pixel only: the draw's words, so that their values are not in the shader source)."""
     inputs = [np.zeros((), np.float32) if x is None else x for x in inputs]
     inputs += [np.zeros((), np.float32)] * (3 - len(inputs))
     shapes = [tuple(x.shape) for x in inputs]
@@ -60,15 +63,36 @@ def map3(rec, inputs: list[Any], expr: str, out_dtype: Any) -> GTensor:
         raise Declined
     if rec.program.backend == GPU_PIXEL:
         expr = bind_division(rec, expr)
-        out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False,
-                          helpers=wgsl_source("common/subnormal.wgsl"))
+        helpers = wgsl_source("common/subnormal.wgsl")
+        if words:
+            return _pixel_lanes(rec, inputs, out_shape, f"r = {expr};", out_dtype, words, helpers)
+        out = elementwise(rec, inputs, f"r = {expr};", out_dtype, act=False, helpers=helpers)
         if out is NotImplemented:
             raise Declined
         return out
+    if words:
+        raise ValueError("map3's words are gpu-pixel's")
     expr = bind_division(rec, expr)
     tensors = [x if isinstance(x, GTensor) else rec.upload(x, f"{rec.layer.name}:q{k}")
                for k, x in enumerate(inputs)]
     return ternary(rec, tensors, expr, out_dtype)
+
+
+def _pixel_lanes(rec, inputs: list[Any], shape: tuple[int, ...], lane: str, out_dtype: Any, words: list[float],
+                 helpers: str) -> GTensor:
+    """elementwise_pixel.elementwise's draw (no fused activation) with ``words`` after the lane's own words."""
+    axis = out_axis(inputs, shape)
+    tensors = []
+    for k, x in enumerate(inputs):
+        if isinstance(x, np.ndarray) and x.ndim and texel_kind(x.dtype) is not None:
+            lead = len(shape) - x.ndim  # a host constant blocks the output's axis where it has it
+            t = rec.tensor(x, f"{rec.layer.name}:q{k}", axis - lead if axis >= lead else -1)
+        else:
+            t = rec.tensor(x, f"{rec.layer.name}:q{k}")
+        if t is None:
+            raise Declined
+        tensors.append(t)
+    return rec.lanes(tensors, shape, out_dtype, axis, lane, [float(np.float32(w)) for w in words], helpers=helpers)
 
 
 def _param(rec, value: Any, shape: tuple[int, ...], axis: int, block_size: int) -> Any:
