@@ -55,7 +55,7 @@ def _divided(rec, expr: str) -> str:
     return expr.replace("div_f32(", f"{rec.ctx.division_function}(opaque_zero(), ")
 
 
-def _out_axis(tensors: list[Any], shape: tuple[int, ...]) -> int:
+def out_axis(tensors: list[Any], shape: tuple[int, ...]) -> int:
     """The axis (of ``shape``) an elementwise output blocks: that of its first device input of the output's rank
     and shape (so a chain keeps its layout), else of any device input, else the last."""
     rank = len(shape)
@@ -79,7 +79,7 @@ def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, a
         return NotImplemented  # the CPU kernel names the shapes
     if len(shape) > MAX_RANK or any(len(s) > MAX_RANK for s in shapes):
         return NotImplemented
-    axis = _out_axis(inputs, shape)
+    axis = out_axis(inputs, shape)
     tensors = []
     for k, x in enumerate(inputs):
         if isinstance(x, np.ndarray) and x.ndim and texel_kind(x.dtype) is not None:

@@ -27,7 +27,7 @@ from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
 from wgsentis.ops.quant import expand_param, requant_multiplier
 from wgsentis.ops.elementwise_gpu import bind_division, ternary
-from wgsentis.ops.elementwise_pixel import _out_axis as out_axis
+from wgsentis.ops.elementwise_pixel import out_axis
 from wgsentis.ops.elementwise_pixel import elementwise
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import MAX_RANK
