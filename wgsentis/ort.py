@@ -30,7 +30,7 @@ import sys
 import threading
 import types
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from wgsentis.ort_errors import (  # noqa: F401 - re-exported: onnxruntime's err
     InvalidProtobuf, MissingInputs, ModelLoadCanceled, ModelLoaded, ModelRequiresCompilation, NoModel,
     NoSuchFile, NotFound, NotImplemented, OrtStatus, RunTerminated, RuntimeException, ort_errors, translate,
 )
+from wgsentis.ort_values import IOBinding, OrtValue, elem_name
 from wgsentis.tensor import Tensor
 from wgsentis.worker import Worker
 
@@ -59,11 +60,19 @@ PROVIDER_BACKENDS: dict[str, str | None] = {
     CPU_PROVIDER: None,
 }
 _default_backend = "cpu"
+_installed = False  # whether an installed() is in effect (it puts the CPU provider first in the available ones)
 _INFERRED_DIM = re.compile(r"unk__\d+")
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")  # run_async's callback gets the bare message
 
 
 # -- enums and options -------------------------------------------------------------------------------------------
-class GraphOptimizationLevel(enum.IntEnum):
+class _OrtEnum(enum.IntEnum):
+    """An IntEnum that prints as ONNX Runtime's pybind enums do: ``GraphOptimizationLevel.ORT_ENABLE_ALL``."""
+
+    __str__ = enum.Enum.__str__
+
+
+class GraphOptimizationLevel(_OrtEnum):
     """ONNX Runtime's levels; wgsentis always runs its own passes, so every level but ORT_DISABLE_ALL is the same."""
 
     ORT_DISABLE_ALL = 0
@@ -73,11 +82,19 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-class ExecutionMode(enum.IntEnum):
+class ExecutionMode(_OrtEnum):
     """Accepted and ignored: a Worker runs layers in order, kernels use the intra-op threads."""
 
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
+
+
+class ExecutionOrder(_OrtEnum):
+    """Accepted and ignored: a Worker runs layers in its plan's order."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
 
 
 class SessionOptions:
@@ -89,9 +106,10 @@ class SessionOptions:
     Accepted and ignored (kept, so clients can read them back): ``inter_op_num_threads``, ``execution_mode``,
     ``log_severity_level``, ``log_verbosity_level``, ``logid``, ``enable_profiling`` (``end_profiling()`` returns
     ""), ``profile_file_prefix``, ``enable_cpu_mem_arena``, ``enable_mem_pattern``, ``enable_mem_reuse``,
-    ``optimized_model_filepath`` (nothing is written), ``use_deterministic_compute``, other config entries,
-    ``add_free_dimension_override_by_name`` and ``register_custom_ops_library`` (the latter raises NotImplemented:
-    wgsentis has no custom-op libraries)."""
+    ``optimized_model_filepath`` (nothing is written), ``use_deterministic_compute``, ``use_per_session_threads``,
+    ``execution_order``, other config entries, ``add_free_dimension_override_by_name`` / ``_by_denotation``,
+    ``set_load_cancellation_flag``. ``add_provider(name, options)`` gives the providers of a session made without
+    ``providers=``. ``register_custom_ops_library`` raises NotImplemented: wgsentis has no custom-op libraries."""
 
     def __init__(self) -> None:
         self.intra_op_num_threads = 0
@@ -108,8 +126,11 @@ class SessionOptions:
         self.enable_mem_reuse = True
         self.optimized_model_filepath = ""
         self.use_deterministic_compute = False
+        self.use_per_session_threads = True
+        self.execution_order = ExecutionOrder.DEFAULT
         self._config: dict[str, str] = {}
         self._free_dimensions: dict[str, int] = {}
+        self.added_providers: list[tuple[str, dict[str, str]]] = []  # add_provider's, in order
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         self._config[str(key)] = str(value)
@@ -121,6 +142,18 @@ class SessionOptions:
 
     def add_free_dimension_override_by_name(self, name: str, value: int) -> None:
         self._free_dimensions[str(name)] = int(value)  # kept; wgsentis resolves dims from the inputs it is given
+
+    def add_free_dimension_override_by_denotation(self, denotation: str, value: int) -> None:
+        self._free_dimensions[str(denotation)] = int(value)  # kept, as add_free_dimension_override_by_name
+
+    def add_provider(self, provider_name: str, provider_options: Mapping[str, Any] | None = None) -> None:
+        self.added_providers.append((str(provider_name), {str(k): str(v) for k, v in (provider_options or {}).items()}))
+
+    def has_providers(self) -> bool:
+        return bool(self.added_providers)
+
+    def set_load_cancellation_flag(self, value: bool) -> None:
+        """Accepted: a wgsentis load is not cancelled part way."""
 
     def register_custom_ops_library(self, path: str) -> None:
         raise NotImplemented.make(f"custom op libraries are not supported by wgsentis ({path})")
@@ -180,20 +213,16 @@ def _type_string(type_proto: onnx.TypeProto) -> str:
     """A TypeProto as ONNX Runtime prints it: tensor(float), seq(tensor(int64)), map(int64,tensor(float)) ..."""
     which = type_proto.WhichOneof("value")
     if which == "tensor_type":
-        return f"tensor({_elem_name(type_proto.tensor_type.elem_type)})"
+        return f"tensor({elem_name(type_proto.tensor_type.elem_type)})"
     if which == "sparse_tensor_type":
-        return f"sparse_tensor({_elem_name(type_proto.sparse_tensor_type.elem_type)})"
+        return f"sparse_tensor({elem_name(type_proto.sparse_tensor_type.elem_type)})"
     if which == "sequence_type":
         return f"seq({_type_string(type_proto.sequence_type.elem_type)})"
     if which == "map_type":
-        return f"map({_elem_name(type_proto.map_type.key_type)},{_type_string(type_proto.map_type.value_type)})"
+        return f"map({elem_name(type_proto.map_type.key_type)},{_type_string(type_proto.map_type.value_type)})"
     if which == "optional_type":
         return f"optional({_type_string(type_proto.optional_type.elem_type)})"
     return "undefined"
-
-
-def _elem_name(elem_type: int) -> str:
-    return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
 def _shape_of(type_proto: onnx.TypeProto) -> list[int | str | None]:
@@ -239,107 +268,6 @@ class ModelMetadata:
         self.custom_metadata_map = {p.key: p.value for p in proto.metadata_props}
 
 
-# -- values ------------------------------------------------------------------------------------------------------
-class OrtValue:
-    """A value fed to or returned by a session: a numpy array on the host, or a wgsentis ``Tensor`` whose data stays
-    on the GPU (outputs bound to a device with ``IOBinding.bind_output``). Feeding it to a session of the same
-    device passes the Tensor on without a copy through the host."""
-
-    def __init__(self, value: Any, device: str = "cpu") -> None:
-        self._value = value
-        self._device = device
-
-    @staticmethod
-    def ortvalue_from_numpy(array: Any, device_type: str = "cpu", device_id: int = 0) -> OrtValue:
-        # Device placement of inputs is the session's: a host array goes to the worker's device when it runs.
-        return OrtValue(np.asarray(array), "cpu")
-
-    def numpy(self) -> Any:
-        value = self._value
-        return value.download_to_array() if isinstance(value, Tensor) else value
-
-    def shape(self) -> list[int]:
-        value = self._value
-        return list(value.shape) if hasattr(value, "shape") else [len(value)]
-
-    def device_name(self) -> str:
-        return self._device
-
-    def data_type(self) -> str:
-        return f"tensor({_numpy_elem_name(self._value.dtype)})"
-
-    def element_type(self) -> Any:
-        return self._value.dtype.type
-
-    def is_tensor(self) -> bool:
-        return isinstance(self._value, np.ndarray | Tensor)
-
-    def has_value(self) -> bool:
-        return self._value is not None
-
-    def _feed(self) -> Any:
-        return self._value
-
-
-def _numpy_elem_name(dtype: np.dtype) -> str:
-    dtype = np.dtype(dtype)
-    if dtype.kind in "OUS":
-        return "string"
-    return _elem_name(onnx.helper.np_dtype_to_tensor_dtype(dtype))
-
-
-class IOBinding:
-    """ONNX Runtime's IOBinding over one run of the session's Worker. Outputs bound to a device other than "cpu"
-    (e.g. "cuda", "webgpu", "gpu") on a GPU backend stay device tensors (``Worker.run(on_device=True)``); on the cpu
-    backend, or bound to "cpu", they are host arrays. ``bind_input`` with a raw buffer pointer and
-    ``bind_ortvalue_output`` with a preallocated buffer raise NotImplemented."""
-
-    def __init__(self, session: InferenceSession) -> None:
-        self._session = session
-        self._inputs: dict[str, Any] = {}
-        self._outputs: dict[str, str] = {}  # name -> device type
-        self._results: list[OrtValue] = []
-
-    def bind_cpu_input(self, name: str, array: Any) -> None:
-        self._inputs[name] = np.asarray(array)
-
-    def bind_ortvalue_input(self, name: str, value: OrtValue) -> None:
-        self._inputs[name] = value
-
-    def bind_input(self, name: str, device_type: str, device_id: int, element_type: Any, shape: Sequence[int],
-                   buffer_ptr: int) -> None:
-        raise NotImplemented.make("IOBinding.bind_input from a raw buffer pointer is not supported by wgsentis; "
-                                  "use bind_cpu_input or bind_ortvalue_input")
-
-    def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type: Any = None,
-                    shape: Sequence[int] | None = None, buffer_ptr: int | None = None) -> None:
-        if buffer_ptr is not None:
-            raise NotImplemented.make("IOBinding.bind_output into a preallocated buffer is not supported by "
-                                      "wgsentis; bind by device type and read get_outputs()")
-        self._outputs[name] = str(device_type).lower()
-
-    def bind_ortvalue_output(self, name: str, value: OrtValue) -> None:
-        raise NotImplemented.make("IOBinding.bind_ortvalue_output is not supported by wgsentis; use bind_output")
-
-    def clear_binding_inputs(self) -> None:
-        self._inputs.clear()
-
-    def clear_binding_outputs(self) -> None:
-        self._outputs.clear()
-
-    def synchronize_inputs(self) -> None:
-        """Nothing to do: inputs are taken when the run starts."""
-
-    def synchronize_outputs(self) -> None:
-        """Nothing to do: ``run_with_iobinding`` returns once the outputs are held."""
-
-    def get_outputs(self) -> list[OrtValue]:
-        return list(self._results)
-
-    def copy_outputs_to_cpu(self) -> list[Any]:
-        return [value.numpy() for value in self._results]
-
-
 # -- providers ---------------------------------------------------------------------------------------------------
 @functools.cache
 def _gpu_ok() -> bool:
@@ -351,8 +279,12 @@ def _gpu_ok() -> bool:
 
 
 def get_available_providers() -> list[str]:
-    """The providers usable here, in ONNX Runtime's priority order (the GPU ones only when a wgpu adapter opens)."""
+    """The providers usable here, in ONNX Runtime's priority order (the GPU ones only when a wgpu adapter opens).
+    Under ``installed()`` the CPU provider, which runs on the backend ``installed()`` names, comes first: a client
+    that passes this list as its providers, or takes its first, runs on that backend as the program asked."""
     gpu = [WEBGPU_PROVIDER, GPU_PIXEL_PROVIDER] if _gpu_ok() else []
+    if _installed:
+        return [CPU_PROVIDER, *gpu, WGSENTIS_CPU_PROVIDER]
     return [*gpu, WGSENTIS_CPU_PROVIDER, CPU_PROVIDER]
 
 
@@ -367,6 +299,14 @@ def get_device() -> str:
 
 def get_version_string() -> str:
     return __version__
+
+
+def get_build_info() -> str:
+    return f"wgsentis {__version__} (wgsentis.ort, onnxruntime's API)"
+
+
+def set_seed(seed: int) -> None:
+    """Accepted and ignored: wgsentis's random ops (RandomNormal, RandomUniform ...) take their ``seed`` attribute."""
 
 
 def set_default_logger_severity(level: int) -> None:
@@ -428,13 +368,19 @@ class InferenceSession:
                  **kwargs: Any) -> None:
         self._sess_options = sess_options or SessionOptions()
         self._proto = self._read_proto(path_or_bytes)
+        # As in ONNX Runtime: the path (None for bytes), the bytes (None for a path).
+        is_bytes = isinstance(path_or_bytes, bytes | bytearray | memoryview)
+        self._model_path = None if is_bytes else os.fspath(path_or_bytes)
+        self._model_bytes = bytes(path_or_bytes) if is_bytes else None
+        if providers is None and self._sess_options.added_providers:  # SessionOptions.add_provider's
+            providers = list(self._sess_options.added_providers)
         self._provider, self._provider_options = _choose_provider(providers, provider_options)
         self.backend = _backend_of(self._provider)
         optimize = self._sess_options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
         threads = int(self._sess_options.intra_op_num_threads) or None
         spin = self._sess_options._config.get("session.intra_op.allow_spinning", "1") != "0"
         with ort_errors():
-            source = path_or_bytes if isinstance(path_or_bytes, bytes) else os.fspath(path_or_bytes)
+            source = self._model_bytes if is_bytes else self._model_path
             self._model = wgsentis.load_model(source, optimize=optimize)
             self._worker = Worker(self._model, self.backend, threads=threads, spin_wait=spin)
         self._describe()
@@ -546,7 +492,7 @@ class InferenceSession:
         feeds: dict[str, Any] = {}
         for name, value in input_feed.items():
             if isinstance(value, OrtValue):
-                value = value._feed()
+                value = value.feed()
             elif isinstance(value, list | tuple | int | float | bool) and self._input_dtypes.get(name) is not None:
                 # ONNX Runtime turns a Python list fed to a tensor input into an array of the input's type.
                 value = np.asarray(value, dtype=self._input_dtypes[name])
@@ -579,6 +525,22 @@ class InferenceSession:
         outputs = self._execute(feeds, run_options, on_device=False)
         return [outputs[name] for name in names]
 
+    def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                  callback: Callable[[list[Any], Any, str], None], user_data: Any,
+                  run_options: RunOptions | None = None) -> None:
+        """``run`` on another thread, then ``callback(outputs, user_data, "")``, or ``callback([], user_data,
+        message)`` when the run fails, as ONNX Runtime calls it."""
+
+        def work() -> None:
+            try:
+                outputs = self.run(output_names, input_feed, run_options)
+            except Exception as exc:  # the callback is told, as ONNX Runtime's status string
+                callback([], user_data, _ORT_PREFIX.sub("", str(exc)) or type(exc).__name__)
+                return
+            callback(outputs, user_data, "")
+
+        threading.Thread(target=work, name="wgsentis.ort.run_async", daemon=True).start()
+
     def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, Any],
                             run_options: RunOptions | None = None) -> list[OrtValue]:
         return [OrtValue(value) for value in self.run(output_names, input_dict_ort_values, run_options)]
@@ -587,20 +549,20 @@ class InferenceSession:
         return IOBinding(self)
 
     def run_with_iobinding(self, iobinding: IOBinding, run_options: RunOptions | None = None) -> None:
-        names = self._output_names(list(iobinding._outputs))
-        feeds = self._feeds(iobinding._inputs)
-        on_device = self.backend != "cpu" and any(dev != "cpu" for dev in iobinding._outputs.values())
+        names = self._output_names(list(iobinding.bound_outputs))
+        feeds = self._feeds(iobinding.bound_inputs)
+        on_device = self.backend != "cpu" and any(dev != "cpu" for dev in iobinding.bound_outputs.values())
         outputs = self._execute(feeds, run_options, on_device=on_device)
         results = []
         for name in names:
-            device = iobinding._outputs[name]
+            device = iobinding.bound_outputs[name]
             value = outputs[name]
             if isinstance(value, Tensor) and (device == "cpu" or not value.on_device):
                 value, device = value.download_to_array(), "cpu"
             elif not isinstance(value, Tensor):
                 device = "cpu"
             results.append(OrtValue(value, device))
-        iobinding._results = results
+        iobinding.set_results(results)
 
     def close(self) -> None:
         """Release the Worker (not in ONNX Runtime's API, where the session goes with its last reference)."""
@@ -616,7 +578,7 @@ def _facade_modules(backend: str) -> dict[str, types.ModuleType]:
     collection = types.ModuleType("onnxruntime.capi.onnxruntime_inference_collection",
                                   "wgsentis.ort's session classes under onnxruntime's module name")
     for cls in (*ERROR_CLASSES, NodeArg, ModelMetadata, SessionOptions, RunOptions, GraphOptimizationLevel,
-                ExecutionMode):
+                ExecutionMode, ExecutionOrder, OrtValue):
         setattr(state, cls.__name__, cls)
     for cls in (InferenceSession, IOBinding, OrtValue):
         setattr(collection, cls.__name__, cls)
@@ -624,7 +586,7 @@ def _facade_modules(backend: str) -> dict[str, types.ModuleType]:
     state.get_all_providers = get_all_providers
     state.get_device = get_device
     for function in (set_default_logger_severity, set_default_logger_verbosity, disable_telemetry_events,
-                     enable_telemetry_events, get_version_string):
+                     enable_telemetry_events, get_version_string, get_build_info, set_seed):
         setattr(state, function.__name__, function)
     capi = types.ModuleType("onnxruntime.capi", "wgsentis.ort's capi package")
     capi.onnxruntime_pybind11_state = state
@@ -652,9 +614,10 @@ class installed(contextlib.ContextDecorator):  # noqa: N801 - reads as a context
             self.backend = backend_of(backend).value
         self._saved: dict[str, types.ModuleType] | None = None
         self._saved_backend = "cpu"
+        self._saved_installed = False
 
     def __enter__(self) -> installed:
-        global _default_backend
+        global _default_backend, _installed
         if self._saved is not None:
             raise RuntimeError("wgsentis.ort.installed is already entered")
         self._saved = {k: m for k, m in sys.modules.items() if k == "onnxruntime" or k.startswith("onnxruntime.")}
@@ -662,20 +625,21 @@ class installed(contextlib.ContextDecorator):  # noqa: N801 - reads as a context
             del sys.modules[key]
         sys.modules.update(_facade_modules(self.backend))
         self._saved_backend, _default_backend = _default_backend, self.backend
+        self._saved_installed, _installed = _installed, True
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.uninstall()
 
     def uninstall(self) -> None:
-        global _default_backend
+        global _default_backend, _installed
         if self._saved is None:
             return
         for key in [k for k in sys.modules if k == "onnxruntime" or k.startswith("onnxruntime.")]:
             del sys.modules[key]
         sys.modules.update(self._saved)
         self._saved = None
-        _default_backend = self._saved_backend
+        _default_backend, _installed = self._saved_backend, self._saved_installed
 
 
 def install(backend: str = "cpu") -> installed:
@@ -687,11 +651,11 @@ def install(backend: str = "cpu") -> installed:
 
 __all__ = [
     "CPU_PROVIDER", "GPU_PIXEL_PROVIDER", "PROVIDER_BACKENDS", "WEBGPU_PROVIDER", "WGSENTIS_CPU_PROVIDER",
-    "DeviceReset", "EPFail", "EngineError", "ExecutionMode", "Fail", "GraphOptimizationLevel", "IOBinding",
-    "InferenceSession", "InvalidArgument", "InvalidGraph", "InvalidIndexArgument", "InvalidProtobuf", "MissingInputs",
-    "ModelLoadCanceled", "ModelLoaded", "ModelMetadata", "ModelRequiresCompilation", "NoModel", "NoSuchFile",
-    "NodeArg", "NotFound", "NotImplemented", "OrtValue", "RunOptions", "RunTerminated", "RuntimeException",
-    "SessionOptions", "disable_telemetry_events", "enable_telemetry_events", "get_all_providers",
-    "get_available_providers", "get_device", "get_version_string", "install", "installed", "preload_dlls",
-    "set_default_logger_severity", "set_default_logger_verbosity",
+    "DeviceReset", "EPFail", "EngineError", "ExecutionMode", "ExecutionOrder", "Fail", "GraphOptimizationLevel",
+    "IOBinding", "InferenceSession", "InvalidArgument", "InvalidGraph", "InvalidIndexArgument", "InvalidProtobuf",
+    "MissingInputs", "ModelLoadCanceled", "ModelLoaded", "ModelMetadata", "ModelRequiresCompilation", "NoModel",
+    "NoSuchFile", "NodeArg", "NotFound", "NotImplemented", "OrtValue", "RunOptions", "RunTerminated",
+    "RuntimeException", "SessionOptions", "disable_telemetry_events", "enable_telemetry_events", "get_all_providers",
+    "get_available_providers", "get_build_info", "get_device", "get_version_string", "install", "installed",
+    "preload_dlls", "set_default_logger_severity", "set_default_logger_verbosity", "set_seed",
 ]
