@@ -443,3 +443,76 @@ def test_gpu_providers_match_onnxruntime(model_bytes, backend, provider):
         session = facade.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
         assert session.backend == backend
         session.close()
+
+
+# -- issue 32: the surface other onnxruntime clients reach -------------------------------------------------------
+def test_ort_values_match_onnxruntime():
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for runtime in (onnxruntime, wort):
+        value = runtime.OrtValue.ortvalue_from_numpy(array.copy())
+        pointer = value.data_ptr()
+        value.update_inplace(array * 2)
+        assert value.data_ptr() == pointer  # the same buffer, updated in place
+        # onnxruntime 1.32's element_type() is the ONNX element type, an int.
+        assert (value.element_type(), value.data_type(), value.shape(), value.tensor_size_in_bytes()) == \
+            (TensorProto.FLOAT, "tensor(float)", [2, 3], 24), runtime
+        assert value.numpy().tolist() == (array * 2).tolist()
+        assert (value.is_tensor(), value.is_tensor_sequence(), value.is_sparse_tensor()) == (True, False, False)
+        empty = runtime.OrtValue.ortvalue_from_shape_and_type([2, 4], TensorProto.FLOAT16)
+        assert (empty.data_type(), empty.shape(), empty.numpy().dtype) == ("tensor(float16)", [2, 4], np.float16)
+        assert runtime.OrtValue.ortvalue_from_shape_and_type([3], np.int64).numpy().dtype == np.int64
+    with pytest.raises(wort.InvalidArgument, match="update_inplace"):
+        wort.OrtValue.ortvalue_from_numpy(array).update_inplace(np.zeros(3, np.float32))
+
+
+def test_session_surface_matches_onnxruntime(model_bytes, tmp_path):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model_bytes)
+    for runtime in (onnxruntime, wort):
+        from_path, from_bytes = runtime.InferenceSession(str(path)), runtime.InferenceSession(model_bytes)
+        assert (from_path._model_path, from_path._model_bytes) == (str(path), None)
+        assert (from_bytes._model_path, from_bytes._model_bytes) == (None, model_bytes)
+        options = runtime.SessionOptions()
+        assert (options.use_per_session_threads, str(options.execution_order), options.has_providers()) == \
+            (True, "ExecutionOrder.DEFAULT", False)
+        options.add_provider("CPUExecutionProvider", {})
+        assert options.has_providers()
+        assert runtime.InferenceSession(model_bytes, options).get_providers() == ["CPUExecutionProvider"]
+        assert str(runtime.GraphOptimizationLevel.ORT_ENABLE_ALL) == "GraphOptimizationLevel.ORT_ENABLE_ALL"
+        assert str(runtime.ExecutionMode.ORT_PARALLEL) == "ExecutionMode.ORT_PARALLEL"
+        assert runtime.set_seed(7) is None
+        assert isinstance(runtime.get_build_info(), str)
+
+
+def test_run_async_calls_back_as_onnxruntime(model_bytes):
+    results = {}
+    for runtime in (onnxruntime, wort):
+        session = runtime.InferenceSession(model_bytes)
+        done = threading.Event()
+        calls: list = []
+
+        def callback(outputs, user_data, error, calls=calls, done=done):
+            calls.append((outputs, user_data, error))
+            if len(calls) == 2:
+                done.set()
+
+        session.run_async(["y"], FEEDS, callback, "ok")
+        session.run_async(["y"], {**FEEDS, "x": FEEDS["x"].astype(np.float64)}, callback, "bad")
+        assert done.wait(30), runtime
+        results[runtime] = {data: (error != "", [o.tolist() for o in outputs]) for outputs, data, error in calls}
+    assert results[wort] == results[onnxruntime]
+    assert results[wort]["bad"] == (True, []) and results[wort]["ok"][0] is False
+
+
+def test_installed_puts_the_cpu_provider_first(model_bytes):
+    """A client that passes get_available_providers() (or takes its first) runs on the backend installed() names,
+    not on the first GPU provider."""
+    with wort.installed("cpu"):
+        import onnxruntime as facade
+        from onnxruntime.capi import _pybind_state
+
+        assert facade.get_available_providers()[0] == "CPUExecutionProvider"
+        assert _pybind_state.get_available_providers() == facade.get_available_providers()
+        session = facade.InferenceSession(model_bytes, providers=facade.get_available_providers())
+        assert (session.backend, session.get_providers()) == ("cpu", ["CPUExecutionProvider"])
+    assert wort.get_available_providers()[-1] == "CPUExecutionProvider"  # outside, onnxruntime's order
