@@ -98,12 +98,16 @@ def test_small_tensors_alive_at_once_share_arenas():
 
 
 @pytest.mark.parametrize("backend,name", [("gpu-compute", "squeezenet"), ("gpu-pixel", "squeezenet"),
-                                          ("gpu-pixel", "ppocr_cls"), ("gpu-pixel", "orientation")])
+                                          ("gpu-pixel", "ppocr_cls"), ("gpu-pixel", "orientation"),
+                                          ("gpu-pixel", "shufflenet"),
+                                          pytest.param("gpu-pixel", "bvlc_alexnet", marks=pytest.mark.slow),
+                                          pytest.param("gpu-pixel", "resnet50", marks=pytest.mark.slow)])
 def test_intermediates_fit_within_one_and_a_half_live_sets(backend, name):
     """The planner's target on a real network: arenas and scratch textures at most 1.5x the largest live set
     (live tensors plus the layer's own scratch), replayed results unchanged. gpu-pixel shares a texture between
     tensors of any size of one format (a tensor in the corner of a larger texture, drawn through a viewport of its
-    own size); shared by exact size only, PP-OCR cls took 5.0x."""
+    own size); shared by exact size only, PP-OCR cls took 5.0x, and ResNet-50 and AlexNet 1.55x before the textures
+    of a many-target draw could grow together."""
     import zoo
 
     proto = zoo.load_proto(name, dense=True)  # real-valued weights: the shipped ones make a flat softmax
@@ -159,6 +163,31 @@ def test_texture_packing_keeps_lifetimes_apart_and_draws_one_size():
         {id(home[t]) for t in [7, 8, 9]} == {id(home[t]) for t in [1, 2, 3]}
     assert home[4] is home[0]  # the free larger texture, not a new one
     assert len(packed.textures) < 10
+
+
+def test_textures_drawn_together_grow_together():
+    """A many-target draw's textures stay one size, but grow as a group: a lone tensor a row taller than them
+    takes one (all of them grow by a row, less than a texture of its own), and a later bundle a row taller
+    still takes the set; a tensor alive beside them gets its own."""
+    from wgsentis.backends.gpu_pixel import _TexturePacking
+    from wgsentis.backends.pixel_layout import TextureLayout
+
+    def layout(w, h):
+        return TextureLayout((h, 4 * w), 1, np.dtype(np.float32), w, h)
+
+    items = [
+        (layout(64, 30), 0, 0, [0, 1, 2, 3]),  # four tiles of one draw
+        (layout(64, 31), 1, 2, [4]),  # a row taller: grows the four, not a texture of its own
+        (layout(64, 32), 3, 3, [5, 6, 7, 8]),  # another draw, a row taller again: the same four
+        (layout(64, 8), 3, 3, [9]),  # alive beside them: its own texture
+    ]
+    packed = _TexturePacking(items, {})
+    home = {tensor: t for t in packed.textures for tensor in t.members}
+    tiles = {id(home[t]) for t in range(4)}
+    assert id(home[4]) in tiles and {id(home[t]) for t in range(5, 9)} == tiles
+    assert {(home[t].width, home[t].height) for t in range(9)} == {(64, 32)}
+    assert all(home[t].locked for t in range(9)) and id(home[9]) not in tiles
+    assert packed.texels == 4 * 64 * 32 + 64 * 8
 
 
 @pytest.mark.parametrize("model,workers,limit_mb", [
