@@ -612,14 +612,14 @@ class PixelProgram(GPUProgram):
         # Five orders, the smallest result kept: earliest first; largest first (the large tensors' textures made
         # first, the small ones fitted into them wherever they are free); largest first with the many-target
         # bundles before every lone tensor (their groups made before lone tensors take textures they could have
-        # shared); largest first, the latest born first among equals; and the bundles first, each by birth. No
+        # shared); largest first, the last to die first among equals; and the bundles first, each by birth. No
         # one order is the smallest on every reference model: the third is on most, the fourth on ResNet-50
-        # (1.49x its live set, 1.54x by the first three), the fifth on AlexNet (1.40x, 1.46x) and ShuffleNet.
+        # (1.42x its live set, 1.54x by the first three), the fifth on AlexNet (1.40x, 1.46x) and ShuffleNet.
         def size(it: tuple) -> tuple:
             return (-it[0].width * it[0].height, it[1], it[3][0])
 
         keys = [lambda it: (it[1], it[3][0]), size, lambda it: (len(it[3]) == 1, *size(it)),
-                lambda it: (-it[0].width * it[0].height, -it[1], it[3][0]),
+                lambda it: (-it[0].width * it[0].height, -it[2], it[3][0]),
                 lambda it: (len(it[3]) == 1, it[1], it[3][0])]
         # The program's first plan tries them all; later ones (a new input size, planned again: a decoder's every
         # step) only the one that won, the packing's cost a fifth.
