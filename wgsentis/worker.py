@@ -75,6 +75,9 @@ class Worker:
     ``max_loop_iterations``: the iterations a Loop with no trip count (or an "infinite" one) may run before the
     run stops with a LayerError naming the Loop, on every backend (default 1e6: a condition that never turns
     false is taken for a model bug rather than left to hang).
+    ``adapter`` (GPU backends): the index in ``wgsentis.adapters()`` of the GPU to run on, e.g. one per process of a
+    batch job on a machine with several (``wgsentis.batch``); None (default) takes wgpu's high-performance choice.
+    Device tensors pass between Workers made with the same ``adapter``; the cpu backend takes None only.
 
     Threads: a Worker may be shared by threads. Runs execute one at a time in the order scheduled, and
     ``run`` returns the outputs of its own inputs. ``peek_output`` returns the outputs of the last
@@ -87,7 +90,7 @@ class Worker:
                  precision: str = "float32", memory_limit: int | str | None = "default",
                  max_plans: int = 16, fast_winograd: bool = False,
                  kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS,
-                 max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS) -> None:
+                 max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS, adapter: int | None = None) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = backend_of(backend)
@@ -103,6 +106,9 @@ class Worker:
             raise InputError(f"Worker(fast_winograd={fast_winograd!r}): fast_winograd must be True or False")
         if not isinstance(kernels, KernelOptions):
             raise InputError(f"Worker(kernels={kernels!r}): kernels must be a wgsentis KernelOptions")
+        if adapter is not None and (isinstance(adapter, bool) or not isinstance(adapter, int) or adapter < 0):
+            raise InputError(f"Worker(adapter={adapter!r}): adapter must be None or an index in wgsentis.adapters()")
+        self.adapter = adapter
         self.spin_wait = spin_wait
         self.memory_limit = parse_memory_limit(memory_limit)
         self.max_loop_iterations = parse_max_loop_iterations(max_loop_iterations)
@@ -112,7 +118,7 @@ class Worker:
         self.debug_groups = debug_groups
         self._options = ProgramOptions(threads=self.threads, spin_wait=spin_wait, debug_groups=debug_groups,
                                        precision=precision, max_plans=max_plans, fast_winograd=fast_winograd,
-                                       kernels=kernels)
+                                       kernels=kernels, adapter=adapter)
         self._graph = model.graph
         self._program = self._compile(self._graph)
         self._variants: dict[frozenset[str], Any] = {}  # fed overridable initializers -> program (_program_for)

@@ -40,7 +40,8 @@ class ProgramOptions:
     """What a Worker asks of a backend: ``threads`` for host kernels, ``spin_wait`` (cpu), ``debug_groups``
     (a debug group per layer, for captures), ``precision`` of constant matmul operands, ``max_plans`` (GPU:
     recorded plans kept, one per input signature), ``fast_winograd`` (GPU: 3x3 convolutions may take
-    Winograd F(4x4, 3x3)), ``kernels`` (the kernel forms the program may take, ``KernelOptions``)."""
+    Winograd F(4x4, 3x3)), ``kernels`` (the kernel forms the program may take, ``KernelOptions``), ``adapter``
+    (GPU: the index in ``wgsentis.adapters()`` of the device to run on; None: the process-wide default)."""
 
     threads: int = 1
     spin_wait: bool = True
@@ -49,6 +50,7 @@ class ProgramOptions:
     max_plans: int = 16
     fast_winograd: bool = False
     kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS
+    adapter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,21 +95,26 @@ def _offering(precision: str) -> str:
 def _cpu(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.cpu import GraphProgram
 
+    if options.adapter is not None:
+        raise InputError(f"Worker(adapter={options.adapter}): adapter picks a GPU; the cpu backend runs on the host")
     return GraphProgram(graph, options.threads, spin_wait=options.spin_wait, kernels=options.kernels)
 
 
 def _gpu_compute(graph: Any, options: ProgramOptions) -> Program:
+    from wgsentis.backends.gpu.device import context_for
     from wgsentis.backends.gpu_compute import ComputeProgram
 
     return ComputeProgram(graph, options.threads, debug_groups=options.debug_groups, precision=options.precision,
-                          max_plans=options.max_plans, fast_winograd=options.fast_winograd, kernels=options.kernels)
+                          ctx=context_for(options.adapter), max_plans=options.max_plans,
+                          fast_winograd=options.fast_winograd, kernels=options.kernels)
 
 
 def _gpu_pixel(graph: Any, options: ProgramOptions) -> Program:
+    from wgsentis.backends.gpu.device import context_for
     from wgsentis.backends.gpu_pixel import PixelProgram
 
-    return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, max_plans=options.max_plans,
-                        fast_winograd=options.fast_winograd, kernels=options.kernels)
+    return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, ctx=context_for(options.adapter),
+                        max_plans=options.max_plans, fast_winograd=options.fast_winograd, kernels=options.kernels)
 
 
 register_backend(BackendSpec("cpu", _cpu))

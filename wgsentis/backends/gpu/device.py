@@ -67,27 +67,43 @@ class HeldBytes:
             self.count -= 1
 
 
+@dataclass(frozen=True)
+class AdapterInfo:
+    """One GPU adapter ``wgsentis.adapters()`` lists: ``index`` is what ``Worker(..., adapter=index)`` takes."""
+
+    index: int
+    name: str
+    vendor: str
+    backend: str  # Vulkan, Metal, D3D12
+    adapter_type: str  # DiscreteGPU, IntegratedGPU, VirtualGPU, CPU
+    driver: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "vendor": self.vendor, "backend": self.backend,
+                "adapter_type": self.adapter_type, "driver": self.driver}
+
+
 class GPUContext:
-    """The process-wide device, its queue, and caches of shader modules and pipelines.
+    """A device, its queue, and caches of shader modules and pipelines.
 
     ``limits``: limits to request instead of the adapter's own (each at most the adapter's), e.g. WebGPU's
     portable defaults, or a small max-buffer-size to see what the engine does at a device's edge. The
-    process-wide context (``get_context``) takes the adapter's."""
+    process-wide context (``get_context``) takes the adapter's. ``adapter``: the wgpu adapter to open (one of
+    ``adapters()``, through ``context_for``); None asks wgpu for its high-performance choice."""
 
-    def __init__(self, limits: dict[str, int] | None = None) -> None:
+    def __init__(self, limits: dict[str, int] | None = None, adapter: Any = None) -> None:
         try:
             import wgpu
         except Exception as exc:  # pragma: no cover - wgpu is a dependency
             raise DeviceError(f"wgpu is not importable: {exc}") from None
         self.wgpu = wgpu
-        self.instance_extras = _apply_instance_extras()
-        try:
-            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
-        except Exception as exc:
-            adapter = None
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        else:
-            reason = "no adapter was returned"
+        self.instance_extras = _apply_instance_extras() if adapter is None else instance_extras()
+        reason = "no adapter was returned"
+        if adapter is None:
+            try:
+                adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+            except Exception as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if adapter is None:
             raise DeviceError(
                 f"no GPU adapter found by wgpu ({reason}). Install a Vulkan driver (on Debian/Ubuntu: "
@@ -411,6 +427,73 @@ def get_context() -> GPUContext:
         if _context is None:
             _context = GPUContext()
         return _context
+
+
+# wgpu's backends the engine runs on: its OpenGL backend lacks what the GPU backends need (storage textures of
+# rgba32float in fragment shaders, timestamp queries), so its adapters are not listed.
+ADAPTER_BACKENDS = ("Vulkan", "Metal", "D3D12")
+_ADAPTER_ORDER = ("DiscreteGPU", "IntegratedGPU", "VirtualGPU", "CPU")
+_adapter_list: list[tuple[AdapterInfo, Any]] | None = None
+_adapter_contexts: dict[int, GPUContext] = {}
+
+
+def _adapters() -> list[tuple[AdapterInfo, Any]]:
+    """The usable adapters with their wgpu objects, enumerated once per process (the caller holds the lock):
+    discrete GPUs first, then integrated, virtual and CPU ones, each kind in wgpu's order."""
+    global _adapter_list
+    if _adapter_list is None:
+        try:
+            import wgpu
+
+            if _instance_extras is not None and not wgpu_instance_exists():
+                _apply_instance_extras()
+            found = list(wgpu.gpu.enumerate_adapters_sync())
+        except Exception as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise DeviceError(f"wgpu could not list the GPU adapters: {reason}") from None
+        usable = [a for a in found if str(a.info.get("backend_type", "")) in ADAPTER_BACKENDS]
+
+        def rank(adapter: Any) -> int:
+            kind = str(adapter.info.get("adapter_type", ""))
+            return _ADAPTER_ORDER.index(kind) if kind in _ADAPTER_ORDER else len(_ADAPTER_ORDER)
+
+        usable.sort(key=rank)  # stable: wgpu's order within a kind
+        _adapter_list = [
+            (AdapterInfo(index=i, name=str(a.info.get("device", "")), vendor=str(a.info.get("vendor", "")),
+                         backend=str(a.info.get("backend_type", "")), adapter_type=str(a.info.get("adapter_type", "")),
+                         driver=str(a.info.get("description", ""))), a)
+            for i, a in enumerate(usable)]
+    return _adapter_list
+
+
+def adapters() -> list[AdapterInfo]:
+    """The GPU adapters wgpu offers on Vulkan, Metal or D3D12, discrete GPUs first; empty without one. Listing
+    them creates wgpu's instance, so ``configure_instance`` must come before (as before any GPU worker)."""
+    with _context_lock:
+        try:
+            return [info for info, _ in _adapters()]
+        except DeviceError:
+            return []
+
+
+def context_for(adapter: int | None) -> GPUContext:
+    """The device of ``adapters()[adapter]``, opened once per process and index; None: ``get_context()``'s,
+    wgpu's high-performance choice. Two indices are two devices, and so are an index and None even on the same
+    GPU (wgpu tells two identical GPUs apart only by their order), so device tensors pass between Workers made
+    with the same ``adapter`` argument."""
+    if adapter is None:
+        return get_context()
+    with _context_lock:
+        found = _adapters()
+        if not 0 <= adapter < len(found):
+            names = "; ".join(f"{info.index}: {info.name} ({info.backend}, {info.adapter_type})"
+                              for info, _ in found) or "none"
+            raise DeviceError(f"adapter {adapter} is not one of this machine's {len(found)} GPU adapters "
+                              f"(wgsentis.adapters(): {names})")
+        ctx = _adapter_contexts.get(adapter)
+        if ctx is None:
+            ctx = _adapter_contexts[adapter] = GPUContext(adapter=found[adapter][1])
+        return ctx
 
 
 def gpu_available() -> tuple[bool, str]:
