@@ -268,6 +268,48 @@ def test_faster_whisper_vad_as_onnxruntime(vad_reference, backend):
     np.testing.assert_allclose(probabilities, want_probabilities, atol=1e-4)
 
 
+# -- invisible-watermark's RivaGAN -------------------------------------------------------------------------------
+WATERMARK_BITS = [int(b) for b in np.random.default_rng(3).integers(0, 2, 32)]
+
+
+def _watermark() -> tuple[np.ndarray, list[int]]:
+    """RivaGAN's encoder marks a 256x256 BGR picture (the smallest it takes) with 32 bits, its decoder reads them."""
+    from imwatermark import WatermarkDecoder, WatermarkEncoder
+
+    WatermarkEncoder.loadModel()  # makes both sessions, kept on the RivaWatermark class
+    image = (np.random.default_rng(4).random((256, 256, 3)) * 255).astype(np.uint8)
+    encoder = WatermarkEncoder()
+    encoder.set_watermark("bits", WATERMARK_BITS)
+    marked = encoder.encode(image, "rivaGan")
+    return marked, [int(b) for b in WatermarkDecoder("bits", 32).decode(marked, "rivaGan")]
+
+
+@pytest.fixture(scope="module")
+def watermark_reference() -> tuple[np.ndarray, list[int]]:
+    pytest.importorskip("torch")
+    pytest.importorskip("imwatermark")
+    with fresh_import("imwatermark"):
+        marked, bits = _watermark()
+    assert sum(a == b for a, b in zip(bits, WATERMARK_BITS, strict=True)) >= 24, bits  # the mark mostly reads back
+    return marked, bits
+
+
+@pytest.mark.slow  # 7-20 s a backend on this 2-core machine (RivaGAN's 3-D convolutions over a 256x256 frame)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_invisible_watermark_rivagan_as_onnxruntime(watermark_reference, backend):
+    want_marked, want_bits = watermark_reference
+    # RivaWatermark.loadModel imports onnxruntime and keeps its two sessions on the class: a fresh import makes a
+    # fresh class, whose sessions are the facade's.
+    with fresh_import("imwatermark"), wort.installed(backend):
+        marked, bits = _watermark()
+        from imwatermark.rivaGan import RivaWatermark
+
+        sessions = (RivaWatermark.encoder, RivaWatermark.decoder)
+    assert [facade_backend(s) for s in sessions] == [backend] * 2
+    np.testing.assert_allclose(marked.astype(np.int16), want_marked.astype(np.int16), atol=1)  # uint8 rounding
+    assert bits == want_bits
+
+
 # -- scikit-learn through skl2onnx: ZipMap's seq(map) outputs ----------------------------------------------------
 @pytest.fixture(scope="module")
 def classifiers() -> list[tuple[bytes, np.ndarray]]:
