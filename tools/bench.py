@@ -16,6 +16,9 @@ same-shape replay, with the bytes that crossed per token (``tools/bench_generate
 ``--sizes``: the cost of a new input size against a replay of a size already seen, on both GPU backends, for
 PP-OCRv4 rec at 20 widths and the PP-OCRv4 detector at 3 sizes, with the pipelines each size change compiled and a
 check against ORT CPU (``tools/bench_sizes.py``; its own options follow).
+
+``--ray``: batch scoring on a local Ray Data instance with 1 and 2 actors against one in-process Predictor, rows/s
+and their ratios (``tools/bench_ray.py``; its own options follow).
 """
 
 from __future__ import annotations
@@ -164,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         import bench_sizes
 
         return bench_sizes.main([a for a in argv if a != "--sizes"])
+    if "--ray" in argv:
+        import bench_ray
+
+        return bench_ray.main([a for a in argv if a != "--ray"])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
