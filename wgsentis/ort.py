@@ -100,7 +100,7 @@ class ExecutionOrder(_OrtEnum):
 class SessionOptions:
     """ONNX Runtime's session options, as wgsentis reads them.
 
-    Mapped: ``intra_op_num_threads`` (0: the Worker's default) -> ``Worker(threads=...)``;
+    Mapped: ``intra_op_num_threads`` (0 or negative: the Worker's default) -> ``Worker(threads=...)``;
     ``graph_optimization_level`` ORT_DISABLE_ALL -> ``load_model(optimize=False)``, any other level -> wgsentis's
     passes; ``add_session_config_entry("session.intra_op.allow_spinning", "0")`` -> ``Worker(spin_wait=False)``.
     Accepted and ignored (kept, so clients can read them back): ``inter_op_num_threads``, ``execution_mode``,
@@ -377,7 +377,7 @@ class InferenceSession:
         self._provider, self._provider_options = _choose_provider(providers, provider_options)
         self.backend = _backend_of(self._provider)
         optimize = self._sess_options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
-        threads = int(self._sess_options.intra_op_num_threads) or None
+        threads = max(int(self._sess_options.intra_op_num_threads), 0) or None  # 0 or negative: the default
         spin = self._sess_options._config.get("session.intra_op.allow_spinning", "1") != "0"
         with ort_errors():
             source = self._model_bytes if is_bytes else self._model_path
@@ -561,7 +561,7 @@ class InferenceSession:
                 value, device = value.download_to_array(), "cpu"
             elif not isinstance(value, Tensor):
                 device = "cpu"
-            results.append(OrtValue(value, device))
+            results.append(iobinding.output_value(name, value, device))
         iobinding.set_results(results)
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ its results back with ``set_results``.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,27 @@ def onnx_elem_type(dtype: Any) -> int:
 
 def numpy_elem_name(dtype: Any) -> str:
     return elem_name(onnx_elem_type(dtype))
+
+
+def dtype_of(element_type: Any) -> np.dtype:
+    """The numpy dtype of an element type as ONNX Runtime takes it: a numpy type or an ONNX element type (int)."""
+    if isinstance(element_type, int | np.integer) and not isinstance(element_type, bool):
+        try:
+            return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(element_type)))
+        except (KeyError, ValueError):
+            raise InvalidArgument.make(f"unknown ONNX element type {element_type}") from None
+    return np.dtype(element_type)
+
+
+def host_buffer(buffer_ptr: int, element_type: Any, shape: Sequence[int]) -> np.ndarray:
+    """A numpy view of ``shape`` elements of ``element_type`` at host address ``buffer_ptr`` (no copy: a run reads,
+    or writes, the memory as it is then, as ONNX Runtime does with a bound pointer)."""
+    dtype = dtype_of(element_type)
+    dims = [int(d) for d in shape]
+    if not buffer_ptr:
+        raise InvalidArgument.make("IOBinding: the buffer pointer is null")
+    size = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    return np.frombuffer((ctypes.c_char * size).from_address(int(buffer_ptr)), dtype=dtype).reshape(dims)
 
 
 def _value_type(value: Any) -> str:
@@ -65,15 +87,7 @@ class OrtValue:
                                      device_id: int = 0, vendor_id: Any = None, memory_info: Any = None) -> OrtValue:
         """A zero-filled host tensor; ``element_type`` a numpy type or an ONNX element type (int), as in ONNX
         Runtime. The device is ignored: the session places inputs on its backend."""
-        if isinstance(element_type, int | np.integer) and not isinstance(element_type, bool):
-            try:
-                dtype = onnx.helper.tensor_dtype_to_np_dtype(int(element_type))
-            except (KeyError, ValueError):
-                raise InvalidArgument.make(f"ortvalue_from_shape_and_type: unknown ONNX element type "
-                                           f"{element_type}") from None
-        else:
-            dtype = np.dtype(element_type)
-        return OrtValue(np.zeros([int(d) for d in shape], dtype=dtype), "cpu")
+        return OrtValue(np.zeros([int(d) for d in shape], dtype=dtype_of(element_type)), "cpu")
 
     @staticmethod
     def ortvalue_from_numpy_with_onnx_type(data: Any, onnx_element_type: int) -> OrtValue:
@@ -151,13 +165,16 @@ class OrtValue:
 class IOBinding:
     """ONNX Runtime's IOBinding over one run of the session's Worker. Outputs bound to a device other than "cpu"
     (e.g. "cuda", "webgpu", "gpu") on a GPU backend stay device tensors (``Worker.run(on_device=True)``); on the cpu
-    backend, or bound to "cpu", they are host arrays. ``bind_input`` with a raw buffer pointer and
-    ``bind_ortvalue_output`` with a preallocated buffer raise NotImplemented."""
+    backend, or bound to "cpu", they are host arrays. Raw pointers (``bind_input`` / ``bind_output(...,
+    buffer_ptr=...)``) and ``bind_ortvalue_output`` work for host memory ("cpu"): inputs are read from it when the
+    run starts, outputs written into it; on another device they raise NotImplemented (wgpu buffers have no
+    pointers)."""
 
     def __init__(self, session: Any) -> None:
         self._session = session
         self.bound_inputs: dict[str, Any] = {}
         self.bound_outputs: dict[str, str] = {}  # name -> device type
+        self.bound_buffers: dict[str, np.ndarray] = {}  # name -> the host memory an output is written into
         self._results: list[OrtValue] = []
 
     def bind_cpu_input(self, name: str, array: Any) -> None:
@@ -168,24 +185,49 @@ class IOBinding:
 
     def bind_input(self, name: str, device_type: str, device_id: int, element_type: Any, shape: Sequence[int],
                    buffer_ptr: int) -> None:
-        raise NotImplemented.make("IOBinding.bind_input from a raw buffer pointer is not supported by wgsentis; "
-                                  "use bind_cpu_input or bind_ortvalue_input")
+        if str(device_type).lower() != "cpu":
+            raise NotImplemented.make(f"IOBinding.bind_input from a {device_type} pointer is not supported by "
+                                      f"wgsentis (only host memory, 'cpu'); use bind_cpu_input or bind_ortvalue_input")
+        self.bound_inputs[name] = host_buffer(buffer_ptr, element_type, shape)
 
     def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type: Any = None,
                     shape: Sequence[int] | None = None, buffer_ptr: int | None = None) -> None:
+        self.bound_buffers.pop(name, None)
         if buffer_ptr is not None:
-            raise NotImplemented.make("IOBinding.bind_output into a preallocated buffer is not supported by "
-                                      "wgsentis; bind by device type and read get_outputs()")
+            if element_type is None or shape is None:
+                raise ValueError("`element_type` and `shape` are to be provided if pre-allocated memory is provided")
+            if str(device_type).lower() != "cpu":
+                raise NotImplemented.make(f"IOBinding.bind_output into a {device_type} buffer is not supported by "
+                                          f"wgsentis (only host memory, 'cpu'); bind by device type instead")
+            self.bound_buffers[name] = host_buffer(buffer_ptr, element_type, shape)
         self.bound_outputs[name] = str(device_type).lower()
 
     def bind_ortvalue_output(self, name: str, value: OrtValue) -> None:
-        raise NotImplemented.make("IOBinding.bind_ortvalue_output is not supported by wgsentis; use bind_output")
+        array = value.feed()
+        if not isinstance(array, np.ndarray):
+            raise NotImplemented.make(f"IOBinding.bind_ortvalue_output to an OrtValue on {value.device_name()!r} is "
+                                      f"not supported by wgsentis (only host values); use bind_output")
+        self.bound_buffers[name] = array
+        self.bound_outputs[name] = "cpu"
+
+    def output_value(self, name: str, value: Any, device: str) -> OrtValue:
+        """The OrtValue of output ``name`` after a run: written into its bound host buffer, if it has one."""
+        buffer = self.bound_buffers.get(name)
+        if buffer is None:
+            return OrtValue(value, device)
+        value = np.asarray(value)
+        if value.shape != buffer.shape or value.dtype != buffer.dtype:
+            raise InvalidArgument.make(f"IOBinding: output '{name}' is {value.dtype}{list(value.shape)}, the buffer "
+                                       f"bound to it {buffer.dtype}{list(buffer.shape)}")
+        np.copyto(buffer, value)
+        return OrtValue(buffer, "cpu")
 
     def clear_binding_inputs(self) -> None:
         self.bound_inputs.clear()
 
     def clear_binding_outputs(self) -> None:
         self.bound_outputs.clear()
+        self.bound_buffers.clear()
 
     def synchronize_inputs(self) -> None:
         """Nothing to do: inputs are taken when the run starts."""

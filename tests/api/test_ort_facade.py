@@ -516,3 +516,40 @@ def test_installed_puts_the_cpu_provider_first(model_bytes):
         session = facade.InferenceSession(model_bytes, providers=facade.get_available_providers())
         assert (session.backend, session.get_providers()) == ("cpu", ["CPUExecutionProvider"])
     assert wort.get_available_providers()[-1] == "CPUExecutionProvider"  # outside, onnxruntime's order
+
+
+def test_io_binding_host_pointers_and_preallocated_outputs_match_onnxruntime(model_bytes):
+    """bind_input from a host pointer, bind_output into a host buffer, bind_ortvalue_output: as onnxruntime."""
+    x = FEEDS["x"].copy()
+    results = []
+    for runtime in (onnxruntime, wort):
+        session = runtime.InferenceSession(model_bytes)
+        binding = session.io_binding()
+        binding.bind_input("x", "cpu", 0, np.float32, list(x.shape), x.ctypes.data)
+        binding.bind_cpu_input("n", FEEDS["n"])
+        y = np.zeros((2, 3), np.float32)
+        binding.bind_output("y", "cpu", 0, np.float32, list(y.shape), y.ctypes.data)
+        s = runtime.OrtValue.ortvalue_from_numpy(np.zeros((), np.float32))
+        binding.bind_ortvalue_output("s", s)
+        session.run_with_iobinding(binding)
+        got = [y.copy(), s.numpy().copy(), *(o.numpy().copy() for o in binding.get_outputs())]
+        x[0, 0] += 10  # a bound pointer is read when the run starts: the next run sees the new value
+        session.run_with_iobinding(binding)
+        results.append([*got, y.copy(), s.numpy().copy()])
+        x[0, 0] -= 10
+    assert len(results[1]) == len(results[0]) == 6
+    for ours, theirs in zip(results[1], results[0], strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    assert results[1][4][0, 0] == results[1][0][0, 0] + 10  # y after the second run
+    binding = wort.InferenceSession(model_bytes).io_binding()
+    with pytest.raises(wort.NotImplemented, match="cuda"):
+        binding.bind_input("x", "cuda", 0, np.float32, [2, 3], x.ctypes.data)
+    with pytest.raises(ValueError, match="element_type"):
+        binding.bind_output("y", "cpu", 0, None, None, x.ctypes.data)
+
+
+def test_negative_intra_op_threads_are_the_default_as_in_onnxruntime(model_bytes):
+    for runtime in (onnxruntime, wort):
+        options = runtime.SessionOptions()
+        options.intra_op_num_threads = -1
+        assert runtime.InferenceSession(model_bytes, options).run(["s"], FEEDS)[0] == pytest.approx(15.0)
