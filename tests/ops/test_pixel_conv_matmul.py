@@ -112,6 +112,38 @@ def test_conv_output_feeds_consumers_blocking_other_axes():
     _pixel(model, feeds)
 
 
+@pytest.mark.parametrize("x_shape,w_shape,attrs,z", [
+    ((1, 3, 40, 40), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 1]}, False),
+    ((2, 5, 24, 60), (20, 5, 1, 1), {}, False),  # batch 2: chunks cross the batch
+    ((1, 16, 30, 30), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]}, False),  # depthwise
+    ((1, 4, 50, 37), (8, 4, 5, 5), {"pads": [2, 2, 2, 2]}, True),  # 37 columns: chunks of whole rows of Y
+])
+def test_conv_drawn_in_chunks_gives_what_one_draw_gives(x_shape, w_shape, attrs, z, monkeypatch):
+    """A conv whose render targets would pass MAX_TARGET_BYTES draws Y in chunks of its rows, the targets reused by
+    each: the result is bit for bit what one draw gives, replays included (and the cpu's, within tolerance)."""
+    feeds = {"x": _rand(*x_shape)}
+    constants = {"w": _rand(*w_shape), "b": _rand(w_shape[0])}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t" if z else "y"], kernel_shape=list(w_shape[2:]), **attrs)]
+    if z:
+        oh, ow = x_shape[2], x_shape[3]  # these pads keep the size
+        feeds["z"] = _rand(x_shape[0], w_shape[0], oh, ow)
+        nodes += [helper.make_node("Add", ["t", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = _chain(nodes, feeds, constants)
+    with ws.Worker(ws.load_model(model), "gpu-pixel") as worker:
+        whole = worker.run(feeds)["y"]
+    chunks = []
+    chunk_prefixes = conv_pixel.chunk_prefixes
+    monkeypatch.setattr(conv_pixel, "MAX_TARGET_BYTES", 4096)
+    monkeypatch.setattr(conv_pixel, "chunk_prefixes",
+                        lambda prefix, *a: chunks.append((chunk_prefixes(prefix, *a), prefix)) or chunks[-1][0])
+    with ws.Worker(ws.load_model(model), "gpu-pixel") as worker:
+        first, again = worker.run(feeds)["y"], worker.run(feeds)["y"]
+    assert chunks and all(chunk < prefix for chunk, prefix in chunks), chunks
+    np.testing.assert_array_equal(first, whole)
+    np.testing.assert_array_equal(again, whole)
+    _pixel(model, feeds)
+
+
 # -- Winograd (3x3, stride 1, one group; its channel thresholds lowered so that small layers take it) -------------
 
 @pytest.fixture

@@ -403,10 +403,11 @@ class PixelRecorder:
 
     def draw(self, shader: str, inputs: list[GTensor], outputs: list[GTensor], params: list[int | float], *,
              constants: dict[str, int | float] | None = None, subs: dict[str, str] | None = None,
-             label: str = "", faults: bool = False) -> None:
+             label: str = "", faults: bool = False, rows: tuple[int, int] | None = None) -> None:
         """Record one draw of ``wgsl/<shader>`` (its fragment stage ``fs_main``, the shared full-screen vertex
         stage) into ``outputs``' textures, which share one size. Bindings: the inputs' textures, then the
-        uniform parameter block, then (``faults``) the index fault buffer."""
+        uniform parameter block, then (``faults``) the index fault buffer. ``rows``: (first, count) texel rows
+        of the outputs it draws, the others kept as earlier draws left them (an output drawn in chunks)."""
         if all(o.size == 0 for o in outputs):
             return  # nothing to draw
         sizes = {(o.layout.width, o.layout.height) for o in outputs}
@@ -429,8 +430,11 @@ class PixelRecorder:
         # The texels the targets' own textures hold (a view drawn into covers its whole texture, as before).
         first = outputs[0].alloc
         region = (first.layout.width, first.layout.height) if isinstance(first, TextureAllocation) else sizes.pop()
+        origin = 0
+        if rows is not None:
+            origin, region = rows[0], (region[0], rows[1])
         step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label,
-                    region=region)
+                    region=region, origin=origin, load=origin > 0)
         if not self.program.tracing:
             step.bind(self.ctx.device)
         self.steps.append(step)

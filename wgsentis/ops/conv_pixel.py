@@ -4,7 +4,8 @@ attribute), all drawn by wgsl/pixel/conv.wgsl.
 
 The input is switched to channels blocked (axis 1) and so is the output: a fragment draws four output channels at
 up to 8 output columns, one render target each (as many as the device's color attachments allow), which a second
-draw (wgsl/pixel/matmul_assemble.wgsl) interleaves into the output. The weights are read on the host
+draw (wgsl/pixel/matmul_assemble.wgsl) interleaves into the output; where those targets would pass
+MAX_TARGET_BYTES the output is drawn in chunks of its rows, the targets reused. The weights are read on the host
 (``host_inputs``; initializers in practice) and packed once per weight array (``ConstantStore.derived``) into one
 texture whose texels each hold four consecutive output channels for one (input channel, tap), followed by the
 bias: per tap and input block, four weight texels, one input texel per column and a 4x4 matrix-vector product per
@@ -124,8 +125,9 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
     rows = rows_per_fragment(rec, ow)
     owr = -(-ow // rows)
     prefix = out_shape[0] * mb_all * od * oh  # Y's texels per output column
-    # (prefix, OW / rows, 4) with its last axis blocked: texel prefix * OWr + owi, four channels.
-    targets = [y] if rows == 1 else [rec.alloc((prefix, owr, 4), np.float32, -1) for _ in range(rows)]
+    chunk = prefix if rows == 1 else chunk_prefixes(prefix, ow, owr * rows, y.layout.width)
+    # (chunk, OW / rows, 4) with its last axis blocked: texel prefix * OWr + owi, four channels.
+    targets = [y] if rows == 1 else [rec.alloc((chunk, owr, 4), np.float32, -1) for _ in range(rows)]
     pd = _frame3(begins, 0)
     params: list[int | float] = [targets[0].layout.texels, targets[0].layout.shift, x.layout.shift,
                                  wt.layout.shift, owr, oh, od, mb_all, wd, h, d, -(-c // 4), nb, mg, cg, m, bias_at,
@@ -137,11 +139,40 @@ def _draw(rec, layer, X, w_oc: np.ndarray, b: np.ndarray | None, sources: tuple,
                  "TRANSPOSED": int(transposed), "DEPTHWISE": int(depthwise),
                  "CHECK_W": int(transposed or padded_w)}
     inputs = [x, wt] if z is None else [x, wt, z]
-    rec.draw(_SHADER, inputs, targets, params, constants=constants,
-             subs=pixel_conv_subs(rows, z is not None, divided(rec, act[0])))
-    if rows > 1:
-        interleave(rec, targets, y, 1, ow, owr)
+    subs = pixel_conv_subs(rows, z is not None, divided(rec, act[0]))
+    if chunk == prefix:
+        rec.draw(_SHADER, inputs, targets, params, constants=constants, subs=subs)
+        if rows > 1:
+            interleave(rec, targets, y, 1, ow, owr)
+        return y
+    # Y in chunks of prefixes, each whole texel rows of Y: the targets drawn for one chunk, then interleaved into
+    # its rows, and reused by the next (the same fragments and weight loads as one draw, a fraction of the
+    # targets' memory beside Y).
+    width = y.layout.width
+    for first in range(0, prefix, chunk):
+        count = min(chunk, prefix - first)
+        params[0] = count * owr
+        rec.draw(_SHADER, inputs, targets, [*params, first], constants=constants, subs=subs)
+        top, bottom = first * ow // width, -(-(first + count) * ow // width)
+        interleave(rec, targets, y, 1, ow, owr, first, (top, bottom - top))
     return y
+
+
+# A many-target conv's render targets beside its output, at most (where Y is larger): they are as large as Y, and
+# at PP-OCR det's largest conv (13 MB of them) they set the plan's largest live set, in textures of their own
+# that no other tensor could use (1.71x the live set by packing alone, 1.43x in chunks under this).
+MAX_TARGET_BYTES = 4 << 20
+
+
+def chunk_prefixes(prefix: int, ow: int, columns: int, width: int) -> int:
+    """How many of a conv's ``prefix`` output rows (``ow`` columns each, ``columns`` of them in its targets'
+    texels) one chunk draws: all where its targets fit in MAX_TARGET_BYTES, else a multiple of the rows that
+    end on a texel row of Y (``width`` texels wide: a chunk's draw covers whole rows) within it, at least one."""
+    step = width // math.gcd(width, ow)
+    fit = MAX_TARGET_BYTES // (16 * columns)
+    if prefix * columns * 16 <= MAX_TARGET_BYTES or step >= prefix:
+        return prefix
+    return min(prefix, max(step, fit // step * step))
 
 
 # -- Winograd -----------------------------------------------------------------------------------------------------

@@ -46,11 +46,13 @@ def rows_per_fragment(rec, m: int) -> int:
     return rows
 
 
-def interleave(rec, targets: list[GTensor], y: GTensor, nblocks: int, m: int, mr: int) -> None:
+def interleave(rec, targets: list[GTensor], y: GTensor, nblocks: int, m: int, mr: int, first: int = 0,
+               rows: tuple[int, int] | None = None) -> None:
     """Draw Y from the render targets of a many-output draw (matmul_assemble.wgsl): row ``r`` of every ``rows``
-    (of ``m``, each ``nblocks`` texels) from target ``r``, whose texels hold ``mr`` rows per batch."""
-    rec.draw(_INTERLEAVE, targets, [y], [y.layout.texels, y.layout.shift, targets[0].layout.shift, nblocks, m, mr],
-             subs=assemble_subs(len(targets)))
+    (of ``m``, each ``nblocks`` texels) from target ``r``, whose texels hold ``mr`` rows per batch. A chunk of Y:
+    the targets hold batches ``first`` on, drawn into Y's texel ``rows`` (first, count) only."""
+    rec.draw(_INTERLEAVE, targets, [y], [y.layout.texels, y.layout.shift, targets[0].layout.shift, nblocks, m, mr,
+                                         first], subs=assemble_subs(len(targets)), rows=rows)
 
 
 def _f32(x: Any) -> bool:

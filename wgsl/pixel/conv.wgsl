@@ -15,7 +15,8 @@
 // Params: 0 texels of a target, 1-3 log2 of the widths of the targets, X, Wt; 4 OW / ROWS rounded up, 5-6 OH OD;
 // 7 MB (output channel blocks); 8-10 W H D of X; 11 CB (input channel blocks); 12 NB; 13 output channels per
 // group; 14 input channels per group; 15 M (output channels); 16 the bias' first texel; 17-19 pads (i32) d h w;
-// 20-22 alpha beta gamma; 23 OW; 24 log2 of Z's width.
+// 20-22 alpha beta gamma; 23 OW; 24 log2 of Z's width; 25 the first prefix (n, mb, od, oh) the targets hold (an
+// output drawn in chunks of prefixes, the targets reused by each).
 #include "common/params.wgsl"
 #include "common/math.wgsl"
 #include "pixel/fullscreen.wgsl"
@@ -75,7 +76,7 @@ fn fs_main(@builtin(position) position: vec4<f32>) -> Out {
     let xs = pu(2u);
     let ws = pu(3u);
     let owi = t % pu(4u);
-    let prefix = t / pu(4u);  // ((n * MB + mb) * OD + od) * OH + oh
+    let prefix = t / pu(4u) + pu(25u);  // ((n * MB + mb) * OD + od) * OH + oh
     let oh = prefix % pu(5u);
     var r = prefix / pu(5u);
     let od = r % pu(6u);

@@ -58,6 +58,10 @@ class Draw:
     # may lay a tensor in a larger texture of its format (PixelProgram.layout_memory); the pass's viewport is
     # then this region, never the whole attachment.
     region: tuple[int, int] = (0, 0)
+    # The first texel row of the region (a draw that fills some rows of its output), and whether the pass keeps
+    # the targets' texels instead of clearing them: an output drawn in row chunks, each chunk after the first.
+    origin: int = 0
+    load: bool = False
 
     def bind(self, device: Any) -> None:
         entries = [{"binding": j, "resource": r.view if isinstance(r, GTexture) else r}

@@ -122,7 +122,7 @@ class RenderStream(CommandStream):
         self.group_open = False
         self.pipeline: Any = None
         self.targets: list[Any] = []  # the open pass's color attachments (GTextures)
-        self.viewport: tuple[int, int] = (0, 0)  # the open pass's viewport (width, height) from the corner
+        self.viewport: tuple[int, int, int] = (0, 0, 0)  # the open pass's viewport: first row, width, height
 
     def begin_group(self, label: str) -> None:
         """Draws from now on belong to the debug group ``label``, pushed in each pass they use."""
@@ -154,13 +154,13 @@ class RenderStream(CommandStream):
                 kwargs: dict[str, Any] = {"timestamp_writes": self.pass_timestamps} if self.pass_timestamps else {}
                 if self.pass_label:
                     kwargs["label"] = self.pass_label
-                attachments = [{"view": t.view, "load_op": "clear", "store_op": "store",
+                attachments = [{"view": t.view, "load_op": _load_op(draw), "store_op": "store",
                                 "clear_value": (0, 0, 0, 0)} for t in targets]
                 self.current_pass = self.encoder.begin_render_pass(color_attachments=attachments, **kwargs)
             self.pass_timestamps = None
             self.pipeline = None
             self.targets = list(targets)
-            self.viewport = tuple(targets[0].texture.size[:2])  # a pass begins over its whole attachments
+            self.viewport = (0, *targets[0].texture.size[:2])  # a pass begins over its whole attachments
         return self.current_pass
 
     def _begin_native(self, targets: list[Any], draw: Draw) -> Any:
@@ -173,7 +173,7 @@ class RenderStream(CommandStream):
         if cached is None or cached[0] != views:
             encoder = self.encoder
             attachments = [encoder._create_render_pass_color_attachment(
-                {"view": t.view, "load_op": "clear", "store_op": "store", "clear_value": (0, 0, 0, 0)})
+                {"view": t.view, "load_op": _load_op(draw), "store_op": "store", "clear_value": (0, 0, 0, 0)})
                 for t in targets]
             array = api.new_array("WGPURenderPassColorAttachment[]", attachments)
             descriptor = api.new_struct_p(
@@ -195,14 +195,16 @@ class RenderStream(CommandStream):
             rpass.push_debug_group(self.group)
             self.group_open = True
         native = self.native
-        if d.region != self.viewport and d.region[0]:
-            # A tensor in a larger texture of its plan: the fragments of its own texels only.
+        want = (d.origin, *d.region)
+        if want != self.viewport and d.region[0]:
+            # A tensor in a larger texture of its plan, or some rows of an output drawn in chunks: the fragments
+            # of those texels only.
             width, height = d.region
             if native is not None:
-                native[5](rpass._internal, 0.0, 0.0, float(width), float(height), 0.0, 1.0)
+                native[5](rpass._internal, 0.0, float(d.origin), float(width), float(height), 0.0, 1.0)
             else:
-                rpass.set_viewport(0, 0, width, height, 0, 1)
-            self.viewport = d.region
+                rpass.set_viewport(0, d.origin, width, height, 0, 1)
+            self.viewport = want
         if native is not None:
             handle = rpass._internal
             if d.pipeline is not self.pipeline:
@@ -223,6 +225,11 @@ class RenderStream(CommandStream):
             self.draw(step)
         else:
             self.copy(step)
+
+
+def _load_op(draw: Draw | None) -> str:
+    """A pass's load op: its targets cleared, or kept for a draw that completes rows an earlier pass drew."""
+    return "load" if draw is not None and draw.load else "clear"
 
 
 @functools.cache
