@@ -334,6 +334,21 @@ def _backend_of(provider: str) -> str:
     return _default_backend if backend is None else backend
 
 
+def _adapter_of(backend: str, options: Mapping[str, str]) -> int | None:
+    """The GPU a provider's ``device_id`` (CUDA's spelling) or ``deviceId`` (WebGPU's) picks: an index in
+    ``wgsentis.adapters()``; None where neither is given or the backend runs on the host."""
+    value = options.get("device_id", options.get("deviceId"))
+    if value is None or backend == "cpu":
+        return None
+    try:
+        index = int(value)
+    except ValueError:
+        index = -1
+    if index < 0:
+        raise InvalidArgument.make(f"provider option device_id '{value}' is not a GPU index (wgsentis.adapters())")
+    return index
+
+
 def _choose_provider(providers: Sequence[Any] | None, provider_options: Sequence[dict] | None
                      ) -> tuple[str, dict[str, str]]:
     """The first available provider of ``providers`` (names or (name, options) tuples) and its options."""
@@ -382,7 +397,8 @@ class InferenceSession:
         with ort_errors():
             source = self._model_bytes if is_bytes else self._model_path
             self._model = wgsentis.load_model(source, optimize=optimize)
-            self._worker = Worker(self._model, self.backend, threads=threads, spin_wait=spin)
+            self._worker = Worker(self._model, self.backend, threads=threads, spin_wait=spin,
+                                  adapter=_adapter_of(self.backend, self._provider_options))
         self._describe()
 
     @staticmethod
@@ -466,9 +482,11 @@ class InferenceSession:
         """Move the session to another provider's backend (a new Worker)."""
         provider, options = _choose_provider(providers, provider_options)
         backend = _backend_of(provider)
-        if backend != self.backend:
+        adapter = _adapter_of(backend, options)
+        if backend != self.backend or adapter != self._worker.adapter:
             with ort_errors():
-                worker = Worker(self._model, backend, threads=self._worker.threads, spin_wait=self._worker.spin_wait)
+                worker = Worker(self._model, backend, threads=self._worker.threads, spin_wait=self._worker.spin_wait,
+                                adapter=adapter)
             self._worker.close()
             self._worker, self.backend = worker, backend
         self._provider, self._provider_options = provider, options

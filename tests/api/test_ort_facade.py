@@ -553,3 +553,25 @@ def test_negative_intra_op_threads_are_the_default_as_in_onnxruntime(model_bytes
         options = runtime.SessionOptions()
         options.intra_op_num_threads = -1
         assert runtime.InferenceSession(model_bytes, options).run(["s"], FEEDS)[0] == pytest.approx(15.0)
+
+
+@requires_gpu
+def test_a_gpu_providers_device_id_picks_the_adapter(model_bytes):
+    import wgsentis as ws
+
+    last = len(ws.adapters()) - 1
+    real = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    for options in ({"deviceId": str(last)}, {"device_id": last}):
+        ours = wort.InferenceSession(model_bytes, providers=[("WebGPUExecutionProvider", options)])
+        assert ours._worker.adapter == last
+        for g, w in zip(ours.run(None, FEEDS), real.run(None, FEEDS), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    ours.set_providers(["WebGPUExecutionProvider"])  # no device_id: back on the default device
+    assert ours._worker.adapter is None
+    with pytest.raises(wort.InvalidArgument, match="device_id 'gpu1' is not a GPU index"):
+        wort.InferenceSession(model_bytes, providers=[("WebGPUExecutionProvider", {"device_id": "gpu1"})])
+    with pytest.raises(ws_errors.DeviceError, match=f"adapter {last + 1} is not one of"):
+        wort.InferenceSession(model_bytes, providers=[("WebGPUExecutionProvider", {"deviceId": last + 1})])
+    # the CPU provider has no device to pick: its device_id is ignored
+    on_cpu = wort.InferenceSession(model_bytes, providers=[("CPUExecutionProvider", {"device_id": 3})])
+    assert on_cpu._worker.adapter is None
