@@ -109,6 +109,20 @@ def row_mean(values: list[float]) -> float:
     return float(statistics.fmean(ordered[cut:len(ordered) - cut]))
 
 
+def typical_runs(walls: list[float]) -> list[int]:
+    """The instrumented runs a row averages over: those whose wall is in the interquartile band (the fastest and
+    slowest quarter left out; the middle one or two under four runs), as ``row_mean`` trims. Trimming each row on
+    its own keeps every layer's typical time, but on a busy machine each run is disturbed in some layers, so the
+    rows trimmed apart add up to less than any run took (0.4-0.7 of ms_per_batch, seen with four other processes
+    on two cores); rows taken from the same typical runs add up to a typical run."""
+    order = sorted(range(len(walls)), key=walls.__getitem__)
+    if len(order) < 4:
+        middle = (len(order) - 1) // 2
+        return sorted(order[middle:len(order) - middle])
+    cut = len(order) // 4
+    return sorted(order[cut:len(order) - cut])
+
+
 def _stamp_cost(per_run: list[float], shortest: list[float]) -> float:
     """The GPU cost of one timestamp write: the median of the per-run estimates, but never more than the
     shortest layer interval (per stamp) of a typical run, since every interval holds one stamp's cost,

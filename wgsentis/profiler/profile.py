@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -280,14 +281,22 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
                     warmup: int, batch: int) -> dict[str, Any]:
     med = collect.median
     mean = collect.mean_of
-    row = collect.row_mean  # interquartile means: the rows add up to a typical run, as ms_per_batch is
+    typical = collect.typical_runs(m.walls)
+
+    def row_time(values: list[float]) -> float:
+        """A row's time: its mean over the typical runs where it has a value per run (layers, host rows), else its
+        interquartile mean; either way the rows add up to a typical run, as ms_per_batch is."""
+        if typical and len(values) == len(m.walls):
+            return float(statistics.fmean(values[i] for i in typical))
+        return collect.row_mean(values)
+
     layers = []
     for c in costs:
         if c.index not in m.layers:
             continue  # planned on the host once (shape arithmetic): not executed per run
-        layers.append(_layer_entry(c, row(m.layers[c.index]), m.layer_device.get(c.index, "cpu"),
+        layers.append(_layer_entry(c, row_time(m.layers[c.index]), m.layer_device.get(c.index, "cpu"),
                                    c.index in m.fallback, ceil))
-    host = [{"name": label, "time_ms": round(row(v) * 1e3, 5)} for label, v in m.host_rows.items()]
+    host = [{"name": label, "time_ms": round(row_time(v) * 1e3, 5)} for label, v in m.host_rows.items()]
     transfers = [{"kind": t["kind"], "tensor": t["name"], "layer": t["layer"], "bytes": t["bytes"],
                   "time_ms": round(t["seconds"] * 1e3, 5), "timing": t["timing"]} for t in m.transfers]
     total = sum(e["time_ms"] for e in layers) + sum(r["time_ms"] for r in host) + sum(t["time_ms"] for t in transfers)
