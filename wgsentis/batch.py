@@ -7,7 +7,9 @@ multiprocessing pool) can use it the same way.
 A batch's rows are independent samples along axis 0 of every column. A model input whose batch dim is fixed
 (an export with N=1) is fed in chunks of that size, the last chunk padded by repeating its last row and the
 padding's outputs dropped; a column of dtype object (rows of different shapes: images or text lines of any size)
-is fed row by row. Every output must have one row per sample, or the batch fails with an InputError naming it.
+is fed row by row (one whose rows share a shape is stacked and fed whole). Every output must have one row per
+sample, or the batch fails with an InputError naming it; a sequence output with one element per row (a classic-ML
+classifier's ZipMap dicts) becomes a column of objects.
 """
 
 from __future__ import annotations
@@ -29,6 +31,24 @@ ModelSource = str | os.PathLike | bytes | onnx.ModelProto | Model
 
 def _as_model(model: ModelSource) -> Model:
     return model if isinstance(model, Model) else load_model(model)
+
+
+def _column(value: Any) -> np.ndarray:
+    """A batch column as one array: a column of dtype object whose rows are arrays of one shape and dtype (what
+    pandas batches and Ray's tensor columns may give) is stacked, so the batch runs whole, not row by row."""
+    array = np.asarray(value)
+    if array.dtype == object and array.ndim == 1 and len(array):
+        rows = list(array)
+        if all(isinstance(r, np.ndarray) for r in rows) and len({(r.shape, r.dtype) for r in rows}) == 1:
+            return np.stack(rows)
+    return array
+
+
+def _object_column(values: Sequence[Any]) -> np.ndarray:
+    column = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):  # one by one: a slice assignment would broadcast rows that are arrays
+        column[i] = value
+    return column
 
 
 def ray_adapter() -> int | None:
@@ -109,7 +129,7 @@ class Predictor:
             if column not in batch:
                 raise InputError(f"Predictor: model '{self.model.name}' input '{name}' reads batch column "
                                  f"'{column}', which the batch lacks (its columns: {sorted(batch)})")
-            feeds[name] = np.asarray(batch[column])
+            feeds[name] = _column(batch[column])
         for column in self.keep_columns:
             if column not in batch:
                 raise InputError(f"Predictor(keep_columns=...): the batch has no column '{column}' "
@@ -167,9 +187,7 @@ class Predictor:
             if len({v.shape for v in values}) == 1 and values[0].dtype != object:
                 result[name] = np.stack(values)
             else:  # rows of different shapes stay a column of arrays, as they came in
-                column = np.empty(len(values), dtype=object)
-                column[:] = values
-                result[name] = column
+                result[name] = _object_column(values)
         return result
 
     def _run(self, feeds: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
@@ -177,6 +195,8 @@ class Predictor:
         result = {}
         for name in self.output_names:
             value = outputs[name]
+            if isinstance(value, list) and len(value) == rows:  # a sequence output (ZipMap's dicts): one per row
+                value = _object_column(value)
             if not isinstance(value, np.ndarray) or value.ndim == 0 or len(value) != rows:
                 shape = getattr(value, "shape", type(value).__name__)
                 raise InputError(f"Predictor: output '{name}' of model '{self.model.name}' has {shape} for a batch "

@@ -77,6 +77,40 @@ def test_a_ragged_object_column_is_fed_row_by_row():
     np.testing.assert_allclose(got, np.stack([r.mean(axis=(1, 2)) for r in rows]), rtol=1e-5)
 
 
+def test_a_classifier_with_zipmap_scores_labels_and_probability_dicts_as_onnxruntime_does():
+    sklearn = pytest.importorskip("sklearn.linear_model")
+    skl2onnx = pytest.importorskip("skl2onnx")
+    from skl2onnx.common.data_types import FloatTensorType
+
+    x = RNG.standard_normal((60, 4)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int64) + (x[:, 2] > 1)
+    proto = skl2onnx.convert_sklearn(sklearn.LogisticRegression().fit(x, y),
+                                     initial_types=[("features", FloatTensorType([None, 4]))], target_opset=17)
+    got = Predictor(proto, inputs={"features": "x"})({"x": x})
+    import onnxruntime
+
+    labels, probabilities = onnxruntime.InferenceSession(proto.SerializeToString()).run(None, {"features": x})
+    np.testing.assert_array_equal(got["output_label"], labels)
+    assert got["output_probability"].dtype == object and len(got["output_probability"]) == 60
+    for ours, theirs in zip(got["output_probability"], probabilities, strict=True):
+        assert ours.keys() == theirs.keys()
+        np.testing.assert_allclose([ours[k] for k in ours], [theirs[k] for k in ours], rtol=1e-5, atol=1e-6)
+
+
+def test_pandas_batches_and_object_columns_of_one_shape_score_whole():
+    pandas = pytest.importorskip("pandas")
+    images = _images(5)
+    column = np.empty(5, dtype=object)
+    for i in range(5):
+        column[i] = images[i]
+    predictor = Predictor(SAMPLE, keep_columns=["id"])
+    want = _one_process(images)["probabilities"]
+    for batch in ({"image": column, "id": np.arange(5)}, pandas.DataFrame({"image": list(images), "id": range(5)})):
+        got = predictor(batch)
+        np.testing.assert_allclose(got["probabilities"], want, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(got["id"], np.arange(5))
+
+
 def test_bad_batches_raise_typed_errors_naming_the_column_or_output():
     predictor = Predictor(SAMPLE, keep_columns=["id"])
     with pytest.raises(InputError, match=r"input 'image' reads batch column 'image'.*lacks"):
