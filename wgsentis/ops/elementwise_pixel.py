@@ -67,6 +67,23 @@ def out_axis(tensors: list[Any], shape: tuple[int, ...]) -> int:
     return rank - 1 if rank else 0
 
 
+def blocked_operands(rec, inputs: list[Any], shape: tuple[int, ...], axis: int, stem: str) -> list[Any] | None:
+    """The device tensors of an elementwise draw's ``inputs`` for an output of ``shape`` blocked on ``axis``: a host
+    constant blocks the output's axis where it has it, so the draw loads it texel by texel; None where one cannot
+    be placed. ``stem`` + the input's position names the uploads."""
+    tensors = []
+    for k, x in enumerate(inputs):
+        if isinstance(x, np.ndarray) and x.ndim and texel_kind(x.dtype) is not None:
+            lead = len(shape) - x.ndim
+            t = rec.tensor(x, f"{stem}{k}", axis - lead if axis >= lead else -1)
+        else:
+            t = rec.tensor(x, f"{stem}{k}")
+        if t is None:
+            return None
+        tensors.append(t)
+    return tensors
+
+
 def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, act: bool = True,
                 helpers: str = "") -> Any:
     """Draw ``r`` = ``lane`` (a lane file, or text from the generator, setting r from the lane's input scalars a, b,
@@ -80,17 +97,9 @@ def elementwise(rec, inputs: list[Any], lane: str, out_dtype: Any, layer=None, a
     if len(shape) > MAX_RANK or any(len(s) > MAX_RANK for s in shapes):
         return NotImplemented
     axis = out_axis(inputs, shape)
-    tensors = []
-    for k, x in enumerate(inputs):
-        if isinstance(x, np.ndarray) and x.ndim and texel_kind(x.dtype) is not None:
-            # A host constant blocks the output's axis where it has it, so the draw loads it texel by texel.
-            lead = len(shape) - x.ndim
-            t = rec.tensor(x, f"{getattr(layer, 'name', '')}:{k}", axis - lead if axis >= lead else -1)
-        else:
-            t = rec.tensor(x, f"{getattr(layer, 'name', '')}:{k}")
-        if t is None:
-            return NotImplemented
-        tensors.append(t)
+    tensors = blocked_operands(rec, inputs, shape, axis, f"{getattr(layer, 'name', '')}:")
+    if tensors is None:
+        return NotImplemented
     extra: list[int | float] = []
     fused_act = getattr(layer, "fused_activation", None) if act else None
     if fused_act is not None:

@@ -22,12 +22,11 @@ import numpy as np
 from wgsentis.backends.gpu.device import wgsl_source
 from wgsentis.backends.gpu.shader_gen import snippet
 from wgsentis.backends.gpu.tensors import Declined, GTensor
-from wgsentis.backends.pixel_layout import texel_kind
 from wgsentis.dtypes import ONNX_TO_NUMPY
 from wgsentis.ops import registry
 from wgsentis.ops.quant import expand_param, requant_multiplier
 from wgsentis.ops.elementwise_gpu import bind_division, ternary
-from wgsentis.ops.elementwise_pixel import out_axis
+from wgsentis.ops.elementwise_pixel import blocked_operands, out_axis
 from wgsentis.ops.elementwise_pixel import elementwise
 from wgsentis.ops.registry import GPU_COMPUTE, GPU_PIXEL, register
 from wgsentis.ops.tensor_gpu import MAX_RANK
@@ -82,16 +81,9 @@ def _pixel_lanes(rec, inputs: list[Any], shape: tuple[int, ...], lane: str, out_
                  helpers: str) -> GTensor:
     """elementwise_pixel.elementwise's draw (no fused activation) with ``words`` after the lane's own words."""
     axis = out_axis(inputs, shape)
-    tensors = []
-    for k, x in enumerate(inputs):
-        if isinstance(x, np.ndarray) and x.ndim and texel_kind(x.dtype) is not None:
-            lead = len(shape) - x.ndim  # a host constant blocks the output's axis where it has it
-            t = rec.tensor(x, f"{rec.layer.name}:q{k}", axis - lead if axis >= lead else -1)
-        else:
-            t = rec.tensor(x, f"{rec.layer.name}:q{k}")
-        if t is None:
-            raise Declined
-        tensors.append(t)
+    tensors = blocked_operands(rec, inputs, shape, axis, f"{rec.layer.name}:q")
+    if tensors is None:
+        raise Declined
     return rec.lanes(tensors, shape, out_dtype, axis, lane, [float(np.float32(w)) for w in words], helpers=helpers)
 
 
