@@ -46,7 +46,11 @@ from wgsentis.ort_values import IOBinding, OrtValue, elem_name
 from wgsentis.tensor import Tensor
 from wgsentis.worker import Worker
 
-__version__ = wgsentis.__version__  # clients that compare onnxruntime.__version__ see wgsentis's
+# The onnxruntime release whose Python API this module follows, and is tested against: clients compare
+# onnxruntime.__version__ with releases to pick a code path or refuse an old one ("requires onnxruntime>=1.15"),
+# and wgsentis's own 0.x would send them down paths for a 2019 onnxruntime. get_build_info() names wgsentis.
+ORT_API_VERSION = "1.32.0"
+__version__ = ORT_API_VERSION
 
 CPU_PROVIDER = "CPUExecutionProvider"
 WEBGPU_PROVIDER = "WebGPUExecutionProvider"
@@ -302,7 +306,7 @@ def get_version_string() -> str:
 
 
 def get_build_info() -> str:
-    return f"wgsentis {__version__} (wgsentis.ort, onnxruntime's API)"
+    return f"wgsentis {wgsentis.__version__} (wgsentis.ort, onnxruntime {ORT_API_VERSION}'s API)"
 
 
 def set_seed(seed: int) -> None:
@@ -668,7 +672,8 @@ def install(backend: str = "cpu") -> installed:
 
 
 __all__ = [
-    "CPU_PROVIDER", "GPU_PIXEL_PROVIDER", "PROVIDER_BACKENDS", "WEBGPU_PROVIDER", "WGSENTIS_CPU_PROVIDER",
+    "CPU_PROVIDER", "GPU_PIXEL_PROVIDER", "ORT_API_VERSION", "PROVIDER_BACKENDS", "WEBGPU_PROVIDER",
+    "WGSENTIS_CPU_PROVIDER",
     "DeviceReset", "EPFail", "EngineError", "ExecutionMode", "ExecutionOrder", "Fail", "GraphOptimizationLevel",
     "IOBinding", "InferenceSession", "InvalidArgument", "InvalidGraph", "InvalidIndexArgument", "InvalidProtobuf",
     "MissingInputs", "ModelLoadCanceled", "ModelLoaded", "ModelMetadata", "ModelRequiresCompilation", "NoModel",

@@ -261,7 +261,13 @@ def test_providers_map_to_backends(model_bytes):
     assert session.backend == "cpu"
     assert "CPUExecutionProvider" in wort.get_available_providers()
     assert wort.get_device() == "CPU"
-    assert wort.__version__
+    # the onnxruntime API level it follows, which clients compare with releases; the build info names wgsentis
+    from packaging.version import Version
+
+    import wgsentis
+
+    assert Version(wort.__version__) >= Version("1.20") and wort.get_version_string() == wort.__version__
+    assert wgsentis.__version__ in wort.get_build_info()
     # Unknown and unavailable names: a UserWarning each and the next one (or the CPU) taken, as ONNX Runtime does.
     for providers in (["FooExecutionProvider"], ["CUDAExecutionProvider", "CPUExecutionProvider"]):
         with warnings.catch_warnings(record=True) as real_warnings:
