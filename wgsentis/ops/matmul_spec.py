@@ -60,12 +60,9 @@ def gemm_shape(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 @size_rule("Gemm")
 def _gemm(layer: Any, args: list[Any]) -> list[Output]:
-    a, b = spec.shape_of(args[0]), spec.shape_of(args[1])
-    m, _k, _k_b, n = gemm_dims(a, b, layer.attrs.get("transA", 0), layer.attrs.get("transB", 0))
-    shape: tuple[int, ...] = (m, n)
-    if spec.arg(args, 2) is not None:
-        shape = spec.broadcast(shape, spec.shape_of(args[2]))
-    return [spec.out(shape, spec.itemsize_of(args[0]))]
+    c = spec.arg(args, 2)
+    shapes = [spec.shape_of(args[0]), spec.shape_of(args[1]), None if c is None else spec.shape_of(c)]
+    return [spec.out(gemm_shape(layer, shapes), spec.itemsize_of(args[0]))]
 
 
 @size_rule("Einsum")
