@@ -497,7 +497,7 @@ class GPUProgram(HostSync):
                        started: float) -> tuple[Plan | None, PendingReadback | None]:
         # Each recording has its own pool: an earlier plan's tensors live in that plan's arenas.
         self._pool = None if trace else BufferPool(self.ctx)
-        self._uniforms = UniformArena(self.ctx)
+        self._uniforms = UniformArena(self.ctx, deferred=trace)
         self._allocations = []
         # The budget counts the device tensors users hold (outputs of runs with on_device=True) as live.
         self._live_bytes = self.ctx.held.nbytes
@@ -515,6 +515,7 @@ class GPUProgram(HostSync):
         replayable = self._recording.record_layers(trace, cacheable)
         if replayable is None:
             return None, None
+        self._uniforms.flush()  # (a traced plan's parameter blocks, gathered on the host)
         end = self._tick + 1  # one past the last tick: when the outputs die
         plan.allocations = self._allocations
         plan.peak_live_bytes = live_peak(plan.allocations, end, self.scratch_requests)
@@ -534,8 +535,9 @@ class GPUProgram(HostSync):
             # A scratch slot got a taller texture: the cached plans' steps bind it from now on (the old one is
             # released with their old bind groups once the work in flight is done).
             for cached in self.plans.values():
-                rebind_textures(self.ctx.device, cached.steps)
+                rebind_textures(self.ctx.device, cached.steps, self.scratch.replaced)
             self.scratch.grown = False
+            self.scratch.replaced = set()
         self.last_plan = plan
         return (plan if replayable else None), readback
 

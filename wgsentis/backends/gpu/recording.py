@@ -198,10 +198,12 @@ def bind_steps(device: Any, steps: list[Any]) -> None:
             step.moved()
 
 
-def rebind_textures(device: Any, steps: list[Any]) -> None:
-    """Remake the bind groups (and native copy calls) of the steps that use textures (a scratch texture grew)."""
+def rebind_textures(device: Any, steps: list[Any], grown: set[int] | None = None) -> None:
+    """Remake the bind groups (and native copy calls) of the steps that use textures (a scratch texture grew):
+    ``grown``, the ids of the textures that did, limits it to the steps binding one of them."""
     for step in steps:
-        if isinstance(step, Dispatch) and any(isinstance(r, GTexture) for r in step.extra):
+        if isinstance(step, Dispatch) and any(isinstance(r, GTexture) and (grown is None or id(r) in grown)
+                                              for r in step.extra):
             step.bind(device)
         elif isinstance(step, Copy):
             step.moved()

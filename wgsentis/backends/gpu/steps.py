@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wgsentis.backends.gpu.bind_groups import create_bind_group
 from wgsentis.backends.gpu.faults import IndexCheck
 from wgsentis.backends.gpu.tensors import LINEAR_TEXELS, Allocation, GTensor, GTexture
 
@@ -32,11 +33,10 @@ class Dispatch:
 
     def bind(self, device: Any) -> None:
         offsets = self.offsets or [0] * len(self.storage)
-        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": a.offset + within, "size": size}}
-                   for i, ((a, size), within) in enumerate(zip(self.storage, offsets, strict=True))]
-        entries.extend({"binding": len(self.storage) + j, "resource": r.view if isinstance(r, GTexture) else r}
-                       for j, r in enumerate(self.extra))
-        self.bind_group = device.create_bind_group(layout=self.layout, entries=entries, label=self.label)
+        resources: list[Any] = [(a.buffer, a.offset + within, size)
+                                for (a, size), within in zip(self.storage, offsets, strict=True)]
+        resources.extend(r.view if isinstance(r, GTexture) else r for r in self.extra)
+        self.bind_group = create_bind_group(device, self.layout, resources, self.label)
 
 
 @dataclass
@@ -64,9 +64,8 @@ class Draw:
     load: bool = False
 
     def bind(self, device: Any) -> None:
-        entries = [{"binding": j, "resource": r.view if isinstance(r, GTexture) else r}
-                   for j, r in enumerate(self.extra)]
-        self.bind_group = device.create_bind_group(layout=self.layout, entries=entries, label=self.label)
+        resources = [r.view if isinstance(r, GTexture) else r for r in self.extra]
+        self.bind_group = create_bind_group(device, self.layout, resources, self.label)
 
 
 @dataclass
