@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import ChainMap, deque
 from collections.abc import Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -140,7 +140,8 @@ class KernelContext:
 
 
 class LayerStep:
-    __slots__ = ("attrs", "budget_key", "ctx", "inputs", "kernel", "layer", "outputs", "seconds", "sized")
+    __slots__ = ("args_plain", "attrs", "budget_key", "ctx", "inputs", "kernel", "layer", "named_outputs", "outputs",
+                 "seconds", "single_output", "sized")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
@@ -151,6 +152,11 @@ class LayerStep:
         self.attrs = dict(layer.attrs)
         self.inputs = list(layer.inputs)
         self.outputs = list(layer.outputs)
+        # Fixed for the program's life, so not re-derived per run: whether every input is named (the argument
+        # list is then one lookup per name) and the outputs that have a name with their positions.
+        self.args_plain = all(self.inputs)
+        self.named_outputs = tuple((i, n) for i, n in enumerate(self.outputs) if n)
+        self.single_output = self.outputs[0] if len(self.outputs) == 1 else ""  # its name: one store, no loop
         self.ctx = KernelContext(layer, program)
         self.seconds = math.inf  # the kernel's time in the last run (unknown: inf)
         self.sized = spec_of(layer.op_type, layer.domain).size_rule is not None  # checked against the budget
@@ -393,10 +399,13 @@ class GraphProgram:
         self.shape_values.start()
         with np.errstate(all="ignore"):
             if self.pool is None:
+                release = self.release
+                run_step = self._run_step
                 for i, step in enumerate(self.steps):
-                    self._run_step(step, scope, on_layer, i)
-                    for name in self.release[i]:
-                        env.pop(name, None)
+                    run_step(step, scope, on_layer, i)
+                    if release[i]:  # most layers free nothing: no loop to enter
+                        for name in release[i]:
+                            env.pop(name, None)
             else:
                 self._run_parallel(scope, env, on_layer)
         missing = [n for n in self.output_names if n not in scope]
@@ -505,21 +514,19 @@ class GraphProgram:
             kept = shape_values.kept_derived(index, step)
             if kept is not None:
                 step.seconds = 0.0
-                for name, value in zip(step.outputs, kept, strict=False):
-                    if name:
-                        scope[name] = value
+                self._put(step, kept, scope)
                 return
         try:
-            args = [scope[n] if n else None for n in step.inputs]
+            # Most layers name every input: one lookup per name, no test per name.
+            args = (list(map(scope.__getitem__, step.inputs)) if step.args_plain
+                    else [scope[n] if n else None for n in step.inputs])
         except KeyError as exc:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
         if shape_kind:
             kept = shape_values.kept_value(index, step, args)
             if kept is not None:
                 step.seconds = 0.0
-                for name, value in zip(step.outputs, kept, strict=False):
-                    if name:
-                        scope[name] = value
+                self._put(step, kept, scope)
                 if on_layer is not None:
                     on_layer(layer, list(kept))
                 return
@@ -533,7 +540,7 @@ class GraphProgram:
                 if key is None or step.budget_key != (control.memory_limit, key):
                     check_layer_outputs(control, layer, args)
                     step.budget_key = None if key is None else (control.memory_limit, key)
-        start = time.perf_counter()
+        start = perf_counter()
         try:
             result = step.run(args)
         except WgSentisError as exc:
@@ -544,17 +551,35 @@ class GraphProgram:
             shapes = ", ".join(_shape_text(a) for a in args)
             raise LayerError(layer.name, layer.op_type,
                              f"{type(exc).__name__}: {exc} (inputs: {shapes})") from exc
-        step.seconds = time.perf_counter() - start
-        if not isinstance(result, tuple):  # a tuple is several outputs; a list is one sequence
-            result = (result,)
-        values = [np.asarray(v) if isinstance(v, np.generic) else v for v in result]
+        step.seconds = perf_counter() - start
+        if type(result) is np.ndarray:  # one array, the common case: nothing to convert
+            values: list[Any] = [result]
+        else:
+            if not isinstance(result, tuple):  # a tuple is several outputs; a list is one sequence
+                result = (result,)
+            values = [np.asarray(v) if isinstance(v, np.generic) else v for v in result]
         if shape_kind:
-            values = self.shape_values.store(index, step, args, values)
+            values = shape_values.store(index, step, args, values)
+        if step.single_output and values:
+            scope[step.single_output] = values[0]
+        else:
+            self._put(step, values, scope)
+        if on_layer is not None:
+            on_layer(layer, values)
+
+    @staticmethod
+    def _put(step: LayerStep, values: Any, scope: MutableMapping[str, Any]) -> None:
+        """Bind ``values`` to the step's named outputs (fewer values than outputs: the first ones)."""
+        if step.single_output and values:
+            scope[step.single_output] = values[0]
+            return
+        if len(values) >= len(step.outputs):
+            for i, name in step.named_outputs:
+                scope[name] = values[i]
+            return
         for name, value in zip(step.outputs, values, strict=False):
             if name:
                 scope[name] = value
-        if on_layer is not None:
-            on_layer(layer, values)
 
 
 
