@@ -5,7 +5,8 @@ Each round generates ``--steps`` tokens with ORT, then with wgsentis on each bac
 hits all alike. Per backend it prints the median ms per token:
 
 - ``host``: outputs read back every step and the cache fed back as arrays (what a plain ``run`` loop does);
-- ``device``: ``run(..., on_device=True)``, the cache fed back as device tensors, only the logits read;
+- ``device``: ``run(..., on_device=True)``, the cache fed back as device tensors, only the logits read, on a Worker
+  of its own, so that every step is a cache length its plans have not seen (a new size);
 - ``argmax``: as ``device``, and the token picked on the device by a second worker (one ArgMax over the logits
   left there, fed the logits device tensor): only the token crosses, not the vocabulary's logits;
 - ``replay``: one step's feeds run again and again (the same shape: the plan is replayed, nothing re-derived),
@@ -102,6 +103,7 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                                                       "ort": []} for b in backends}
     crossed: dict[str, dict[str, float]] = {}
     same: dict[str, bool] = {}
+    new_sizes: dict[str, int] = {}  # plans device mode's fresh worker recorded for a size-only change
     try:
         for _ in range(rounds):
             for backend, worker in workers.items():
@@ -118,8 +120,12 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                 host = _generate(host_run, config, steps)
                 results[backend]["host"].append(_per_token(host))
                 device_bytes: list[int] = []
+                # A Worker of its own, so that every step's cache length is a size its program has not seen: the
+                # host mode's worker has recorded plans for these lengths already, and device mode would replay
+                # them instead of paying for a new size, which is what it is measured against the replay for.
+                fresh = ws.Worker(model, backend, threads=threads)
 
-                def device_run(feeds: dict[str, Any], worker: ws.Worker = worker,
+                def device_run(feeds: dict[str, Any], worker: ws.Worker = fresh,
                                sink: list[int] = device_bytes) -> Any:
                     outputs = worker.run(feeds, on_device=True)
                     stats = worker.stats()
@@ -129,7 +135,11 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                     sink.append(stats["upload_bytes"] + stats["download_bytes"] + read)
                     return outputs
 
-                device = _generate(device_run, config, steps)
+                try:
+                    device = _generate(device_run, config, steps)
+                    new_sizes[backend] = fresh.stats().get("plans_recorded_for_new_sizes", 0)
+                finally:
+                    fresh.close()
                 results[backend]["device"].append(_per_token(device))
                 argmax_bytes: list[int] = []
 
@@ -167,7 +177,7 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                      "device_vs_replay": r["device"] / r["replay"], "host_bytes": crossed[backend]["host"],
                      "device_bytes": crossed[backend]["device"], "argmax_ms": r["argmax"],
                      "argmax_ratio": r["argmax"] / r["ort"], "argmax_bytes": crossed[backend]["argmax"],
-                     "same_tokens": same[backend]})
+                     "same_tokens": same[backend], "new_size_plans": new_sizes.get(backend, 0)})
     return rows
 
 
@@ -195,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['device_vs_replay']:>10.2f} {r['argmax_ms']:>9.2f} {r['argmax_ratio']:>6.2f} "
               f"{r['host_bytes']:>12,.0f} {r['device_bytes']:>11,.0f} {r['argmax_bytes']:>14,.0f} "
               f"{'same' if r['same_tokens'] else 'DIFFER':>7}")
+    for r in rows:
+        if r["new_size_plans"]:
+            print(f"{r['backend']}: device mode recorded {r['new_size_plans']} plans for new sizes (every step a new "
+                  "cache length): dev/replay is a new size's cost against a replay of one size")
     if args.markdown:
         lines = [f"\n## Generation per token, GPT-2-style {config.layers}x{config.width}, vocab {config.vocab} "
                  f"({time.strftime('%Y-%m-%d')})\n",
