@@ -56,6 +56,9 @@ def int_scalar(value) -> int:
     return int(arr.reshape(-1)[0])
 
 
+SMALL_INDEX_COUNT = 16  # indices up to this many are checked as Python ints (check_indices)
+
+
 def check_indices(ctx, idx: np.ndarray, bound: int, what: str = "indices", negative_ok: bool = True) -> None:
     """Raise IndexOutOfRangeError, naming ``ctx``'s layer, unless every value of ``idx`` lies in [-bound, bound),
     or in [0, bound) when ``negative_ok`` is false (ops whose spec gives negative indices no meaning).
@@ -65,6 +68,16 @@ def check_indices(ctx, idx: np.ndarray, bound: int, what: str = "indices", negat
     idx = np.asarray(idx)
     if not idx.size:
         return
+    if idx.size <= SMALL_INDEX_COUNT:
+        # A shape's Gather picks one or two dims: Python's max/min of a few ints cost less than two numpy
+        # reductions, and pick the same values.
+        values = idx.reshape(-1).tolist()
+        bad = int(max(values))
+        if bad < bound:
+            bad = int(min(values))
+            if bad >= (-bound if negative_ok else 0):
+                return
+        raise IndexOutOfRangeError(ctx.layer.name, ctx.layer.op_type, bad, bound, what, negative_ok)
     bad = int(idx.max())
     if bad < bound:
         bad = int(idx.min())
@@ -87,6 +100,17 @@ def identity(ctx, x):
 def reshape_target(in_shape: tuple[int, ...], shape: list[int], allowzero: int) -> list[int]:
     """Resolve 0 (copy input dim unless allowzero) and -1 (inferred) in a Reshape target."""
     out = list(shape)
+    # Most targets give every dim, or every dim but one -1 (a decoder's 57 reshapes a step): those resolve in a few
+    # steps here; anything else, and every error, takes the general path below (same results, same messages).
+    low = min(out, default=1)
+    if low > 0 and math.prod(out) == math.prod(in_shape):
+        return out
+    if low == -1 and 0 not in out and out.count(-1) == 1:
+        known = -math.prod(out)
+        total = math.prod(in_shape)
+        if known and not total % known:
+            out[out.index(-1)] = total // known
+            return out
     for i, d in enumerate(shape):
         if d == 0 and not allowzero:
             if i >= len(in_shape):
@@ -251,7 +275,7 @@ def split_parts(dim: int, sizes: list[int] | None, count: int) -> list[int]:
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, count: int) -> tuple:
     axis = normalized_axis(axis, x.ndim)
     sizes = split_parts(x.shape[axis], sizes, count)
-    bounds = np.cumsum([0, *sizes])
+    bounds = list(itertools.accumulate(sizes, initial=0))  # Python ints: a numpy cumsum costs more on a few sizes
     index = [slice(None)] * x.ndim
     parts = []
     for start, stop in itertools.pairwise(bounds):
