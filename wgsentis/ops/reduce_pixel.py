@@ -293,7 +293,7 @@ def arg_reduce(rec, x: GTensor, axis: int, select_last_index: int, op: str) -> G
     as in numpy. One map.wgsl lane per output, stepping along the axis from its first texel."""
     r = x.shape[axis]
     if not rec.loops_fit(loop_passes(4, r) + OVERHEAD):
-        return NotImplemented
+        return long_arg_reduce(rec, x, axis, select_last_index, op)
     along_block = axis == x.layout.axis
     keep = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
     others = [d for d in range(x.ndim) if d != axis and x.shape[d] > 1]
@@ -303,6 +303,29 @@ def arg_reduce(rec, x: GTensor, axis: int, select_last_index: int, op: str) -> G
     words = [r, int(bool(select_last_index)), MAX_RANK - x.ndim + axis]  # the axis in the 6-dim frame
     return rec.map([x], keep, np.int64, out_axis, "pixel/body/arg_reduce.wgsl", words,
                    helpers="pixel/body/arg_reduce_order.wgsl", subs={"T": kind}, constants=constants)
+
+
+# Positions along the axis are float32 keys in long_arg_reduce: exact up to 2^24.
+LONG_ARG_LIMIT = 1 << 24
+
+
+def long_arg_reduce(rec, x: GTensor, axis: int, select_last_index: int, op: str) -> GTensor | Any:
+    """arg_reduce along an axis too long for one lane's loop (a language model's vocabulary on lavapipe): the
+    best value per row by the (split) Max / Min reduction, each position where the row has it as a float key, the
+    smallest (first) or largest (last) of those keys by another reduction, cast to int64. float32 only."""
+    r = x.shape[axis]
+    if x.layout.kind != "f32" or r >= LONG_ARG_LIMIT:
+        return NotImplemented
+    best = reduce_keep(rec, x, {axis}, Reduction(op))
+    if best is NotImplemented:
+        return best
+    last = bool(select_last_index)
+    words = [MAX_RANK - x.ndim + axis, int(axis == x.layout.axis), -1.0 if last else float(LONG_ARG_LIMIT)]
+    keys = apply(rec, x, [best], "pixel/expr/arg_match.wgsl", words, helpers="pixel/expr/arg_match_nan.wgsl")
+    index = reduce_keep(rec, keys, {axis}, Reduction("max" if last else "min"))
+    if index is NotImplemented:
+        return index
+    return rec.lanes([index], index.shape, np.int64, index.layout.axis, "pixel/body/cast_f32_to_int.wgsl")
 
 
 def _arg(rec, data: Any, axis: int, keepdims: int, select_last_index: int, op: str):
