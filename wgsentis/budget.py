@@ -80,9 +80,19 @@ def outputs_key(layer: Any, args: list[Any]) -> tuple[Any, ...] | None:
     check that passed and skips the next check with an equal key (the cpu backend, per layer, across runs: a
     decoder's hundreds of layers see the same sizes step after step). None: no key (sequences, device tensors,
     large integer tensors, an op whose rule reads data): check every time."""
-    if spec_of(layer.op_type, layer.domain).size_reads_data:
+    op_spec = spec_of(layer.op_type, layer.domain)
+    if op_spec.size_reads_data:
         return None
     key: list[Any] = []
+    if op_spec.size_reads_shapes:  # values never change the verdict: shapes and dtypes key it
+        for a in args:
+            if a is None:
+                key.append(None)
+            elif type(a) is np.ndarray:
+                key.append((a.shape, a.dtype.char))
+            else:
+                return None
+        return tuple(key)
     for a in args:
         if a is None:
             key.append(None)

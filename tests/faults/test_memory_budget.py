@@ -761,10 +761,23 @@ def test_nonzero_is_checked_on_every_run_as_its_size_is_a_count_over_its_data():
 
 
 def test_outputs_key_keys_data_by_shape_and_shape_like_values_by_value():
-    layer = Layer(name="add", op_type="Add", inputs=["a", "b"], outputs=["c"])
+    layer = Layer(name="expand", op_type="Expand", inputs=["a", "b"], outputs=["c"])  # its rule reads b's values
     data = np.zeros((4, 64), np.float32)
     assert budget.outputs_key(layer, [data, data]) == budget.outputs_key(layer, [data + 1, data])
     small = np.array([1, 2], np.int64)
-    assert budget.outputs_key(layer, [small, data]) != budget.outputs_key(layer, [small + 1, data])
-    assert budget.outputs_key(layer, [np.zeros(budget.KEYED_VALUE_ELEMENTS + 1, np.int64), data]) is None
+    assert budget.outputs_key(layer, [data, small]) != budget.outputs_key(layer, [data, small + 1])
+    assert budget.outputs_key(layer, [data, np.zeros(budget.KEYED_VALUE_ELEMENTS + 1, np.int64)]) is None
     assert budget.outputs_key(layer, [[data], data]) is None  # a sequence: no key
+
+
+def test_outputs_key_of_a_rule_that_reads_shapes_alone_ignores_values():
+    # Add's rule reads its inputs' shapes and dtypes (size_reads_shapes): a decoder's token and position ids change
+    # every step, their shapes do not, so the check is skipped on them.
+    layer = Layer(name="add", op_type="Add", inputs=["a", "b"], outputs=["c"])
+    small = np.array([1, 2], np.int64)
+    big = np.zeros(budget.KEYED_VALUE_ELEMENTS + 1, np.int64)
+    assert budget.outputs_key(layer, [small, small]) == budget.outputs_key(layer, [small + 1, small])
+    assert budget.outputs_key(layer, [small, small]) != budget.outputs_key(layer, [small.astype(np.int32), small])
+    assert budget.outputs_key(layer, [small, small]) != budget.outputs_key(layer, [np.zeros(3, np.int64), small])
+    assert budget.outputs_key(layer, [big, big]) is not None
+    assert budget.outputs_key(layer, [[small], small]) is None  # a sequence: no key

@@ -55,6 +55,12 @@ def _dequantize(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out(spec.shape_of(args[0]), spec.itemsize_of(args[1]))]
 
 
+# Their rules read shapes, dtypes and attributes only.
+describe("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "PRelu", "BitShift", "BitwiseAnd",
+         "BitwiseOr", "BitwiseXor", *_COMPARISONS, "Where", "Cast", "CastLike", "DequantizeLinear",
+         size_reads_shapes=True)
+
+
 # -- int64 on the device (backends/gpu/placement.py) ---------------------------------------------------
 # Results that can leave the int32 range the device holds int64 values in, for int64 inputs all within it: sums,
 # differences, products, powers, negation and absolute value of -2**31. (Max, Min, Where, Mod... select or shrink.)

@@ -65,6 +65,10 @@ def _concat(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out(shape, spec.itemsize_of(args[0]))]
 
 
+# Their rules read shapes, dtypes and attributes only (a Gather's indices by their shape).
+describe("Gather", "GatherElements", "GatherND", "Concat", size_reads_shapes=True)
+
+
 # -- tile rules (backends/gpu/outer_tiles.py) ----------------------------------------------------------
 
 

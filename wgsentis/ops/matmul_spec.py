@@ -103,3 +103,4 @@ def _einsum(layer: Any, args: list[Any]) -> list[Output]:
 
 
 describe("Gemm", "MatMul", weight_input=1, channel_rule="weighted")
+describe("Gemm", "MatMul", "MatMulInteger", size_reads_shapes=True)  # their rules read shapes and dtypes only

@@ -91,6 +91,10 @@ class OpSpec:
     # The size rule reads the values of data inputs of any size (NonZero counts them), so a check cannot be
     # skipped on inputs of the same shapes as the last run's (``budget.outputs_key``).
     size_reads_data: bool = False
+    # The size rule reads its inputs' shapes and dtypes (and the layer's attributes), never their values, so a
+    # check is skipped on inputs of the last run's shapes whatever their values (``budget.outputs_key``): a
+    # decoder's token ids and position ids change every step, their shapes do not.
+    size_reads_shapes: bool = False
 
 
 _SPECS: dict[tuple[str, str], OpSpec] = {}
