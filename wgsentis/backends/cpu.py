@@ -314,6 +314,9 @@ class GraphProgram:
         self.steps = [LayerStep(layer, self) for layer in graph.layers]
         self.shape_values = ShapeValues(graph)
         self.output_names = [o.name for o in graph.outputs]
+        # stats() lists every layer after each run a caller reads them (a generation loop, every token): a copy of
+        # this tuple costs less than a pass over the layers.
+        self._layer_names = tuple(layer.name for layer in graph.layers)
         producers = {o: i for i, layer in enumerate(graph.layers) for o in layer.outputs if o}
         self.deps: list[set[int]] = []
         self.dependents: list[list[int]] = [[] for _ in graph.layers]
@@ -381,7 +384,7 @@ class GraphProgram:
     def stats(self) -> dict[str, Any]:
         """Where layers ran (all on the host) and what crossed to a device (nothing)."""
         return {"backend": "cpu", "threads": self.threads, "spin_wait": self.spin_wait, "gpu_layers": [],
-                "cpu_layers": [layer.name for layer in self.graph.layers], "fallback_layers": [],
+                "cpu_layers": list(self._layer_names), "fallback_layers": [],
                 "uploads": 0, "downloads": 0, "upload_bytes": 0, "download_bytes": 0, "transfers": [],
                 "peak_device_bytes": 0,
                 # Shape arithmetic (ShapeValues): its layers, and how many kept their value in the last run.
