@@ -78,9 +78,16 @@ class AdapterInfo:
     adapter_type: str  # DiscreteGPU, IntegratedGPU, VirtualGPU, CPU
     driver: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "vendor": self.vendor, "backend": self.backend,
-                "adapter_type": self.adapter_type, "driver": self.driver}
+
+def _identity(info: Any) -> dict[str, str]:
+    """What DeviceInfo and AdapterInfo say of an adapter, from wgpu's adapter info."""
+    return {"name": str(info.get("device", "")), "vendor": str(info.get("vendor", "")),
+            "backend": str(info.get("backend_type", "")), "adapter_type": str(info.get("adapter_type", "")),
+            "driver": str(info.get("description", ""))}
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 class GPUContext:
@@ -103,7 +110,7 @@ class GPUContext:
             try:
                 adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
             except Exception as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                reason = _first_line(exc)
         if adapter is None:
             raise DeviceError(
                 f"no GPU adapter found by wgpu ({reason}). Install a Vulkan driver (on Debian/Ubuntu: "
@@ -124,12 +131,7 @@ class GPUContext:
             raise DeviceError(f"could not open the GPU device on adapter '{name}': {exc}") from None
         self.adapter = adapter
         self.queue = self.device.queue
-        info = adapter.info
-        self.info = DeviceInfo(
-            name=str(info.get("device", "")), vendor=str(info.get("vendor", "")),
-            backend=str(info.get("backend_type", "")), adapter_type=str(info.get("adapter_type", "")),
-            driver=str(info.get("description", "")), limits=dict(self.device.limits), features=sorted(features),
-        )
+        self.info = DeviceInfo(**_identity(adapter.info), limits=dict(self.device.limits), features=sorted(features))
         self.limits = dict(self.device.limits)
         self.max_binding = int(self.limits["max-storage-buffer-binding-size"])
         self.max_buffer = int(self.limits["max-buffer-size"])
@@ -449,8 +451,7 @@ def _adapters() -> list[tuple[AdapterInfo, Any]]:
                 _apply_instance_extras()
             found = list(wgpu.gpu.enumerate_adapters_sync())
         except Exception as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise DeviceError(f"wgpu could not list the GPU adapters: {reason}") from None
+            raise DeviceError(f"wgpu could not list the GPU adapters: {_first_line(exc)}") from None
         usable = [a for a in found if str(a.info.get("backend_type", "")) in ADAPTER_BACKENDS]
 
         def rank(adapter: Any) -> int:
@@ -458,11 +459,7 @@ def _adapters() -> list[tuple[AdapterInfo, Any]]:
             return _ADAPTER_ORDER.index(kind) if kind in _ADAPTER_ORDER else len(_ADAPTER_ORDER)
 
         usable.sort(key=rank)  # stable: wgpu's order within a kind
-        _adapter_list = [
-            (AdapterInfo(index=i, name=str(a.info.get("device", "")), vendor=str(a.info.get("vendor", "")),
-                         backend=str(a.info.get("backend_type", "")), adapter_type=str(a.info.get("adapter_type", "")),
-                         driver=str(a.info.get("description", ""))), a)
-            for i, a in enumerate(usable)]
+        _adapter_list = [(AdapterInfo(index=i, **_identity(a.info)), a) for i, a in enumerate(usable)]
     return _adapter_list
 
 
