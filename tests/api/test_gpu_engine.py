@@ -351,7 +351,7 @@ def test_wgsl_includes_expand_once_and_cycles_are_named(tmp_path, monkeypatch):
 
 @requires_gpu
 @pytest.mark.parametrize("native", [True, False])
-def test_replay_encodes_through_native_calls_or_public_methods(native):
+def test_replay_encodes_through_native_calls_or_public_methods(native, monkeypatch):
     """Replays encode dispatches through wgpu-native's calls where this wgpu-py exposes them (it does:
     the fast path must not silently fall away) and through wgpu-py's public methods otherwise
     (``native_calls=False``); both give the same answer."""
@@ -362,12 +362,23 @@ def test_replay_encodes_through_native_calls_or_public_methods(native):
     feeds = {"image": np.random.default_rng(3).random((1, 3, 32, 32), dtype=np.float32)}
     expected = ws.Worker(model, "cpu").run(feeds)
     program = gc.ComputeProgram(model.graph, native_calls=native)
+    _ = program.ctx.division_function  # the device's one-off probe binds through the public method: done first
+    public_binds: list[str] = []  # bind groups made through wgpu-py's public method
+    device_type = type(program.ctx.device)
+    public = device_type.create_bind_group
+
+    def spy(self, *args, **kwargs):
+        public_binds.append(kwargs.get("label", ""))
+        return public(self, *args, **kwargs)
+
+    monkeypatch.setattr(device_type, "create_bind_group", spy)
     try:
         assert (program.make_stream(False).native is not None) == native
         for _ in range(3):  # the traced plan's first run, then replays
             got = program.execute(feeds).wait()
             for name, value in expected.items():
                 np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5)
+        assert bool(public_binds) != native  # the steps' bind groups too follow native_calls
     finally:
         program.close()
 

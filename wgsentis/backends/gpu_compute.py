@@ -286,7 +286,7 @@ class Recorder:
                         len(inputs), offsets if any(offsets) else [])
         if not self.program.tracing:  # a traced plan's steps are bound once the planner has laid it out
             try:
-                step.bind(self.ctx.device)
+                step.bind(self.ctx.device, self.program.native_calls)
             except Exception as exc:
                 raise DeviceError(f"{label}: bind group for '{shader}' rejected: {exc}") from None
         self.steps.append(step)

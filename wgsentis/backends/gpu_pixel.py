@@ -436,7 +436,7 @@ class PixelRecorder:
         step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label,
                     region=region, origin=origin, load=origin > 0)
         if not self.program.tracing:
-            step.bind(self.ctx.device)
+            step.bind(self.ctx.device, self.program.native_calls)
         self.steps.append(step)
 
 

@@ -30,10 +30,11 @@ def _native_api() -> Any:
         return None
 
 
-def create_bind_group(device: Any, layout: Any, resources: list[Any], label: str) -> Any:
+def create_bind_group(device: Any, layout: Any, resources: list[Any], label: str, native: bool = True) -> Any:
     """A bind group of ``layout`` with ``resources`` at bindings 0, 1, ...: each a (buffer, offset, size) tuple,
-    a {"buffer", "offset", "size"} dict, a whole GPUBuffer, a texture view or a sampler."""
-    api = _native_api()
+    a {"buffer", "offset", "size"} dict, a whole GPUBuffer, a texture view or a sampler. ``native`` False: wgpu-py's
+    public method, as a program made with ``native_calls=False`` asks."""
+    api = _native_api() if native else None
     if api is None or not hasattr(device, "_internal"):
         return device.create_bind_group(layout=layout, entries=[
             {"binding": i, "resource": {"buffer": r[0], "offset": r[1], "size": r[2]} if isinstance(r, tuple) else r}

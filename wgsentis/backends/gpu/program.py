@@ -528,14 +528,14 @@ class GPUProgram(HostSync):
             # Replays run on memory laid out from the lifetimes the recording showed (a recorded run ran on
             # the transient pool), every step bound where its tensors now live.
             self.layout_memory(plan, end)
-            bind_steps(self.ctx.device, plan.steps)
+            bind_steps(self.ctx.device, plan.steps, self.native_calls)
         else:
             plan.arena_bytes = self._pool.total_bytes
         if self.scratch.grown:
             # A scratch slot got a taller texture: the cached plans' steps bind it from now on (the old one is
             # released with their old bind groups once the work in flight is done).
             for cached in self.plans.values():
-                rebind_textures(self.ctx.device, cached.steps, self.scratch.replaced)
+                rebind_textures(self.ctx.device, cached.steps, self.scratch.replaced, self.native_calls)
             self.scratch.grown = False
             self.scratch.replaced = set()
         self.last_plan = plan

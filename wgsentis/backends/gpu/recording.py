@@ -186,24 +186,25 @@ class Recording:
         return program.download([value], self.stream.take(), rec.layer.name)[0]
 
 
-def bind_steps(device: Any, steps: list[Any]) -> None:
-    """Bind every step of a plan where its tensors now live (after the planner laid them out)."""
+def bind_steps(device: Any, steps: list[Any], native: bool = True) -> None:
+    """Bind every step of a plan where its tensors now live (after the planner laid them out); ``native``: through
+    wgpu-native's call (the program's ``native_calls``)."""
     for step in steps:
         if isinstance(step, Dispatch | Draw):
             try:
-                step.bind(device)
+                step.bind(device, native)
             except Exception as exc:
                 raise DeviceError(f"{step.label}: bind group rejected: {exc}") from None
         elif isinstance(step, Copy):
             step.moved()
 
 
-def rebind_textures(device: Any, steps: list[Any], grown: set[int] | None = None) -> None:
+def rebind_textures(device: Any, steps: list[Any], grown: set[int] | None = None, native: bool = True) -> None:
     """Remake the bind groups (and native copy calls) of the steps that use textures (a scratch texture grew):
     ``grown``, the ids of the textures that did, limits it to the steps binding one of them."""
     for step in steps:
         if isinstance(step, Dispatch) and any(isinstance(r, GTexture) and (grown is None or id(r) in grown)
                                               for r in step.extra):
-            step.bind(device)
+            step.bind(device, native)
         elif isinstance(step, Copy):
             step.moved()

@@ -31,12 +31,12 @@ class Dispatch:
     reads: int = 0  # how many of ``storage`` are read-only (the inputs, bound first)
     offsets: list[int] = field(default_factory=list, repr=False)
 
-    def bind(self, device: Any) -> None:
+    def bind(self, device: Any, native: bool = True) -> None:
         offsets = self.offsets or [0] * len(self.storage)
         resources: list[Any] = [(a.buffer, a.offset + within, size)
                                 for (a, size), within in zip(self.storage, offsets, strict=True)]
         resources.extend(r.view if isinstance(r, GTexture) else r for r in self.extra)
-        self.bind_group = create_bind_group(device, self.layout, resources, self.label)
+        self.bind_group = create_bind_group(device, self.layout, resources, self.label, native)
 
 
 @dataclass
@@ -63,9 +63,9 @@ class Draw:
     origin: int = 0
     load: bool = False
 
-    def bind(self, device: Any) -> None:
+    def bind(self, device: Any, native: bool = True) -> None:
         resources = [r.view if isinstance(r, GTexture) else r for r in self.extra]
-        self.bind_group = create_bind_group(device, self.layout, resources, self.label)
+        self.bind_group = create_bind_group(device, self.layout, resources, self.label, native)
 
 
 @dataclass
