@@ -324,15 +324,16 @@ def test_gpu_time_sum_small_models(name: str, sample_path: str) -> None:
 
 def test_stamp_cost_is_bounded_by_the_shortest_layer_interval() -> None:
     """The per-stamp cost taken out of GPU layer rows: the median of the per-run estimates where they
-    agree, never more than the typical shortest layer interval (each interval holds one stamp), never
-    negative. AlexNet on lavapipe once read a 588 us median (13 stamps in a 67 ms run, so one run's noise
-    reads as hundreds of microseconds per stamp) while its Softmax took ~100 us, stamp included."""
+    agree, never more than 0.9 of the shortest layer interval of any run (each interval holds one stamp
+    and some work, so no layer reads 0 ms), never negative. AlexNet on lavapipe once read a 588 us median
+    (13 stamps in a 67 ms run, so one run's noise reads as hundreds of microseconds per stamp)
+    while its Softmax took ~100 us, stamp included."""
     from wgsentis.profiler.collect import _stamp_cost
 
     tight = [52e-6, 55e-6, 61e-6, 57e-6, 63e-6]  # PP-OCR cls on lavapipe
     assert _stamp_cost(tight, [90e-6] * 5) == pytest.approx(57e-6)
     scattered = [588e-6, 253e-6, 700e-6, -39e-6, 731e-6]
-    assert _stamp_cost(scattered, [125e-6, 122e-6, 85e-6, 300e-6, 99e-6]) == pytest.approx(122e-6)
+    assert _stamp_cost(scattered, [125e-6, 122e-6, 85e-6, 300e-6, 99e-6]) == pytest.approx(0.9 * 85e-6)
     assert _stamp_cost([-300e-6, -20e-6, 10e-6], [1e-3] * 3) == 0.0
     assert _stamp_cost([40e-6, 60e-6], []) == pytest.approx(50e-6)
     assert _stamp_cost([], [1e-4]) == 0.0
