@@ -63,12 +63,13 @@ def test_gpt2_generates_onnxruntime_tokens(gpt2, backend):
     from the step before (only what reads the past length is computed again), on the GPU backends while each new
     length's plan is recorded as on the cpu backend in every run."""
     path, reference = gpt2
-    kept = []
+    kept, stamped = [], []
     with ws.Worker(ws.load_model(str(path)), backend) as worker:
         def run(feeds):
             outputs = worker.run(feeds)
             stats = worker.stats()
             kept.append((stats["shape_layers"], stats["shape_layers_kept"]))
+            stamped.append((stats.get("gpu_layers_reused", 0), stats.get("gpu_layers_built", 0)))
             return outputs
 
         ours = decoders.generate(run, layers=GPT2.layers, heads=GPT2.heads, head_size=GPT2.head_size,
@@ -78,6 +79,10 @@ def test_gpt2_generates_onnxruntime_tokens(gpt2, backend):
     assert count > 300 and kept[0][1] == 0, kept[0]  # the first run computes them all
     # From the third step (the second has a new input_ids length too) at least 80% are kept.
     assert all(n == count and k >= 0.8 * count for n, k in kept[2:]), kept
+    if backend == "gpu-compute":
+        # From the third step most GPU layers (all but those over the cache: attention) are stamped from the
+        # step before's templates, not built again (backends/gpu/layer_reuse.py); the tokens above are ORT's.
+        assert all(reused >= 2 * built > 0 for reused, built in stamped[2:]), stamped
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -50,6 +50,8 @@ class Recorder:
         self.layer_allocs: list[Allocation] = []  # made by the current layer's builder
         self.scope: Any = None  # a control-flow builder's outer scope (GPUProgram.record_subgraph sets it)
         self.made_and_kept: list[Allocation] = []  # the last builder's own outputs (GPUProgram._place)
+        # The scratch textures the current layer's builder asked for: (slot, texels, name, texture) (layer_reuse).
+        self.scratch_calls: list[tuple[int, int, str, GTexture]] = []
         self.index_checks: list[IndexCheck] = []  # the recording's fault slots (the plan's)
         self._tile_allocs: list[Allocation] | None = None  # temporaries of the tiles so far (begin_tile)
         self._tile_cursor = 0
@@ -199,12 +201,21 @@ class Recorder:
         None when it exceeds the device limits."""
         if self._scratch_layer != self.layer_index:
             self._scratch_layer, self._scratch_held = self.layer_index, []
-        texels = -(-rows * cols // 4)
-        tex = self.program.scratch.get(len(self._scratch_held), texels, name)
+        slot, texels = len(self._scratch_held), -(-rows * cols // 4)
+        tex = self.scratch_slot(slot, texels, name)
+        if tex is not None:
+            self._scratch_held.append(tex)
+            self.scratch_calls.append((slot, texels, name, tex))
+        return tex
+
+    def scratch_slot(self, slot: int, texels: int, name: str = "") -> GTexture | None:
+        """The program's scratch texture ``slot`` holding at least ``texels`` texels for the current layer (see
+        ``scratch_texture``; ``layer_reuse`` asks for a template's slots again through here), None past the
+        device limits."""
+        tex = self.program.scratch.get(slot, texels, name)
         if tex is not None and not self.program.tracing:
             self.program.scratch.realize()  # a recorded run writes it now
         if tex is not None:
-            self._scratch_held.append(tex)
             self.program.note_scratch(-(-texels // LINEAR_TEXELS) * LINEAR_TEXELS * 16)
         return tex
 
@@ -275,7 +286,8 @@ class Recorder:
         layer = self.layer
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
         pipeline, bgl = self.ctx.pipeline(key, lambda: wgsl_source(shader, subs), consts, label, owner=self.program)
-        ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
+        words = pack_params(params, shader)
+        ubuf, uoffset = self.program.uniforms().allocate(words)
         extra: list[Any] = [{"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}]
         extra.extend(textures or [])  # bound by their current view: a scratch slot may grow after this
         if faults:
@@ -283,7 +295,7 @@ class Recorder:
             extra.append({"buffer": buf, "offset": 0, "size": buf.size})
         step = Dispatch(pipeline, None, groups, self.layer_index, bgl,
                         [(t.alloc, size) for t, size in zip([*inputs, *outputs], sizes, strict=True)], extra, label,
-                        len(inputs), offsets if any(offsets) else [])
+                        len(inputs), offsets if any(offsets) else [], words)
         if not self.program.tracing:  # a traced plan's steps are bound once the planner has laid it out
             try:
                 step.bind(self.ctx.device, self.program.native_calls)

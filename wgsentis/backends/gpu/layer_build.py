@@ -85,6 +85,7 @@ class LayerBuilder:
         gpu = self.placer.builder(layer)
         start = len(rec.steps)
         rec.layer_allocs = []
+        rec.scratch_calls = []  # (a recorder without scratch textures keeps it empty)
         narrow_in = {a.dtype for a in args if isinstance(a, GTensor | np.ndarray) and a.dtype in NARROW_TYPES}
         if narrow_in and not gpu.narrow_types:
             args = [widened(rec, a) for a in args]
@@ -120,6 +121,7 @@ class LayerBuilder:
         # What this builder made and returned (record_subgraph hands it to the enclosing layer's temporaries;
         # a returned view of an outer tensor or a constant is not the builder's to free).
         rec.made_and_kept = [alloc for alloc in rec.layer_allocs if id(alloc) in kept]
+        rec.built_allocs = rec.layer_allocs  # every allocation the builder made, in order (layer_reuse)
         rec.layer_allocs = []
         if outputs is NotImplemented:
             del rec.steps[start:]

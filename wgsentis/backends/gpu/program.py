@@ -32,6 +32,7 @@ from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_dev
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.layer_build import LayerBuilder
+from wgsentis.backends.gpu.layer_reuse import LayerReuse
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
 from wgsentis.backends.gpu.placement import Placer, input_bound, value_bound
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, PlanCache, live_peak, plan_arenas
@@ -126,6 +127,8 @@ class GPUProgram(HostSync):
         self.shape_reasons: dict[int, str] = {}
         self.plans_recorded = 0
         self.plans_recorded_for_new_sizes = 0
+        # GPU layers a trace records from an earlier trace's template instead of running their builders.
+        self.layer_reuse = LayerReuse(graph.constants)
         self._structures: set[tuple] = set()
         self._closed = False
 
@@ -189,6 +192,7 @@ class GPUProgram(HostSync):
         self.last_plan = None
         self._next_stream = None
         self.shape_values.clear()
+        self.layer_reuse.clear()
         for pool in self._download_pools.values():
             pool.close()
         self._download_pools.clear()
@@ -266,6 +270,11 @@ class GPUProgram(HostSync):
             value.alloc.refs -= 1
             if value.alloc.refs == 0:
                 self.free_allocation(value.alloc)
+
+    @property
+    def clock(self) -> int:
+        """The recording's clock: the tick of the layer being recorded (``advance_clock``)."""
+        return self._tick
 
     def advance_clock(self) -> None:
         """One more tick of the recording's clock inside the current layer: what a builder frees before it dies
@@ -502,6 +511,7 @@ class GPUProgram(HostSync):
         # The budget counts the device tensors users hold (outputs of runs with on_device=True) as live.
         self._live_bytes = self.ctx.held.nbytes
         self._tick = -1
+        self.layer_reuse.start()
         self.scratch_requests = {}
         plan = Plan(uniforms=self._uniforms)
         self._input_copies = None

@@ -18,6 +18,7 @@ import numpy as np
 from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice, gpu_type_of
 from wgsentis.backends.gpu.layer_build import narrow_host_inputs
+from wgsentis.backends.gpu.layer_reuse import arguments_key
 from wgsentis.backends.gpu.placement import host_of, host_read
 from wgsentis.backends.gpu.replay import emit_layer
 from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Placement, Plan
@@ -155,7 +156,19 @@ class Recording:
         """Where a layer runs, why, and (on the GPU) the outputs its builder recorded into ``rec``
         (``LayerBuilder.place``)."""
         start = len(rec.steps)
-        kind, reason, outputs = self.program.layer_builder.place(rec, layer, args, self.value)
+        program = self.program
+        reuse = program.layer_reuse if self.stream is None and rec.layer is layer else None
+        if reuse is not None:
+            # A layer whose arguments are those of an earlier trace: its template stands for its builder.
+            key = arguments_key(args, reuse.constants)
+            stamped = reuse.stamp(program, rec, self.layer_index, key, args)
+            if stamped is not None:
+                return "gpu", "", stamped
+            given, clock = list(args), program.clock
+        kind, reason, outputs = program.layer_builder.place(rec, layer, args, self.value)
+        if reuse is not None and kind == "gpu":
+            stepped = program.clock != clock  # a builder that stepped the clock: its frees are not replayed
+            reuse.remember(self.layer_index, None if stepped else key, given, rec, rec.steps[start:], outputs)
         if kind == "fallback":
             # Steps a control-flow program already encoded before it gave up (read_scalar) have run; what is
             # encoded next starts where the kept steps end.

@@ -87,6 +87,10 @@ def program_stats(program: Any) -> dict[str, Any]:
         "shape_layers": program.shape_values.count,
         "shape_layers_kept": program.shape_values.kept,
         "plans_recorded_for_new_sizes": program.plans_recorded_for_new_sizes,
+        # GPU layers of the last recording stamped from an earlier trace's template (backends/gpu/layer_reuse.py),
+        # and those whose builders ran.
+        "gpu_layers_reused": program.layer_reuse.reused,
+        "gpu_layers_built": program.layer_reuse.built,
         "run": {"recorded": report.recorded, **report.fixed_costs_ms()},
     }
 

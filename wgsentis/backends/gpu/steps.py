@@ -30,6 +30,7 @@ class Dispatch:
     label: str = ""
     reads: int = 0  # how many of ``storage`` are read-only (the inputs, bound first)
     offsets: list[int] = field(default_factory=list, repr=False)
+    params: Any = field(default=None, repr=False)  # its uniform words (layer_reuse stamps them into a new slot)
 
     def bind(self, device: Any, native: bool = True) -> None:
         offsets = self.offsets or [0] * len(self.storage)

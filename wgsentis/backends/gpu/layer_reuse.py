@@ -1,0 +1,244 @@
+"""Layers a new input size leaves as they were: their steps recorded again without running their builders.
+
+A decoder step with a longer cache, or an encoder fed a longer sentence, changes the shapes of a few layers
+(attention over the cache, what reads the sequence length); most of its hundreds of layers see the same
+arguments as in the recording before. Tracing a plan for the new size ran every layer's builder again all the
+same (its broadcasting analysis, pipeline key, parameter packing: most of a new size's host time). Here a GPU
+layer traced once leaves a ``LayerTemplate``: its steps with each buffer they bind named by where it came from
+(the layer's own allocations in the order its builder made them, an argument's, a constant's) and the
+parameter words of each dispatch. When a later trace reaches the layer with the same ``arguments_key`` (the
+same shapes, dtypes, views, int64 bounds and aliasing of its device arguments, the same constants, the same
+small host values), the template is stamped onto the new recording: new allocations of the same sizes (counted
+by the memory budget like a builder's), new uniform slots holding the same words, the same pipelines. The
+result is what the builder would have recorded, since a builder's steps are a function of exactly those
+arguments and the layer's attributes.
+
+Only layers that need nothing else are templated: dispatches binding storage buffers, one parameter block and
+textures (the program's scratch slots, asked for again in the same order and size, or constant ones), buffer
+copies and copies into a scratch texture. Left to their builders: fault slots (index checks), control flow,
+chunked or texture-laid tensors, narrowing after the builder, a builder that stepped the recording's clock, and
+run inputs with host copies (placement may read their values). Traces only: a recorded run binds its steps as it
+goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.memory import UniformArena
+from wgsentis.backends.gpu.steps import Copy, Dispatch, TextureCopy
+from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture
+
+# Host arguments (shape vectors, axes, indices computed on the host) up to this many elements key a template
+# by their bytes; a larger host argument leaves the layer to its builder.
+HOST_KEY_ELEMENTS = 64
+
+# ("new", k): the k-th allocation the builder made; ("arg", j): argument j's; ("scratch", k): the texture of the
+# builder's k-th scratch request; ("const", a): a constant's allocation or texture itself.
+Ref = tuple[str, Any]
+
+
+def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> tuple | None:
+    """What a layer's builder reads of its arguments, as a hashable key, or None where a template cannot stand
+    for the builder (a chunked or texture-laid tensor, a run input whose host copy placement may read, a large
+    or non-array host value). ``constants``: the ids of the graph's constant arrays, the same objects in every
+    recording (weights: keyed by identity, whatever their size)."""
+    parts: list[Any] = []
+    aliases: dict[int, int] = {}
+    for a in args:
+        if a is None:
+            parts.append(None)
+        elif isinstance(a, GTensor):
+            alloc = a.alloc
+            if alloc is None or a.chunks is not None or a.layout is not None:
+                return None
+            if alloc.persistent:  # a constant: the same allocation every run of the program
+                parts.append(("const", id(alloc), a.shape, a.dtype.str, a.first, a.bound))
+                continue
+            if a.host is not None:
+                return None
+            alias = aliases.setdefault(id(alloc), len(aliases))
+            parts.append(("tensor", a.shape, a.dtype.str, a.first, a.bound, alias, alloc.nbytes))
+        elif isinstance(a, np.ndarray) and id(a) in constants:
+            parts.append(("weight", id(a)))
+        elif isinstance(a, np.ndarray) and a.dtype != object and a.size <= HOST_KEY_ELEMENTS:
+            parts.append(("host", a.shape, a.dtype.str, a.tobytes()))
+        else:
+            return None
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class DispatchShape:
+    """What a templated dispatch keeps of the one its builder recorded: all but its bindings' places (and
+    nothing of the old plan: its bind group and allocations are left to that plan)."""
+
+    pipeline: Any
+    layout: Any
+    groups: tuple[int, int, int]
+    sizes: tuple[int, ...]  # bytes bound of each storage binding
+    label: str
+    reads: int
+    offsets: list[int]
+    words: np.ndarray  # the parameter block
+
+
+@dataclass
+class LayerTemplate:
+    """One traced GPU layer: its steps (``("dispatch", DispatchShape, storage refs, texture refs)`` or ``("copy",
+    Copy class, source ref, offset, target ref, offset, bytes)``), the sizes of the allocations its builder
+    made, which of them it returned, its scratch texture requests (slot, texels, name), and its outputs as (ref,
+    shape, dtype, first element, int64 bound) or None. ``anchors`` keeps the constants' allocations its key
+    names by id alive as long as the template."""
+
+    key: tuple
+    steps: list[tuple]
+    created: list[int]
+    kept: frozenset[int]
+    outputs: list[tuple | None]
+    scratch: list[tuple[int, int, str]] = field(default_factory=list)
+    anchors: list[Allocation] = field(default_factory=list)
+
+
+class LayerReuse:
+    """The last template of each top-level layer of a program's graph, and how many GPU layers the last
+    recording stamped from one (``reused``) or built (``built``)."""
+
+    def __init__(self, constants: dict[str, Any]) -> None:
+        # The graph's constants live as long as the program: their ids stay theirs.
+        self.constants = frozenset(id(v) for v in constants.values() if isinstance(v, np.ndarray))
+        self.templates: dict[int, LayerTemplate] = {}
+        self.reused = 0
+        self.built = 0
+
+    def start(self) -> None:
+        """A recording begins: its counts start from zero."""
+        self.reused = self.built = 0
+
+    def clear(self) -> None:
+        self.templates.clear()
+
+    def stamp(self, program: Any, rec: Any, index: int, key: tuple | None, args: list[Any]) -> tuple | None:
+        """The outputs of layer ``index`` recorded from its template into ``rec`` (``program``'s recorder),
+        or None where it has none for ``key``."""
+        template = self.templates.get(index) if key is not None else None
+        if template is None or template.key != key:
+            return None
+        layer = rec.layer
+        textures = [rec.scratch_slot(slot, texels, name) for slot, texels, name in template.scratch]
+        if None in textures:
+            return None  # (not past the device's limits when traced at these sizes: cannot happen)
+        created = [program.new_allocation(nbytes, f"an output of layer '{layer.name}' ({layer.op_type})", layer)
+                   for nbytes in template.created]
+
+        def where(ref: Ref) -> Any:
+            kind, value = ref
+            if kind == "new":
+                return created[value]
+            if kind == "scratch":
+                return textures[value]
+            return args[value].alloc if kind == "arg" else value
+
+        uniforms = program.uniforms()
+        for kind, step, *refs in template.steps:  # (step: a DispatchShape, or the class of a copy)
+            if kind == "dispatch":
+                storage_refs, texture_refs = refs
+                ubuf, uoffset = uniforms.allocate(step.words)
+                rec.steps.append(Dispatch(
+                    step.pipeline, None, step.groups, index, step.layout,
+                    [(where(r), size) for r, size in zip(storage_refs, step.sizes, strict=True)],
+                    [{"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT},
+                     *(where(r) for r in texture_refs)], step.label, step.reads, step.offsets, step.words))
+            else:
+                source, source_offset, target, target_offset, nbytes = refs
+                rec.steps.append(step(where(source), source_offset, where(target), target_offset, nbytes, index))
+        outputs: list[Any] = []
+        for out in template.outputs:
+            if out is None:
+                outputs.append(None)
+                continue
+            ref, shape, dtype, first, bound = out
+            t = GTensor(where(ref), shape, dtype, first=first)
+            t.bound = bound
+            outputs.append(t)
+        kept = {id(created[k]) for k in template.kept}
+        program.free_temporaries(created, kept)
+        rec.made_and_kept = [created[k] for k in sorted(template.kept)]
+        self.reused += 1
+        return tuple(outputs)
+
+    def remember(self, index: int, key: tuple | None, args: list[Any], rec: Any, steps: list[Any],
+                 outputs: tuple) -> None:
+        """Keep layer ``index``'s template from what its builder just recorded into ``rec`` (``steps``,
+        ``outputs``, the allocations and scratch textures it asked for) on arguments ``args`` (as they were
+        before placement), where everything they bind has a known origin; otherwise forget any earlier template
+        of the layer."""
+        self.built += 1
+        template = _template(key, args, rec.built_allocs, rec.scratch_calls, steps, outputs) \
+            if key is not None else None
+        if template is None:
+            self.templates.pop(index, None)
+        else:
+            self.templates[index] = template
+
+
+def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: list[tuple], steps: list[Any],
+              outputs: tuple) -> LayerTemplate | None:
+    origin: dict[int, Ref] = {}
+    anchors = []
+    for j, a in enumerate(args):
+        if isinstance(a, GTensor) and a.alloc is not None:
+            if a.alloc.persistent:
+                anchors.append(a.alloc)
+            else:
+                origin.setdefault(id(a.alloc), ("arg", j))
+    for k, alloc in enumerate(created):
+        origin[id(alloc)] = ("new", k)
+    for k, (*_, texture) in enumerate(scratch):
+        origin.setdefault(id(texture), ("scratch", k))
+
+    def ref(alloc: Allocation) -> Ref | None:
+        if id(alloc) in origin:
+            return origin[id(alloc)]
+        return ("const", alloc) if alloc.persistent else None
+
+    recorded: list[tuple] = []
+    for step in steps:
+        if type(step) is Dispatch:
+            if step.params is None or not step.extra or not isinstance(step.extra[0], dict) \
+                    or not all(isinstance(r, GTexture) for r in step.extra[1:]):
+                return None  # no parameter block of its own, or the fault buffer bound: not templated
+            refs = [ref(alloc) for alloc, _ in step.storage]
+            textures = [origin.get(id(r), ("const", r)) for r in step.extra[1:]]
+            if None in refs:
+                return None
+            recorded.append(("dispatch", DispatchShape(step.pipeline, step.layout, step.groups,
+                                                       tuple(size for _, size in step.storage), step.label,
+                                                       step.reads, step.offsets, step.params), refs, textures))
+        elif type(step) in (Copy, TextureCopy):
+            source = ref(step.src)
+            target = origin.get(id(step.dst)) if isinstance(step, TextureCopy) else ref(step.dst)
+            if source is None or target is None:
+                return None
+            recorded.append(("copy", type(step), source, step.src_offset, target, step.dst_offset, step.nbytes))
+        else:
+            return None
+    outs: list[tuple | None] = []
+    for o in outputs:
+        if o is None:
+            outs.append(None)
+            continue
+        if not isinstance(o, GTensor) or o.alloc is None or o.chunks is not None or o.layout is not None \
+                or o.host is not None:
+            return None
+        where = ref(o.alloc)
+        if where is None:
+            return None
+        outs.append((where, o.shape, o.dtype, o.first, o.bound))
+    kept = frozenset(k for k, alloc in enumerate(created) if any(isinstance(o, GTensor) and o.alloc is alloc
+                                                                 for o in outputs))
+    return LayerTemplate(key, recorded, [alloc.nbytes for alloc in created], kept, outs,
+                         [(slot, texels, name) for slot, texels, name, _ in scratch], anchors)
