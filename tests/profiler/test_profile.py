@@ -314,12 +314,13 @@ def test_gpu_time_sum_small_models(name: str, sample_path: str) -> None:
     # below is the upper side, and _check's _check_gpu_rows bounds the measured rows themselves.
     assert ratios[-1] <= 1.1, ratios
     if data["timer"] == "gpu-timestamps":
-        # what was taken out of the layer rows: at most one measured stamp cost per layer interval
-        assert data["timestamp_cost_us"] >= 0
+        # What was taken out of the layer rows: one measured stamp cost per layer interval, and beyond it at most
+        # what the runs measured over their ends-only twins (a loaded machine's surplus, taken out in proportion).
+        assert data["timestamp_cost_us"] >= 0 and data["timestamp_excess_ms"] >= 0
         # The overhead is reported in ms to 4 decimals (off by up to 5e-5 ms), the cost in us to 3 (off by up
         # to 5e-4 us, once per layer): at the bound they round apart by up to both (CI saw 2.5038 > 2.503794).
         bound = 1e-3 * (data["timestamp_cost_us"] + 5e-4) * len(data["layers"]) + 5e-5
-        assert 0 <= data["timestamp_overhead_ms"] <= bound
+        assert 0 <= data["timestamp_overhead_ms"] <= bound + data["timestamp_excess_ms"] + 5e-5
 
 
 def test_stamp_cost_is_bounded_by_the_shortest_layer_interval() -> None:

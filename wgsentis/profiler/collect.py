@@ -9,7 +9,8 @@ the rows add up to a typical run and one disturbed run does not lift them all).
 - gpu-compute: with timestamp queries, each instrumented run writes a timestamp between layers
   (``GPUProgram.set_timestamps``); a third run per iteration stamps only the run's ends, and the
   excess per interior stamp (the stamps' own GPU cost: ~60 us each on lavapipe) is taken out of every
-  layer interval and reported (``timestamp_cost_us``, ``timestamp_overhead_ms``). Without timestamp
+  layer interval and reported (``timestamp_cost_us``, ``timestamp_overhead_ms``); what a run's stamps cost
+  beyond that (``timestamp_excess_ms``: its whole excess) comes out of its layers in proportion. Without timestamp
   queries, each layer is submitted on its own and fenced with a tiny mapped read, timed on the host
   (the profile's ``timer`` says which).
   Host rows come from the plain run beside each instrumented one: input uploads, command encoding,
@@ -82,6 +83,7 @@ class Timing:
     timer: str = "host"
     timestamp_cost_us: float = 0.0  # GPU time one timestamp write adds (taken out of layer times)
     stamp_overhead: list[float] = field(default_factory=list)  # per instrumented run: what was taken out
+    stamp_excess: list[float] = field(default_factory=list)  # per instrumented run: its time over the ends-only run
     device: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, list[str]] = field(default_factory=dict)
     weight_upload_bytes: int = 0
@@ -265,7 +267,8 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
                 run["spans"] = dict(program.last_run.layer_spans)
                 interior = sum(run["spans"].values()) - 1
                 if calibrate and whole is not None and interior > 0:
-                    run["stamp_cost"] = max(0.0, (sum(run["layer_s"].values()) - whole / 1e9) / interior)
+                    run["whole_s"] = whole / 1e9
+                    run["stamp_cost"] = max(0.0, (sum(run["layer_s"].values()) - run["whole_s"]) / interior)
             else:
                 run["layer_s"], readback = program.run_layer_by_layer(feeds)
                 readback.wait()
@@ -289,7 +292,17 @@ def time_gpu(worker: Any, feeds: dict[str, Any], runs: int, warmup: int, progres
         if stamp_s:
             raw = sum(layer_s.values())
             layer_s = {i: max(0.0, s - stamp_s * run["spans"].get(i, 1)) for i, s in layer_s.items()}
+            whole_s = run.get("whole_s")
+            left = sum(layer_s.values())
+            if whole_s and left > whole_s:
+                # The stamps cost this run more than the capped per-stamp cost took out (on a loaded machine
+                # a stamp's cost grows with the work it interrupts, so the surplus sits in the long layers
+                # and no uniform cost can remove it without emptying the short ones): the rest of the run's
+                # own measured excess comes out in proportion to each layer's time, so the rows add up to
+                # the run stamped only at its ends.
+                layer_s = {i: s * whole_s / left for i, s in layer_s.items()}
             timing.stamp_overhead.append(raw - sum(layer_s.values()))
+            timing.stamp_excess.append(max(0.0, raw - whole_s) if whole_s else 0.0)
         for i, s in layer_s.items():
             timing.layers.setdefault(i, []).append(s)
         fallback_total = 0.0

@@ -319,6 +319,7 @@ def _timed_sections(m: collect.Timing, costs: list[LayerCost], ceil: dict[str, A
         "time_sum_ms": round(total, 4), "time_sum_ratio": round(total / ms, 4) if ms else None,
         "timestamp_cost_us": round(m.timestamp_cost_us, 3),
         "timestamp_overhead_ms": round(mean(m.stamp_overhead) * 1e3, 4) if m.stamp_overhead else 0.0,
+        "timestamp_excess_ms": round(mean(m.stamp_excess) * 1e3, 4) if m.stamp_excess else 0.0,
         "ceilings": ceil, "layers": layers, "transfers": transfers, "host": host,
         "host_planned_layers": planned, "fallback_layers": [e["name"] for e in layers if e["fallback"]],
         "weight_upload_bytes": m.weight_upload_bytes,
