@@ -14,6 +14,7 @@ from wgsentis.passes.fuse import (
     FoldChannelAffine,
     FuseActivation,
     FuseConvBatchNorm,
+    FuseGeluPattern,
     FuseHardSwishPattern,
     FuseResidualAdd,
 )
@@ -28,7 +29,7 @@ class Optimizer:
 
     def __init__(self, evaluate: Evaluator) -> None:
         self.passes = [LowerEinsum(), FoldConstants(evaluate), RemoveNoOps(), FuseHardSwishPattern(),
-                       FuseConvBatchNorm(), FoldChannelAffine(), FoldAffineIntoNextConv(),
+                       FuseGeluPattern(), FuseConvBatchNorm(), FoldChannelAffine(), FoldAffineIntoNextConv(),
                        CommutePoolAndPointwiseConv(), FuseActivation(), FuseResidualAdd(), RemoveUnused()]
 
     def __call__(self, graph: Graph, opsets: dict[str, int]) -> Graph:

@@ -1,10 +1,13 @@
-"""Fusions: HardSwish spelled as x * Clip(x + 3, 0, 6) / 6 made one layer; BatchNormalization folded
+"""Fusions: HardSwish spelled as x * Clip(x + 3, 0, 6) / 6 and Gelu spelled out in its tanh or erf form made one
+layer each; BatchNormalization folded
 into the preceding Conv's weights; per-channel constant Mul/Add/Sub/Div folded into the Conv or
 BatchNormalization before them, or else into an unpadded Conv after them; activations folded into
 the layer that produces their input (the kernel applies them on its output); a residual Add folded
 into the Conv that produces one of its inputs (FusedConv)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -193,6 +196,140 @@ class FuseHardSwishPattern:
             return tuple(_constant_scalar(graph, n) if n else None for n in names)  # type: ignore[return-value]
         lo, hi = clip.attrs.get("min"), clip.attrs.get("max")
         return (None if lo is None else float(lo), None if hi is None else float(hi))
+
+
+def _near(value: float | None, target: float, rel: float = 1e-4) -> bool:
+    return value is not None and abs(value - target) <= rel * abs(target)
+
+
+class FuseGeluPattern:
+    """Gelu spelled out in elementwise layers, as torch.onnx writes it for exporters' own activations, becomes
+    one ONNX Gelu layer (opset 20, whatever the model's opset, as FuseHardSwishPattern does for HardSwish):
+
+    - the tanh form, GPT-2's ``gelu_new``: 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * Pow(x, 3)))), eight
+      full-tensor layers per activation -> ``Gelu(approximate="tanh")``;
+    - the erf form, BERT's: x * 0.5 * (1 + Erf(x / sqrt(2))), five or six layers -> ``Gelu(approximate="none")``.
+
+    The 0.5 may scale x, the product, or the (1 + ...) factor; operands of Add and Mul in either order. Every
+    tensor inside the pattern must have one reader and not be a graph output (``add_output`` of one keeps the
+    layers). The Gelu kernels compute the same expression in the same precision (float32 constants within
+    1e-4 of the formula's), so results move by a few ulps, not more; ONNX Runtime's optimizer makes the same
+    fusion (GeluFusion, FastGeluFusion)."""
+
+    def run(self, graph: Graph, opsets: dict[str, int]) -> None:
+        outputs, producers, consumers, position = _graph_maps(graph)
+        removed: set[int] = set()
+
+        def inner(name: str, reader: Layer) -> Layer | None:
+            """The single-reader, default-domain producer of ``name``."""
+            layer = producers.get(name)
+            if (layer is None or layer.domain or len(layer.outputs) != 1 or name in outputs
+                    or single_consumer(consumers, name) is not reader or id(layer) in removed):
+                return None
+            return layer
+
+        def split(layer: Layer) -> tuple[str, float] | None:
+            """A binary layer's (tensor operand, constant scalar operand), either order."""
+            if len(layer.inputs) != 2 or layer.attrs:
+                return None
+            for k in (0, 1):
+                value = _constant_scalar(graph, layer.inputs[k])
+                if value is not None and layer.inputs[1 - k] not in graph.constants:
+                    return layer.inputs[1 - k], value
+            return None
+
+        def tanh_argument(act: Layer) -> tuple[str, list[Layer]] | None:
+            """x and the layers of sqrt(2/pi) * (x + 0.044715 * x^3) under ``act``, a Tanh."""
+            scaled = inner(act.inputs[0], act)
+            operand = split(scaled) if scaled is not None and scaled.op_type == "Mul" else None
+            if operand is None or not _near(operand[1], math.sqrt(2 / math.pi)):
+                return None
+            add = inner(operand[0], scaled)
+            if add is None or add.op_type != "Add" or len(add.inputs) != 2 or add.attrs:
+                return None
+            for k in (0, 1):
+                x, cubic_name = add.inputs[k], add.inputs[1 - k]
+                cubic = inner(cubic_name, add)
+                term = split(cubic) if cubic is not None and cubic.op_type == "Mul" else None
+                if term is None or not _near(term[1], 0.044715):
+                    continue
+                power = inner(term[0], cubic)
+                base = split(power) if power is not None and power.op_type == "Pow" else None
+                if base is not None and base[0] == x and power.inputs[0] == x and base[1] == 3.0:
+                    return x, [power, cubic, add, scaled]
+            return None
+
+        def erf_argument(act: Layer) -> tuple[str, list[Layer]] | None:
+            """x and the layer of x / sqrt(2) (or x * (1/sqrt(2))) under ``act``, an Erf."""
+            scaled = inner(act.inputs[0], act)
+            operand = split(scaled) if scaled is not None else None
+            if operand is None or (scaled.op_type == "Div" and scaled.inputs[0] != operand[0]):
+                return None
+            if ((scaled.op_type == "Div" and _near(operand[1], math.sqrt(2)))
+                    or (scaled.op_type == "Mul" and _near(operand[1], 1 / math.sqrt(2)))):
+                return operand[0], [scaled]
+            return None
+
+        def one_plus(name: str, reader: Layer) -> tuple[str, str, list[Layer]] | None:
+            """(x, approximate, layers) where ``name`` is 1 + Tanh(...) or 1 + Erf(...)."""
+            add = inner(name, reader)
+            operand = split(add) if add is not None and add.op_type == "Add" else None
+            if operand is None or operand[1] != 1.0:
+                return None
+            act = inner(operand[0], add)
+            if act is None or act.op_type not in ("Tanh", "Erf") or act.attrs:
+                return None
+            found = tanh_argument(act) if act.op_type == "Tanh" else erf_argument(act)
+            if found is None:
+                return None
+            return found[0], "tanh" if act.op_type == "Tanh" else "none", [*found[1], act, add]
+
+        def half_of(name: str, reader: Layer, x: str | None) -> tuple[str, Layer] | None:
+            """(t, layer) where ``name`` is 0.5 * t (t == x where x is given)."""
+            half = inner(name, reader)
+            operand = split(half) if half is not None and half.op_type == "Mul" else None
+            if operand is None or operand[1] != 0.5 or (x is not None and operand[0] != x):
+                return None
+            return operand[0], half
+
+        for last in graph.layers:
+            if last.op_type != "Mul" or last.domain or len(last.inputs) != 2 or last.attrs or id(last) in removed:
+                continue
+            fused: tuple[str, str, list[Layer]] | None = None
+            for k in (0, 1):
+                left, right = last.inputs[k], last.inputs[1 - k]
+                factor = one_plus(right, last)
+                if factor is not None:  # (0.5 * x) * (1 + f(x))
+                    x, approximate, layers = factor
+                    half = half_of(left, last, x)
+                    if half is not None:
+                        fused = (x, approximate, [*layers, half[1]])
+                    break
+                half = half_of(right, last, None)
+                if half is not None:
+                    factor = one_plus(half[0], half[1])
+                    if factor is not None and left == factor[0]:  # x * (0.5 * (1 + f(x)))
+                        fused = (left, factor[1], [*factor[2], half[1]])
+                        break
+            if fused is None:
+                operand = split(last)
+                if operand is not None and operand[1] == 0.5:  # (x * (1 + f(x))) * 0.5
+                    product = inner(operand[0], last)
+                    if product is not None and product.op_type == "Mul" and len(product.inputs) == 2 \
+                            and not product.attrs:
+                        for k in (0, 1):
+                            factor = one_plus(product.inputs[1 - k], product)
+                            if factor is not None and product.inputs[k] == factor[0]:
+                                fused = (factor[0], factor[1], [*factor[2], product])
+                                break
+            if fused is None:
+                continue
+            x, approximate, layers = fused
+            graph.layers[position[id(last)]] = Layer(
+                name=last.name, op_type="Gelu", inputs=[x], outputs=list(last.outputs),
+                attrs={"approximate": approximate}, domain="", opset=max(20, last.opset))
+            removed.update(id(layer) for layer in layers)
+        _drop(graph, removed)
 
 
 _AFFINE_OPS = frozenset({"Mul", "Add", "Sub", "Div"})
