@@ -38,10 +38,21 @@ def _moments(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarr
     """(mean, x - mean, biased variance) over ``axes`` with kept dims, in x's dtype; long rows accumulate in
     float64 (``numeric.sum_dtype``), so their error does not grow with the row."""
     acc = sum_dtype(x, axes)
-    mean = x.mean(axis=axes, keepdims=True, dtype=acc).astype(x.dtype, copy=False)
+    mean = _mean(x, axes, acc).astype(x.dtype, copy=False)
     centered = x - mean
-    var = np.mean(centered * centered, axis=axes, keepdims=True, dtype=acc).astype(x.dtype, copy=False)
+    var = _mean(centered * centered, axes, acc).astype(x.dtype, copy=False)
     return mean, centered, var
+
+
+def _mean(x: np.ndarray, axes: tuple[int, ...], acc: np.dtype | None) -> np.ndarray:
+    """``np.mean(x, axes, keepdims=True, dtype=acc)``, bit for bit, without its Python wrapper: the same sum and
+    the same division by the element count (as numpy's intp, cast back unsafely). The wrapper cost a decoder's
+    LayerNormalization on one token (256 values) more than its arithmetic; float16 keeps numpy's own path,
+    which sums in float32."""
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        return np.mean(x, axis=axes, keepdims=True, dtype=acc)
+    total = np.add.reduce(x, axis=axes, dtype=acc, keepdims=True)
+    return np.true_divide(total, np.intp(math.prod(x.shape[a] for a in axes)), out=total, casting="unsafe")
 
 
 # --------------------------------------------------------------------------------------------
