@@ -187,6 +187,14 @@ class Placer:
         self.host_needed = host_tensors(graph, backend)
         self.index_only = index_only_tensors(graph)  # tensors that only serve as indices (int64_range_reason)
         self.last_use = last_uses(graph, [o.name for o in graph.outputs])
+        # Per layer: the tensors it reads last (dropped after it), and its outputs nothing reads (dropped at once);
+        # fixed for the graph, so a recording does not derive them again layer by layer (captures included).
+        self.dies_after: list[tuple[str, ...]] = []
+        self.unread_outputs: list[tuple[int, ...]] = []
+        for i, layer in enumerate(graph.layers):
+            read = dict.fromkeys([*layer.inputs, *sorted(captured_names(layer))])  # in order, once each
+            self.dies_after.append(tuple(n for n in read if n and self.last_use.get(n) == i))
+            self.unread_outputs.append(tuple(k for k, n in enumerate(layer.outputs) if n and n not in self.last_use))
         self.host_program = HostProgram(graph, control_of, kernels)
         self.cpu_steps = [LayerStep(layer, self.host_program) for layer in graph.layers]
         self._subgraph_steps: dict[int, tuple[Layer, LayerStep]] = {}

@@ -25,7 +25,7 @@ from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Placement, Plan
 from wgsentis.backends.gpu.streams import CommandStream
 from wgsentis.backends.gpu.tensors import GTensor, GTexture, NeedsDeviceValues
 from wgsentis.errors import DeviceError
-from wgsentis.ir import Layer, captured_names
+from wgsentis.ir import Layer
 from wgsentis.ops.spec import spec_of
 
 
@@ -99,11 +99,14 @@ class Recording:
             program.advance_clock()
             rec.layer, rec.layer_index = layer, i
             args = [self.value(n) if n else None for n in layer.inputs]
-            if program.control is not None:
-                program.control.before_layer(layer, args)  # stop or refuse before anything is allocated
             # Shape arithmetic whose inputs' shapes (or values) are those of an earlier recording keeps its value:
             # a host layer again, neither placed nor run (a decoder's new past length re-runs only what reads it).
             kept = shapes.kept_value(i, layer, args) if shapes.kinds[i] else None
+            if program.control is not None:
+                if kept is None:
+                    program.control.before_layer(layer, args)  # stop or refuse before anything is allocated
+                else:  # a kept value allocates nothing (the cpu backend checks none at all)
+                    program.control.check(layer)
             if kept is not None:
                 kind, reason, outputs = "host", program.shape_reasons[i], kept
             else:
@@ -143,12 +146,12 @@ class Recording:
                 if name:
                     env[name] = value
                     program.retain(value)
-            for n in set(layer.inputs) | captured_names(layer):
-                if n and placer.last_use.get(n) == i and n in env:
+            for n in placer.dies_after[i]:
+                if n in env:
                     program.drop(env[n])
-            for name, value in zip(layer.outputs, outputs, strict=False):
-                if name and name not in placer.last_use:
-                    program.drop(value)
+            for k in placer.unread_outputs[i]:
+                if k < len(outputs):
+                    program.drop(outputs[k])
         plan.outputs = {n: self.value(n) for n in program.output_names}  # (an output may be a constant)
         return cacheable and not self.reads_device
 
