@@ -140,22 +140,24 @@ def _first_fit(busy: list[tuple[int, int]], size: int, capacity: int) -> int | N
 
 
 def plan_arenas(ctx: GPUContext, allocs: list[Allocation], steps: list[Any], end: int,
-                label: str) -> tuple[list[Any], int]:
-    """Move ``allocs`` into arenas laid out by ``assign_offsets`` for the plan's ``steps``; returns the arena
-    buffers and their bytes."""
+                label: str, orders: tuple[str, ...] = ORDERS) -> tuple[list[Any], int, str]:
+    """Move ``allocs`` into arenas laid out by ``assign_offsets`` for the plan's ``steps``, in each of ``orders``,
+    the smallest layout kept; returns the arena buffers, their bytes and the order that laid them out."""
     if not allocs:
-        return [], 0
+        return [], 0, orders[0]
     capacity = int(ctx.limits.get("max-buffer-size", 1 << 30)) // ALIGN * ALIGN
     conflicts = step_conflicts(steps, allocs)
-    where, sizes = min((_with_sizes(allocs, assign_offsets(allocs, end, capacity, conflicts, order))
-                        for order in ORDERS), key=lambda layout: sum(layout[1].values()))
+    layouts = {order: _with_sizes(allocs, assign_offsets(allocs, end, capacity, conflicts, order))
+               for order in orders}
+    best = min(orders, key=lambda order: sum(layouts[order][1].values()))
+    where, sizes = layouts[best]
     usage = ctx.wgpu.BufferUsage
     arenas = [ctx.create_buffer(sizes[k], usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
                                 f"wgsentis arena {k} of {label}", f"arena {k} of {label} ({sizes[k]:,} bytes)")
               for k in range(len(sizes))]
     for alloc, (arena, offset) in zip(allocs, where, strict=True):
         alloc.move(arenas[arena], offset)
-    return arenas, sum(sizes.values())
+    return arenas, sum(sizes.values()), best
 
 
 def _with_sizes(allocs: list[Allocation], where: list[tuple[int, int]]) -> tuple[list[tuple[int, int]],
