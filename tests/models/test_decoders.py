@@ -79,10 +79,12 @@ def test_gpt2_generates_onnxruntime_tokens(gpt2, backend):
     assert count > 300 and kept[0][1] == 0, kept[0]  # the first run computes them all
     # From the third step (the second has a new input_ids length too) at least 80% are kept.
     assert all(n == count and k >= 0.8 * count for n, k in kept[2:]), kept
-    if backend == "gpu-compute":
+    if backend != "cpu":
         # From the third step most GPU layers (all but those over the cache: attention) are stamped from the
         # step before's templates, not built again (backends/gpu/layer_reuse.py); the tokens above are ORT's.
-        assert all(reused >= 2 * built > 0 for reused, built in stamped[2:]), stamped
+        # (4x256: 143 of 200 GPU layers on gpu-compute, 115 of 172 on gpu-pixel.)
+        share = 2.0 if backend == "gpu-compute" else 1.8
+        assert all(reused >= share * built > 0 for reused, built in stamped[2:]), stamped
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

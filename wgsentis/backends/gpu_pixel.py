@@ -421,7 +421,8 @@ class PixelRecorder:
         label = label or (f"{layer.name} ({layer.op_type})" if layer is not None else shader)
         pipeline, bgl = self.ctx.render_pipeline(key, lambda: wgsl_source(shader, subs), consts, label, list(formats),
                                                  owner=self.program)
-        ubuf, uoffset = self.program.uniforms().allocate(pack_params(params, shader))
+        words = pack_params(params, shader)
+        ubuf, uoffset = self.program.uniforms().allocate(words)
         extra: list[Any] = [i.alloc.texture for i in inputs]
         extra.append({"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT})
         if faults:
@@ -434,7 +435,7 @@ class PixelRecorder:
         if rows is not None:
             origin, region = rows[0], (region[0], rows[1])
         step = Draw(pipeline, None, [o.alloc.texture for o in outputs], self.layer_index, bgl, extra, label,
-                    region=region, origin=origin, load=origin > 0)
+                    region=region, origin=origin, load=origin > 0, params=words)
         if not self.program.tracing:
             step.bind(self.ctx.device, self.program.native_calls)
         self.steps.append(step)
@@ -451,6 +452,9 @@ class PixelProgram(GPUProgram):
         self._constant_textures: dict[tuple[int, int], tuple[np.ndarray, GTensor]] = {}
         self._owned_textures: list[Any] = []
         self._packing_order: int | None = None  # which order of layout_memory's packed this program's plans least
+        # The ids of the constant textures' GTextures: the program keeps them to its end (layer_reuse templates
+        # may bind them by identity).
+        self.constant_texture_ids: set[int] = set()
 
     def make_recorder(self) -> PixelRecorder:
         self._textures = TexturePool(self)  # each recorded run draws on its own textures
@@ -515,6 +519,7 @@ class PixelProgram(GPUProgram):
         nbytes = self.write(t, self.prepare_upload(value, f"constant '{name}'"))
         self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
         self._constant_textures[key] = (value, t)
+        self.constant_texture_ids.add(id(alloc.texture))
         return t
 
     # -- the storage hooks of GPUProgram ---------------------------------------------------------------------

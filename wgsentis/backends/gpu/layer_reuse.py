@@ -15,10 +15,12 @@ arguments and the layer's attributes.
 
 Only layers that need nothing else are templated: dispatches binding storage buffers, one parameter block and
 textures (the program's scratch slots, asked for again in the same order and size, or constant ones), buffer
-copies and copies into a scratch texture. Left to their builders: fault slots (index checks), control flow,
-chunked or texture-laid tensors, narrowing after the builder, a builder that stepped the recording's clock, and
-run inputs with host copies (placement may read their values). Traces only: a recorded run binds its steps as it
-goes.
+copies and copies into a scratch texture; on gpu-pixel, draws into the layer's own texture tensors reading its
+arguments', its own or the program's constant textures, with one parameter block (a tensor's layout in its
+texture is part of the key, and a stamped layer's new textures have the layouts its builder chose). Left to their
+builders: fault slots (index checks), control flow, chunked tensors, narrowing after the builder, a builder that
+stepped the recording's clock, textures of unknown origin, and run inputs with host copies (placement may read
+their values). Traces only: a recorded run binds its steps as it goes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.gpu.memory import UniformArena
-from wgsentis.backends.gpu.steps import Copy, Dispatch, TextureCopy
+from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, TextureCopy
 from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture
 
 # Host arguments (shape vectors, axes, indices computed on the host) up to this many elements key a template
@@ -53,15 +55,17 @@ def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> t
             parts.append(None)
         elif isinstance(a, GTensor):
             alloc = a.alloc
-            if alloc is None or a.chunks is not None or a.layout is not None:
+            if alloc is None or a.chunks is not None or (a.layout is not None and not hasattr(alloc, "layout")):
                 return None
             if alloc.persistent:  # a constant: the same allocation every run of the program
-                parts.append(("const", id(alloc), a.shape, a.dtype.str, a.first, a.bound))
+                parts.append(("const", id(alloc), a.shape, a.dtype.str, a.first, a.bound, a.layout))
                 continue
             if a.host is not None:
                 return None
             alias = aliases.setdefault(id(alloc), len(aliases))
-            parts.append(("tensor", a.shape, a.dtype.str, a.first, a.bound, alias, alloc.nbytes))
+            # (gpu-pixel: the tensor's layout in its texture and the texture tensor's own layout)
+            parts.append(("tensor", a.shape, a.dtype.str, a.first, a.bound, alias, alloc.nbytes, a.layout,
+                          getattr(alloc, "layout", None)))
         elif isinstance(a, np.ndarray) and id(a) in constants:
             parts.append(("weight", id(a)))
         elif isinstance(a, np.ndarray) and a.dtype != object and a.size <= HOST_KEY_ELEMENTS:
@@ -86,6 +90,20 @@ class DispatchShape:
     words: np.ndarray  # the parameter block
 
 
+@dataclass(frozen=True)
+class DrawShape:
+    """What a templated gpu-pixel draw keeps of the one its builder recorded: all but its targets and the
+    textures it reads (and its parameter block's place)."""
+
+    pipeline: Any
+    layout: Any
+    label: str
+    region: tuple[int, int]
+    origin: int
+    load: bool
+    words: np.ndarray
+
+
 @dataclass
 class LayerTemplate:
     """One traced GPU layer: its steps (``("dispatch", DispatchShape, storage refs, texture refs)`` or ``("copy",
@@ -96,7 +114,7 @@ class LayerTemplate:
 
     key: tuple
     steps: list[tuple]
-    created: list[int]
+    created: list[Any]  # bytes of each buffer, or the TextureLayout of each texture tensor (gpu-pixel)
     kept: frozenset[int]
     outputs: list[tuple | None]
     scratch: list[tuple[int, int, str]] = field(default_factory=list)
@@ -131,15 +149,20 @@ class LayerReuse:
         textures = [rec.scratch_slot(slot, texels, name) for slot, texels, name in template.scratch]
         if None in textures:
             return None  # (not past the device's limits when traced at these sizes: cannot happen)
-        created = [program.new_allocation(nbytes, f"an output of layer '{layer.name}' ({layer.op_type})", layer)
-                   for nbytes in template.created]
+        what = f"an output of layer '{layer.name}' ({layer.op_type})"
+        created = [program.new_allocation(size, what, layer) if isinstance(size, int)
+                   else program.new_texture(size, what, layer) for size in template.created]
 
         def where(ref: Ref) -> Any:
             kind, value = ref
             if kind == "new":
                 return created[value]
+            if kind == "newtex":
+                return created[value].texture
             if kind == "scratch":
                 return textures[value]
+            if kind == "argtex":
+                return args[value].alloc.texture
             return args[value].alloc if kind == "arg" else value
 
         uniforms = program.uniforms()
@@ -152,6 +175,13 @@ class LayerReuse:
                     [(where(r), size) for r, size in zip(storage_refs, step.sizes, strict=True)],
                     [{"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT},
                      *(where(r) for r in texture_refs)], step.label, step.reads, step.offsets, step.words))
+            elif kind == "draw":
+                target_refs, texture_refs = refs
+                ubuf, uoffset = uniforms.allocate(step.words)
+                rec.steps.append(Draw(
+                    step.pipeline, None, [where(r) for r in target_refs], index, step.layout,
+                    [*(where(r) for r in texture_refs), {"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}],
+                    step.label, region=step.region, origin=step.origin, load=step.load, params=step.words))
             else:
                 source, source_offset, target, target_offset, nbytes = refs
                 rec.steps.append(step(where(source), source_offset, where(target), target_offset, nbytes, index))
@@ -160,9 +190,10 @@ class LayerReuse:
             if out is None:
                 outputs.append(None)
                 continue
-            ref, shape, dtype, first, bound = out
+            ref, shape, dtype, first, bound, layout = out
             t = GTensor(where(ref), shape, dtype, first=first)
             t.bound = bound
+            t.layout = layout
             outputs.append(t)
         kept = {id(created[k]) for k in template.kept}
         program.free_temporaries(created, kept)
@@ -177,7 +208,8 @@ class LayerReuse:
         before placement), where everything they bind has a known origin; otherwise forget any earlier template
         of the layer."""
         self.built += 1
-        template = _template(key, args, rec.built_allocs, rec.scratch_calls, steps, outputs) \
+        constant_textures = getattr(rec.program, "constant_texture_ids", frozenset())
+        template = _template(key, args, rec.built_allocs, rec.scratch_calls, steps, outputs, constant_textures) \
             if key is not None else None
         if template is None:
             self.templates.pop(index, None)
@@ -186,7 +218,7 @@ class LayerReuse:
 
 
 def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: list[tuple], steps: list[Any],
-              outputs: tuple) -> LayerTemplate | None:
+              outputs: tuple, constant_textures: set[int] | frozenset[int]) -> LayerTemplate | None:
     origin: dict[int, Ref] = {}
     anchors = []
     for j, a in enumerate(args):
@@ -195,8 +227,12 @@ def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: l
                 anchors.append(a.alloc)
             else:
                 origin.setdefault(id(a.alloc), ("arg", j))
+                if hasattr(a.alloc, "texture"):  # (gpu-pixel: a texture tensor's texture)
+                    origin.setdefault(id(a.alloc.texture), ("argtex", j))
     for k, alloc in enumerate(created):
         origin[id(alloc)] = ("new", k)
+        if hasattr(alloc, "texture"):
+            origin[id(alloc.texture)] = ("newtex", k)
     for k, (*_, texture) in enumerate(scratch):
         origin.setdefault(id(texture), ("scratch", k))
 
@@ -218,6 +254,20 @@ def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: l
             recorded.append(("dispatch", DispatchShape(step.pipeline, step.layout, step.groups,
                                                        tuple(size for _, size in step.storage), step.label,
                                                        step.reads, step.offsets, step.params), refs, textures))
+        elif type(step) is Draw:
+            extra = step.extra
+            if step.params is None or not extra or not isinstance(extra[-1], dict) \
+                    or not all(isinstance(r, GTexture) for r in extra[:-1]):
+                return None  # no parameter block of its own, or the fault buffer bound: not templated
+            targets = [origin.get(id(t)) for t in step.targets]
+            if None in targets:
+                return None
+            textures = [origin.get(id(r)) or (("const", r) if id(r) in constant_textures else None)
+                        for r in extra[:-1]]
+            if None in textures:
+                return None  # a texture of unknown origin: left to the builder
+            recorded.append(("draw", DrawShape(step.pipeline, step.layout, step.label, step.region, step.origin,
+                                               step.load, step.params), targets, textures))
         elif type(step) in (Copy, TextureCopy):
             source = ref(step.src)
             target = origin.get(id(step.dst)) if isinstance(step, TextureCopy) else ref(step.dst)
@@ -231,14 +281,15 @@ def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: l
         if o is None:
             outs.append(None)
             continue
-        if not isinstance(o, GTensor) or o.alloc is None or o.chunks is not None or o.layout is not None \
-                or o.host is not None:
+        if not isinstance(o, GTensor) or o.alloc is None or o.chunks is not None or o.host is not None \
+                or (o.layout is not None and not hasattr(o.alloc, "layout")):
             return None
         where = ref(o.alloc)
         if where is None:
             return None
-        outs.append((where, o.shape, o.dtype, o.first, o.bound))
+        outs.append((where, o.shape, o.dtype, o.first, o.bound, o.layout))
     kept = frozenset(k for k, alloc in enumerate(created) if any(isinstance(o, GTensor) and o.alloc is alloc
                                                                  for o in outputs))
-    return LayerTemplate(key, recorded, [alloc.nbytes for alloc in created], kept, outs,
+    sizes = [alloc.layout if hasattr(alloc, "layout") else alloc.nbytes for alloc in created]
+    return LayerTemplate(key, recorded, sizes, kept, outs,
                          [(slot, texels, name) for slot, texels, name, _ in scratch], anchors)

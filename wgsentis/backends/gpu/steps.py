@@ -63,6 +63,7 @@ class Draw:
     # the targets' texels instead of clearing them: an output drawn in row chunks, each chunk after the first.
     origin: int = 0
     load: bool = False
+    params: Any = field(default=None, repr=False)  # the words of its parameter block (layer_reuse templates)
 
     def bind(self, device: Any, native: bool = True) -> None:
         resources = [r.view if isinstance(r, GTexture) else r for r in self.extra]
