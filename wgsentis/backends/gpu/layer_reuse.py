@@ -38,16 +38,17 @@ from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture
 # by their bytes; a larger host argument leaves the layer to its builder.
 HOST_KEY_ELEMENTS = 64
 
-# ("new", k): the k-th allocation the builder made; ("arg", j): argument j's; ("scratch", k): the texture of the
-# builder's k-th scratch request; ("const", a): a constant's allocation or texture itself.
+# ("new", k): the k-th allocation the builder made; ("arg", j): argument j's; ("newtex", k) / ("argtex", j): the
+# texture of either (gpu-pixel's texture tensors); ("scratch", k): the texture of the builder's k-th scratch
+# request; ("const", a): a constant's allocation or texture itself.
 Ref = tuple[str, Any]
 
 
 def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> tuple | None:
     """What a layer's builder reads of its arguments, as a hashable key, or None where a template cannot stand
-    for the builder (a chunked or texture-laid tensor, a run input whose host copy placement may read, a large
-    or non-array host value). ``constants``: the ids of the graph's constant arrays, the same objects in every
-    recording (weights: keyed by identity, whatever their size)."""
+    for the builder (a chunked tensor, a texture layout outside a texture tensor, a run input whose host copy
+    placement may read, a large or non-array host value). ``constants``: the ids of the graph's constant arrays,
+    the same objects in every recording (weights: keyed by identity, whatever their size)."""
     parts: list[Any] = []
     aliases: dict[int, int] = {}
     for a in args:

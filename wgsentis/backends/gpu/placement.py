@@ -165,15 +165,21 @@ def host_tensors(graph: Graph, backend: str) -> set[str]:
     return needed
 
 
-def last_uses(graph: Graph, output_names: list[str]) -> dict[str, int]:
-    """Tensor name -> index of the last layer that reads it (the graph's outputs: one past the last layer)."""
+def layer_reads(graph: Graph) -> list[tuple[str, ...]]:
+    """Per layer, the tensor names it reads: its inputs, then what its subgraphs capture, in order, once each."""
+    return [tuple(n for n in dict.fromkeys([*layer.inputs, *sorted(captured_names(layer))]) if n)
+            for layer in graph.layers]
+
+
+def last_uses(reads: list[tuple[str, ...]], output_names: list[str]) -> dict[str, int]:
+    """Tensor name -> index of the last layer that reads it (``reads``: ``layer_reads``; the graph's outputs: one
+    past the last layer)."""
     last: dict[str, int] = {}
-    for i, layer in enumerate(graph.layers):
-        for n in set(layer.inputs) | captured_names(layer):
-            if n:
-                last[n] = i
+    for i, names in enumerate(reads):
+        for n in names:
+            last[n] = i
     for n in output_names:
-        last[n] = len(graph.layers)
+        last[n] = len(reads)
     return last
 
 
@@ -186,15 +192,13 @@ class Placer:
         self.backend = backend
         self.host_needed = host_tensors(graph, backend)
         self.index_only = index_only_tensors(graph)  # tensors that only serve as indices (int64_range_reason)
-        self.last_use = last_uses(graph, [o.name for o in graph.outputs])
+        reads = layer_reads(graph)
+        self.last_use = last_uses(reads, [o.name for o in graph.outputs])
         # Per layer: the tensors it reads last (dropped after it), and its outputs nothing reads (dropped at once);
         # fixed for the graph, so a recording does not derive them again layer by layer (captures included).
-        self.dies_after: list[tuple[str, ...]] = []
-        self.unread_outputs: list[tuple[int, ...]] = []
-        for i, layer in enumerate(graph.layers):
-            read = dict.fromkeys([*layer.inputs, *sorted(captured_names(layer))])  # in order, once each
-            self.dies_after.append(tuple(n for n in read if n and self.last_use.get(n) == i))
-            self.unread_outputs.append(tuple(k for k, n in enumerate(layer.outputs) if n and n not in self.last_use))
+        self.dies_after = [tuple(n for n in names if self.last_use[n] == i) for i, names in enumerate(reads)]
+        self.unread_outputs = [tuple(k for k, n in enumerate(layer.outputs) if n and n not in self.last_use)
+                               for layer in graph.layers]
         self.host_program = HostProgram(graph, control_of, kernels)
         self.cpu_steps = [LayerStep(layer, self.host_program) for layer in graph.layers]
         self._subgraph_steps: dict[int, tuple[Layer, LayerStep]] = {}
