@@ -83,6 +83,32 @@ def test_the_planner_packs_lifetimes_and_keeps_conflicting_tensors_apart():
     assert sum(extent.values()) <= 1.5 * live_peak(allocs, 3, {})
 
 
+def test_later_plans_lay_out_arenas_in_the_order_that_won_the_first(monkeypatch):
+    """A program's first plan is laid out in every planner order and keeps the smallest; a new size's plan only in
+    that order (half the planner's work on a decoder's every step), with the same results as a program that saw
+    only that size."""
+    from wgsentis.backends.gpu import planner
+
+    orders: list[str] = []
+
+    def counting(allocs, end, capacity, conflicts=None, order=planner.ORDERS[0]):
+        orders.append(order)
+        return assign_offsets(allocs, end, capacity, conflicts, order)
+
+    monkeypatch.setattr(planner, "assign_offsets", counting)
+    model = soak.convnet()
+    xs = [np.random.default_rng(k).random((1, 3, h, h), dtype=np.float32) for k, h in enumerate((9, 12, 10))]
+    with ws.Worker(model, "gpu-compute") as worker:
+        first = worker.run({"x": xs[0]})["y"]
+        assert sorted(orders) == sorted(planner.ORDERS)
+        orders.clear()
+        later = [worker.run({"x": x})["y"] for x in xs[1:]]
+        assert len(orders) == 2 and len(set(orders)) == 1 and orders[0] in planner.ORDERS, orders
+    for x, got in zip(xs, [first, *later], strict=True):
+        with ws.Worker(model, "gpu-compute") as alone:
+            np.testing.assert_array_equal(got, alone.run({"x": x})["y"])
+
+
 def test_small_tensors_alive_at_once_share_arenas():
     """3000 1 KiB tensors alive together (a quantized LSTM's kept states): appending to an arena costs the same
     bytes as opening one, so a handful of arenas hold them, not one buffer each (it was 435 for a 200-step
