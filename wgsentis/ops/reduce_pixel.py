@@ -273,10 +273,6 @@ def _reduce(rec, kind: str, data: Any, axes: list[int] | None, keepdims: int, no
 
 
 def _register_reduce(op: str, kind: str, axes_input_since: int) -> None:
-    @register(op, 1, backend=GPU_PIXEL)
-    def build_attr(rec, layer, data, *, axes=None, keepdims=1, **attrs):
-        return _reduce(rec, kind, data, axes, keepdims, 0)
-
     @register(op, axes_input_since, backend=GPU_PIXEL, host_inputs=(1,))
     def build_input(rec, layer, data, axes=None, *, keepdims=1, noop_with_empty_axes=0, **attrs):
         listed = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]

@@ -8,7 +8,16 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.spec import along_axis, before_axis_attribute, describe, leading_before, tile_rule, valid_axis
+from wgsentis.ops.spec import (
+    OpsetAdapter,
+    along_axis,
+    attributes_as_inputs,
+    before_axis_attribute,
+    describe,
+    leading_before,
+    tile_rule,
+    valid_axis,
+)
 
 REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -78,3 +87,21 @@ describe("CumSum", int64_bound=_cumsum_bound, widens_int64=True)
 # -- structured pruning (profiler/prune_channels.py) -----------------------------------------------------
 describe("Softmax", "LogSoftmax", "Hardmax", channel_rule="softmax")
 describe(*REDUCE_OPS, channel_rule="reduce")
+
+
+# -- opset adapters (registry.lookup: the GPU backends build the canonical forms) --------------------------
+for _op in REDUCE_OPS:  # the axes became an input at ReduceSum-13 and at 18 for the others
+    describe(_op, opset_adapters=(OpsetAdapter(1, 13 if _op == "ReduceSum" else 18,
+                                               attributes_as_inputs(("axes", 1, np.int64))),))
+
+
+def _top_k_1(attrs: dict[str, Any], args: list[Any]) -> tuple[dict[str, Any], list[Any]] | None:
+    """TopK-1 takes k as an attribute; TopK-10 as a one-element input; TopK-11 adds largest and sorted (1 and 1
+    before it)."""
+    rest = dict(attrs)
+    k = rest.pop("k", None)
+    return None if k is None else (rest, [args[0], np.asarray([k], dtype=np.int64)])
+
+
+describe("TopK", opset_adapters=(OpsetAdapter(1, 11, _top_k_1),
+                                 OpsetAdapter(10, 11, lambda attrs, args: (attrs, args))))

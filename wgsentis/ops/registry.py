@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.spec import describe, spec_of
+from wgsentis.ops.spec import OpsetAdapter, adapter_for, describe, spec_of
 
 Kernel = Callable[..., Any]
 FlopsRule = Callable[..., int]
@@ -143,13 +143,59 @@ def _normalize_domain(domain: str) -> str:
 
 def lookup(op_type: str, domain: str, opset: int, backend: str = CPU) -> Any:
     """The implementation of ``op_type`` on ``backend`` with the highest ``since`` not above ``opset``
-    (an OpImpl for "cpu", a GPUImpl for a GPU backend), or None."""
+    (an OpImpl for "cpu", a GPUImpl for a GPU backend), or None. A GPU backend reaches a layer of an older opset
+    through the op's adapter to its canonical form (``spec.OpsetAdapter``) where it registers no builder of that
+    form itself."""
     _check_backend(backend)
-    versions = _REGISTRY[backend].get((_normalize_domain(domain), op_type))
+    domain = _normalize_domain(domain)
+    versions = _REGISTRY[backend].get((domain, op_type))
     if not versions:
         return None
     eligible = [v for v in versions if v <= opset]
-    return versions[max(eligible)] if eligible else None
+    found = versions[max(eligible)] if eligible else None
+    if backend != CPU:
+        adapter = adapter_for(op_type, domain, opset)
+        if adapter is not None and (found is None or found.since < adapter.since):
+            return _adapted(backend, domain, op_type, adapter)
+    return found
+
+
+class CanonicalLayer:
+    """A layer as its op's canonical form shows it to a builder: the layer's own name, inputs, outputs and fused
+    activation, with the canonical opset and attributes."""
+
+    __slots__ = ("_layer", "attrs", "opset")
+
+    def __init__(self, layer: Any, opset: int, attrs: dict[str, Any]) -> None:
+        self._layer, self.opset, self.attrs = layer, opset, attrs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._layer, name)
+
+
+# (backend, domain, op_type, adapter's since) -> the GPUImpl that adapts a layer and calls the canonical builder
+_ADAPTED: dict[tuple[str, str, str, int], GPUImpl] = {}
+
+
+def _adapted(backend: str, domain: str, op_type: str, adapter: OpsetAdapter) -> GPUImpl | None:
+    key = (backend, domain, op_type, adapter.since)
+    impl = _ADAPTED.get(key)
+    if impl is None:
+        canonical = _REGISTRY[backend][(domain, op_type)].get(adapter.canonical)
+        if canonical is None:
+            return None
+
+        def build(rec: Any, layer: Any, *args: Any, **attrs: Any) -> Any:
+            form = adapter.adapt(attrs, list(args))
+            if form is None:
+                return NotImplemented
+            canonical_attrs, canonical_args = form
+            return canonical.build(rec, CanonicalLayer(layer, adapter.canonical, canonical_attrs), *canonical_args,
+                                   **canonical_attrs)
+
+        impl = _ADAPTED[key] = GPUImpl(op_type, domain, adapter.since, build, adapter.host_inputs,
+                                       canonical.narrow_types, canonical.reads_scope)
+    return impl
 
 
 def supported_ops(backend: str = CPU) -> dict[tuple[str, str], list[int]]:

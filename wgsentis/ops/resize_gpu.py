@@ -141,14 +141,6 @@ def resize(rec, layer, X, roi=None, scales=None, sizes=None, **attrs):
     return _resize(rec, layer, X, scales, sizes, roi, **resize_args(11, attrs))
 
 
-@register("Upsample", 7, backend=GPU_COMPUTE)
-@refusing
-def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
-    if scales is None:
-        return NotImplemented
-    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
-
-
 @register("Upsample", 9, backend=GPU_COMPUTE, host_inputs=(1,))
 @refusing
 def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):

@@ -72,13 +72,6 @@ def resize(rec, layer, X, roi=None, scales=None, sizes=None, **attrs):
     return _resize(rec, layer, X, scales, sizes, roi, **resize_args(11, attrs))
 
 
-@pixel("Upsample", 7)
-def upsample_7(rec, layer, X, *, mode="nearest", scales=None, **attrs):
-    if scales is None:
-        return NotImplemented
-    return resize_10(rec, layer, X, np.asarray(scales, dtype=np.float32), mode=mode)
-
-
 @pixel("Upsample", 9, host_inputs=(1,))
 def upsample_9(rec, layer, X, scales, *, mode="nearest", **attrs):
     return resize_10(rec, layer, X, scales, mode=mode)

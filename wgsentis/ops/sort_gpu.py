@@ -85,14 +85,6 @@ def _top_k_pixel(rec, x, k, axis, largest) -> Any:
 
 for _backend, _build in ((GPU_COMPUTE, _top_k_compute), (GPU_PIXEL, _top_k_pixel)):
     def _register(build=_build, backend=_backend) -> None:
-        @register("TopK", 1, backend=backend)
-        def top_k_v1(rec, layer, x, *, axis=-1, k=None, **attrs):
-            return NotImplemented if k is None else build(rec, x, k, axis, 1)
-
-        @register("TopK", 10, backend=backend, host_inputs=(1,))
-        def top_k_v10(rec, layer, x, K, *, axis=-1, **attrs):
-            return build(rec, x, K, axis, 1)
-
         @register("TopK", 11, backend=backend, host_inputs=(1,))
         def top_k(rec, layer, x, K, *, axis=-1, largest=1, sorted=1, **attrs):
             return build(rec, x, K, axis, largest)

@@ -35,6 +35,24 @@ TileRule = Callable[[Any, list[tuple[int, ...]], list[Any]], int | None]
 # inputs' |v| and the inputs themselves (read through .shape and .dtype only); for ops whose int64 results follow
 # from their inputs' by arithmetic.
 BoundRule = Callable[[Any, list[int], list[Any]], int | list[int]]
+# fn(attrs, args) -> (attrs, args) of the op's canonical form, or None where that form cannot express these (the
+# GPU layer then declines, and its CPU kernel reports what is wrong). ``args`` as a builder sees them: device
+# tensors (read through .shape and .dtype only), host arrays, None.
+Adapt = Callable[[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]] | None]
+
+
+@dataclass(frozen=True)
+class OpsetAdapter:
+    """Turns a layer of an older opset (from ``since`` up to the next adapter or ``canonical``) into the form of
+    opset ``canonical``: attributes that later opsets made inputs become host inputs, renamed or defaulted
+    attributes take their later names. The GPU backends register only the canonical forms and reach older
+    layers through these (``registry.lookup``); the cpu backend, the oracle, keeps a kernel per ONNX version."""
+
+    since: int
+    canonical: int
+    adapt: Adapt
+    # The older form's inputs a GPU builder reads on the host (Tile-1's tiles and axis; Split-1's sizes).
+    host_inputs: tuple[int, ...] = ()
 
 # How structured pruning follows channels through an op: "weighted" (a constant weight starts a channel space:
 # Conv, Gemm, MatMul), "per_channel" (per-channel parameters sliced with the channels), "elementwise" (a channel of
@@ -95,6 +113,8 @@ class OpSpec:
     # check is skipped on inputs of the last run's shapes whatever their values (``budget.outputs_key``): a
     # decoder's token ids and position ids change every step, their shapes do not.
     size_reads_shapes: bool = False
+    # How layers of older opsets take the canonical form (``OpsetAdapter``), oldest first.
+    opset_adapters: tuple[OpsetAdapter, ...] = ()
 
 
 _SPECS: dict[tuple[str, str], OpSpec] = {}
@@ -139,6 +159,45 @@ def described(facet: str) -> list[OpSpec]:
     """The specs that set ``facet`` (to anything but its default), sorted by (domain, op type)."""
     return [spec for key, spec in sorted(_SPECS.items())
             if getattr(spec, facet) != getattr(OpSpec(spec.op_type, spec.domain), facet)]
+
+
+def adapter_for(op_type: str, domain: str, opset: int) -> OpsetAdapter | None:
+    """The adapter that gives a layer of ``opset`` its op's canonical form, or None where it has that form."""
+    found = None
+    for adapter in spec_of(op_type, domain).opset_adapters:
+        if adapter.since <= opset < adapter.canonical:
+            found = adapter
+    return found
+
+
+def attributes_as_inputs(*moved: tuple[str, int, Any], keep_inputs: int = 1,
+                         renamed: dict[str, str] | None = None,
+                         required: tuple[str, ...] = ()) -> Adapt:
+    """An adapter for ops whose later opsets take attributes as inputs: ``moved`` are (attribute, input position,
+    numpy dtype) in position order, each attribute's value becoming that host input (None where absent, unless
+    the older form has an input there: Split-1's sizes); ``keep_inputs``: how many of the older form's inputs keep
+    their positions; ``renamed``: older attribute name -> later one; ``required``: attributes without which the
+    older form cannot run (the CPU kernel then names the fault)."""
+
+    def adapt(attrs: dict[str, Any], args: list[Any]) -> tuple[dict[str, Any], list[Any]] | None:
+        if any(attrs.get(name) is None for name in required):
+            return None
+        rest = dict(attrs)
+        out = list(args[:keep_inputs]) + [None] * (keep_inputs - len(args[:keep_inputs]))
+        for name, position, dtype in moved:
+            value = rest.pop(name, None)
+            while len(out) <= position:
+                out.append(None)
+            if out[position] is None and value is not None:
+                out[position] = np.asarray(value, dtype=dtype)
+        for old, new in (renamed or {}).items():
+            if old in rest:
+                rest[new] = rest.pop(old)
+        while out and out[-1] is None:
+            out.pop()
+        return rest, out
+
+    return adapt
 
 
 def size_rule(*op_types: str, domain: str = "") -> Callable[[SizeRule], SizeRule]:

@@ -218,13 +218,6 @@ def identity(rec, layer, x, **attrs):
     return rec.view(x, x.shape) if is_device_tensor(x) else NotImplemented
 
 
-@gpu("Reshape", 1)
-def reshape_v1(rec, layer, data, *, shape=None, **attrs):
-    if shape is None:
-        return NotImplemented
-    return reshaped_view(rec, data, _tensor.reshape_target(data.shape, list(shape), 0))
-
-
 @gpu("Reshape", 5, host_inputs=(1,))
 def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
     return reshaped_view(rec, data, _tensor.reshape_target(data.shape, host_ints(shape), allowzero))
@@ -249,12 +242,6 @@ def squeezed_shape(shape, axes) -> list[int] | None:
     return [d for i, d in enumerate(shape) if i not in axes]
 
 
-@gpu("Squeeze", 1)
-def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
-    shape = squeezed_shape(tuple(data.shape), axes)
-    return NotImplemented if shape is None else reshaped_view(rec, data, shape)
-
-
 @gpu("Squeeze", 13, host_inputs=(1,))
 def squeeze(rec, layer, data, axes=None, **attrs):
     shape = squeezed_shape(tuple(data.shape), None if axes is None else host_ints(axes))
@@ -267,13 +254,6 @@ def unsqueezed_shape(shape, axes) -> list[int]:
     axes = set(_tensor.normalized_axes(axes, rank))
     dims = iter(shape)
     return [1 if i in axes else next(dims) for i in range(rank)]
-
-
-@gpu("Unsqueeze", 1)
-def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
-    if axes is None:
-        return NotImplemented
-    return reshaped_view(rec, data, unsqueezed_shape(tuple(data.shape), list(axes)))
 
 
 @gpu("Unsqueeze", 13, host_inputs=(1,))
@@ -385,18 +365,6 @@ def _split(rec, layer, data, axis, sizes, count):
     return tuple(outs)
 
 
-@gpu("Split", 1, host_inputs=(1,))
-def split_v1(rec, layer, x, split_sizes=None, *, axis=0, split=None, **attrs):
-    request = split_part_request(layer, split_sizes, split, None)
-    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
-
-
-@gpu("Split", 2)
-def split_v2(rec, layer, x, *, axis=0, split=None, **attrs):
-    request = split_part_request(layer, None, split, None)
-    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
-
-
 @gpu("Split", 13, host_inputs=(1,))
 def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
     request = split_part_request(layer, split, None, num_outputs)
@@ -421,13 +389,6 @@ def _slice(rec, data, starts, ends, axes, steps):
     if y.size:
         dispatch_copy(rec, x, y, axes6, in_base=base)
     return y
-
-
-@gpu("Slice", 1)
-def slice_v1(rec, layer, data, *, starts=None, ends=None, axes=None, **attrs):
-    if starts is None or ends is None:
-        return NotImplemented
-    return _slice(rec, data, [int(v) for v in starts], [int(v) for v in ends], axes, None)
 
 
 @gpu("Slice", 10, host_inputs=(1, 2, 3, 4))
@@ -472,13 +433,6 @@ def _tile(rec, data, reps):
     if x is None or len(reps) != len(x.shape) or any(r < 0 for r in reps):
         return NotImplemented
     return _broadcast_copy(rec, x, [d * r for d, r in zip(x.shape, reps, strict=True)], reps)
-
-
-@gpu("Tile", 1, host_inputs=(1, 2))
-def tile_v1(rec, layer, x, tiles, axis, **attrs):
-    reps = [1] * len(x.shape)
-    reps[_tensor.normalized_axis(_tensor.int_scalar(axis), len(x.shape))] = _tensor.int_scalar(tiles)
-    return _tile(rec, x, reps)
 
 
 @gpu("Tile", 6, host_inputs=(1,))
@@ -609,18 +563,6 @@ def pad_request(opset: int, pads: Any, value: Any, axes: Any) -> Any:
         return _tensor.pad_request(opset, pads, value, axes)
     except ValueError:
         return None
-
-
-@gpu("Pad", 1)
-def pad_v1(rec, layer, data, *, mode="constant", paddings=None, value=0.0, **attrs):
-    request = pad_request(1, paddings, value, None)
-    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
-
-
-@gpu("Pad", 2)
-def pad_v2(rec, layer, data, *, mode="constant", pads=None, value=0.0, **attrs):
-    request = pad_request(2, pads, value, None)
-    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @gpu("Pad", 11, host_inputs=(1, 2, 3))

@@ -75,13 +75,6 @@ def identity(rec, layer, x, **attrs):
     return NotImplemented if t is None else t
 
 
-@pixel("Reshape", 1)
-def reshape_v1(rec, layer, data, *, shape=None, **attrs):
-    if shape is None:
-        return NotImplemented
-    return _reshaped(rec, data, _tensor.reshape_target(data.shape, list(shape), 0))
-
-
 @pixel("Reshape", 5, host_inputs=(1,))
 def reshape(rec, layer, data, shape, *, allowzero=0, **attrs):
     return _reshaped(rec, data, _tensor.reshape_target(data.shape, host_ints(shape), allowzero))
@@ -96,23 +89,10 @@ def flatten(rec, layer, x, *, axis=1, **attrs):
     return _reshaped(rec, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
-@pixel("Squeeze", 1)
-def squeeze_v1(rec, layer, data, *, axes=None, **attrs):
-    shape = squeezed_shape(tuple(data.shape), axes)
-    return NotImplemented if shape is None else _reshaped(rec, data, shape)
-
-
 @pixel("Squeeze", 13, host_inputs=(1,))
 def squeeze(rec, layer, data, axes=None, **attrs):
     shape = squeezed_shape(tuple(data.shape), None if axes is None else host_ints(axes))
     return NotImplemented if shape is None else _reshaped(rec, data, shape)
-
-
-@pixel("Unsqueeze", 1)
-def unsqueeze_v1(rec, layer, data, *, axes=None, **attrs):
-    if axes is None:
-        return NotImplemented
-    return _reshaped(rec, data, unsqueezed_shape(tuple(data.shape), list(axes)))
 
 
 @pixel("Unsqueeze", 13, host_inputs=(1,))
@@ -212,13 +192,6 @@ def _slice(rec, data, starts, ends, axes, steps):
     return affine_copy(rec, x, out_shape, list(range(len(x.shape))), first, stride)
 
 
-@pixel("Slice", 1)
-def slice_v1(rec, layer, data, *, starts=None, ends=None, axes=None, **attrs):
-    if starts is None or ends is None:
-        return NotImplemented
-    return _slice(rec, data, [int(v) for v in starts], [int(v) for v in ends], axes, None)
-
-
 @pixel("Slice", 10, host_inputs=(1, 2, 3, 4))
 def slice_(rec, layer, data, starts, ends, axes=None, steps=None, **attrs):
     return _slice(rec, data, host_ints(starts), host_ints(ends), None if axes is None else host_ints(axes),
@@ -248,18 +221,6 @@ def _split(rec, layer, data, axis, sizes, count):
     return tuple(outs)
 
 
-@pixel("Split", 1, host_inputs=(1,))
-def split_v1(rec, layer, x, split_sizes=None, *, axis=0, split=None, **attrs):
-    request = split_part_request(layer, split_sizes, split, None)
-    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
-
-
-@pixel("Split", 2)
-def split_v2(rec, layer, x, *, axis=0, split=None, **attrs):
-    request = split_part_request(layer, None, split, None)
-    return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
-
-
 @pixel("Split", 13, host_inputs=(1,))
 def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
     request = split_part_request(layer, split, None, num_outputs)
@@ -286,13 +247,6 @@ def _tile(rec, data, reps):
     rank = len(x.shape)
     return affine_copy(rec, x, [d * r for d, r in zip(x.shape, reps, strict=True)], list(range(rank)), [0] * rank,
                        [1] * rank)
-
-
-@pixel("Tile", 1, host_inputs=(1, 2))
-def tile_v1(rec, layer, x, tiles, axis, **attrs):
-    reps = [1] * len(x.shape)
-    reps[_tensor.normalized_axis(_tensor.int_scalar(axis), len(x.shape))] = _tensor.int_scalar(tiles)
-    return _tile(rec, x, reps)
 
 
 @pixel("Tile", 6, host_inputs=(1,))
@@ -407,18 +361,6 @@ def _pad(rec, data, pads, mode, value, axes):
     lengths = [1] * lead + length
     return rec.map([x], out_shape, x.dtype, x.layout.axis, "pixel/body/pad.wgsl", [*shift, *crop, *lengths, fill_bits],
                    helpers="pixel/body/pad_mode.wgsl", subs={"T": x.layout.kind}, constants={"MODE": _PAD_MODE[mode]})
-
-
-@pixel("Pad", 1)
-def pad_v1(rec, layer, data, *, mode="constant", paddings=None, value=0.0, **attrs):
-    request = pad_request(1, paddings, value, None)
-    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
-
-
-@pixel("Pad", 2)
-def pad_v2(rec, layer, data, *, mode="constant", pads=None, value=0.0, **attrs):
-    request = pad_request(2, pads, value, None)
-    return NotImplemented if request is None else _pad(rec, data, request[0], mode, request[1], request[2])
 
 
 @pixel("Pad", 11, host_inputs=(1, 2, 3))

@@ -247,3 +247,39 @@ describe("Resize", "Upsample", channel_rule="resize")
 describe("Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten", "Transpose", "Concat", prune_foldable=True)
 # Inputs whose values' count is the output's rank (onnx_checks.py bounds it at import).
 describe("Reshape", "Expand", rank_from_input=1)
+
+
+# -- opset adapters (registry.lookup: the GPU backends build the canonical forms) --------------------------
+
+
+def _tile_1(attrs: dict[str, Any], args: list[Any]) -> tuple[dict[str, Any], list[Any]] | None:
+    """Tile-1 (input, tiles, axis): one axis repeated; Tile-6 takes a repeat per axis."""
+    try:
+        rank = len(args[0].shape)
+        axis = spec.axis_of(int(spec.scalar(args[2])), rank)
+        repeats = [1] * rank
+        repeats[axis] = int(spec.scalar(args[1]))
+    except (AttributeError, IndexError, TypeError, ValueError, spec.Unknown):
+        return None  # the CPU kernel names the fault
+    return attrs, [args[0], np.asarray(repeats, dtype=np.int64)]
+
+
+_I64 = np.int64
+describe("Reshape", opset_adapters=(
+    spec.OpsetAdapter(1, 5, spec.attributes_as_inputs(("shape", 1, _I64), required=("shape",))),))
+describe("Squeeze", opset_adapters=(spec.OpsetAdapter(1, 13, spec.attributes_as_inputs(("axes", 1, _I64))),))
+describe("Unsqueeze", opset_adapters=(
+    spec.OpsetAdapter(1, 13, spec.attributes_as_inputs(("axes", 1, _I64), required=("axes",))),))
+describe("Split", opset_adapters=(
+    # Split-1 takes the sizes as its second input or as the attribute; Split-2 as the attribute only.
+    spec.OpsetAdapter(1, 13, spec.attributes_as_inputs(("split", 1, _I64), keep_inputs=2), host_inputs=(1,)),
+    spec.OpsetAdapter(2, 13, spec.attributes_as_inputs(("split", 1, _I64)))))
+describe("Slice", opset_adapters=(spec.OpsetAdapter(1, 10, spec.attributes_as_inputs(
+    ("starts", 1, _I64), ("ends", 2, _I64), ("axes", 3, _I64), required=("starts", "ends"))),))
+describe("Tile", opset_adapters=(spec.OpsetAdapter(1, 6, _tile_1, host_inputs=(1, 2)),))
+describe("Pad", opset_adapters=(
+    spec.OpsetAdapter(1, 11, spec.attributes_as_inputs(("paddings", 1, _I64), ("value", 2, None),
+                                                       required=("paddings",))),
+    spec.OpsetAdapter(2, 11, spec.attributes_as_inputs(("pads", 1, _I64), ("value", 2, None), required=("pads",)))))
+describe("Upsample", opset_adapters=(
+    spec.OpsetAdapter(7, 9, spec.attributes_as_inputs(("scales", 1, np.float32), required=("scales",))),))
