@@ -38,10 +38,12 @@ from wgsentis.onnx_checks import (
     wire_too_deep,
 )
 from wgsentis.onnx_contracts import check_contracts
-from wgsentis.onnx_shapes import infer_types
+from wgsentis.onnx_shapes import infer_types, infer_types_with
 from wgsentis.passes import Optimizer
 from wgsentis.run_control import default_memory_limit
 from wgsentis.ops import registry
+from wgsentis.rule_shapes import concrete
+from wgsentis.rule_shapes import infer as infer_from_rules
 
 MIN_OPSET = 1
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -158,11 +160,37 @@ def _import(proto: ModelProto, name: str, source: str, base_dir: str | os.PathLi
         graph = ctx.graph(proto.graph, top_level=True)
     finally:
         ctx.close()
+    _add_rule_shapes(proto, graph)
     check_contracts(graph, name)
     metadata = {p.key: p.value for p in proto.metadata_props}
     # Optimizing is a step of the import, not something a Model does to itself: the passes and the evaluator
     # they fold constants with (the CPU backend's) are handed in here.
     return Model(graph, opsets, name, source, metadata, optimizer=Optimizer(evaluate) if optimize else None)
+
+
+# Rounds of the ops' shape rules and ONNX's inference after them (each round may reach one more contrib op).
+RULE_SHAPE_ROUNDS = 3
+
+
+def _add_rule_shapes(proto: ModelProto, graph: Graph) -> None:
+    """Shapes ONNX's inference left unknown, from the ops' shape rules (``rule_shapes``), carried on through the
+    ops after them by ONNX's inference again: into ``graph``'s value_info and outputs. A value keeps what it had
+    unless the new info is concrete where the old was not."""
+    declared: dict[str, TensorInfo] = {}
+    for _ in range(RULE_SHAPE_ROUNDS):
+        found = infer_from_rules(graph)
+        if not found:
+            return
+        declared.update(found)
+        typed = infer_types_with(proto, [onnx.helper.make_tensor_value_info(
+            n, dtypes.NUMPY_TO_ONNX[info.dtype], list(info.shape)) for n, info in declared.items()])
+        learned = {n: type_to_info(n, t) for n, t in typed.items()}
+        learned.update(found)
+        better = {n: info for n, info in learned.items() if concrete(info) and not concrete(graph.value_info.get(n))}
+        if not better:
+            return
+        graph.value_info.update(better)
+        graph.outputs = [better.get(o.name, o) for o in graph.outputs]
 
 
 def type_to_info(name: str, tp: TypeProto | None) -> TensorInfo:

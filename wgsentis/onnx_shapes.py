@@ -355,3 +355,32 @@ def _substitute(tp: TypeProto, lengths: dict[str, int]) -> None:
             return
         tp = (tp.sequence_type.elem_type if which == "sequence_type"
               else tp.optional_type.elem_type if which == "optional_type" else None)
+
+
+# Initializers up to this many elements keep their values in the copy ``infer_types_with`` infers on (data
+# propagation reads shape constants); larger ones become typed graph inputs, so no weight is copied.
+LIGHT_COPY_ELEMENTS = 1 << 12
+
+
+def infer_types_with(proto: ModelProto, declared: list[onnx.ValueInfoProto]) -> dict[str, TypeProto]:
+    """``infer_types`` with ``declared`` added to the main graph's value_info (types found elsewhere: the ops' shape
+    rules), on a copy of ``proto`` that holds its nodes and small initializers but not its weights; ``proto`` is
+    not modified."""
+    light = ModelProto()
+    light.ir_version = max(proto.ir_version, 4)  # (initializers given as inputs need IR 4)
+    light.opset_import.extend(proto.opset_import)
+    graph = light.graph
+    graph.name = proto.graph.name
+    graph.node.extend(proto.graph.node)
+    graph.input.extend(proto.graph.input)
+    graph.output.extend(proto.graph.output)
+    graph.value_info.extend(proto.graph.value_info)
+    graph.value_info.extend(declared)
+    inputs = {vi.name for vi in proto.graph.input}
+    for init in proto.graph.initializer:
+        if math.prod(init.dims) <= LIGHT_COPY_ELEMENTS and init.data_location != TensorProto.EXTERNAL:
+            graph.initializer.append(init)
+        elif init.name not in inputs:
+            graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    graph.sparse_initializer.extend(proto.graph.sparse_initializer)
+    return infer_types(light)

@@ -65,6 +65,7 @@ from wgsentis.ops import (  # noqa: F401  (imported for their registrations)
     tensor_pixel,
 )
 from wgsentis.ops import (  # noqa: F401  (imported for the facets they declare on the ops' specs)
+    contrib_spec,
     conv_spec,
     elementwise_spec,
     generators_spec,
