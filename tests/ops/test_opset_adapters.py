@@ -56,6 +56,8 @@ CASES = [
     ("reduce_l2_11", "ReduceL2", 11, {"axes": [0, 1]}, X, (), 1),
     ("top_k_1", "TopK", 9, {"k": 2, "axis": 1}, X, (), 2),
     ("top_k_10", "TopK", 10, {"axis": -1}, X, [("k", np.array([3], np.int64))], 2),
+    ("dropout_10_mask", "Dropout", 11, {"ratio": 0.3}, X, (), 2),
+    ("dropout_6", "Dropout", 6, {"is_test": 1}, X, (), 1),
 ]
 
 

@@ -19,12 +19,6 @@ def _dropout_identity(rec, layer, data):
     return y
 
 
-@register("Dropout", 1, backend=GPU_COMPUTE)
-@refusing
-def dropout_v1(rec, layer, data, **attrs):
-    return _dropout_identity(rec, layer, data)
-
-
 @register("Dropout", 12, backend=GPU_COMPUTE, host_inputs=(1, 2))
 @refusing
 def dropout_v12(rec, layer, data, ratio=None, training_mode=None, **attrs):

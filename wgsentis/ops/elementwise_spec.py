@@ -97,3 +97,8 @@ describe("Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "Sigmoid", "HardSig
 describe("Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "PRelu", "Where", "Equal", "Less",
          "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "BitShift", channel_rule="broadcast")
 describe("Cast", "Mul", "Add", "Sub", "Div", "Sqrt", "Neg", prune_foldable=True)
+
+
+# -- opset adapters (registry.lookup: the GPU backends build the canonical forms) --------------------------
+# Dropout before 12 (is_test, ratio as attributes) runs as inference Dropout-12: no ratio, no training mode.
+describe("Dropout", opset_adapters=(spec.OpsetAdapter(1, 12, lambda attrs, args: ({}, args[:1])),))

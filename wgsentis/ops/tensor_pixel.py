@@ -115,11 +115,6 @@ def _dropout_identity(rec, layer, data):
     return y
 
 
-@pixel("Dropout", 1)
-def dropout_v1(rec, layer, data, **attrs):
-    return _dropout_identity(rec, layer, data)
-
-
 @pixel("Dropout", 12, host_inputs=(1, 2))
 def dropout_v12(rec, layer, data, ratio=None, training_mode=None, **attrs):
     training = training_mode is not None and bool(np.asarray(training_mode))
