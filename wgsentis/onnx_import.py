@@ -183,7 +183,8 @@ def _add_rule_shapes(proto: ModelProto, graph: Graph) -> None:
             return
         declared.update(found)
         typed = infer_types_with(proto, [onnx.helper.make_tensor_value_info(
-            n, dtypes.NUMPY_TO_ONNX[info.dtype], list(info.shape)) for n, info in declared.items()])
+            n, dtypes.NUMPY_TO_ONNX[info.dtype], list(info.shape)) for n, info in declared.items()
+            if info.dtype in dtypes.NUMPY_TO_ONNX])
         learned = {n: type_to_info(n, t) for n, t in typed.items()}
         learned.update(found)
         better = {n: info for n, info in learned.items() if concrete(info) and not concrete(graph.value_info.get(n))}

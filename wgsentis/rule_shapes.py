@@ -64,8 +64,10 @@ def _first_output(layer: Layer, args: list[Any], was: TensorInfo | None) -> Tens
     if shape is None:
         return None
     dtype = was.dtype if was is not None else None
-    if dtype is None:
-        # The rule gives bytes, not the type: the first input's type where the item sizes agree.
+    if dtype is None and layer.domain not in ("", "ai.onnx"):
+        # The rule gives bytes, not the type: the first input's type where the item sizes agree (for the contrib
+        # ops whose rules are kept here; ONNX's inference types every standard op's outputs where it runs at all,
+        # and a guess from item sizes could mistake a Cast's int32 for its input's float32).
         first = next((a for a in args if a is not None), None)
         count = int(np.prod(shape)) if shape else 1
         if first is not None and count and nbytes == count * first.dtype.itemsize:

@@ -13,10 +13,10 @@ from wgsentis.ops.spec import Output, describe, size_rule
 MS_DOMAIN = "com.microsoft"
 
 # Output 0 has input 0's shape and type: activations, biases and skips added, normalizations over the last axis,
-# rotary embeddings.
+# rotary embeddings. (The QLinear ops are left out: their output's type is their output zero point's, which may be
+# another 8-bit type than the input's.)
 SAME_AS_FIRST = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasAdd", "SkipLayerNormalization",
-                 "SkipSimplifiedLayerNormalization", "RotaryEmbedding", "QLinearLeakyRelu", "QLinearSigmoid",
-                 "QLinearSoftmax")
+                 "SkipSimplifiedLayerNormalization", "RotaryEmbedding")
 
 
 @size_rule(*SAME_AS_FIRST, domain=MS_DOMAIN)
@@ -33,10 +33,4 @@ def _bias_split_gelu(layer: Any, args: list[Any]) -> list[Output]:
     return [spec.out((*shape[:-1], shape[-1] // 2), spec.itemsize_of(args[0]))]
 
 
-@size_rule("QLinearAdd", "QLinearMul", domain=MS_DOMAIN)
-def _qlinear_binary(layer: Any, args: list[Any]) -> list[Output]:
-    """(A, A_scale, A_zero_point, B, ...): A and B broadcast."""
-    return [spec.out(spec.broadcast(spec.shape_of(args[0]), spec.shape_of(args[3])), spec.itemsize_of(args[0]))]
-
-
-describe(*SAME_AS_FIRST, "BiasSplitGelu", "QLinearAdd", "QLinearMul", domain=MS_DOMAIN, size_reads_shapes=True)
+describe(*SAME_AS_FIRST, "BiasSplitGelu", domain=MS_DOMAIN, size_reads_shapes=True)
