@@ -23,7 +23,7 @@ from wgsentis.errors import ResourceLimitError
 from wgsentis.ops.sequence_spec import SEQUENCE_RECOUNT as SEQUENCE_RECOUNT  # re-exported: the recount period
 # The families declare their size rules when wgsentis.ops is imported, which the package's __init__ does first;
 # importing it here would close a circle (ops -> control_gpu -> run_control -> budget).
-from wgsentis.ops.spec import Output, SizeRule, described, spec_of
+from wgsentis.ops.spec import Output, SizeRule, described, outputs_by_rule, spec_of
 
 
 def check_device_bytes(control: Any, layer: Any, nbytes: int, live: int, what: str) -> None:
@@ -49,7 +49,7 @@ def check_layer_outputs(control: Any, layer: Any, args: list[Any]) -> None:
     if limit is None:
         return
     try:
-        outputs = rule(layer, args)
+        outputs = outputs_by_rule(rule, layer, args)
     except Exception:  # malformed attributes or inputs, or a value only on the device: the kernel decides
         return
     if len(outputs) == 1:
@@ -127,7 +127,7 @@ def output_bytes(layer: Any, args: list[Any]) -> int | None:
 
 def _predict(rule: SizeRule, layer: Any, args: list[Any]) -> list[Output]:
     try:
-        outputs = rule(layer, args)
+        outputs = outputs_by_rule(rule, layer, args)
     except Exception:  # malformed attributes or inputs, or a value only on the device: the kernel decides
         return []
     return [o for o in outputs if _valid(o[0])]

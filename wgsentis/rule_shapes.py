@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.ir import Graph, Layer, TensorInfo
-from wgsentis.ops.spec import spec_of
+from wgsentis.ops.spec import outputs_by_rule, spec_of
 
 
 class Shaped:
@@ -58,7 +58,7 @@ def _first_output(layer: Layer, args: list[Any], was: TensorInfo | None) -> Tens
     if rule is None:
         return None
     try:
-        shape, nbytes, _ = rule(layer, args)[0]
+        shape, nbytes, _ = outputs_by_rule(rule, layer, args)[0]
     except Exception:  # a rule raises where the host cannot know the size: nothing is inferred then
         return None
     if shape is None:

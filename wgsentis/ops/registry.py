@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.spec import OpsetAdapter, adapter_for, describe, spec_of
+from wgsentis.ops.spec import CanonicalLayer, OpsetAdapter, adapter_for, describe, spec_of
 
 Kernel = Callable[..., Any]
 FlopsRule = Callable[..., int]
@@ -158,19 +158,6 @@ def lookup(op_type: str, domain: str, opset: int, backend: str = CPU) -> Any:
         if adapter is not None and (found is None or found.since < adapter.since):
             return _adapted(backend, domain, op_type, adapter)
     return found
-
-
-class CanonicalLayer:
-    """A layer as its op's canonical form shows it to a builder: the layer's own name, inputs, outputs and fused
-    activation, with the canonical opset and attributes."""
-
-    __slots__ = ("_layer", "attrs", "opset")
-
-    def __init__(self, layer: Any, opset: int, attrs: dict[str, Any]) -> None:
-        self._layer, self.opset, self.attrs = layer, opset, attrs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._layer, name)
 
 
 # (backend, domain, op_type, adapter's since) -> the GPUImpl that adapts a layer and calls the canonical builder

@@ -170,6 +170,41 @@ def adapter_for(op_type: str, domain: str, opset: int) -> OpsetAdapter | None:
     return found
 
 
+class CanonicalLayer:
+    """A layer as its op's canonical form shows it to a builder: the layer's own name, inputs, outputs and fused
+    activation, with the canonical opset and attributes."""
+
+    __slots__ = ("_layer", "attrs", "opset")
+
+    def __init__(self, layer: Any, opset: int, attrs: dict[str, Any]) -> None:
+        self._layer, self.opset, self.attrs = layer, opset, attrs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._layer, name)
+
+
+def canonical_form(layer: Any, args: list[Any]) -> tuple[Any, list[Any]] | None:
+    """``layer`` and ``args`` in the op's canonical form (``OpsetAdapter``: a ``CanonicalLayer`` and the adapted
+    arguments), as they are where no adapter serves the layer's opset, None where the adapter cannot express them."""
+    adapter = adapter_for(layer.op_type, layer.domain, layer.opset)
+    if adapter is None:
+        return layer, args
+    form = adapter.adapt(layer.attrs, list(args))
+    if form is None:
+        return None
+    attrs, adapted = form
+    return CanonicalLayer(layer, adapter.canonical, attrs), adapted
+
+
+def outputs_by_rule(rule: SizeRule, layer: Any, args: list[Any]) -> list[Output]:
+    """``rule`` (an op's size rule, written for its canonical form) on ``layer`` and ``args`` of any opset; raises
+    ValueError where the canonical form cannot express them (as a rule raises on malformed inputs)."""
+    form = canonical_form(layer, args)
+    if form is None:
+        raise ValueError(f"{layer.op_type}-{layer.opset}: no canonical form for these attributes")
+    return rule(*form)
+
+
 def attributes_as_inputs(*moved: tuple[str, int, Any], keep_inputs: int = 1,
                          renamed: dict[str, str] | None = None,
                          required: tuple[str, ...] = ()) -> Adapt:

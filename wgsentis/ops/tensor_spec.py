@@ -39,28 +39,20 @@ def _expand(layer: Any, args: list[Any]) -> list[Output]:
 @size_rule("Tile")
 def _tile(layer: Any, args: list[Any]) -> list[Output]:
     shape = list(spec.shape_of(args[0]))
-    if layer.opset < 6:  # Tile-1: (input, tiles, axis)
-        axis = spec.axis_of(int(spec.scalar(args[2])), len(shape))
-        shape[axis] *= int(spec.scalar(args[1]))
-    else:
-        repeats = spec.ints(args[1])
-        if len(repeats) != len(shape):
-            raise ValueError("repeats do not match the rank")
-        shape = [d * r for d, r in zip(shape, repeats, strict=True)]
+    repeats = spec.ints(args[1])  # (Tile-1's tiles and axis: through its opset adapter, below)
+    if len(repeats) != len(shape):
+        raise ValueError("repeats do not match the rank")
+    shape = [d * r for d, r in zip(shape, repeats, strict=True)]
     return [spec.out(shape, spec.itemsize_of(args[0]))]
 
 
 @size_rule("Pad")
 def _pad(layer: Any, args: list[Any]) -> list[Output]:
     shape = list(spec.shape_of(args[0]))
-    if layer.opset < 11:
-        pads = [int(p) for p in (layer.attrs.get("pads") or layer.attrs.get("paddings"))]
-        axes = list(range(len(shape)))
-    else:
-        pads = spec.ints(args[1])
-        axes_arg = spec.arg(args, 3)
-        rank = len(shape)
-        axes = list(range(rank)) if axes_arg is None else [spec.axis_of(a, rank) for a in spec.ints(axes_arg)]
+    pads = spec.ints(args[1])  # (Pad-1 and Pad-2's attributes: through their opset adapters, below)
+    axes_arg = spec.arg(args, 3)
+    rank = len(shape)
+    axes = list(range(rank)) if axes_arg is None else [spec.axis_of(a, rank) for a in spec.ints(axes_arg)]
     if len(pads) != 2 * len(axes):
         raise ValueError("pads do not match the axes")
     for i, a in enumerate(axes):
@@ -97,7 +89,7 @@ def _resize(layer: Any, args: list[Any]) -> list[Output]:
 @size_rule("Upsample")
 def _upsample(layer: Any, args: list[Any]) -> list[Output]:
     shape = spec.shape_of(args[0])
-    scales = layer.attrs["scales"] if layer.opset < 9 else spec.host(args[1])
+    scales = spec.host(args[1])  # (Upsample-7's attribute: through its opset adapter, below)
     with np.errstate(over="ignore"):  # as the kernel: float32 scales (an overflow is its error to report)
         scales = np.asarray(scales, dtype=np.float32)
     _, _, out_of, _, _ = resize_geometry(shape, scales, None, None, None, "stretch")
