@@ -44,9 +44,10 @@ Adapt = Callable[[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]] |
 @dataclass(frozen=True)
 class OpsetAdapter:
     """Turns a layer of an older opset (from ``since`` up to the next adapter or ``canonical``) into the form of
-    opset ``canonical``: attributes that later opsets made inputs become host inputs, renamed or defaulted
-    attributes take their later names. The GPU backends register only the canonical forms and reach older
-    layers through these (``registry.lookup``); the cpu backend, the oracle, keeps a kernel per ONNX version."""
+    opset ``canonical``: attributes that later opsets made inputs become host inputs, and attributes the later
+    form added keep the values the older form fixed (TopK-1's largest and sorted). The GPU backends register only
+    the canonical forms and reach older layers through these (``registry.lookup``); the cpu backend, the oracle,
+    keeps a kernel per ONNX version."""
 
     since: int
     canonical: int
@@ -206,13 +207,12 @@ def outputs_by_rule(rule: SizeRule, layer: Any, args: list[Any]) -> list[Output]
 
 
 def attributes_as_inputs(*moved: tuple[str, int, Any], keep_inputs: int = 1,
-                         renamed: dict[str, str] | None = None,
                          required: tuple[str, ...] = ()) -> Adapt:
     """An adapter for ops whose later opsets take attributes as inputs: ``moved`` are (attribute, input position,
     numpy dtype) in position order, each attribute's value becoming that host input (None where absent, unless
     the older form has an input there: Split-1's sizes); ``keep_inputs``: how many of the older form's inputs keep
-    their positions; ``renamed``: older attribute name -> later one; ``required``: attributes without which the
-    older form cannot run (the CPU kernel then names the fault)."""
+    their positions; ``required``: attributes without which the older form cannot run. Where one is missing, or a
+    value does not convert, the adapter gives None (the CPU kernel then names the fault)."""
 
     def adapt(attrs: dict[str, Any], args: list[Any]) -> tuple[dict[str, Any], list[Any]] | None:
         if any(attrs.get(name) is None for name in required):
@@ -224,10 +224,10 @@ def attributes_as_inputs(*moved: tuple[str, int, Any], keep_inputs: int = 1,
             while len(out) <= position:
                 out.append(None)
             if out[position] is None and value is not None:
-                out[position] = np.asarray(value, dtype=dtype)
-        for old, new in (renamed or {}).items():
-            if old in rest:
-                rest[new] = rest.pop(old)
+                try:
+                    out[position] = np.asarray(value, dtype=dtype)
+                except (TypeError, ValueError, OverflowError):
+                    return None
         while out and out[-1] is None:
             out.pop()
         return rest, out
