@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.ops.spec import CanonicalLayer, OpsetAdapter, adapter_for, describe, spec_of
+from wgsentis.ops.spec import OpsetAdapter, adapter_for, describe, spec_of
 
 Kernel = Callable[..., Any]
 FlopsRule = Callable[..., int]
@@ -173,12 +173,11 @@ def _adapted(backend: str, domain: str, op_type: str, adapter: OpsetAdapter) -> 
             return None
 
         def build(rec: Any, layer: Any, *args: Any, **attrs: Any) -> Any:
-            form = adapter.adapt(attrs, list(args))
+            form = adapter.apply(layer, attrs, list(args))
             if form is None:
                 return NotImplemented
-            canonical_attrs, canonical_args = form
-            return canonical.build(rec, CanonicalLayer(layer, adapter.canonical, canonical_attrs), *canonical_args,
-                                   **canonical_attrs)
+            canonical_layer, canonical_args = form
+            return canonical.build(rec, canonical_layer, *canonical_args, **canonical_layer.attrs)
 
         impl = _ADAPTED[key] = GPUImpl(op_type, domain, adapter.since, build, adapter.host_inputs,
                                        canonical.narrow_types, canonical.reads_scope)

@@ -55,6 +55,14 @@ class OpsetAdapter:
     # The older form's inputs a GPU builder reads on the host (Tile-1's tiles and axis; Split-1's sizes).
     host_inputs: tuple[int, ...] = ()
 
+    def apply(self, layer: Any, attrs: dict[str, Any], args: list[Any]) -> tuple[CanonicalLayer, list[Any]] | None:
+        """``layer`` (with ``attrs``) and ``args`` in the canonical form, or None where it cannot express them."""
+        form = self.adapt(attrs, list(args))
+        if form is None:
+            return None
+        canonical_attrs, canonical_args = form
+        return CanonicalLayer(layer, self.canonical, canonical_attrs), canonical_args
+
 # How structured pruning follows channels through an op: "weighted" (a constant weight starts a channel space:
 # Conv, Gemm, MatMul), "per_channel" (per-channel parameters sliced with the channels), "elementwise" (a channel of
 # the output is the same channel of input 0), "broadcast" (elementwise over broadcast operands), "pool", "concat",
@@ -188,13 +196,7 @@ def canonical_form(layer: Any, args: list[Any]) -> tuple[Any, list[Any]] | None:
     """``layer`` and ``args`` in the op's canonical form (``OpsetAdapter``: a ``CanonicalLayer`` and the adapted
     arguments), as they are where no adapter serves the layer's opset, None where the adapter cannot express them."""
     adapter = adapter_for(layer.op_type, layer.domain, layer.opset)
-    if adapter is None:
-        return layer, args
-    form = adapter.adapt(layer.attrs, list(args))
-    if form is None:
-        return None
-    attrs, adapted = form
-    return CanonicalLayer(layer, adapter.canonical, attrs), adapted
+    return (layer, args) if adapter is None else adapter.apply(layer, layer.attrs, args)
 
 
 def outputs_by_rule(rule: SizeRule, layer: Any, args: list[Any]) -> list[Output]:

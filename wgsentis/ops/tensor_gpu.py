@@ -152,11 +152,11 @@ def split_sizes(dim: int, sizes: list[int] | None, count: int) -> list[int] | No
         return None
 
 
-def split_part_request(layer: Any, split_input: Any, split_attr: Any, num_outputs: Any) -> Any:
-    """``tensor.split_request`` for a GPU builder (its layer's opset): (sizes, count), or None where the CPU kernel
-    raises."""
+def split_part_request(layer: Any, split_input: Any, num_outputs: Any) -> Any:
+    """``tensor.split_request`` for a GPU builder of Split-13 and later (its layer's opset; older layers come
+    through their adapters with the sizes as the input): (sizes, count), or None where the CPU kernel raises."""
     try:
-        return _tensor.split_request(layer.opset, split_input, split_attr, num_outputs, len(layer.outputs))
+        return _tensor.split_request(layer.opset, split_input, None, num_outputs, len(layer.outputs))
     except ValueError:
         return None
 
@@ -367,7 +367,7 @@ def _split(rec, layer, data, axis, sizes, count):
 
 @gpu("Split", 13, host_inputs=(1,))
 def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
-    request = split_part_request(layer, split, None, num_outputs)
+    request = split_part_request(layer, split, num_outputs)
     return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 

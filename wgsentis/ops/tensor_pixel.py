@@ -218,7 +218,7 @@ def _split(rec, layer, data, axis, sizes, count):
 
 @pixel("Split", 13, host_inputs=(1,))
 def split_v13(rec, layer, x, split=None, *, axis=0, num_outputs=None, **attrs):
-    request = split_part_request(layer, split, None, num_outputs)
+    request = split_part_request(layer, split, num_outputs)
     return NotImplemented if request is None else _split(rec, layer, x, axis, *request)
 
 
