@@ -43,7 +43,9 @@ def test_fifty_shapes_keep_device_memory_bounded_by_the_plan_lru():
                 assert stats["cached_plans"] == min(k + 1, max_plans) and stats["max_plans"] == max_plans
                 held[max_plans].append(_wgpu_bytes(worker))
     bounded, unbounded = held[4], held[50]
-    assert unbounded[-1] > 5 * bounded[-1]  # every plan kept: memory grows with the shapes seen
+    # Every plan kept: memory grows with the shapes seen (less than each plan's full arenas: a size planned from its
+    # structure's base trace shares the base's arenas and holds only what changed, backends/gpu/resize.py).
+    assert unbounded[-1] > 3 * bounded[-1]
     # Once the LRU is full the level is stationary: the second half holds no more than the first.
     assert max(bounded[25:]) <= 1.25 * max(bounded[4:25]), bounded
 

@@ -5,6 +5,8 @@ the GPU between steps and the same tokens come out."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from helpers import requires_gpu
@@ -69,7 +71,8 @@ def test_gpt2_generates_onnxruntime_tokens(gpt2, backend):
             outputs = worker.run(feeds)
             stats = worker.stats()
             kept.append((stats["shape_layers"], stats["shape_layers_kept"]))
-            stamped.append((stats.get("gpu_layers_reused", 0), stats.get("gpu_layers_built", 0)))
+            stamped.append((stats.get("gpu_layers_reused", 0) + stats.get("gpu_layers_kept", 0),
+                            stats.get("gpu_layers_built", 0), stats.get("plans_resized", 0)))
             return outputs
 
         ours = decoders.generate(run, layers=GPT2.layers, heads=GPT2.heads, head_size=GPT2.head_size,
@@ -80,11 +83,13 @@ def test_gpt2_generates_onnxruntime_tokens(gpt2, backend):
     # From the third step (the second has a new input_ids length too) at least 80% are kept.
     assert all(n == count and k >= 0.8 * count for n, k in kept[2:]), kept
     if backend != "cpu":
-        # From the third step most GPU layers (all but those over the cache: attention) are stamped from the
-        # step before's templates, not built again (backends/gpu/layer_reuse.py); the tokens above are ORT's.
-        # (4x256: 143 of 200 GPU layers on gpu-compute, 115 of 172 on gpu-pixel.)
+        # From the third step each length is planned from the second step's trace (backends/gpu/resize.py): most GPU
+        # layers (all but those over the cache: attention) are kept from it as they were, or stamped from a
+        # template, not built again; the tokens above are ORT's. (4x256: 117 of 172 GPU layers kept on both.)
         share = 2.0 if backend == "gpu-compute" else 1.8
-        assert all(reused >= share * built > 0 for reused, built in stamped[2:]), stamped
+        assert all(reused >= share * built > 0 for reused, built, _ in stamped[2:]), stamped
+        resized = [r for *_, r in stamped]
+        assert all(later == earlier + 1 for earlier, later in itertools.pairwise(resized[1:])), stamped
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

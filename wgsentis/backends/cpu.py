@@ -224,10 +224,20 @@ class ShapeValues:
         self.source_shapes: dict[int, tuple[int, ...]] = {}  # Shape/Size layer -> its input's shape then
         self.kept = 0  # shape layers that kept their value in the last run
         self.changed: set[str] = set()  # the run's shape values computed anew (or not kept)
+        self.complete = True  # the last run reached its last layer (``finish``)
 
     def start(self) -> None:
-        self.changed = set()
+        """A run begins. The values a run that stopped part way (an error, a cancel, a trace that met a fallback)
+        computed anew stay marked changed: the layers after where it stopped still hold the values of the run
+        before, so their readers must run again."""
+        if self.complete:
+            self.changed = set()
+        self.complete = False
         self.kept = 0
+
+    def finish(self) -> None:
+        """The run reached its last layer: every kept value agrees with its inputs again."""
+        self.complete = True
 
     def kept_value(self, index: int, step: LayerStep | Layer, args: list[Any]) -> tuple[Any, ...] | None:
         """Layer ``index``'s outputs of an earlier run where they still hold for ``args``, else None."""
@@ -411,6 +421,7 @@ class GraphProgram:
                             env.pop(name, None)
             else:
                 self._run_parallel(scope, env, on_layer)
+        self.shape_values.finish()
         missing = [n for n in self.output_names if n not in scope]
         if missing:
             raise WgSentisError(f"graph '{self.graph.name}': outputs {missing} were never produced")

@@ -488,9 +488,28 @@ class PixelProgram(GPUProgram):
             check_device_bytes(control, layer, alloc.reserved, self._live_bytes, what)
         if not self.tracing:
             alloc.texture.replace(self._textures.acquire(layout, what), alloc.texture.shape)
+        elif self._resize is not None:
+            self._resize.inherit(self, alloc)
         self._allocations.append(alloc)
         self._live_bytes += alloc.reserved
         return alloc
+
+    def inherit_allocation(self, alloc: Allocation, old: Allocation) -> bool:
+        """A resize's texture tensor takes the base plan's texture of one of the same layout (resize.Resize)."""
+        if not isinstance(alloc, TextureAllocation) or not isinstance(old, TextureAllocation):
+            return not isinstance(alloc, TextureAllocation) and not isinstance(old, TextureAllocation) \
+                and super().inherit_allocation(alloc, old)
+        if alloc.layout != old.layout or old.texture.texture is None:
+            return False
+        alloc.texture = old.texture
+        return True
+
+    @staticmethod
+    def one_resource(a: Allocation, b: Allocation) -> bool:
+        if isinstance(a, TextureAllocation) or isinstance(b, TextureAllocation):
+            ta, tb = getattr(a, "texture", None), getattr(b, "texture", None)
+            return ta is not None and tb is not None and ta.texture is not None and ta.texture is tb.texture
+        return GPUProgram.one_resource(a, b)
 
     def free_allocation(self, alloc: Allocation) -> None:
         if alloc.dies is not None:

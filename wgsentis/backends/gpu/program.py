@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.cpu import ShapeValues
+from wgsentis.backends.gpu.buffer_storage import BufferStorage
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.gpu.device_tensors import DeviceValue
-from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice, from_device_array, to_device_array
+from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice
 from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.layer_build import LayerBuilder
@@ -40,10 +41,11 @@ from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
 from wgsentis.backends.gpu.recording import Recording, bind_feeds, bind_steps, rebind_textures
 from wgsentis.backends.gpu.replay import emit_steps, layer_groups, replay_stamps, store_layer_times, submit_run
 from wgsentis.backends.gpu.report import RunReport, program_stats
+from wgsentis.backends.gpu.resize import Resize, ResizeAbandoned, finish_resize
 from wgsentis.backends.gpu.steps import Plan, PlanInvalid, Transfer
 from wgsentis.backends.gpu.streams import CommandStream
 from wgsentis.backends.gpu.subgraphs import SubgraphDeaths, record_subgraph
-from wgsentis.backends.gpu.tensors import Allocation, GTensor, aligned, reserved_bytes
+from wgsentis.backends.gpu.tensors import Allocation, GTensor, reserved_bytes
 from wgsentis.backends.gpu.timestamps import QuerySets
 from wgsentis.backends.host_memory import release_freed_memory
 from wgsentis.budget import check_device_bytes
@@ -52,7 +54,7 @@ from wgsentis.ir import Graph, Layer
 from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 
-class GPUProgram(HostSync):
+class GPUProgram(BufferStorage, HostSync):
     """A graph compiled for a GPU backend: plans per input signature (an LRU of ``max_plans``), shared weights.
 
     The program protocol (what ``Worker`` uses): ``output_names``, ``execute(feeds, control)`` -> a readback
@@ -131,6 +133,11 @@ class GPUProgram(HostSync):
         self.layer_reuse = LayerReuse(graph.constants)
         self._arena_order: str | None = None  # the order of planner.ORDERS that laid out this program's first plan
         self._structures: set[tuple] = set()
+        # Per structure, the plan of its last full trace, from which later sizes are planned (resize.py).
+        self._bases: dict[tuple, Plan] = {}
+        self._resize: Resize | None = None  # the resize in progress
+        self.plans_resized = 0
+        self.gpu_layers_kept = 0
         self._closed = False
 
     # -- for subclasses --------------------------------------------------------------------------------
@@ -231,6 +238,8 @@ class GPUProgram(HostSync):
                 raise allocation_error(what or "a tensor", reserved, ValueError(
                     f"Buffer size {reserved} is greater than the maximum buffer size ({limit})"))
             alloc = Allocation(None, nbytes, reserved=reserved, born=self._tick)
+            if self._resize is not None:
+                self._resize.inherit(self, alloc)
         else:
             if self._pool is None:  # a builder used outside a recording (tests of the builder API)
                 self._pool = BufferPool(self.ctx)
@@ -260,22 +269,52 @@ class GPUProgram(HostSync):
         """The current layer asked for ``nbytes`` of scratch textures (counted in the plan's live-set bound)."""
         self.scratch_requests[self._tick] = self.scratch_requests.get(self._tick, 0) + nbytes
 
+    def inherit_allocation(self, alloc: Allocation, old: Allocation) -> bool:
+        """Put a resize's new ``alloc`` where the base plan's ``old`` lies, where it fits (resize.Resize)."""
+        if old.persistent or old.buffer is None or alloc.reserved > old.reserved:
+            return False
+        alloc.move(old.buffer, old.offset)
+        alloc.reserved = old.reserved
+        return True
+
+    @staticmethod
+    def one_resource(a: Allocation, b: Allocation) -> bool:
+        """Whether two laid-out allocations lie in one buffer (which one step may not both read and write)."""
+        return a.buffer is b.buffer
+
+    def _counted(self, value: Any) -> Allocation | None:
+        """The allocation whose references ``value`` counts (a resize's: resize.Resize.counted), or None."""
+        if not isinstance(value, GTensor) or value.alloc is None or value.alloc.persistent:
+            return None
+        return value.alloc if self._resize is None else self._resize.counted(value.alloc)
+
     def retain(self, value: Any) -> None:
         """One more live tensor name holds ``value``'s allocation (the recording's reference count)."""
-        if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
-            value.alloc.refs += 1
+        alloc = self._counted(value)
+        if alloc is not None:
+            alloc.refs += 1
 
     def drop(self, value: Any) -> None:
         """A tensor name that held ``value``'s allocation is dead: the allocation is freed with its last one."""
-        if isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent:
-            value.alloc.refs -= 1
-            if value.alloc.refs == 0:
-                self.free_allocation(value.alloc)
+        alloc = self._counted(value)
+        if alloc is not None:
+            alloc.refs -= 1
+            if alloc.refs == 0:
+                self.free_allocation(alloc)
 
     @property
     def clock(self) -> int:
         """The recording's clock: the tick of the layer being recorded (``advance_clock``)."""
         return self._tick
+
+    def skip_clock(self, tick: int) -> None:
+        """Set the clock to ``tick``: a resize's kept layer took the base trace's ticks."""
+        self._tick = tick
+
+    @property
+    def allocation_count(self) -> int:
+        """Allocations the recording in progress has made."""
+        return len(self._allocations)
 
     def advance_clock(self) -> None:
         """One more tick of the recording's clock inside the current layer: what a builder frees before it dies
@@ -352,7 +391,18 @@ class GPUProgram(HostSync):
             self.plans_recorded_for_new_sizes += 1
         self._structures.add(structure)
         started = time.perf_counter()
-        plan, _ = self._record(feeds, trace=True)
+        plan = None
+        base = self._bases.get(structure)
+        if base is not None:
+            try:  # a size of a structure traced before: planned from its base trace
+                plan, _ = self._record(feeds, trace=True, resize=Resize(base, feeds))
+                self.plans_resized += plan is not None
+            except ResizeAbandoned:
+                self.last_run = RunReport()
+        if plan is None:
+            plan, _ = self._record(feeds, trace=True)
+            if plan is not None and plan.trace is not None:
+                self._bases[structure] = plan
         if plan is not None:
             # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
             self.plans.put(signature, plan)
@@ -419,44 +469,6 @@ class GPUProgram(HostSync):
             encoder, self._input_copies = self._input_copies, None
             self.ctx.queue.submit([encoder.finish()])
 
-    # -- tensor storage: storage buffers here; a backend that keeps tensors elsewhere overrides these -----------
-    def binds_device_value(self, value: DeviceValue, t: GTensor) -> bool:
-        """Whether ``value`` can be copied device to device into ``t`` (a whole buffer allocation here)."""
-        return t.chunks is None and value.binds_into(self.ctx, self.backend, None)
-
-    def copy_device_value(self, encoder: Any, value: DeviceValue, t: GTensor) -> None:
-        """Record the copy of ``value`` into ``t`` (``binds_device_value`` said it can)."""
-        value.copy_into(encoder, t.alloc.buffer, t.alloc.offset)
-
-    def detach(self, encoder: Any, t: GTensor) -> DeviceValue | None:
-        """Record the copy of output ``t`` into a buffer of its own; the DeviceValue that holds it, or None where
-        ``t`` cannot be held so (split into chunks: it is read back instead)."""
-        if t.chunks is not None:
-            return None
-        usage = self.ctx.wgpu.BufferUsage
-        nbytes = aligned(max(4, t.nbytes), 4)
-        buffer = self.ctx.create_buffer(nbytes, usage.STORAGE | usage.COPY_SRC | usage.COPY_DST,
-                                        f"wgsentis device tensor {t.name}", f"device output '{t.name}'")
-        if t.nbytes:
-            encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset + 4 * t.first, buffer, 0,
-                                          aligned(t.nbytes, 4))
-        return DeviceValue(self.ctx, self.backend, buffer, t.shape, t.dtype, nbytes, bound=t.bound, name=t.name)
-
-    def prepare_upload(self, value: np.ndarray, what: str) -> Any:
-        """``value`` checked and converted for the device (raises TooLargeForDevice where it cannot live there)."""
-        return to_device_array(value, what)
-
-    def input_tensor(self, name: str, value: np.ndarray | DeviceValue) -> GTensor:
-        """A device tensor to upload ``value`` into (an input, or a fallback layer's output)."""
-        return GTensor(self.new_allocation(max(4, 4 * value.size), f"tensor '{name}' {list(value.shape)}"),
-                       value.shape, value.dtype, name)
-
-    def write(self, t: GTensor, prepared: Any) -> int:
-        """Upload ``prepared`` (``prepare_upload``'s result) into ``t``; returns the bytes written."""
-        if prepared.nbytes:
-            self.ctx.queue.write_buffer(t.alloc.buffer, t.alloc.offset, prepared)
-        return int(prepared.nbytes)
-
     def layout_memory(self, plan: Plan, end: int) -> None:
         """Lay ``plan``'s intermediates out for its replays (``end``: one past the recording's last tick): arenas of
         storage buffers by lifetime (``planner.plan_arenas``); the caller then binds every step."""
@@ -465,20 +477,6 @@ class GPUProgram(HostSync):
         orders = ORDERS if self._arena_order is None else (self._arena_order,)
         plan.arenas, plan.arena_bytes, self._arena_order = plan_arenas(self.ctx, plan.allocations, plan.steps, end,
                                                                        f"'{self.graph.name}'", orders)
-
-    def readback_bytes(self, t: GTensor) -> int:
-        """Staging bytes ``copy_out`` writes for ``t`` (a multiple of 256, where the next copy may start)."""
-        return aligned(max(4, t.nbytes))
-
-    def copy_out(self, encoder: Any, t: GTensor, staging: Any, offset: int) -> None:
-        """Record the copy of ``t`` into ``staging`` at ``offset``."""
-        if t.nbytes:
-            encoder.copy_buffer_to_buffer(t.alloc.buffer, t.alloc.offset, staging, offset, aligned(t.nbytes, 4))
-
-    def decode(self, t: GTensor, raw: np.ndarray) -> np.ndarray:
-        """``t``'s value from the staging bytes ``copy_out`` wrote (``raw`` starts at its offset)."""
-        words = raw[: t.nbytes].view(np.uint32) if t.nbytes else np.zeros(0, np.uint32)
-        return from_device_array(words, t.shape, t.dtype)
 
     def run_host(self, index: int, args: list[Any]) -> tuple[Any, ...]:
         """Layer ``index``'s numpy kernel on ``args`` (host values), timed into the run's report."""
@@ -489,7 +487,8 @@ class GPUProgram(HostSync):
             kernel_s = self.last_run.host_kernel_s
             kernel_s[index] = kernel_s.get(index, 0.0) + time.perf_counter() - started
 
-    def _record(self, feeds: dict[str, Any], trace: bool = False) -> tuple[Plan | None, PendingReadback | None]:
+    def _record(self, feeds: dict[str, Any], trace: bool = False,
+                resize: Resize | None = None) -> tuple[Plan | None, PendingReadback | None]:
         """Record a plan for ``feeds``' signature. ``trace``: plan it without running anything on the device
         (tensors are virtual allocations until the planner lays them out); returns (None, None) at the first
         fallback layer, whose inputs only a run can give. Otherwise the run is recorded while it runs on a
@@ -498,10 +497,13 @@ class GPUProgram(HostSync):
         started = time.perf_counter()
         self.last_run.recorded = True
         self.tracing = trace
+        self._resize = resize
         try:
             return self._record_layers(feeds, trace, started)
         finally:
             self.tracing = False
+            self.gpu_layers_kept = resize.kept_layers if resize is not None else 0
+            self._resize = None
             self._pool = None
             self._uniforms = None
             self._allocations = []
@@ -526,6 +528,8 @@ class GPUProgram(HostSync):
         self.faults.start(rec.index_checks)
         stream = None if trace else self.make_stream(True)
         self._recording = Recording(self, rec, plan, feeds, env, stream)
+        if self._resize is not None:
+            self._recording.resize, self._recording.record = self._resize, None
         replayable = self._recording.record_layers(trace, cacheable)
         if replayable is None:
             return None, None
@@ -538,7 +542,12 @@ class GPUProgram(HostSync):
             self.last_run.encode = time.perf_counter() - started
             readback = self._submit(stream.take(), plan.outputs, on_device=self._on_device)
         self.scratch.realize()
-        if replayable:
+        if replayable and self._resize is not None:
+            finish_resize(self, plan, self._resize, rec.steps, end)
+            bind_steps(self.ctx.device, rec.steps, self.native_calls)  # (the kept layers' steps are bound)
+        elif replayable:
+            if self._recording.record is not None:
+                plan.trace = self._recording.record.finished(end, self.scratch_requests)
             # Replays run on memory laid out from the lifetimes the recording showed (a recorded run ran on
             # the transient pool), every step bound where its tensors now live.
             self.layout_memory(plan, end)

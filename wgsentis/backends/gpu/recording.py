@@ -21,6 +21,7 @@ from wgsentis.backends.gpu.layer_build import narrow_host_inputs
 from wgsentis.backends.gpu.layer_reuse import arguments_key
 from wgsentis.backends.gpu.placement import host_of, host_read
 from wgsentis.backends.gpu.replay import emit_layer
+from wgsentis.backends.gpu.resize import LayerRecord, Resize, ResizeAbandoned, TraceRecord, keepable
 from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Placement, Plan
 from wgsentis.backends.gpu.streams import CommandStream
 from wgsentis.backends.gpu.tensors import GTensor, GTexture, NeedsDeviceValues
@@ -77,6 +78,11 @@ class Recording:
         self.encoded = 0  # the recorder's steps already encoded (and added to the plan)
         self.reads_device = False  # a builder read a device value: the plan is recorded anew on every run
         self.layer_index = -1
+        # A trace keeps its layers' record (resize.TraceRecord) for later sizes of its structure; a resize
+        # (resize.Resize) keeps the base trace's clean layers as they were.
+        self.record: TraceRecord | None = TraceRecord() if stream is None else None
+        self.resize: Resize | None = None
+        self.layer_reads: list[str] = []  # run inputs the current layer read on the host
 
     def value(self, name: str) -> Any:
         """The value named ``name`` in the recording so far (a graph constant otherwise)."""
@@ -85,6 +91,7 @@ class Recording:
     def note_host_read(self, name: str) -> None:
         """An input of the run was read on the host: its value is part of the plan's signature."""
         self.plan.host_read_inputs[name] = np.array(self.feeds[name], copy=True)
+        self.layer_reads.append(name)
 
     def record_layers(self, trace: bool, cacheable: bool) -> bool | None:
         """Record every layer of the graph, then the plan's outputs. Returns whether the plan can be replayed
@@ -94,10 +101,26 @@ class Recording:
         placer = program.placer
         shapes = program.shape_values
         shapes.start()
+        record, resize = self.record, self.resize
+        if record is not None:
+            record.inputs = {n: env[n] for n in self.feeds if n in env}
+        if resize is not None:
+            resize.compare_inputs(env, self.feeds)
         for i, layer in enumerate(program.graph.layers):
             self.layer_index = i
             program.advance_clock()
             rec.layer, rec.layer_index = layer, i
+            if resize is not None:
+                base = resize.record.layers[i]
+                if program.clock != base.tick_start:
+                    raise ResizeAbandoned(f"layer {i} starts at tick {program.clock}, not {base.tick_start}")
+                # (Shape arithmetic is never kept so: ShapeValues must see every run's values.)
+                if not shapes.kinds[i] and resize.clean(layer, base):
+                    self.keep_base_layer(i, layer, base)
+                    continue
+            tick_start, checks_start, steps_start = program.clock, len(rec.index_checks), len(plan.steps)
+            allocs_start = program.allocation_count
+            self.layer_reads = []
             args = [self.value(n) if n else None for n in layer.inputs]
             # Shape arithmetic whose inputs' shapes (or values) are those of an earlier recording keeps its value:
             # a host layer again, neither placed nor run (a decoder's new past length re-runs only what reads it).
@@ -141,19 +164,50 @@ class Recording:
                 # on values a replay cannot check cheaply: such runs are recorded every time.
                 cacheable = cacheable and all(t is not None and n not in placer.host_needed
                                               for t, n in zip(step.targets, layer.outputs, strict=False) if n)
-            plan.placements.append(Placement(layer.name, layer.op_type, kind, reason))
-            for name, value in zip(layer.outputs, outputs, strict=False):
-                if name:
-                    env[name] = value
-                    program.retain(value)
-            for n in placer.dies_after[i]:
-                if n in env:
-                    program.drop(env[n])
-            for k in placer.unread_outputs[i]:
-                if k < len(outputs):
-                    program.drop(outputs[k])
+            placement = Placement(layer.name, layer.op_type, kind, reason)
+            plan.placements.append(placement)
+            if record is not None:
+                record.layers.append(LayerRecord(
+                    kind, keepable(kind, layer, outputs), tick_start,
+                    program.clock, plan.steps[steps_start:], tuple(outputs), placement,
+                    rec.index_checks[checks_start:], tuple(self.layer_reads), (allocs_start, program.allocation_count)))
+            elif resize is not None:
+                if program.clock != base.tick_end or len(rec.index_checks) - checks_start != len(base.checks):
+                    raise ResizeAbandoned(f"layer {i} took other ticks or fault slots than in the base trace")
+                resize.compare(layer, outputs, base)
+            self.bind_outputs(i, layer, outputs)
+        shapes.finish()
         plan.outputs = {n: self.value(n) for n in program.output_names}  # (an output may be a constant)
         return cacheable and not self.reads_device
+
+    def bind_outputs(self, i: int, layer: Layer, outputs: Any) -> None:
+        """Layer ``i``'s outputs become the recording's values; the values whose last reader it was die."""
+        program, env, placer = self.program, self.env, self.program.placer
+        for name, value in zip(layer.outputs, outputs, strict=False):
+            if name:
+                env[name] = value
+                program.retain(value)
+        for n in placer.dies_after[i]:
+            if n in env:
+                program.drop(env[n])
+        for k in placer.unread_outputs[i]:
+            if k < len(outputs):
+                program.drop(outputs[k])
+
+    def keep_base_layer(self, i: int, layer: Layer, base: LayerRecord) -> None:
+        """A resize's clean GPU layer ``i``: the base trace's steps, fault slots, host reads, placement and outputs,
+        and its ticks, as they were (nothing placed, built or bound)."""
+        program = self.program
+        if program.control is not None:
+            program.control.check(layer)  # cancellation and timeouts between layers, as a trace checks them
+        self.plan.steps.extend(base.steps)
+        self.rec.index_checks.extend(base.checks)
+        for name in base.host_reads:
+            self.note_host_read(name)
+        self.plan.placements.append(base.placement)
+        program.skip_clock(base.tick_end)
+        self.resize.keep(base)
+        self.bind_outputs(i, layer, base.outputs)
 
     def place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:
         """Where a layer runs, why, and (on the GPU) the outputs its builder recorded into ``rec``

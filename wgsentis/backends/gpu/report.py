@@ -87,6 +87,10 @@ def program_stats(program: Any) -> dict[str, Any]:
         "shape_layers": program.shape_values.count,
         "shape_layers_kept": program.shape_values.kept,
         "plans_recorded_for_new_sizes": program.plans_recorded_for_new_sizes,
+        # Of those, the plans made from the structure's base trace (resize.py), and the GPU layers the last of them
+        # kept from it as they were (neither placed, built nor bound).
+        "plans_resized": program.plans_resized,
+        "gpu_layers_kept": program.gpu_layers_kept,
         # GPU layers of the last recording stamped from an earlier trace's template (backends/gpu/layer_reuse.py),
         # and those whose builders ran.
         "gpu_layers_reused": program.layer_reuse.reused,
@@ -104,8 +108,11 @@ def uniform_bytes(program: Any) -> int:
 def cached_plan_bytes(program: Any) -> int:
     """Device bytes the cached plans hold: their arenas, uniforms and free staging buffers."""
     total = 0
-    for plan in program.plans.values():
-        total += plan.arena_bytes + (plan.uniforms.total_bytes if plan.uniforms is not None else 0)
+    plans = {id(p): p for p in program.plans.values()}
+    plans.update({id(p.base): p.base for p in program.plans.values() if p.base is not None})  # (shared, once)
+    for plan in plans.values():
+        own = plan.arena_bytes - (plan.base.arena_bytes if plan.base is not None else 0)
+        total += own + (plan.uniforms.total_bytes if plan.uniforms is not None else 0)
         if plan.staging is not None:
             total += plan.staging.nbytes * len(plan.staging.free)
     return total

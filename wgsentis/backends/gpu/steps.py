@@ -206,6 +206,8 @@ class Plan:
     peak_live_bytes: int = 0  # the largest set of intermediates (and the layer's scratch) alive at once
     staging: Any = None  # its readback's staging buffers, kept between runs (readback.StagingPool)
     uniforms: Any = None  # its dispatches' parameter blocks (memory.UniformArena), written once when recorded
+    trace: Any = None  # a full trace's layers (resize.TraceRecord), from which later sizes are planned
+    base: Plan | None = None  # a re-sized plan: the plan whose steps, arenas and uniforms it shares (resize.py)
 
     @staticmethod
     def summary(plan: Plan | None) -> dict[str, Any]:

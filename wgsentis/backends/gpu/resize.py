@@ -1,0 +1,240 @@
+"""A new input size of a structure already traced, planned from that trace: the layers the new size leaves as they
+were keep the base plan's steps, memory and bind groups, and only the others are placed and built again.
+
+A decoder step with a longer cache, or an OCR line of another width, changes the shapes of a few dozen of a
+graph's hundreds of layers. A full trace still walks every layer: each is placed, keyed, stamped from its template
+or built, its new memory laid out in new arenas, every step bound anew (most of a new size's host time on a
+GPT-2 step). Here the first trace of a structure (input names, ranks, dtypes) keeps a ``TraceRecord``: per
+top-level layer, the clock it ran at, its steps, outputs, placement, fault slots and the run inputs it read on
+the host. A later trace of the same structure at other sizes (``Resize``) walks the layers with a set of *dirty*
+tensors, those whose value is not the base trace's (another shape, dtype, layout, int64 bound, another place in
+memory, another host value):
+
+- a GPU layer reading no dirty tensor is *kept*: the base plan's steps (bound already, their parameter blocks in
+  the base plan's uniform arena) go into the new plan as they are, its outputs are the base trace's tensors, and
+  nothing is placed, keyed, built or bound;
+- any other layer is placed and built (or stamped) as in a full trace. Each allocation it makes *inherits* the
+  base allocation made at the same tick in the same order (its arena, offset and reserved bytes; on gpu-pixel its
+  texture) where that one is at least as large, so that an output of the old size lands where the base plan
+  kept it and the layers after it stay clean; an output whose size changed gets memory of the new plan's own
+  (the *delta*, laid out by the planner in arenas of its own).
+
+Before the plan is kept, what the base layout relied on is checked: every inherited allocation lives exactly the
+base one's lifetime (so it overlaps nothing the base layout kept apart from it), each rebuilt step reads and
+writes distinct buffers, every layer took the base trace's ticks and fault slots. Anything else (a builder taking
+another path at the new size, a fallback, a control-flow layer) abandons the resize: the size is traced in full,
+and that trace becomes the structure's base.
+
+Memory: a re-sized plan holds its delta arenas and parameter blocks, and shares the base plan's arenas (kept alive
+by the re-sized plans that use them, so a structure keeps one full set plus, per cached size, what changed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wgsentis.backends.gpu.planner import live_peak, step_conflicts
+from wgsentis.backends.gpu.steps import Draw, Placement, Plan
+from wgsentis.backends.gpu.tensors import Allocation, GTensor
+from wgsentis.budget import check_device_bytes
+from wgsentis.ir import Graph
+
+# Host values up to this many elements are compared by value when deciding whether a tensor changed; a larger
+# host value is the same only where it is the same array.
+HOST_COMPARE_ELEMENTS = 4096
+
+
+class ResizeAbandoned(Exception):  # noqa: N818 - internal control flow, never reaches users
+    """A resize met what the base plan's layout cannot stand for: the size is traced in full instead."""
+
+
+@dataclass(slots=True)
+class LayerRecord:
+    """What one top-level layer gave in a full trace."""
+
+    kind: str  # "gpu" or "host"
+    keepable: bool  # a GPU layer without subgraphs, none of its outputs holding a host copy of the run's values
+    tick_start: int  # the recording's clock as the layer began
+    tick_end: int  # the clock once it was recorded (a builder may step it)
+    steps: list[Any]
+    outputs: tuple[Any, ...]
+    placement: Placement
+    checks: list[Any]  # the fault slots it reserved (faults.IndexCheck), in slot order
+    host_reads: tuple[str, ...]  # run inputs it read on the host (their values are part of the plan's signature)
+    allocations: tuple[int, int]  # its allocations: [start, stop) of the plan's list
+
+
+@dataclass
+class TraceRecord:
+    """A full trace's layers (``LayerRecord`` per top-level layer), its run inputs' tensors, the clock one past its
+    last tick and its layers' scratch texture requests (tick -> bytes)."""
+
+    layers: list[LayerRecord] = field(default_factory=list)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    end: int = 0
+    scratch: dict[int, int] = field(default_factory=dict)
+
+    def finished(self, end: int, scratch: dict[int, int]) -> TraceRecord:
+        """The record of a trace that ended at ``end`` with these scratch requests."""
+        self.end, self.scratch = end, dict(scratch)
+        return self
+
+
+def same_value(new: Any, old: Any, inherited: dict[int, Allocation]) -> bool:
+    """Whether ``new`` (a value of the resize) stands where ``old`` (the base trace's) did for every layer reading it:
+    the same array, or a device tensor of the same shape, dtype, bound and layout in the same memory (its own
+    allocation inheriting the old one's, or the old one's itself)."""
+    if new is old:
+        return True
+    if isinstance(new, GTensor):
+        if not isinstance(old, GTensor) or new.chunks is not None or old.chunks is not None:
+            return False
+        if (new.shape != old.shape or new.dtype != old.dtype or new.first != old.first or new.bound != old.bound
+                or new.layout != old.layout):
+            return False
+        if (new.host is not None or old.host is not None) and not same_value(new.host, old.host, inherited):
+            return False  # a host copy of the run's values (an input, a view of one): placement may read it
+        return new.alloc is old.alloc or inherited.get(id(new.alloc)) is old.alloc
+    if isinstance(new, np.ndarray) and isinstance(old, np.ndarray):
+        return (new.dtype == old.dtype and new.shape == old.shape and new.dtype != object
+                and new.size <= HOST_COMPARE_ELEMENTS and new.tobytes() == old.tobytes())
+    return False
+
+
+class Resize:
+    """The state of one resize: the base plan and its record, the dirty tensor names, and the allocations made so
+    far with the base allocations they inherit. ``inherit(program, alloc)`` is what the program's allocators call
+    for each allocation the resize makes."""
+
+    def __init__(self, base: Any, feeds: dict[str, Any]) -> None:
+        self.base = base
+        self.record: TraceRecord = base.trace
+        self.dirty: set[str] = set()
+        self.inherited: dict[int, Allocation] = {}  # id(new allocation) -> the base allocation it stands in
+        self.stand_ins: dict[int, Allocation] = {}  # id(base allocation) -> the new allocation standing in it
+        self.pairs: list[tuple[Allocation, Allocation]] = []
+        self.delta: list[Allocation] = []  # allocations of the plan's own (laid out in its delta arenas)
+        self.kept_layers = 0
+        self.kept_allocations: list[Allocation] = []  # the base allocations of the kept layers
+        self.base_allocations = {id(a) for a in base.allocations}
+        # Base allocations by (tick born, order among those born at that tick).
+        self._slots: dict[tuple[int, int], Allocation] = {}
+        counts: dict[int, int] = {}
+        for alloc in base.allocations:
+            k = counts.get(alloc.born, 0)
+            counts[alloc.born] = k + 1
+            self._slots[(alloc.born, k)] = alloc
+        self._counts: dict[int, int] = {}
+        for name, value in feeds.items():
+            previous = base.host_read_inputs.get(name)
+            if previous is not None and not (isinstance(value, np.ndarray) and value.shape == previous.shape
+                                             and value.dtype == previous.dtype and np.array_equal(value, previous)):
+                self.dirty.add(name)  # read on the host by the base plan, now another value
+
+    def inherit(self, program: Any, alloc: Allocation) -> None:
+        """``alloc`` (just made, virtual) takes the place of the base allocation made at its tick in its order,
+        where ``program.inherit_allocation`` says it fits there; else it is one of the plan's own."""
+        k = self._counts.get(alloc.born, 0)
+        self._counts[alloc.born] = k + 1
+        old = self._slots.get((alloc.born, k))
+        if old is not None and program.inherit_allocation(alloc, old):
+            self.inherited[id(alloc)] = old
+            self.stand_ins[id(old)] = alloc
+            self.pairs.append((alloc, old))
+        else:
+            self.delta.append(alloc)
+
+    def compare_inputs(self, env: dict[str, Any], names: Any) -> None:
+        """Mark the run inputs whose tensors are not the base trace's (another shape, or other memory) dirty."""
+        for name in names:
+            if not same_value(env.get(name), self.record.inputs.get(name), self.inherited):
+                self.dirty.add(name)
+
+    def keep(self, record: LayerRecord) -> None:
+        """A layer kept from the base trace as it was."""
+        self.kept_layers += 1
+        start, stop = record.allocations
+        self.kept_allocations.extend(self.base.allocations[start:stop])
+
+    def counted(self, alloc: Allocation) -> Allocation | None:
+        """The allocation whose references a value in ``alloc`` counts: ``alloc`` itself, or for one of the base
+        plan's the new allocation standing in it (a kept layer's view of a rebuilt layer's output keeps that
+        alive), or None (the base trace counted its references, and laid out its lifetime)."""
+        if id(alloc) not in self.base_allocations:
+            return alloc
+        return self.stand_ins.get(id(alloc))
+
+    def clean(self, layer: Any, record: LayerRecord) -> bool:
+        """Whether ``layer`` (a GPU layer without subgraphs in the base trace: ``record``) reads no dirty tensor."""
+        return record.keepable and self.dirty.isdisjoint(layer.inputs)
+
+    def compare(self, layer: Any, outputs: Any, record: LayerRecord) -> None:
+        """Mark the outputs of a layer placed again dirty where they differ from the base trace's."""
+        old = record.outputs
+        for k, name in enumerate(layer.outputs):
+            if not name:
+                continue
+            new = outputs[k] if outputs is not None and k < len(outputs) else None
+            if k >= len(old) or not same_value(new, old[k], self.inherited):
+                self.dirty.add(name)
+
+    def check(self, program: Any, steps: list[Any]) -> None:
+        """Raise ResizeAbandoned unless what the base layout relied on holds: each inherited allocation lives the
+        base one's lifetime, and no rebuilt step reads and writes one buffer (or texture)."""
+        for new, old in self.pairs:
+            if new.born != old.born or new.dies != old.dies:
+                raise ResizeAbandoned(f"an allocation of tick {new.born} lives to {new.dies}, not {old.dies}")
+        shared = [a for a in _bound_allocations(steps) if id(a) in self.inherited or id(a) in self.base_allocations]
+        for i, others in step_conflicts(steps, shared).items():
+            for j in others:
+                if program.one_resource(shared[i], shared[j]):
+                    raise ResizeAbandoned("a rebuilt step reads and writes one buffer")
+        for step in steps:
+            if isinstance(step, Draw):
+                targets = {id(t.texture) for t in step.targets if t.texture is not None}
+                if any(getattr(r, "texture", None) is not None and id(r.texture) in targets for r in step.extra):
+                    raise ResizeAbandoned("a rebuilt draw reads a texture it renders to")
+
+
+def _bound_allocations(steps: list[Any]) -> list[Allocation]:
+    """The allocations the steps bind or copy between, each once."""
+    seen: dict[int, Allocation] = {}
+    for step in steps:
+        for alloc, _size in getattr(step, "storage", None) or ():
+            seen.setdefault(id(alloc), alloc)
+        for end in (getattr(step, "src", None), getattr(step, "dst", None)):
+            if isinstance(end, Allocation):
+                seen.setdefault(id(end), end)
+    return list(seen.values())
+
+
+def finish_resize(program: Any, plan: Plan, resize: Resize, steps: list[Any], end: int) -> None:
+    """Lay out a re-sized ``plan`` (its walk done, ``steps`` the ones it built): check what the base layout relied
+    on, lay its own allocations out in delta arenas (``program.layout_memory``), and count the memory it uses, the
+    base plan's included, against the run's budget. The caller binds ``steps``."""
+    if end != resize.record.end:
+        raise ResizeAbandoned(f"the trace ended at tick {end}, not {resize.record.end}")
+    resize.check(program, steps)
+    own = Plan(steps=steps, allocations=resize.delta)
+    program.layout_memory(own, end)
+    base = resize.base
+    plan.arenas, plan.arena_bytes, plan.base = own.arenas, base.arena_bytes + own.arena_bytes, base
+    plan.peak_live_bytes = live_peak(resize.kept_allocations + plan.allocations, end,
+                                     {**resize.record.scratch, **program.scratch_requests})
+    if program.control is not None:
+        check_device_bytes(program.control, f"the plan of graph '{program.graph.name}' re-sized",
+                           plan.arena_bytes, program.ctx.held.nbytes,
+                           "its intermediates (its base plan's included; device tensors held by the caller count)")
+
+
+def keepable(kind: str, layer: Any, outputs: Any) -> bool:
+    """Whether a resize may keep a layer as a full trace recorded it: a GPU layer without subgraphs (whose
+    captures it would have to follow) none of whose outputs holds a host copy of that run's values (a view of an
+    input: a later run's layers must see their own run's)."""
+    if kind != "gpu" or any(isinstance(v, Graph) for v in layer.attrs.values()):
+        return False
+    return not any(isinstance(o, GTensor) and o.host is not None and not (o.alloc is not None and o.alloc.persistent)
+                   for o in outputs or ())
