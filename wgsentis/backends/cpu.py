@@ -19,6 +19,7 @@ threads, and ``spin_wait`` picks who runs in parallel:
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from collections import ChainMap, deque
 from collections.abc import Mapping, MutableMapping
@@ -279,6 +280,19 @@ class ShapeValues:
         if self.kinds[index] == 1:
             self.source_shapes[index] = tuple(args[0].shape)
         return kept
+
+    def adopt(self, index: int, step: LayerStep | Layer, values: tuple[Any, ...], source_shape: Any) -> None:
+        """Layer ``index``'s outputs are ``values`` in this run without its kernel (a GPU resize keeps it from the
+        trace it is planned from; ``source_shape``: a Shape/Size layer's input's shape): where they are not the
+        values kept, they are from now on, and their readers run again."""
+        stored = self.values.get(index)
+        if stored is not None and len(stored) == len(values) and all(map(operator.is_, stored, values)):
+            self.kept += 1
+            return
+        self.values[index] = tuple(values)
+        if self.kinds[index] == 1:
+            self.source_shapes[index] = tuple(source_shape)
+        self.changed.update(n for n in step.outputs if n)
 
     def clear(self) -> None:
         self.values.clear()

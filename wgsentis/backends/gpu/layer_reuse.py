@@ -48,7 +48,8 @@ def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> t
     """What a layer's builder reads of its arguments, as a hashable key, or None where a template cannot stand
     for the builder (a chunked tensor, a texture layout outside a texture tensor, a run input whose host copy
     placement may read, a large or non-array host value). ``constants``: the ids of the graph's constant arrays,
-    the same objects in every recording (weights: keyed by identity, whatever their size)."""
+    the same objects in every recording (weights past HOST_KEY_ELEMENTS: keyed by identity, whatever their size;
+    smaller ones by value, as any small host value)."""
     parts: list[Any] = []
     aliases: dict[int, int] = {}
     for a in args:
@@ -67,10 +68,12 @@ def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> t
             # (gpu-pixel: the tensor's layout in its texture and the texture tensor's own layout)
             parts.append(("tensor", a.shape, a.dtype.str, a.first, a.bound, alias, alloc.nbytes, a.layout,
                           getattr(alloc, "layout", None)))
+        elif isinstance(a, np.ndarray) and a.dtype != object and a.size <= HOST_KEY_ELEMENTS:
+            # (a small constant too, by its value: exporters give each block of a transformer its own copy of the
+            # same scale or mask fill, and a template of one block's layer stands for the others' with equal ones)
+            parts.append(("host", a.shape, a.dtype.str, a.tobytes()))
         elif isinstance(a, np.ndarray) and id(a) in constants:
             parts.append(("weight", id(a)))
-        elif isinstance(a, np.ndarray) and a.dtype != object and a.size <= HOST_KEY_ELEMENTS:
-            parts.append(("host", a.shape, a.dtype.str, a.tobytes()))
         else:
             return None
     return tuple(parts)
@@ -124,29 +127,62 @@ class LayerTemplate:
 
 class LayerReuse:
     """The last template of each top-level layer of a program's graph, and how many GPU layers the last
-    recording stamped from one (``reused``) or built (``built``)."""
+    recording stamped from one (``reused``) or built (``built``).
 
-    def __init__(self, constants: dict[str, Any]) -> None:
+    Within one recording a template also stands for every other layer of the same kind (``layer_key``: op type,
+    domain, opset, attributes, fused activation, which inputs and outputs it has and the outputs' declared dtypes,
+    all a builder reads of its layer) given the same arguments: the blocks of a transformer repeat one another, so
+    at a new size the attention of its first block is built and those of the others are stamped from it."""
+
+    def __init__(self, constants: dict[str, Any], value_info: dict[str, Any] | None = None) -> None:
         # The graph's constants live as long as the program: their ids stay theirs.
         self.constants = frozenset(id(v) for v in constants.values() if isinstance(v, np.ndarray))
+        self.value_info = value_info or {}
         self.templates: dict[int, LayerTemplate] = {}
+        self.shared: dict[tuple, tuple[LayerTemplate, str]] = {}  # this recording's, by (layer_key, key)
+        self._layer_keys: dict[int, tuple | None] = {}
         self.reused = 0
         self.built = 0
 
     def start(self) -> None:
-        """A recording begins: its counts start from zero."""
+        """A recording begins: its counts start from zero, and it shares templates only among its own layers."""
         self.reused = self.built = 0
+        self.shared = {}
 
     def clear(self) -> None:
         self.templates.clear()
+        self.shared = {}
+
+    def layer_key(self, index: int, layer: Any) -> tuple | None:
+        """What a builder reads of layer ``index`` besides its arguments, as a hashable key (None for a layer with
+        subgraphs, or attributes of no plain value)."""
+        if index not in self._layer_keys:
+            key: tuple | None
+            try:
+                act = layer.fused_activation
+                key = (layer.op_type, layer.domain, layer.opset, _attributes_key(layer.attrs),
+                       None if act is None else (act[0], _attributes_key(act[1])),
+                       tuple(bool(n) for n in layer.inputs), tuple(bool(n) for n in layer.outputs),
+                       tuple(str(getattr(self.value_info.get(n), "dtype", None)) for n in layer.outputs))
+            except _NoKey:
+                key = None
+            self._layer_keys[index] = key
+        return self._layer_keys[index]
 
     def stamp(self, program: Any, rec: Any, index: int, key: tuple | None, args: list[Any]) -> tuple | None:
-        """The outputs of layer ``index`` recorded from its template into ``rec`` (``program``'s recorder),
-        or None where it has none for ``key``."""
+        """The outputs of layer ``index`` recorded from its template into ``rec`` (``program``'s recorder), or
+        from another layer's of its kind recorded in this recording; None where there is none for ``key``."""
         template = self.templates.get(index) if key is not None else None
-        if template is None or template.key != key:
-            return None
         layer = rec.layer
+        source = None
+        if template is None or template.key != key:
+            kind = self.layer_key(index, layer) if key is not None else None
+            hit = self.shared.get((kind, key)) if kind is not None else None
+            if hit is None:
+                return None
+            template, source = hit
+            source = None if source == layer.name else f"{source} ({layer.op_type})"
+            self.templates[index] = template  # (this layer's from now on, as if its builder had made it)
         textures = [rec.scratch_slot(slot, texels, name) for slot, texels, name in template.scratch]
         if None in textures:
             return None  # (not past the device's limits when traced at these sizes: cannot happen)
@@ -167,7 +203,11 @@ class LayerReuse:
             return args[value].alloc if kind == "arg" else value
 
         uniforms = program.uniforms()
+        own_label = f"{layer.name} ({layer.op_type})"
         for kind, step, *refs in template.steps:  # (step: a DispatchShape, or the class of a copy)
+            if kind in ("dispatch", "draw"):
+                # (Stamped from another layer's template: the step carries this layer's name, as RenderDoc shows.)
+                label = own_label if source is not None and step.label == source else step.label
             if kind == "dispatch":
                 storage_refs, texture_refs = refs
                 ubuf, uoffset = uniforms.allocate(step.words)
@@ -175,14 +215,14 @@ class LayerReuse:
                     step.pipeline, None, step.groups, index, step.layout,
                     [(where(r), size) for r, size in zip(storage_refs, step.sizes, strict=True)],
                     [{"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT},
-                     *(where(r) for r in texture_refs)], step.label, step.reads, step.offsets, step.words))
+                     *(where(r) for r in texture_refs)], label, step.reads, step.offsets, step.words))
             elif kind == "draw":
                 target_refs, texture_refs = refs
                 ubuf, uoffset = uniforms.allocate(step.words)
                 rec.steps.append(Draw(
                     step.pipeline, None, [where(r) for r in target_refs], index, step.layout,
                     [*(where(r) for r in texture_refs), {"buffer": ubuf, "offset": uoffset, "size": UniformArena.SLOT}],
-                    step.label, region=step.region, origin=step.origin, load=step.load, params=step.words))
+                    label, region=step.region, origin=step.origin, load=step.load, params=step.words))
             else:
                 source, source_offset, target, target_offset, nbytes = refs
                 rec.steps.append(step(where(source), source_offset, where(target), target_offset, nbytes, index))
@@ -216,6 +256,28 @@ class LayerReuse:
             self.templates.pop(index, None)
         else:
             self.templates[index] = template
+            kind = self.layer_key(index, rec.layer)
+            if kind is not None:
+                self.shared[(kind, key)] = (template, rec.layer.name)
+
+
+class _NoKey(Exception):  # noqa: N818 - internal: an attribute with no plain value to key by
+    pass
+
+
+def _attributes_key(attrs: dict[str, Any]) -> tuple:
+    """A layer's attributes as a hashable key (raises _NoKey for one of no plain value: a subgraph)."""
+    return tuple((name, _value_key(value)) for name, value in sorted(attrs.items()))
+
+
+def _value_key(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return (type(value).__name__, value)
+    if isinstance(value, list | tuple):
+        return tuple(_value_key(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype != object and value.size <= HOST_KEY_ELEMENTS:
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    raise _NoKey
 
 
 def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: list[tuple], steps: list[Any],

@@ -54,6 +54,10 @@ from wgsentis.ir import Graph, Layer
 from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 
+# Structures (input names, ranks, dtypes) whose last full trace a program keeps to plan their other sizes from.
+MAX_BASES = 4
+
+
 class GPUProgram(BufferStorage, HostSync):
     """A graph compiled for a GPU backend: plans per input signature (an LRU of ``max_plans``), shared weights.
 
@@ -130,7 +134,7 @@ class GPUProgram(BufferStorage, HostSync):
         self.plans_recorded = 0
         self.plans_recorded_for_new_sizes = 0
         # GPU layers a trace records from an earlier trace's template instead of running their builders.
-        self.layer_reuse = LayerReuse(graph.constants)
+        self.layer_reuse = LayerReuse(graph.constants, graph.value_info)
         self._arena_order: str | None = None  # the order of planner.ORDERS that laid out this program's first plan
         self._structures: set[tuple] = set()
         # Per structure, the plan of its last full trace, from which later sizes are planned (resize.py).
@@ -192,11 +196,13 @@ class GPUProgram(BufferStorage, HostSync):
             self.ctx.wait_idle(f"the work of graph '{self.graph.name}' before closing its program")
         except DeviceError:
             pass  # a lost device: nothing in flight to wait for
-        for plan in self.plans.values():
-            self._free_plan(plan)
+        plans = {id(p): p for p in [*self.plans.values(), *self._bases.values()]}
         if self.last_plan is not None:
-            self._free_plan(self.last_plan)
+            plans[id(self.last_plan)] = self.last_plan
+        for plan in plans.values():
+            self._free_plan(plan)
         self.plans.clear()
+        self._bases.clear()
         self.last_plan = None
         self._next_stream = None
         self.shape_values.clear()
@@ -402,7 +408,10 @@ class GPUProgram(BufferStorage, HostSync):
         if plan is None:
             plan, _ = self._record(feeds, trace=True)
             if plan is not None and plan.trace is not None:
+                self._bases.pop(structure, None)
                 self._bases[structure] = plan
+                while len(self._bases) > MAX_BASES:  # the least recently traced structure's goes
+                    self._bases.pop(next(iter(self._bases)))
         if plan is not None:
             # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
             self.plans.put(signature, plan)
@@ -556,9 +565,11 @@ class GPUProgram(BufferStorage, HostSync):
             plan.arena_bytes = self._pool.total_bytes
         if self.scratch.grown:
             # A scratch slot got a taller texture: the cached plans' steps bind it from now on (the old one is
-            # released with their old bind groups once the work in flight is done).
-            for cached in self.plans.values():
-                rebind_textures(self.ctx.device, cached.steps, self.scratch.replaced, self.native_calls)
+            # released with their old bind groups once the work in flight is done), and so do the structures' base
+            # plans, whose steps later sizes keep (each step once: resized plans share theirs).
+            steps = {id(step): step for cached in [*self.plans.values(), *self._bases.values()]
+                     for step in cached.steps}
+            rebind_textures(self.ctx.device, list(steps.values()), self.scratch.replaced, self.native_calls)
             self.scratch.grown = False
             self.scratch.replaced = set()
         self.last_plan = plan

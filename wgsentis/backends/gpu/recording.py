@@ -114,8 +114,7 @@ class Recording:
                 base = resize.record.layers[i]
                 if program.clock != base.tick_start:
                     raise ResizeAbandoned(f"layer {i} starts at tick {program.clock}, not {base.tick_start}")
-                # (Shape arithmetic is never kept so: ShapeValues must see every run's values.)
-                if not shapes.kinds[i] and resize.clean(layer, base):
+                if resize.clean(layer, base):
                     self.keep_base_layer(i, layer, base)
                     continue
             tick_start, checks_start, steps_start = program.clock, len(rec.index_checks), len(plan.steps)
@@ -195,8 +194,8 @@ class Recording:
                 program.drop(outputs[k])
 
     def keep_base_layer(self, i: int, layer: Layer, base: LayerRecord) -> None:
-        """A resize's clean GPU layer ``i``: the base trace's steps, fault slots, host reads, placement and outputs,
-        and its ticks, as they were (nothing placed, built or bound)."""
+        """A resize's clean layer ``i``: the base trace's steps, fault slots, host reads, placement and outputs, and
+        its ticks, as they were (nothing placed, run, built or bound)."""
         program = self.program
         if program.control is not None:
             program.control.check(layer)  # cancellation and timeouts between layers, as a trace checks them
@@ -207,6 +206,10 @@ class Recording:
         self.plan.placements.append(base.placement)
         program.skip_clock(base.tick_end)
         self.resize.keep(base)
+        shapes = program.shape_values
+        if shapes.kinds[i]:  # shape arithmetic: the values of the next runs follow from these
+            source = self.value(layer.inputs[0]) if shapes.kinds[i] == 1 and layer.inputs else None
+            shapes.adopt(i, layer, base.outputs, getattr(source, "shape", ()))
         self.bind_outputs(i, layer, base.outputs)
 
     def place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:

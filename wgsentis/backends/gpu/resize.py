@@ -56,7 +56,7 @@ class LayerRecord:
     """What one top-level layer gave in a full trace."""
 
     kind: str  # "gpu" or "host"
-    keepable: bool  # a GPU layer without subgraphs, none of its outputs holding a host copy of the run's values
+    keepable: bool  # a GPU or host layer without subgraphs, no output holding a host copy of the run's values
     tick_start: int  # the recording's clock as the layer began
     tick_end: int  # the clock once it was recorded (a builder may step it)
     steps: list[Any]
@@ -120,6 +120,12 @@ class Resize:
         self.kept_layers = 0
         self.kept_allocations: list[Allocation] = []  # the base allocations of the kept layers
         self.base_allocations = {id(a) for a in base.allocations}
+        # gpu-pixel: the textures one draw renders together must be one size, which the base layout gave those it
+        # drew together; a resize's draw may tile otherwise, so those are never inherited (and ``check`` refuses
+        # a draw rendering into inherited textures beside others).
+        self.bundled = {id(t) for step in base.steps if isinstance(step, Draw) and len(step.targets) > 1
+                        for t in step.targets}
+        self.base_textures = {id(a.texture) for a in base.allocations if hasattr(a, "texture")}
         # Base allocations by (tick born, order among those born at that tick).
         self._slots: dict[tuple[int, int], Allocation] = {}
         counts: dict[int, int] = {}
@@ -140,7 +146,8 @@ class Resize:
         k = self._counts.get(alloc.born, 0)
         self._counts[alloc.born] = k + 1
         old = self._slots.get((alloc.born, k))
-        if old is not None and program.inherit_allocation(alloc, old):
+        if old is not None and id(getattr(old, "texture", None)) not in self.bundled \
+                and program.inherit_allocation(alloc, old):
             self.inherited[id(alloc)] = old
             self.stand_ins[id(old)] = alloc
             self.pairs.append((alloc, old))
@@ -155,7 +162,7 @@ class Resize:
 
     def keep(self, record: LayerRecord) -> None:
         """A layer kept from the base trace as it was."""
-        self.kept_layers += 1
+        self.kept_layers += record.kind == "gpu"
         start, stop = record.allocations
         self.kept_allocations.extend(self.base.allocations[start:stop])
 
@@ -168,7 +175,7 @@ class Resize:
         return self.stand_ins.get(id(alloc))
 
     def clean(self, layer: Any, record: LayerRecord) -> bool:
-        """Whether ``layer`` (a GPU layer without subgraphs in the base trace: ``record``) reads no dirty tensor."""
+        """Whether ``layer`` (keepable in the base trace: ``record``) reads no dirty tensor."""
         return record.keepable and self.dirty.isdisjoint(layer.inputs)
 
     def compare(self, layer: Any, outputs: Any, record: LayerRecord) -> None:
@@ -197,6 +204,8 @@ class Resize:
                 targets = {id(t.texture) for t in step.targets if t.texture is not None}
                 if any(getattr(r, "texture", None) is not None and id(r.texture) in targets for r in step.extra):
                     raise ResizeAbandoned("a rebuilt draw reads a texture it renders to")
+                if len(step.targets) > 1 and any(id(t) in self.base_textures for t in step.targets):
+                    raise ResizeAbandoned("a rebuilt draw renders into inherited textures beside others")
 
 
 def _bound_allocations(steps: list[Any]) -> list[Allocation]:
@@ -231,10 +240,10 @@ def finish_resize(program: Any, plan: Plan, resize: Resize, steps: list[Any], en
 
 
 def keepable(kind: str, layer: Any, outputs: Any) -> bool:
-    """Whether a resize may keep a layer as a full trace recorded it: a GPU layer without subgraphs (whose
+    """Whether a resize may keep a layer as a full trace recorded it: a GPU or host layer without subgraphs (whose
     captures it would have to follow) none of whose outputs holds a host copy of that run's values (a view of an
     input: a later run's layers must see their own run's)."""
-    if kind != "gpu" or any(isinstance(v, Graph) for v in layer.attrs.values()):
+    if kind not in ("gpu", "host") or any(isinstance(v, Graph) for v in layer.attrs.values()):
         return False
     return not any(isinstance(o, GTensor) and o.host is not None and not (o.alloc is not None and o.alloc.persistent)
                    for o in outputs or ())
