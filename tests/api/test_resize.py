@@ -17,7 +17,7 @@ I64 = TensorProto.INT64
 
 
 def _attention_model():
-    """q (1, 1, 16), kv (1, s, 16): attention of q over s keys (what a new s changes: scores, softmax, the past's
+    """q (1, n, 16), kv (1, s, 16): attention of q over s + n keys (what a new s changes: scores, softmax, the past's
     Concat), then a fixed 16-wide MLP and LayerNormalization (what it leaves as it was)."""
     rng = np.random.default_rng(7)
     weights = {"wq": rng.standard_normal((16, 16), dtype=np.float32),
@@ -34,7 +34,7 @@ def _attention_model():
         helper.make_node("MatMul", ["qw", "kt"], ["scores"]),
         helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
         helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1),
-        helper.make_node("MatMul", ["probs", "keys"], ["attended"]),  # (1, 1, 16) whatever s is
+        helper.make_node("MatMul", ["probs", "keys"], ["attended"]),  # (1, n, 16) whatever s is
         helper.make_node("MatMul", ["attended", "w1"], ["h1"]),
         helper.make_node("Add", ["h1", "b1"], ["h2"]),
         helper.make_node("Relu", ["h2"], ["h3"]),
@@ -42,7 +42,7 @@ def _attention_model():
         helper.make_node("Add", ["h4", "attended"], ["h5"]),
         helper.make_node("LayerNormalization", ["h5", "g", "beta"], ["y"], axis=-1),
     ]
-    proto = make_model(nodes, [("q", F, [1, 1, 16]), ("kv", F, [1, "s", 16])], [("y", F, None), ("keys", F, None)],
+    proto = make_model(nodes, [("q", F, [1, "n", 16]), ("kv", F, [1, "s", 16])], [("y", F, None), ("keys", F, None)],
                        weights)
     return ws.load_model(proto)
 
@@ -73,6 +73,31 @@ def test_a_resized_plan_gives_the_bits_of_a_program_that_saw_only_that_size(back
         # The first length's plan, whose arenas the others share, still replays its own bits.
         again = worker.run(feeds[4])
         assert np.array_equal(again["y"], expected[4]["y"])
+
+
+@requires_gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_a_prompt_then_one_token_a_step(backend):
+    """A decoder's steps: a prompt of 3 queries, then one query a step over a cache that grows and, once, shrinks.
+    The second step changes nearly every layer against the prompt's trace, so the third is traced in full and the
+    later ones are planned from it (one of them smaller than it: its tensors lie in the larger ones' places, and the
+    templates its builders leave must not bind more than their own tensors, as a later full trace stamps them);
+    every step gives the bits of a program that saw only it."""
+    model = _attention_model()
+    rng = np.random.default_rng(10)
+    steps = [(3, 2), (1, 5), (1, 6), (1, 4), (1, 8), (1, 9)]
+    feeds = [{"q": rng.standard_normal((1, n, 16), dtype=np.float32),
+              "kv": rng.standard_normal((1, s, 16), dtype=np.float32)} for n, s in steps]
+    with ws.Worker(model, backend) as worker:
+        resized = []
+        for f in feeds:
+            outputs = worker.run(f)
+            with ws.Worker(model, backend) as alone:
+                expected = alone.run(f)
+            for name in ("y", "keys"):
+                assert np.array_equal(outputs[name], expected[name]), (f["kv"].shape, name)
+            resized.append(worker.stats()["plans_resized"])
+        assert resized[-1] >= 3, resized
 
 
 def _shape_chain_model():

@@ -279,8 +279,8 @@ class GPUProgram(BufferStorage, HostSync):
         """Put a resize's new ``alloc`` where the base plan's ``old`` lies, where it fits (resize.Resize)."""
         if old.persistent or old.buffer is None or alloc.reserved > old.reserved:
             return False
+        # (Its own reserved bytes stay: the bindings its steps make, which templates repeat, cover no more.)
         alloc.move(old.buffer, old.offset)
-        alloc.reserved = old.reserved
         return True
 
     @staticmethod
@@ -403,6 +403,10 @@ class GPUProgram(BufferStorage, HostSync):
             try:  # a size of a structure traced before: planned from its base trace
                 plan, _ = self._record(feeds, trace=True, resize=Resize(base, feeds))
                 self.plans_resized += plan is not None
+                if plan is not None and 4 * self.gpu_layers_kept < len(plan.gpu_layers):
+                    # Nearly all of it changed against the base (a prompt's trace, and now one token a step): the
+                    # next size is traced in full, and later ones planned from that.
+                    self._bases.pop(structure)
             except ResizeAbandoned:
                 self.last_run = RunReport()
         if plan is None:
