@@ -23,7 +23,8 @@ Before the plan is kept, what the base layout relied on is checked: every inheri
 base one's lifetime (so it overlaps nothing the base layout kept apart from it), each rebuilt step reads and
 writes distinct buffers, every layer took the base trace's ticks and fault slots. Anything else (a builder taking
 another path at the new size, a fallback, a control-flow layer) abandons the resize: the size is traced in full,
-and that trace becomes the structure's base.
+and that trace becomes the structure's base. So does the next size's after a resize that kept under a quarter of
+the GPU layers (a prompt's trace is a poor base for one token a step: nearly every shape differs from it).
 
 Memory: a re-sized plan holds its delta arenas and parameter blocks, and shares the base plan's arenas (kept alive
 by the re-sized plans that use them, so a structure keeps one full set plus, per cached size, what changed).
