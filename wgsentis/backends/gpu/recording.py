@@ -199,8 +199,10 @@ class Recording:
         program = self.program
         if program.control is not None:
             program.control.check(layer)  # cancellation and timeouts between layers, as a trace checks them
-        self.plan.steps.extend(base.steps)
-        self.rec.index_checks.extend(base.checks)
+        if base.steps:
+            self.plan.steps.extend(base.steps)
+        if base.checks:
+            self.rec.index_checks.extend(base.checks)
         for name in base.host_reads:
             self.note_host_read(name)
         self.plan.placements.append(base.placement)
@@ -210,7 +212,22 @@ class Recording:
         if shapes.kinds[i]:  # shape arithmetic: the values of the next runs follow from these
             source = self.value(layer.inputs[0]) if shapes.kinds[i] == 1 and layer.inputs else None
             shapes.adopt(i, layer, base.outputs, getattr(source, "shape", ()))
-        self.bind_outputs(i, layer, base.outputs)
+        # The outputs become the recording's values; references are counted only where they hold a rebuilt
+        # layer's allocation (a view of one: resize.Resize.counted), and the values whose last reader this was die.
+        env, counted = self.env, self.resize.counted_value
+        for name, value in zip(layer.outputs, base.outputs, strict=False):
+            if name:
+                env[name] = value
+                alloc = counted(value)
+                if alloc is not None:
+                    alloc.refs += 1
+        placer = program.placer
+        for n in placer.dies_after[i]:
+            if n in env:
+                program.drop(env[n])
+        for k in placer.unread_outputs[i]:
+            if k < len(base.outputs):
+                program.drop(base.outputs[k])
 
     def place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:
         """Where a layer runs, why, and (on the GPU) the outputs its builder recorded into ``rec``

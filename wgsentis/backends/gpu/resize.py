@@ -119,7 +119,7 @@ class Resize:
         self.pairs: list[tuple[Allocation, Allocation]] = []
         self.delta: list[Allocation] = []  # allocations of the plan's own (laid out in its delta arenas)
         self.kept_layers = 0
-        self.kept_allocations: list[Allocation] = []  # the base allocations of the kept layers
+        self.kept_records: list[LayerRecord] = []  # the kept layers that had allocations of their own
         self.base_allocations = {id(a) for a in base.allocations}
         # gpu-pixel: the textures one draw renders together must be one size, which the base layout gave those it
         # drew together; a resize's draw may tile otherwise, so those are never inherited (and ``check`` refuses
@@ -164,8 +164,19 @@ class Resize:
     def keep(self, record: LayerRecord) -> None:
         """A layer kept from the base trace as it was."""
         self.kept_layers += record.kind == "gpu"
-        start, stop = record.allocations
-        self.kept_allocations.extend(self.base.allocations[start:stop])
+        if record.allocations[0] != record.allocations[1]:
+            self.kept_records.append(record)
+
+    def kept_allocations(self) -> list[Allocation]:
+        """The base allocations of the kept layers."""
+        return [a for r in self.kept_records for a in self.base.allocations[r.allocations[0]:r.allocations[1]]]
+
+    def counted_value(self, value: Any) -> Allocation | None:
+        """``counted`` of a value's allocation (None for what is not a device tensor of the recording's, or a
+        constant)."""
+        if not isinstance(value, GTensor) or value.alloc is None or value.alloc.persistent:
+            return None
+        return self.counted(value.alloc)
 
     def counted(self, alloc: Allocation) -> Allocation | None:
         """The allocation whose references a value in ``alloc`` counts: ``alloc`` itself, or for one of the base
@@ -232,7 +243,7 @@ def finish_resize(program: Any, plan: Plan, resize: Resize, steps: list[Any], en
     program.layout_memory(own, end)
     base = resize.base
     plan.arenas, plan.arena_bytes, plan.base = own.arenas, base.arena_bytes + own.arena_bytes, base
-    plan.peak_live_bytes = live_peak(resize.kept_allocations + plan.allocations, end,
+    plan.peak_live_bytes = live_peak(resize.kept_allocations() + plan.allocations, end,
                                      {**resize.record.scratch, **program.scratch_requests})
     if program.control is not None:
         check_device_bytes(program.control, f"the plan of graph '{program.graph.name}' re-sized",
