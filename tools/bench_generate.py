@@ -104,6 +104,7 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
     crossed: dict[str, dict[str, float]] = {}
     same: dict[str, bool] = {}
     new_sizes: dict[str, int] = {}  # plans device mode's fresh worker recorded for a size-only change
+    resized: dict[str, int] = {}  # of those, the plans made from the structure's base trace (backends/gpu/resize.py)
     try:
         for _ in range(rounds):
             for backend, worker in workers.items():
@@ -138,6 +139,7 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                 try:
                     device = _generate(device_run, config, steps)
                     new_sizes[backend] = fresh.stats().get("plans_recorded_for_new_sizes", 0)
+                    resized[backend] = fresh.stats().get("plans_resized", 0)
                 finally:
                     fresh.close()
                 results[backend]["device"].append(_per_token(device))
@@ -177,7 +179,8 @@ def bench(backends: list[str], steps: int, rounds: int, config: decoders.Decoder
                      "device_vs_replay": r["device"] / r["replay"], "host_bytes": crossed[backend]["host"],
                      "device_bytes": crossed[backend]["device"], "argmax_ms": r["argmax"],
                      "argmax_ratio": r["argmax"] / r["ort"], "argmax_bytes": crossed[backend]["argmax"],
-                     "same_tokens": same[backend], "new_size_plans": new_sizes.get(backend, 0)})
+                     "same_tokens": same[backend], "new_size_plans": new_sizes.get(backend, 0),
+                     "resized_plans": resized.get(backend, 0)})
     return rows
 
 
@@ -208,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r["new_size_plans"]:
             print(f"{r['backend']}: device mode recorded {r['new_size_plans']} plans for new sizes (every step a new "
-                  "cache length): dev/replay is a new size's cost against a replay of one size")
+                  f"cache length; {r['resized_plans']} of them planned from a base trace): dev/replay is a new size's "
+                  "cost against a replay of one size")
     if args.markdown:
         lines = [f"\n## Generation per token, GPT-2-style {config.layers}x{config.width}, vocab {config.vocab} "
                  f"({time.strftime('%Y-%m-%d')})\n",

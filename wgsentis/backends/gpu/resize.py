@@ -78,10 +78,33 @@ class TraceRecord:
     end: int = 0
     scratch: dict[int, int] = field(default_factory=dict)
 
+    # What every resize from this trace looks up in its plan (``index_base``, once).
+    slots: dict[tuple[int, int], Allocation] | None = None  # allocations by (tick born, order among those)
+    base_allocations: set[int] = field(default_factory=set)
+    # gpu-pixel: the textures one draw renders together must be one size, which the base layout gave those it drew
+    # together; a resize's draw may tile otherwise, so those are never inherited (and ``Resize.check`` refuses a
+    # draw rendering into inherited textures beside others).
+    bundled: set[int] = field(default_factory=set)
+    base_textures: set[int] = field(default_factory=set)
+
     def finished(self, end: int, scratch: dict[int, int]) -> TraceRecord:
         """The record of a trace that ended at ``end`` with these scratch requests."""
         self.end, self.scratch = end, dict(scratch)
         return self
+
+    def index_base(self, plan: Plan) -> None:
+        """Index the traced ``plan``'s allocations and many-target draws for the resizes planned from it."""
+        slots: dict[tuple[int, int], Allocation] = {}
+        counts: dict[int, int] = {}
+        for alloc in plan.allocations:
+            k = counts.get(alloc.born, 0)
+            counts[alloc.born] = k + 1
+            slots[(alloc.born, k)] = alloc
+        self.base_allocations = {id(a) for a in plan.allocations}
+        self.bundled = {id(t) for step in plan.steps if isinstance(step, Draw) and len(step.targets) > 1
+                        for t in step.targets}
+        self.base_textures = {id(a.texture) for a in plan.allocations if hasattr(a, "texture")}
+        self.slots = slots
 
 
 def same_value(new: Any, old: Any, inherited: dict[int, Allocation]) -> bool:
@@ -120,20 +143,11 @@ class Resize:
         self.delta: list[Allocation] = []  # allocations of the plan's own (laid out in its delta arenas)
         self.kept_layers = 0
         self.kept_records: list[LayerRecord] = []  # the kept layers that had allocations of their own
-        self.base_allocations = {id(a) for a in base.allocations}
-        # gpu-pixel: the textures one draw renders together must be one size, which the base layout gave those it
-        # drew together; a resize's draw may tile otherwise, so those are never inherited (and ``check`` refuses
-        # a draw rendering into inherited textures beside others).
-        self.bundled = {id(t) for step in base.steps if isinstance(step, Draw) and len(step.targets) > 1
-                        for t in step.targets}
-        self.base_textures = {id(a.texture) for a in base.allocations if hasattr(a, "texture")}
-        # Base allocations by (tick born, order among those born at that tick).
-        self._slots: dict[tuple[int, int], Allocation] = {}
-        counts: dict[int, int] = {}
-        for alloc in base.allocations:
-            k = counts.get(alloc.born, 0)
-            counts[alloc.born] = k + 1
-            self._slots[(alloc.born, k)] = alloc
+        if self.record.slots is None:
+            self.record.index_base(base)
+        self.base_allocations = self.record.base_allocations
+        self.bundled, self.base_textures = self.record.bundled, self.record.base_textures
+        self._slots = self.record.slots
         self._counts: dict[int, int] = {}
         for name, value in feeds.items():
             previous = base.host_read_inputs.get(name)
