@@ -67,6 +67,30 @@ def check_layer_outputs(control: Any, layer: Any, args: list[Any]) -> None:
         control.check_bytes(layer, None, total, f"its {len(outputs)} outputs and working copies together")
 
 
+# Slack over the bound of ``within_input_bound`` (the product of 1 + each input's elements, 8-byte items): room for
+# several outputs and a rule's working copies, so that the bound stays above any such op's real need.
+INPUT_BOUND_SLACK = 8
+
+
+def within_input_bound(args: list[Any], limit: int) -> bool:
+    """Whether an op whose size rule reads shapes only (``OpSpec.size_reads_shapes``) cannot pass ``limit`` on
+    ``args``, by the bound such ops keep: its outputs hold at most the product of (1 + each input's element count)
+    elements. A check on small inputs (a decoder's shape vectors, masks and one token's rows: 47 checks a step
+    whose keys change as its cache grows) costs this product, not the rule; False where it cannot tell."""
+    bound = 8 * INPUT_BOUND_SLACK
+    for a in args:
+        if a is None:
+            continue
+        if type(a) is not np.ndarray:
+            return False
+        bound *= a.size + 1
+        if a.itemsize > 8:  # complex, strings: wider items than the bound assumes
+            bound *= a.itemsize
+        if bound > limit:
+            return False
+    return True
+
+
 # Inputs whose values key a skipped check (``outputs_key``): an integer or bool tensor's bytes up to this many
 # elements (shape vectors, pads, counts: what size rules read), a float tensor's up to ``KEYED_FLOAT_ELEMENTS``
 # (scales, Range's bounds); a larger float tensor is keyed by its shape and dtype alone (data, whose values no rule

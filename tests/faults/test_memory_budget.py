@@ -781,3 +781,65 @@ def test_outputs_key_of_a_rule_that_reads_shapes_alone_ignores_values():
     assert budget.outputs_key(layer, [small, small]) != budget.outputs_key(layer, [np.zeros(3, np.int64), small])
     assert budget.outputs_key(layer, [big, big]) is not None
     assert budget.outputs_key(layer, [[small], small]) is None  # a sequence: no key
+
+
+# -- the input bound that skips a check on small inputs (budget.within_input_bound) -------------------------------
+
+
+def _rule_bytes(op_spec: Any, args: list[Any]) -> int | None:
+    """The bytes ``op_spec``'s size rule counts on ``args`` (every output and working copy), None where it cannot
+    run on them."""
+    layer = Layer(name="probe", op_type=op_spec.op_type, inputs=[f"i{k}" for k in range(len(args))],
+                  outputs=["o", "o1", "o2", "o3"], domain=op_spec.domain,
+                  attrs={"axis": 0, "to": int(T.DOUBLE), "transB": 0})
+    try:
+        outputs = budget.outputs_by_rule(op_spec.size_rule, layer, args)
+    except Exception:
+        return None
+    return sum(nbytes for _, nbytes, _ in outputs)
+
+
+def test_every_rule_that_reads_shapes_alone_stays_within_the_input_bound():
+    """``within_input_bound`` skips the check of an op that reads shapes only (``size_reads_shapes``) when the
+    product of (1 + each input's elements) is small: every such rule, on broadcasting, product, gather and
+    concatenation shapes, counts no more than that bound, so a skip never passes what the rule would refuse."""
+    f32 = np.float32
+    candidates = [
+        [np.zeros((5, 1), f32), np.zeros((1, 7), f32)],  # broadcasts to 35: more than either input
+        [np.zeros((1, 7), f32), np.zeros((5, 1), f32), np.zeros((5, 7), f32)],
+        [np.zeros((6, 4), f32), np.zeros((4, 9), f32)],  # a product
+        [np.zeros((2, 6, 4), f32), np.zeros((4, 9), f32), np.zeros((9,), f32)],
+        [np.zeros((4, 6), f32), np.zeros((1, 3), np.int64)],  # a gather
+        [np.zeros((1,), f32), np.zeros((1,), f32), np.zeros((1,), f32)],  # concatenations of single elements
+        [np.zeros((3, 8), np.float64)],
+        [np.zeros((4, 8), np.int8), np.zeros((4, 8), np.int8)],
+        [np.zeros((2, 3), np.complex128), np.zeros((2, 3), np.complex128)],
+    ]
+    verified = set()
+    for op_spec in budget.described("size_reads_shapes"):
+        if op_spec.size_rule is None:
+            continue
+        for args in candidates:
+            counted = _rule_bytes(op_spec, args)
+            if counted is None or counted == 0:
+                continue
+            bound = 8 * budget.INPUT_BOUND_SLACK * math.prod(a.size + 1 for a in args)
+            bound *= math.prod(a.itemsize for a in args if a.itemsize > 8)
+            assert counted <= bound, (op_spec.op_type, [a.shape for a in args], counted, bound)
+            assert budget.within_input_bound(args, counted) == (bound <= counted)
+            verified.add(op_spec.op_type)
+    assert {"Add", "Where", "MatMul", "Gemm", "Gather", "Concat", "Cast"} <= verified, verified
+
+
+def test_a_broadcast_past_the_budget_is_refused_though_its_inputs_are_small():
+    # (4096, 1) + (1, 4096) float32: 64 MiB out of 32 KiB in; the input bound (64 bytes x 4097 x 4097, 1 GiB) is
+    # above a 1 MiB budget, so the rule runs and refuses.
+    model = h.make_model(h.make_graph(
+        [h.make_node("Add", ["a", "b"], ["c"], name="outer_sum")], "outer",
+        [h.make_tensor_value_info("a", T.FLOAT, ["n", 1]), h.make_tensor_value_info("b", T.FLOAT, [1, "m"])],
+        [h.make_tensor_value_info("c", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 17)])
+    worker = ws.Worker(ws.load_model(model.SerializeToString()), "cpu", memory_limit=1 << 20)
+    with pytest.raises(ResourceLimitError, match="outer_sum"):
+        worker.run({"a": np.ones((4096, 1), np.float32), "b": np.ones((1, 4096), np.float32)})
+    small = worker.run({"a": np.ones((4096, 1), np.float32), "b": np.ones((1, 1), np.float32)})  # 16 KiB: runs
+    assert small["c"].shape == (4096, 1)

@@ -133,3 +133,21 @@ def test_a_short_softmax_is_bit_identical_to_the_float32_formula():
         y = worker.run({"x": x})["y"]
     e = np.exp(x - x.max(-1, keepdims=True))
     np.testing.assert_array_equal(y, e / e.sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("width", [1, 7, 256, 1000, LONG_SUM - 1])
+def test_a_short_layer_norm_row_is_bit_identical_to_the_general_path(width):
+    """LayerNormalization's Y-only float32 path for rows shorter than LONG_SUM (norm._layer_norm_rows) gives the
+    general path's bits: the same model asked for Mean and InvStdDev too takes the general path."""
+    x = (RNG.standard_normal((3, 2, width)) * 3 + 1).astype(np.float32)
+    scale = RNG.standard_normal(width).astype(np.float32)
+    bias = RNG.standard_normal(width).astype(np.float32)
+    results = []
+    for outputs in (["y"], ["y", "mean", "inv_std"]):
+        model = make_model(
+            [helper.make_node("LayerNormalization", ["x", "s", "b"], outputs, axis=-1, epsilon=1e-5)],
+            [("x", F, [3, 2, width])], [(name, F, None) for name in outputs], opset=17,
+            initializers={"s": scale, "b": bias})
+        with ws.Worker(ws.load_model(model), "cpu") as worker:
+            results.append(worker.run({"x": x})["y"])
+    np.testing.assert_array_equal(results[0], results[1])

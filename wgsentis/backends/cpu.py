@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from wgsentis.backends.host_memory import keep_freed_memory
-from wgsentis.budget import check_layer_outputs, outputs_key
+from wgsentis.budget import check_layer_outputs, outputs_key, within_input_bound
 from wgsentis.errors import (
     PASS_THROUGH_ERRORS,
     LayerError,
@@ -142,7 +142,7 @@ class KernelContext:
 
 class LayerStep:
     __slots__ = ("args_plain", "attrs", "budget_key", "ctx", "inputs", "kernel", "layer", "named_outputs", "outputs",
-                 "seconds", "single_output", "sized")
+                 "seconds", "shape_sized", "single_output", "sized")
 
     def __init__(self, layer: Layer, program: GraphProgram) -> None:
         impl = registry.lookup(layer.op_type, layer.domain, layer.opset)
@@ -160,7 +160,9 @@ class LayerStep:
         self.single_output = self.outputs[0] if len(self.outputs) == 1 else ""  # its name: one store, no loop
         self.ctx = KernelContext(layer, program)
         self.seconds = math.inf  # the kernel's time in the last run (unknown: inf)
-        self.sized = spec_of(layer.op_type, layer.domain).size_rule is not None  # checked against the budget
+        op_spec = spec_of(layer.op_type, layer.domain)
+        self.sized = op_spec.size_rule is not None  # checked against the budget
+        self.shape_sized = op_spec.size_reads_shapes  # its outputs within_input_bound of its inputs
         # (memory limit, budget.outputs_key) of the last budget check that passed: an equal one skips the check
         self.budget_key: Any = None
         if layer.fused_activation is not None:
@@ -190,6 +192,11 @@ def _shape_text(value: Any) -> str:
     if isinstance(value, list):
         return f"sequence[{len(value)}]"
     return "none" if value is None else type(value).__name__
+
+
+def _same_array(kept: np.ndarray, value: np.ndarray) -> bool:
+    """Whether ``value`` holds what the kept array holds, bit for bit (a NaN equals itself)."""
+    return kept.dtype == value.dtype and kept.shape == value.shape and kept.tobytes() == value.tobytes()
 
 
 class ShapeValues:
@@ -266,19 +273,27 @@ class ShapeValues:
     def store(self, index: int, step: LayerStep | Layer, args: list[Any], values: list[Any]) -> list[Any]:
         """Keep layer ``index``'s new ``values`` (small arrays only; a layer whose value is not kept marks its
         outputs changed, so every reader runs). Returns the values the run goes on with: the kept read-only
-        arrays, or ``values`` where they are not kept."""
-        self.changed.update(n for n in step.outputs if n)
+        arrays, or ``values`` where they are not kept.
+
+        Values equal to the kept ones (the same dtype, shape and bytes) leave the outputs unchanged, so their
+        readers keep theirs: a decoder's new past length changes its Shape, but the Gathers of the batch and head
+        dims read the same numbers as before, and the reshape targets built from them need no kernel."""
         if not all(isinstance(v, np.ndarray) and v.size <= SHAPE_VALUE_MAX_ELEMENTS for v in values):
+            self.changed.update(n for n in step.outputs if n)
             self.values.pop(index, None)
             return values
+        if self.kinds[index] == 1:
+            self.source_shapes[index] = tuple(args[0].shape)
+        stored = self.values.get(index)
+        if stored is not None and len(stored) == len(values) and all(map(_same_array, stored, values)):
+            return list(stored)
+        self.changed.update(n for n in step.outputs if n)
         kept = []
         for v in values:
             v = v if not v.flags.writeable else v.copy()
             v.setflags(write=False)  # shared with later runs: no kernel may write into it
             kept.append(v)
         self.values[index] = tuple(kept)
-        if self.kinds[index] == 1:
-            self.source_shapes[index] = tuple(args[0].shape)
         return kept
 
     def adopt(self, index: int, step: LayerStep | Layer, values: tuple[Any, ...], source_shape: Any) -> None:
@@ -425,7 +440,9 @@ class GraphProgram:
         scope: MutableMapping[str, Any] = env if outer is None else ChainMap(env, outer)
         self.shape_values.start()
         with np.errstate(all="ignore"):
-            if self.pool is None:
+            if self.pool is None and on_layer is None:
+                self._run_sequence(scope, env)
+            elif self.pool is None:
                 release = self.release
                 run_step = self._run_step
                 for i, step in enumerate(self.steps):
@@ -440,6 +457,43 @@ class GraphProgram:
         if missing:
             raise WgSentisError(f"graph '{self.graph.name}': outputs {missing} were never produced")
         return [scope[n] for n in self.output_names]
+
+    def _run_sequence(self, scope: MutableMapping[str, Any], env: MutableMapping[str, Any]) -> None:
+        """The layers in order, with no per-layer callback: a derived shape layer that keeps its value (most of
+        a transformer's hundreds: ShapeValues) is decided and bound here, inline, since for a small-op graph the
+        call per layer costs as much as the kernels (GPT-2 4x256, a token: 560 layers, 350 of them kept)."""
+        shape_values = self.shape_values
+        kept_values, changed, kinds = shape_values.values, shape_values.changed, shape_values.kinds
+        source_shapes = shape_values.source_shapes
+        run_step, put, release = self._run_step, self._put, self.release
+        kept = 0
+        for i, step in enumerate(self.steps):
+            kind = kinds[i]
+            if kind:
+                value = kept_values.get(i)
+                if value is not None:
+                    if kind == 2:  # derived: kept while none of its inputs changed
+                        keep = changed.isdisjoint(step.inputs)
+                    else:  # a Shape or Size: kept while its input has the shape it had
+                        source = scope.get(step.inputs[0]) if step.inputs else None
+                        keep = type(source) is np.ndarray and source_shapes.get(i) == source.shape
+                    if keep:
+                        kept += 1
+                        step.seconds = 0.0
+                        if step.single_output:
+                            scope[step.single_output] = value[0]
+                        else:
+                            put(step, value, scope)
+                    else:
+                        run_step(step, scope, None, i, kept_checked=True)
+                else:
+                    run_step(step, scope, None, i, kept_checked=True)
+            else:
+                run_step(step, scope, None, i)
+            if release[i]:  # most layers free nothing: no loop to enter
+                for name in release[i]:
+                    env.pop(name, None)
+        shape_values.kept += kept
 
     def _run_parallel(self, scope: MutableMapping[str, Any], env: MutableMapping[str, Any], on_layer: Any) -> None:
         remaining = [len(d) for d in self.deps]
@@ -530,14 +584,16 @@ class GraphProgram:
             else:
                 finish(i)
 
-    def _run_step(self, step: LayerStep, scope: MutableMapping[str, Any], on_layer: Any, index: int) -> None:
+    def _run_step(self, step: LayerStep, scope: MutableMapping[str, Any], on_layer: Any, index: int,
+                  kept_checked: bool = False) -> None:
         """Run layer ``index``'s step on its inputs in ``scope`` (or keep its shape value: ShapeValues), then put
-        its outputs there. The caller holds ``np.errstate(all="ignore")``: ONNX arithmetic is IEEE arithmetic
-        (log(0) = -inf, inf - inf = NaN are results, not faults), so numpy's warnings would only be noise."""
+        its outputs there (``kept_checked``: the caller found a shape layer's value not kept). The caller holds
+        ``np.errstate(all="ignore")``: ONNX arithmetic is IEEE arithmetic (log(0) = -inf, inf - inf = NaN are
+        results, not faults), so numpy's warnings would only be noise."""
         layer = step.layer
         shape_values = self.shape_values
         shape_kind = shape_values.kinds[index]
-        if shape_kind == 2 and on_layer is None:
+        if shape_kind == 2 and on_layer is None and not kept_checked:
             # Derived shape arithmetic decides on its inputs' names alone: no argument list to build.
             kept = shape_values.kept_derived(index, step)
             if kept is not None:
@@ -550,7 +606,7 @@ class GraphProgram:
                     else [scope[n] if n else None for n in step.inputs])
         except KeyError as exc:
             raise LayerError(layer.name, layer.op_type, f"input tensor {exc} was never produced") from None
-        if shape_kind:
+        if shape_kind and not kept_checked:
             kept = shape_values.kept_value(index, step, args)
             if kept is not None:
                 step.seconds = 0.0
@@ -563,7 +619,8 @@ class GraphProgram:
         control = self.control
         if control is not None:  # stop or refuse here, before the kernel allocates
             control.check(layer)
-            if step.sized and control.memory_limit is not None:
+            if (step.sized and control.memory_limit is not None
+                    and not (step.shape_sized and within_input_bound(args, control.memory_limit))):
                 key = outputs_key(layer, args)
                 if key is None or step.budget_key != (control.memory_limit, key):
                     check_layer_outputs(control, layer, args)

@@ -120,7 +120,10 @@ class OpSpec:
     size_reads_data: bool = False
     # The size rule reads its inputs' shapes and dtypes (and the layer's attributes), never their values, so a
     # check is skipped on inputs of the last run's shapes whatever their values (``budget.outputs_key``): a
-    # decoder's token ids and position ids change every step, their shapes do not.
+    # decoder's token ids and position ids change every step, their shapes do not. Such an op's outputs (all of
+    # them together, with the working copies its rule counts) also hold at most as many elements as the product
+    # of (1 + each input's element count), of at most 8 bytes each or its widest input's itemsize: broadcasting,
+    # products, gathers and concatenations do (``budget.within_input_bound``, which skips a check on small inputs).
     size_reads_shapes: bool = False
     # How layers of older opsets take the canonical form (``OpsetAdapter``), oldest first.
     opset_adapters: tuple[OpsetAdapter, ...] = ()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -139,14 +140,34 @@ def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
     return data.reshape(reshape_target(data.shape, list(shape), 0))
 
 
+def _cached_target(ctx, in_shape: tuple[int, ...], shape: np.ndarray, allowzero: int) -> Sequence[int]:
+    """``reshape_target`` of a shape input whose value cannot change while it is the same object: a value the
+    engine keeps read-only from run to run (its own copy: ``backends.cpu.ShapeValues``) or a constant of the graph.
+    The last target is kept per layer with the input it came from, so a decoder's 57 reshapes a token, whose
+    targets are kept shape values, skip the parse on every run after the first."""
+    cache = getattr(ctx, "cache", None)
+    if cache is None:
+        return reshape_target(in_shape, int_list(shape), allowzero)
+    last = cache.get("reshape_target")
+    if last is not None and last[0] is shape and last[1] == in_shape:
+        return last[2]
+    target = reshape_target(in_shape, int_list(shape), allowzero)
+    constant_cache = getattr(ctx, "constant_cache", None)
+    stable = ((isinstance(shape, np.ndarray) and shape.base is None and not shape.flags.writeable)
+              or (constant_cache is not None and constant_cache(1) is not None))
+    if stable:
+        cache["reshape_target"] = (shape, in_shape, tuple(target))
+    return target
+
+
 @register("Reshape", 5)
 def reshape_v5(ctx, data, shape):
-    return data.reshape(reshape_target(data.shape, int_list(shape), 0))
+    return data.reshape(_cached_target(ctx, data.shape, shape, 0))
 
 
 @register("Reshape", 14)
 def reshape(ctx, data, shape, *, allowzero=0):
-    return data.reshape(reshape_target(data.shape, int_list(shape), allowzero))
+    return data.reshape(_cached_target(ctx, data.shape, shape, allowzero))
 
 
 @register("Flatten", 1)
