@@ -198,3 +198,68 @@ def test_a_worker_shared_by_eight_threads_returns_each_run_its_own_outputs(backe
                            capture_output=True, text=True, timeout=600)
     assert child.returncode == 0, child.stderr[-3000:]
     assert "wrong 0 errors 0" in child.stdout, child.stdout + child.stderr[-2000:]
+
+
+# -- a blocking cpu run on its caller's thread (Worker._submit, runs_on_any_thread) --------------------------------
+
+
+def _recording_execute(worker: ws.Worker, calls: list) -> None:
+    """Record (thread ident, trip count) of every run the worker's program executes."""
+    program = worker.program
+    execute = program.execute
+
+    def recorded(feeds_, control=None, on_device=False):
+        calls.append((threading.get_ident(), int(feeds_["M"]) if "M" in feeds_ else None))
+        return execute(feeds_, control, on_device)
+
+    program.execute = recorded
+
+
+def test_a_blocking_cpu_run_executes_on_the_calling_thread_and_a_scheduled_one_on_the_runner():
+    calls: list = []
+    with ws.Worker(runaway_loop_model(), "cpu") as worker:
+        _recording_execute(worker, calls)
+        assert worker.run(feeds(3))["y"].tolist() == [3.0]
+        worker.schedule(feeds(5))
+        assert worker.peek_output().download_to_array().tolist() == [5.0]
+        assert worker.run(feeds(2), on_device=True)["y"].download_to_array().tolist() == [2.0]
+    here = threading.get_ident()
+    assert [(ident == here, trips) for ident, trips in calls] == [(True, 3), (False, 5), (True, 2)]
+
+
+def test_a_run_called_behind_scheduled_runs_waits_its_turn():
+    """With runs queued, a blocking run goes to the runner behind them (the order runs were asked for holds)."""
+    calls: list = []
+    with ws.Worker(runaway_loop_model(), "cpu") as worker:
+        _recording_execute(worker, calls)
+        worker.schedule(feeds(200_000))  # a while on the runner
+        first = worker.peek_output()
+        assert worker.run(feeds(7))["y"].tolist() == [7.0]
+        assert first.download_to_array().tolist() == [200_000.0]
+    assert [trips for _, trips in calls] == [200_000, 7]
+    assert calls[0][0] == calls[1][0] != threading.get_ident()  # both on the runner
+
+
+def test_runs_from_many_threads_share_one_set_of_scratch_buffers():
+    """A run's scratch buffers are the program's (HostWorkspace.run_buffers), whichever thread runs it: eight
+    threads' blocking runs, each on its own thread, hold what one thread's do, not eight times that."""
+    graph = h.make_graph(
+        [h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], name="conv")], "conv",
+        [h.make_tensor_value_info("x", T.FLOAT, [1, 16, 48, 48])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+        [h.make_tensor("w", T.FLOAT, [16, 16, 3, 3], np.random.default_rng(0).random(16 * 16 * 9).tolist())])
+    model = ws.load_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
+    x = np.random.default_rng(1).random((1, 16, 48, 48), dtype=np.float32)
+    with ws.Worker(model, "cpu", threads=1) as worker:
+        expected = worker.run({"x": x})["y"]
+        held = worker.program.workspace.held_bytes()
+        assert held > 0  # the convolution took scratch buffers
+
+        def run_once() -> None:
+            np.testing.assert_array_equal(worker.run({"x": x})["y"], expected)
+
+        threads = [threading.Thread(target=run_once) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert worker.program.workspace.held_bytes() == held

@@ -1,8 +1,10 @@
 """Backends and the program protocol ``Worker`` talks to.
 
 A backend compiles a graph into a *program*: ``output_names``, ``execute(feeds, control)`` returning a
-readback (``done()``, ``wait()`` -> outputs by name), ``stats()`` and ``close()``. Backends are found in one
-factory table by name; a backend that is not built yet is absent from it.
+readback (``done()``, ``wait()`` -> outputs by name), ``stats()`` and ``close()``, and ``runs_on_any_thread``: whether
+``execute`` may be called from any thread, one run at a time (the cpu backend's; a GPU program's runs stay on its
+worker's runner thread). Backends are found in one factory table by name; a backend that is not built yet is absent
+from it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Program(Protocol):
     """A graph compiled for one backend."""
 
     output_names: list[str]
+    runs_on_any_thread: bool
 
     def execute(self, feeds: dict[str, Any], control: Any = None, on_device: bool = False) -> Readback: ...
 

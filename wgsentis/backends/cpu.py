@@ -335,6 +335,8 @@ class GraphProgram:
     It owns the workspace its kernels share (scratch buffers, the pools their splits run on) and its branch
     pool; a subprogram (a control-flow body) shares its parent's. ``close()`` frees them."""
 
+    runs_on_any_thread = True  # (the program protocol) a blocking run executes on its caller's thread
+
     def __init__(self, graph: Graph, threads: int = 1, parent: GraphProgram | None = None,
                  branch_parallel: bool = True, spin_wait: bool = False,
                  kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS) -> None:
@@ -415,9 +417,14 @@ class GraphProgram:
     # -- the program protocol (wgsentis.backends) -----------------------------------------------
     def execute(self, feeds: dict[str, Any], control: Any = None, on_device: bool = False) -> HostValues:
         """Run on ``feeds`` with this program's BLAS threads; the outputs by name, already on the host (the cpu
-        backend's device: ``on_device`` changes nothing)."""
+        backend's device: ``on_device`` changes nothing). Any thread may call it, one run at a time
+        (``runs_on_any_thread``): the run's scratch buffers are the program's, not the calling thread's."""
         self.bind_blas()
-        values = self.run(feeds, control=control)
+        previous = self.workspace.run_buffers()
+        try:
+            values = self.run(feeds, control=control)
+        finally:
+            self.workspace.restore_buffers(previous)
         return HostValues(dict(zip(self.output_names, values, strict=True)))
 
     def stats(self) -> dict[str, Any]:

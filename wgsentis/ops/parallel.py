@@ -66,6 +66,9 @@ class HostWorkspace:
         self._local = threading.local()
         self._threads: weakref.WeakSet[_ThreadBuffers] = weakref.WeakSet()
         self._pools: dict[int, ThreadPoolExecutor] = {}
+        # The buffers of the thread executing a program's run (``run_buffers``), whichever thread that is.
+        self._run = _ThreadBuffers()
+        self._threads.add(self._run)
 
     def scratch(self, key: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """An uninitialised temporary of ``shape`` from the calling thread's buffer named ``key``.
@@ -86,6 +89,21 @@ class HostWorkspace:
         if buf is None or buf.nbytes < nbytes:
             buf = mine.buffers[key] = np.empty(max(nbytes, 1), dtype=np.uint8)
         return buf[:nbytes].view(dtype).reshape(shape)
+
+    def run_buffers(self) -> _ThreadBuffers | None:
+        """Make the calling thread's scratch the program run's own set, until ``restore_buffers`` with what this
+        returns: a worker runs one run at a time, on its runner thread or on the thread that called ``run``
+        (``Worker._submit``), and every such thread shares one set instead of keeping one each."""
+        previous = getattr(self._local, "buffers", None)
+        self._local.buffers = self._run
+        return previous
+
+    def restore_buffers(self, previous: _ThreadBuffers | None) -> None:
+        """The calling thread's own scratch again (``run_buffers``' return)."""
+        if previous is None:
+            self._local.__dict__.pop("buffers", None)
+        else:
+            self._local.buffers = previous
 
     def pool(self, parts: int) -> ThreadPoolExecutor | None:
         """The pool of ``parts - 1`` threads that splits into ``parts`` hand work to (made on first use), or
@@ -115,7 +133,8 @@ class HostWorkspace:
             pools, self._pools = list(self._pools.values()), {}
             for mine in list(self._threads):
                 mine.buffers.clear()
-            self._threads = weakref.WeakSet()
+            self._run = _ThreadBuffers()
+            self._threads = weakref.WeakSet([self._run])
             self._local = threading.local()
         for pool in pools:
             pool.shutdown(wait=True)

@@ -66,6 +66,7 @@ class GPUProgram(BufferStorage, HostSync):
     ``last_run``, ``plan_summary``, ``run_layer_by_layer``."""
 
     backend = ""  # the registry's backend name of this program's builders
+    runs_on_any_thread = False  # (the program protocol) its runs stay on the worker's runner thread
 
     # Whether a layer past the storage binding limit is built again in tiles (outer_tiles.tiled_build):
     # gpu-compute binds windows of buffers; gpu-pixel's tensors are textures.
