@@ -87,3 +87,40 @@ def test_a_kept_reshape_target_resolves_its_zero_and_minus_one_for_each_input_sh
         for a, b in ((2, 3), (2, 3), (5, 1), (1, 7), (2, 3)):
             x = np.random.default_rng(a * 10 + b).standard_normal((a, b, 4)).astype(np.float32)
             np.testing.assert_array_equal(worker.run({"x": x})["y"], x.reshape(a, -1))
+
+
+def test_a_signature_seen_before_starts_from_its_own_values():
+    """A second pass over the same sizes (a second sequence of a generation loop) starts each run from the values
+    its signature left: every shape layer keeps its value, and the results are those of the first pass."""
+    worker = ws.Worker(_dims_model(), "cpu")
+    sizes = [(2, 3, n) for n in range(3, 9)] + [(1, 5, 4), (3, 2, 4)]
+    first = []
+    for b, heads, n in sizes:
+        x = np.random.default_rng(n).standard_normal((b, heads, n, 2)).astype(np.float32)
+        first.append((x, worker.run({"x": x})["y"]))
+    for x, y in first:
+        np.testing.assert_array_equal(worker.run({"x": x})["y"], y)
+        stats = worker.stats()
+        assert stats["shape_layers_kept"] == stats["shape_layers"] == 7
+    worker.close()
+
+
+def test_a_signature_s_values_are_checked_against_shapes_that_depend_on_data():
+    """The same input signature, another count of nonzeros: Shape(NonZero(x)) is checked against the shape its
+    input has now, not trusted from the signature's last run, and the target built from it follows."""
+    nodes = [
+        h.make_node("NonZero", ["x"], ["where"], name="nonzero"),
+        h.make_node("Shape", ["where"], ["where_shape"], name="where_shape"),
+        h.make_node("Slice", ["where_shape", "one", "two"], ["count"], name="count"),
+        h.make_node("Concat", ["count", "minus_one"], ["target"], axis=0, name="target"),
+        h.make_node("Cast", ["where"], ["where_f"], to=T.FLOAT, name="cast"),
+        h.make_node("Reshape", ["where_f", "target"], ["y"], name="reshape"),
+    ]
+    model = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [6])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                   [h.make_tensor("one", T.INT64, [1], [1]), h.make_tensor("two", T.INT64, [1], [2]),
+                    h.make_tensor("minus_one", T.INT64, [1], [-1])])
+    with ws.Worker(model, "cpu") as worker:
+        for x in ([1, 0, 2, 0, 0, 3], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 5], [1, 0, 2, 0, 0, 3]):
+            x = np.array(x, np.float32)
+            expected = np.nonzero(x)[0].astype(np.float32).reshape(-1, 1)
+            np.testing.assert_array_equal(worker.run({"x": x})["y"], expected)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.cpu import ShapeValues
+from wgsentis.backends.shape_values import ShapeValues
 from wgsentis.backends.gpu.buffer_storage import BufferStorage
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.gpu.device_tensors import DeviceValue
