@@ -370,7 +370,10 @@ def slice_(ctx, data, starts, ends, axes=None, steps=None):
 
 @register("Expand", 8)
 def expand(ctx, x, shape):
-    target = np.broadcast_shapes(x.shape, tuple(int_list(shape)))
+    dims = tuple(int_list(shape))
+    if dims == x.shape:  # already that shape (a decoder's causal mask, every step): a copy, no broadcast machinery
+        return x.copy()
+    target = np.broadcast_shapes(x.shape, dims)
     return np.array(np.broadcast_to(x, target))
 
 
