@@ -85,7 +85,7 @@ class ShapeValues:
                 if table is not None:  # its own values, from the last run of it
                     self.signatures.move_to_end(signature)
                     self.values, self.source_shapes = table
-                elif self.signature is not None:  # the last run's values, a copy: they stay that signature's
+                elif self.signatures:  # the last run's values, a copy: a signature's table may hold them
                     self.values, self.source_shapes = dict(self.values), dict(self.source_shapes)
         elif signature != self.signature:
             signature = None  # after a partial run: the values are no signature's until a run finishes
