@@ -263,11 +263,14 @@ class Worker:
             control = RunControl(model=self.model.name, memory_limit=self.memory_limit, timeout=seconds,
                                  token=self._cancel_token, max_loop_iterations=self.max_loop_iterations)
 
+            def execute() -> Any:
+                control.start()
+                # A readback: outputs on the host, being mapped, or (on_device) held in device memory.
+                return program.execute(feeds, control, on_device=on_device)
+
             def run() -> Any:
                 with self._exec_lock:
-                    control.start()
-                    # A readback: outputs on the host, being mapped, or (on_device) held in device memory.
-                    return program.execute(feeds, control, on_device=on_device)
+                    return execute()
 
             # Nothing queued (every run handed to the runner is done) and none running on another caller's thread.
             run_here = (here and getattr(program, "runs_on_any_thread", False)
@@ -288,8 +291,7 @@ class Worker:
             self._outputs = outputs
         if run_here:
             try:
-                control.start()
-                future.set_result(program.execute(feeds, control, on_device=on_device))
+                future.set_result(execute())
             except BaseException as exc:  # raised where the outputs are read, as from the runner
                 future.set_exception(exc)
                 if not isinstance(exc, Exception):

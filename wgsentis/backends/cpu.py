@@ -357,27 +357,27 @@ class GraphProgram:
         kept = 0
         for i, step in enumerate(self.steps):
             kind = kinds[i]
-            if kind:
-                value = kept_values.get(i)
-                if value is not None:
-                    if kind == 2:  # derived: kept while none of its inputs changed
-                        keep = changed.isdisjoint(step.inputs)
-                    else:  # a Shape or Size: kept while its input has the shape it had
-                        source = scope.get(step.inputs[0]) if step.inputs else None
-                        keep = type(source) is np.ndarray and source_shapes.get(i) == source.shape
-                    if keep:
-                        kept += 1
-                        step.seconds = 0.0
-                        if step.single_output:
-                            scope[step.single_output] = value[0]
-                        else:
-                            put(step, value, scope)
-                    else:
-                        run_step(step, scope, None, i, kept_checked=True)
-                else:
-                    run_step(step, scope, None, i, kept_checked=True)
-            else:
+            if not kind:
                 run_step(step, scope, None, i)
+            else:
+                # ShapeValues.kept_derived and kept_value, inline: the call per layer is what this loop saves.
+                value = kept_values.get(i)
+                if value is None:
+                    keep = False
+                elif kind == 2:  # derived: kept while none of its inputs changed
+                    keep = changed.isdisjoint(step.inputs)
+                else:  # a Shape or Size: kept while its input has the shape it had
+                    source = scope.get(step.inputs[0]) if step.inputs else None
+                    keep = type(source) is np.ndarray and source_shapes.get(i) == source.shape
+                if not keep:
+                    run_step(step, scope, None, i, kept_checked=True)
+                else:
+                    kept += 1
+                    step.seconds = 0.0
+                    if step.single_output:
+                        scope[step.single_output] = value[0]
+                    else:
+                        put(step, value, scope)
             if release[i]:  # most layers free nothing: no loop to enter
                 for name in release[i]:
                     env.pop(name, None)

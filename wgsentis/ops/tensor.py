@@ -142,7 +142,7 @@ def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
 
 def _cached_target(ctx, in_shape: tuple[int, ...], shape: np.ndarray, allowzero: int) -> Sequence[int]:
     """``reshape_target`` of a shape input whose value cannot change while it is the same object: a value the
-    engine keeps read-only from run to run (its own copy: ``backends.cpu.ShapeValues``) or a constant of the graph.
+    engine keeps read-only from run to run (its own copy: ``backends.shape_values.ShapeValues``) or a graph constant.
     The last target is kept per layer with the input it came from, so a decoder's 57 reshapes a token, whose
     targets are kept shape values, skip the parse on every run after the first."""
     cache = getattr(ctx, "cache", None)
