@@ -85,6 +85,18 @@ def subgraphs(layer: Layer) -> list[Graph]:
     return found
 
 
+def constant_array_ids(graph: Graph) -> frozenset[int]:
+    """The ids of the constant arrays of ``graph`` and of its subgraphs (they live as long as the graph)."""
+    ids: set[int] = set()
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        ids.update(id(v) for v in g.constants.values() if isinstance(v, np.ndarray))
+        for layer in g.layers:
+            stack.extend(subgraphs(layer))
+    return frozenset(ids)
+
+
 def captured_names(layer: Layer) -> set[str]:
     """Names from the enclosing scope that a layer's subgraphs read (outer-scope captures)."""
     names: set[str] = set()

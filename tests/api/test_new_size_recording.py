@@ -125,3 +125,35 @@ def test_a_rejected_bind_group_still_raises():
     with pytest.raises(Exception):  # noqa: B017 - wgpu's own validation error, whatever its class
         create_bind_group(ctx.device, layout, [(buf, 0, 512)], "past the buffer's end")
     buf.destroy()
+
+
+@requires_gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_host_values_of_a_size_live_with_its_plan_not_the_program(backend):
+    """A value the host computes from shapes for a GPU layer (a decoder's positions) is uploaded once per plan,
+    counted with the run's uploads, and kept with that plan: the program's constants do not grow with every new
+    size (they did: 3 buffers a token of a GPT-2 step, kept until close), and an earlier size's plan still
+    replays its own values after later sizes were recorded."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Cast", ["n"], ["nf"], to=1),
+             helper.make_node("Range", ["zero", "nf", "step"], ["r"]),
+             helper.make_node("Add", ["x", "r"], ["y"])]
+    consts = {"one": np.array(1, np.int64), "zero": np.array(0.0, np.float32), "step": np.array(1.0, np.float32)}
+    model = ws.load_model(make_model(nodes, [("x", F, [1, "n"])], [("y", F, None)], consts))
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal((1, n), dtype=np.float32) for n in range(3, 27)]
+    with ws.Worker(model, backend, max_plans=8) as worker:
+        worker.run({"x": inputs[0]})
+        weights = worker.stats()["weight_upload_bytes"]
+        for x in inputs:
+            y = worker.run({"x": x})["y"]
+            np.testing.assert_array_equal(y, x + np.arange(x.shape[1], dtype=np.float32))
+            stats = worker.stats()
+            assert stats["weight_upload_bytes"] == weights
+            if stats["run"]["recorded"] and x is not inputs[0]:
+                assert any(t["layer"] == "a host value of the plan" and t["bytes"] >= 4 * x.shape[1]
+                           for t in stats["transfers"])
+        for x in inputs[-8:]:  # replays of the cached sizes, each on its own plan's values
+            np.testing.assert_array_equal(worker.run({"x": x})["y"], x + np.arange(x.shape[1], dtype=np.float32))
+            assert not worker.stats()["run"]["recorded"]

@@ -319,6 +319,7 @@ REVIEWED_DESTROYS = {
     ("backends/gpu/memory.py", "ConstantStore.close"),
     ("backends/gpu/memory.py", "ScratchTextures.close"),
     ("backends/gpu/memory.py", "UniformArena.close"),
+    ("backends/gpu/memory.py", "PlanValues.close"),  # (from GPUProgram._free_plan only)
     ("backends/gpu/faults.py", "FaultBuffer.close"),
     ("backends/gpu/timestamps.py", "QuerySets.close"),
     ("backends/gpu_pixel.py", "PixelProgram.close"),

@@ -22,7 +22,8 @@ def test_generate_bench_modes_give_onnxruntime_tokens_and_the_argmax_mode_reads_
     assert all(row[k] > 0 for k in ("ort_ms", "host_ms", "device_ms", "argmax_ms", "replay_ms"))
     assert row["device_bytes"] >= 4 * 1000  # the logits read
     assert row["argmax_bytes"] <= 64  # the token, the mask and input id: no logits, no cache
-    assert row["host_bytes"] > 16 * row["device_bytes"]  # the cache both ways
+    # The cache both ways, against the logits and a new size's host values (its positions and mask, once a plan)
+    assert row["host_bytes"] > 8 * row["device_bytes"]
     assert row["new_size_plans"] >= 3  # device mode's steps are sizes its worker had not seen
     # From the third step each is planned from the base trace (the second step's full trace, after a prompt's)
     assert 1 <= row["resized_plans"] <= row["new_size_plans"]

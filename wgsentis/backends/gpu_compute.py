@@ -185,8 +185,13 @@ class Recorder:
             self.steps.append(TextureCopy(src.alloc, 4 * src.first, tex, 0, src.nbytes, self.layer_index))
 
     def upload(self, value: np.ndarray, name: str = "") -> GTensor:
-        """A host array as a device tensor (constants are uploaded once per program and kept)."""
-        return self.program.constants.tensor(value, name)
+        """A host array as a device tensor: the model's constants are uploaded once per program and kept, other
+        values (computed for this run's signature) once per plan, kept with it (``GPUProgram.host_values_for``)."""
+        return (self.program.host_values_for(value) or self.program.constants).tensor(value, name)
+
+    def static(self, value: np.ndarray) -> np.ndarray:
+        """``value``, a builder's module-level array, marked as the program's to keep (``ConstantStore.static``)."""
+        return self.program.constants.static(value)
 
     def derived(self, key: tuple, sources: tuple[np.ndarray, ...], make: Any) -> np.ndarray:
         """A host array computed from constants (a repacked or transposed weight), once per program: see

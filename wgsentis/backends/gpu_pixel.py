@@ -312,6 +312,10 @@ class PixelRecorder:
             self.draw("pixel/relayout.wgsl", [t], [out], params, subs={"T": t.layout.kind})
         return out
 
+    def static(self, value: np.ndarray) -> np.ndarray:
+        """``value``, a builder's module-level array, marked as the program's to keep (``ConstantStore.static``)."""
+        return self.program.constants.static(value)
+
     def derived(self, key: tuple, sources: tuple[np.ndarray, ...], make: Any) -> np.ndarray:
         """A host array computed from constants (packed weights), once per program: ``ConstantStore.derived``."""
         return self.program.constants.derived(key, sources, make)
@@ -525,8 +529,13 @@ class PixelProgram(GPUProgram):
                                            for _value, t in self._constant_textures.values())
 
     def constant_texture(self, value: np.ndarray, name: str, axis: int = -1) -> GTensor:
+        """``value`` as a texture tensor with ``axis`` blocked: the model's constants once per program and
+        layout, kept until close; other host values (computed for this run's signature) once per plan and
+        layout, kept with it (``GPUProgram.host_values_for``)."""
         key = (id(value), axis % value.ndim if value.ndim else 0)
-        hit = self._constant_textures.get(key)
+        values = self.host_values_for(value)
+        textures = self._constant_textures if values is None else values.texture_tensors
+        hit = textures.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
         layout = self.layout_of(tuple(value.shape), value.dtype, axis, f"constant '{name}'")
@@ -536,9 +545,14 @@ class PixelProgram(GPUProgram):
         t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
         t.layout = layout
         nbytes = self.write(t, self.prepare_upload(value, f"constant '{name}'"))
-        self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
-        self._constant_textures[key] = (value, t)
-        self.constant_texture_ids.add(id(alloc.texture))
+        textures[key] = (value, t)
+        if values is None:
+            self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
+            self.constant_texture_ids.add(id(alloc.texture))
+        else:
+            values.uploads.append((name or "host value", nbytes))
+            values.textures.append(alloc.texture.texture)
+            values.nbytes += nbytes
         return t
 
     # -- the storage hooks of GPUProgram ---------------------------------------------------------------------

@@ -282,7 +282,8 @@ def _conv_paths(rec, layer, X, y, w, b, bias_t, group, st, dl, pd, act, acc) -> 
         params += _divisor(ow4)
         limit = rec.ctx.max_workgroups
         grid = (-(-(oh * ow4) // 64), min(n * m, limit), -(-(n * m) // limit))
-        rec.dispatch("compute/depthwise.wgsl", [X, wt, bias_t if bias_t is not None else rec.upload(_ZERO, "zero")],
+        bias = bias_t if bias_t is not None else rec.upload(rec.static(_ZERO), "zero")
+        rec.dispatch("compute/depthwise.wgsl", [X, wt, bias],
                      [y], params, grid, workgroup=64, subs={"ACT": act[0]},
                      constants={"KH": kh, "KW": kw, "SH": st[0], "SW": st[1], "DH": dl[0], "DW": dl[1], "M": m,
                                 "MULT": mg}, loops=loop_passes(kh, kw) + loop_passes(4))

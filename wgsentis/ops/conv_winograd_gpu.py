@@ -126,7 +126,7 @@ def _winograd_record(rec, form: _WinogradForm, X, y, a_op, outs, pd, plan: tuple
     v_tex = rec.scratch_texture(form.xi * cp, tp_most, f"{form.shader} V (linear)") if v_in_texture else None
     v = None if v_tex is not None else rec.alloc((form.xi * cp * tp_most,), np.float32)
     prod = rec.alloc((form.xi * m * tp_most,), np.float32)
-    bias = bias_t if bias_t is not None else rec.upload(_ZERO, "zero")
+    bias = bias_t if bias_t is not None else rec.upload(rec.static(_ZERO), "zero")
     for tile in tiles:
         th = tile.rows
         count = tile.images * th * tw  # tiles in this block

@@ -190,7 +190,7 @@ def gemm(rec, a: Operand, b: Operand, y: GTensor, m: int, n: int, k: int, *, y_r
         raise ValueError("too many batches")
     a_form, b_form = a.form(), b.form()
     if bias is None:
-        bias = rec.upload(_ZERO, "zero")
+        bias = rec.upload(rec.static(_ZERO), "zero")
     # vec4 stores of whole output groups where every stored group is 16-byte aligned and contiguous.
     vec_y = (rec.program.kernels.vec4_stores and col_map[0] == 0 and (bias is None or bias_strides[1] == 0)
              and y_row % 4 == 0 and y_col0 % 4 == 0 and all(s % 4 == 0 for s in (y_batch or [])))
@@ -383,7 +383,7 @@ def _matmul_blocks(rec, layer, a_dev, b_dev, b_host, y, dims: tuple[int, int, in
 def _fill_zero_then_act(rec, y: GTensor, layer, bias=None, bias_strides=(0, 0), beta=1.0):
     """K == 0: the product is zero; run the kernel with an empty K loop to write bias/activation."""
     m, n = (y.shape[-2], y.shape[-1]) if y.ndim >= 2 else (1, y.shape[-1])
-    zero = rec.upload(_ZERO, "zero")
+    zero = rec.upload(rec.static(_ZERO), "zero")
     nb = y.size // max(1, m * n)
     gemm(rec, Operand(zero, 0, 1, []), Operand(zero, 0, 1, []), y, m, n, 0, y_row=n,
          y_batch=[m * n] if nb > 1 else [], batch_shape=[nb] if nb > 1 else [], bias=bias,

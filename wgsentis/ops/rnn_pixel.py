@@ -178,8 +178,9 @@ def _run(op: str, rec, layer, X, W, R, B, lens, h0, c0, P, *, activation_alpha, 
     name = layer.name
     lbr = op == "GRU" and bool(variant)
     x = rec.tensor(X, f"{name}:X", axis=-1)
-    zero = rec.upload(_ZERO_F, "rnn:zero")
-    lens_t = rec.tensor(lens, f"{name}:sequence_lens", axis=0) if lens is not None else rec.upload(_ZERO_I, "rnn:zi")
+    zero = rec.upload(rec.static(_ZERO_F), "rnn:zero")
+    lens_t = rec.tensor(lens, f"{name}:sequence_lens", axis=0) if lens is not None \
+        else rec.upload(rec.static(_ZERO_I), "rnn:zi")
     h_in = rec.tensor(h0, f"{name}:initial_h", axis=-1) if h0 is not None else zero
     c_in = rec.tensor(c0, f"{name}:initial_c", axis=-1) if c0 is not None else zero
     if P is None:

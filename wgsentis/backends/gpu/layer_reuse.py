@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from wgsentis.backends.gpu.memory import UniformArena
+from wgsentis.backends.gpu.memory import HostValueAllocation, UniformArena
 from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, TextureCopy
 from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture
 
@@ -40,7 +40,8 @@ HOST_KEY_ELEMENTS = 64
 
 # ("new", k): the k-th allocation the builder made; ("arg", j): argument j's; ("newtex", k) / ("argtex", j): the
 # texture of either (gpu-pixel's texture tensors); ("scratch", k): the texture of the builder's k-th scratch
-# request; ("const", a): a constant's allocation or texture itself.
+# request; ("const", a): a constant's allocation or texture itself; ("hostvalue", a): a plan's host value
+# (memory.HostValueAllocation), uploaded again into the plan stamped.
 Ref = tuple[str, Any]
 
 
@@ -200,6 +201,8 @@ class LayerReuse:
                 return textures[value]
             if kind == "argtex":
                 return args[value].alloc.texture
+            if kind == "hostvalue":  # (another plan's: its words uploaded into this one)
+                return program.host_value_copy(value, f"{layer.name}: a host value")
             return args[value].alloc if kind == "arg" else value
 
         uniforms = program.uniforms()
@@ -302,6 +305,8 @@ def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: l
     def ref(alloc: Allocation) -> Ref | None:
         if id(alloc) in origin:
             return origin[id(alloc)]
+        if isinstance(alloc, HostValueAllocation):
+            return ("hostvalue", alloc)  # (a plan's own: never bound from another plan)
         return ("const", alloc) if alloc.persistent else None
 
     recorded: list[tuple] = []

@@ -1,6 +1,7 @@
 """Device memory a GPU program owns: the recording pool of intermediate buffers, the uniform arena, the
 constant store (weights as buffers, textures or float16 words, and host-side data derived from them) and the
-scratch textures layers share. Each is owned by one program and emptied by its ``close()``."""
+scratch textures layers share, each owned by one program and emptied by its ``close()``; and a plan's host values
+(``PlanValues``: what the host computed for one signature), owned by that plan."""
 
 from __future__ import annotations
 
@@ -119,6 +120,7 @@ class ConstantStore:
         self.nbytes = 0
         self.uploads: list[tuple[str, int]] = []  # (name, bytes) of each upload, in order
         self._owned: list[Any] = []  # buffers and textures to destroy on close
+        self._derived_ids: set[int] = set()  # ids of the arrays in derived_arrays (they hold them)
 
     def derived(self, key: tuple, sources: tuple[np.ndarray, ...], make: Callable[[], np.ndarray]) -> np.ndarray:
         """``make()`` computed once per (key, source arrays) and kept, with its sources, until ``close()``."""
@@ -128,6 +130,7 @@ class ConstantStore:
             return hit[0]
         value = np.ascontiguousarray(make())
         self.derived_arrays[full_key] = (value, sources)
+        self._derived_ids.add(id(value))
         return value
 
     def _hit(self, key: Any, value: np.ndarray) -> Any:
@@ -155,21 +158,21 @@ class ConstantStore:
         hit = self._hit(key, value)
         if hit is not None:
             return hit
-        data = to_device_array(value, f"constant '{name}'")
-        shape = tuple(value.shape)
-        if data.nbytes > self.ctx.max_binding:
-            # Split into row blocks, each within the binding limit (VGG-19's 411 MB FC weight).
-            rows = shape[0]
-            row_bytes = data.nbytes // max(rows, 1)
-            per = max(1, self.ctx.max_binding // max(row_bytes, 1))
-            chunks = []
-            for start in range(0, rows, per):
-                part = np.ascontiguousarray(data[start: start + per])
-                chunks.append((start, len(part), self.buffer(part, f"{name}[{start}:{start + len(part)}]")))
-            t = GTensor(None, shape, value.dtype, name, host=value, chunks=chunks)
-        else:
-            t = GTensor(self.buffer(data, name), shape, value.dtype, name, host=value)
-        return self._keep(key, value, t, data.nbytes, name)
+        t, nbytes = device_tensor(self.ctx, value, name, self.buffer)
+        return self._keep(key, value, t, nbytes, name)
+
+    def static(self, value: np.ndarray) -> np.ndarray:
+        """``value``, a module-level array of a builder's (a zero bias), marked as kept by the program: uploaded
+        once per program, not once per plan (``GPUProgram.host_values_for``)."""
+        if id(value) not in self._derived_ids:
+            self.derived_arrays[("static", id(value))] = (value, (value,))
+            self._derived_ids.add(id(value))
+        return value
+
+    def is_derived(self, value: np.ndarray) -> bool:
+        """Whether ``value`` is one of the arrays ``derived`` made or ``static`` marked (kept as long as the
+        program)."""
+        return id(value) in self._derived_ids
 
     @property
     def texture_limit(self) -> int:
@@ -228,6 +231,123 @@ class ConstantStore:
         self.entries.clear()
         self.sources.clear()
         self.derived_arrays.clear()
+        self._derived_ids.clear()
+        self.nbytes = 0
+
+
+def device_tensor(ctx: GPUContext, value: np.ndarray, name: str,
+                  make_buffer: Callable[[np.ndarray, str], Allocation]) -> tuple[GTensor, int]:
+    """``value`` as a device tensor in buffers ``make_buffer`` gives (row blocks within the binding limit when it
+    is larger: VGG-19's 411 MB FC weight), and the bytes uploaded."""
+    data = to_device_array(value, f"constant '{name}'")
+    shape = tuple(value.shape)
+    if data.nbytes <= ctx.max_binding:
+        return GTensor(make_buffer(data, name), shape, value.dtype, name, host=value), data.nbytes
+    rows = shape[0]
+    row_bytes = data.nbytes // max(rows, 1)
+    per = max(1, ctx.max_binding // max(row_bytes, 1))
+    chunks = []
+    for start in range(0, rows, per):
+        part = np.ascontiguousarray(data[start: start + per])
+        chunks.append((start, len(part), make_buffer(part, f"{name}[{start}:{start + len(part)}]")))
+    return GTensor(None, shape, value.dtype, name, host=value, chunks=chunks), data.nbytes
+
+
+class HostValueAllocation(Allocation):
+    """A plan's host value in device memory (``PlanValues``), with the words it holds: a layer template that binds
+    it (``layer_reuse``) uploads those words again into the plan it is stamped onto, never binding another plan's
+    memory (which a trace that stopped part way never even made)."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, buffer: Any, words: np.ndarray, offset: int = 0) -> None:
+        super().__init__(buffer, words.nbytes, persistent=True, offset=offset, reserved=max(4, words.nbytes))
+        self.words = words
+
+
+class PlanValues:
+    """Host arrays a recording's builders upload that are not the model's constants (what a host layer computed for
+    this signature: a decoder's position embeddings and attention mask, indices from shape arithmetic; tables a
+    builder made), kept with the plan recorded, not with the program: a model fed a new size every call would
+    otherwise keep every size's values until it is closed (the program's constant store keys arrays by identity
+    and holds them). A traced plan (``deferred``: nothing runs before its first replay) packs the small ones into
+    one storage buffer, written once as the trace ends (``flush``), instead of a buffer each; a plan recorded as it
+    runs makes each at once. ``uploads``: (name, bytes) of each, for the run's transfers; ``nbytes``: the device
+    bytes they hold."""
+
+    PACKED_BYTES = 64 << 10  # larger values get buffers of their own
+
+    def __init__(self, ctx: GPUContext, deferred: bool) -> None:
+        self.ctx = ctx
+        self.deferred = deferred
+        self.buffers: list[Any] = []
+        # gpu-pixel's: one texture per value and layout (its ``constant_texture`` fills both)
+        self.textures: list[Any] = []
+        self.texture_tensors: dict[tuple, tuple[np.ndarray, GTensor]] = {}
+        self.uploads: list[tuple[str, int]] = []
+        self.nbytes = 0
+        self._seen: dict[int, tuple[np.ndarray, GTensor]] = {}  # id -> (the array, its tensor): one upload each
+        self._pending: list[tuple[Allocation, np.ndarray]] = []
+        self._packed = 0  # bytes of the packed buffer so far
+        self._copies: dict[int, tuple[HostValueAllocation, HostValueAllocation]] = {}  # (copy_of)
+
+    def tensor(self, value: np.ndarray, name: str) -> GTensor:
+        """``value`` as a device tensor held by the plan (each array uploaded once per plan)."""
+        hit = self._seen.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        t, nbytes = device_tensor(self.ctx, value, name, self._buffer)
+        self._seen[id(value)] = (value, t)
+        self.uploads.append((name or "host value", nbytes))
+        return t
+
+    def _buffer(self, data: np.ndarray, label: str) -> Allocation:
+        size = max(4, data.nbytes)
+        if self.deferred and size <= self.PACKED_BYTES:
+            # (Bound at its offset once the trace ends: a traced plan's steps are bound after ``flush``.)
+            alloc = HostValueAllocation(None, data, offset=self._packed)
+            self._pending.append((alloc, data))
+            align = max(self.ctx.storage_align, 16)
+            self._packed += -(-size // align) * align
+            return alloc
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.create_buffer(size, usage.STORAGE | usage.COPY_SRC, label, f"host value '{label}'",
+                                     data=data if data.size else np.zeros(1, np.uint32))
+        self.buffers.append(buf)
+        self.nbytes += size
+        return HostValueAllocation(buf, data)
+
+    def copy_of(self, alloc: HostValueAllocation, label: str) -> HostValueAllocation:
+        """``alloc``'s words (another plan's host value, which a template binds) uploaded into this plan, once."""
+        hit = self._copies.get(id(alloc))
+        if hit is None or hit[0] is not alloc:
+            hit = self._copies[id(alloc)] = (alloc, self._buffer(alloc.words, label))
+            self.uploads.append((label, alloc.words.nbytes))
+        return hit[1]
+
+    def flush(self) -> None:
+        """Write the packed values into one buffer and point their allocations at it."""
+        if not self._pending:
+            return
+        packed = np.zeros(self._packed, np.uint8)
+        for alloc, data in self._pending:
+            packed[alloc.offset: alloc.offset + data.nbytes] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        usage = self.ctx.wgpu.BufferUsage
+        buf = self.ctx.create_buffer(self._packed, usage.STORAGE | usage.COPY_SRC, "wgsentis plan values",
+                                     "the host values of a plan", data=packed)
+        for alloc, _ in self._pending:
+            alloc.buffer = buf
+        self.buffers.append(buf)
+        self.nbytes += self._packed
+        self._pending = []
+
+    def close(self) -> None:
+        for obj in [*self.buffers, *self.textures]:
+            obj.destroy()
+        self.buffers, self.textures = [], []
+        self.texture_tensors = {}
+        self._seen, self._copies = {}, {}
+        self._pending = []
         self.nbytes = 0
 
 
@@ -276,6 +396,11 @@ class ScratchTextures:
             tex = self.slots[slot]
             if tex.shape[0] >= rows:
                 continue
+            if tex.texture is not None:
+                # Growing: half as tall again at least, so that sizes creeping up (a decoder's cache, one row a
+                # token) grow it a logarithmic number of times, each rebinding the cached plans' steps that bind it.
+                limit = int(self.ctx.limits.get("max-texture-dimension-2d", 8192))
+                rows = max(rows, min(limit, -(-3 * tex.shape[0] // 2)))
             usage = self.ctx.wgpu.TextureUsage
             texture = self.ctx.create_texture((LINEAR_TEXELS, rows, 1), "rgba32float",
                                               usage.TEXTURE_BINDING | usage.STORAGE_BINDING | usage.COPY_DST,

@@ -34,7 +34,7 @@ from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.layer_build import LayerBuilder
 from wgsentis.backends.gpu.layer_reuse import LayerReuse
-from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, ScratchTextures, UniformArena
+from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, PlanValues, ScratchTextures, UniformArena
 from wgsentis.backends.gpu.placement import Placer, input_bound, value_bound
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, ORDERS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
@@ -50,7 +50,7 @@ from wgsentis.backends.gpu.timestamps import QuerySets
 from wgsentis.backends.host_memory import release_freed_memory
 from wgsentis.budget import check_device_bytes
 from wgsentis.errors import DeviceError, WgSentisError
-from wgsentis.ir import Graph, Layer
+from wgsentis.ir import Graph, Layer, constant_array_ids
 from wgsentis.ops.kernel_options import DEFAULT_KERNEL_OPTIONS, KernelOptions
 
 
@@ -97,6 +97,8 @@ class GPUProgram(BufferStorage, HostSync):
         self.debug_groups = debug_groups
         self.output_names = [o.name for o in graph.outputs]
         self.constants = ConstantStore(self.ctx)
+        self._model_arrays = constant_array_ids(graph)
+        self._plan_values: PlanValues | None = None  # the recording's host values (host_values_for)
         self.scratch = ScratchTextures(self.ctx)
         self.faults = FaultBuffer(self.ctx)
         self.queries = QuerySets(self.ctx)
@@ -229,6 +231,8 @@ class GPUProgram(BufferStorage, HostSync):
             plan.staging.close()
         if plan.uniforms is not None:
             plan.uniforms.close()
+        if plan.host_values is not None:
+            plan.host_values.close()
         plan.steps = []
 
     # -- memory (what recorders call) ------------------------------------------------------------------
@@ -271,6 +275,20 @@ class GPUProgram(BufferStorage, HostSync):
         if self._uniforms is None:  # a builder used outside a recording (tests of the builder API)
             self._uniforms = UniformArena(self.ctx)
         return self._uniforms
+
+    def host_values_for(self, value: np.ndarray) -> PlanValues | None:
+        """Where a host array a builder uploads is kept: None (the program's constant store, uploaded once and kept
+        until close) for the model's constants and the arrays derived from them, else the recording's plan
+        (memory.PlanValues: a value computed for this signature lives as long as its plan)."""
+        if self._plan_values is None or id(value) in self._model_arrays or self.constants.is_derived(value):
+            return None
+        return self._plan_values
+
+    def host_value_copy(self, alloc: Any, what: str) -> Any:
+        """Another plan's host value (a template binds it) uploaded into the recording's plan."""
+        if self._plan_values is None:  # (a template is stamped only while tracing, into a recording)
+            raise DeviceError(f"{what}: a host value outside a recording")
+        return self._plan_values.copy_of(alloc, what)
 
     def note_scratch(self, nbytes: int) -> None:
         """The current layer asked for ``nbytes`` of scratch textures (counted in the plan's live-set bound)."""
@@ -520,6 +538,7 @@ class GPUProgram(BufferStorage, HostSync):
             self._resize = None
             self._pool = None
             self._uniforms = None
+            self._plan_values = None
             self._allocations = []
 
     def _record_layers(self, feeds: dict[str, Any], trace: bool,
@@ -533,7 +552,8 @@ class GPUProgram(BufferStorage, HostSync):
         self._tick = -1
         self.layer_reuse.start()
         self.scratch_requests = {}
-        plan = Plan(uniforms=self._uniforms)
+        self._plan_values = PlanValues(self.ctx, deferred=trace)
+        plan = Plan(uniforms=self._uniforms, host_values=self._plan_values)
         self._input_copies = None
         env, cacheable = bind_feeds(self, feeds, plan)
         self.flush_input_copies()  # (nothing while tracing: the first replay copies them)
@@ -548,6 +568,9 @@ class GPUProgram(BufferStorage, HostSync):
         if replayable is None:
             return None, None
         self._uniforms.flush()  # (a traced plan's parameter blocks, gathered on the host)
+        self._plan_values.flush()  # (and its host values)
+        self.last_run.transfers.extend(Transfer("upload", name, nbytes, "a host value of the plan")
+                                       for name, nbytes in self._plan_values.uploads)
         end = self._tick + 1  # one past the last tick: when the outputs die
         plan.allocations = self._allocations
         plan.peak_live_bytes = live_peak(plan.allocations, end, self.scratch_requests)
@@ -667,3 +690,4 @@ class GPUProgram(BufferStorage, HostSync):
         ``on_device``, into device memory of their own."""
         return submit_run(self.ctx, self, self.faults, self.last_run, encoder, outputs, extra, plan,
                           on_device=on_device)
+

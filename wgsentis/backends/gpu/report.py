@@ -101,18 +101,20 @@ def program_stats(program: Any) -> dict[str, Any]:
 
 
 def uniform_bytes(program: Any) -> int:
-    """Bytes of the uniform buffers the cached plans hold."""
-    return sum(p.uniforms.total_bytes for p in program.plans.values() if p.uniforms is not None)
+    """Bytes of the uniform buffers and host values (memory.PlanValues) the cached plans hold."""
+    return sum((p.uniforms.total_bytes if p.uniforms is not None else 0)
+               + (p.host_values.nbytes if p.host_values is not None else 0) for p in program.plans.values())
 
 
 def cached_plan_bytes(program: Any) -> int:
-    """Device bytes the cached plans hold: their arenas, uniforms and free staging buffers."""
+    """Device bytes the cached plans hold: their arenas, uniforms, host values and free staging buffers."""
     total = 0
     plans = {id(p): p for p in program.plans.values()}
     plans.update({id(p.base): p.base for p in program.plans.values() if p.base is not None})  # (shared, once)
     for plan in plans.values():
         own = plan.arena_bytes - (plan.base.arena_bytes if plan.base is not None else 0)
         total += own + (plan.uniforms.total_bytes if plan.uniforms is not None else 0)
+        total += plan.host_values.nbytes if plan.host_values is not None else 0
         if plan.staging is not None:
             total += plan.staging.nbytes * len(plan.staging.free)
     return total

@@ -206,6 +206,7 @@ class Plan:
     peak_live_bytes: int = 0  # the largest set of intermediates (and the layer's scratch) alive at once
     staging: Any = None  # its readback's staging buffers, kept between runs (readback.StagingPool)
     uniforms: Any = None  # its dispatches' parameter blocks (memory.UniformArena), written once when recorded
+    host_values: Any = None  # the host arrays its builders uploaded (memory.PlanValues), written once too
     trace: Any = None  # a full trace's layers (resize.TraceRecord), from which later sizes are planned
     base: Plan | None = None  # a re-sized plan: the plan whose steps, arenas and uniforms it shares (resize.py)
 
