@@ -100,6 +100,42 @@ def test_a_prompt_then_one_token_a_step(backend):
         assert resized[-1] >= 3, resized
 
 
+
+@requires_gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_runs_kept_as_the_last_resize_kept_them_until_something_else_changes(backend, monkeypatch):
+    """The layers the last resize from a trace kept are kept run by run at the next (recording.keep_base_run), and
+    a size that changes what they read (here the second chain's input, left as it was before) is decided layer by
+    layer again: every size gives the bits of a program that saw only it."""
+    from wgsentis.backends.gpu.recording import Recording
+
+    kept_runs = []
+    original = Recording.keep_base_run
+    monkeypatch.setattr(Recording, "keep_base_run", lambda self, run: (kept_runs.append(run), original(self, run)))
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 8), dtype=np.float32)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["a1"]), helper.make_node("Relu", ["a1"], ["a2"]),
+             helper.make_node("Mul", ["a2", "two"], ["ya"]),
+             helper.make_node("MatMul", ["b", "w"], ["b1"]), helper.make_node("Sigmoid", ["b1"], ["b2"]),
+             helper.make_node("Add", ["b2", "two"], ["b3"]), helper.make_node("Relu", ["b3"], ["yb"])]
+    model = ws.load_model(make_model(nodes, [("a", F, ["n", 8]), ("b", F, ["m", 8])], [("ya", F, None),
+                                     ("yb", F, None)], {"w": w, "two": np.array(2.0, np.float32)}))
+    sizes = [(3, 3), (4, 3), (5, 3), (6, 3), (7, 4), (8, 4), (9, 5)]
+    with ws.Worker(model, backend) as worker:
+        used = []
+        for n, m in sizes:
+            feeds = {"a": rng.standard_normal((n, 8), dtype=np.float32),
+                     "b": rng.standard_normal((m, 8), dtype=np.float32)}
+            outputs = worker.run(feeds)
+            with ws.Worker(model, backend) as alone:
+                expected = alone.run(feeds)
+            for name in ("ya", "yb"):
+                assert np.array_equal(outputs[name], expected[name]), ((n, m), name)
+            used.append(len(kept_runs))
+        assert worker.stats()["plans_resized"] >= 3
+    assert used[2] > used[1] and used[3] > used[2]  # (5, 3) and (6, 3): the second chain kept as one run
+
+
 def _shape_chain_model():
     """x (1, s): its length through Shape, Gather, Unsqueeze and Concat into a Reshape target, with a Gather over a
     run input (``idx``) between the first shape layers and the rest, which an index past the table stops."""

@@ -21,7 +21,7 @@ from wgsentis.backends.gpu.layer_build import narrow_host_inputs
 from wgsentis.backends.gpu.layer_reuse import arguments_key
 from wgsentis.backends.gpu.placement import host_of, host_read
 from wgsentis.backends.gpu.replay import emit_layer
-from wgsentis.backends.gpu.resize import LayerRecord, Resize, ResizeAbandoned, TraceRecord, keepable
+from wgsentis.backends.gpu.resize import KeptRun, LayerRecord, Resize, ResizeAbandoned, TraceRecord, keepable
 from wgsentis.backends.gpu.steps import Copy, Dispatch, Draw, Placement, Plan
 from wgsentis.backends.gpu.streams import CommandStream
 from wgsentis.backends.gpu.tensors import GTensor, GTexture, NeedsDeviceValues
@@ -104,9 +104,23 @@ class Recording:
         record, resize = self.record, self.resize
         if record is not None:
             record.inputs = {n: env[n] for n in self.feeds if n in env}
+        runs, predicted = None, frozenset()
         if resize is not None:
             resize.compare_inputs(env, self.feeds)
+            prediction = resize.record.prediction
+            if prediction is not None:
+                runs, predicted = prediction.kept_runs(resize.record, resize.base, program.graph, placer,
+                                                       shapes.kinds), prediction.dirty
+        skip_to = 0
         for i, layer in enumerate(program.graph.layers):
+            if i < skip_to:
+                continue
+            if runs is not None and i in runs:
+                if resize.dirty <= predicted:  # (so far: the run's layers read none of what is dirty)
+                    skip_to = runs[i].stop
+                    self.keep_base_run(runs[i])
+                    continue
+                runs = None  # a tensor the prediction did not foresee is dirty: each layer is decided again
             self.layer_index = i
             program.advance_clock()
             rec.layer, rec.layer_index = layer, i
@@ -132,7 +146,8 @@ class Recording:
             if kept is not None:
                 kind, reason, outputs = "host", program.shape_reasons[i], kept
             else:
-                kind, reason, outputs = self.place(rec, layer, args)
+                # (A resize's layer the base trace ran on the host: no template to look for.)
+                kind, reason, outputs = self.place(rec, layer, args, resize is None or base.kind != "host")
             if kept is None and kind != "fallback" and not spec_of(layer.op_type, layer.domain).shape_only:
                 for n in layer.inputs:
                     if n in plan.input_tensors and (kind == "host" or n in host_read(layer, args, env)):
@@ -207,7 +222,7 @@ class Recording:
             self.note_host_read(name)
         self.plan.placements.append(base.placement)
         program.skip_clock(base.tick_end)
-        self.resize.keep(base)
+        self.resize.keep(i, base)
         shapes = program.shape_values
         if shapes.kinds[i]:  # shape arithmetic: the values of the next runs follow from these
             source = self.value(layer.inputs[0]) if shapes.kinds[i] == 1 and layer.inputs else None
@@ -229,21 +244,58 @@ class Recording:
             if k < len(base.outputs):
                 program.drop(base.outputs[k])
 
-    def place(self, rec: Any, layer: Layer, args: list[Any]) -> tuple[str, str, Any]:
+    def keep_base_run(self, run: KeptRun) -> None:
+        """A resize's run of clean layers (``resize.KeptRun``) kept at once: what ``keep_base_layer`` does for each,
+        with cancellation and timeouts checked before the run's first layer."""
+        program, resize, env = self.program, self.resize, self.env
+        self.layer_index = run.stop - 1
+        if program.control is not None:
+            program.control.check(program.graph.layers[run.start])
+        self.plan.steps.extend(run.steps)
+        self.rec.index_checks.extend(run.checks)
+        for name in run.host_reads:
+            self.note_host_read(name)
+        self.plan.placements.extend(run.placements)
+        resize.kept_layers += run.gpu
+        resize.kept_records.extend(run.records)
+        resize.kept_indices.extend(range(run.start, run.stop))
+        env.update(run.outputs)
+        adopt = program.shape_values.adopt
+        for i, layer, outputs, source in run.adopts:
+            adopt(i, layer, outputs, getattr(self.value(source), "shape", ()) if source is not None else ())
+        counted = resize.counted_value
+        for tick, adds, dying, unread in run.events:  # (at each layer's last tick: when its frees happen)
+            program.skip_clock(tick)
+            for value in adds:
+                alloc = counted(value)
+                if alloc is not None:
+                    alloc.refs += 1
+            for name in dying:
+                if name in env:
+                    program.drop(env[name])
+            for value in unread:
+                program.drop(value)
+        program.skip_clock(run.end_tick)
+
+    def place(self, rec: Any, layer: Layer, args: list[Any], templates: bool = True) -> tuple[str, str, Any]:
         """Where a layer runs, why, and (on the GPU) the outputs its builder recorded into ``rec``
-        (``LayerBuilder.place``)."""
+        (``LayerBuilder.place``); ``templates``: look for a template of the layer first (while tracing)."""
         start = len(rec.steps)
         program = self.program
         reuse = program.layer_reuse if self.stream is None and rec.layer is layer else None
+        key = None
         if reuse is not None:
-            # A layer whose arguments are those of an earlier trace: its template stands for its builder.
-            key = arguments_key(args, reuse.constants)
-            stamped = reuse.stamp(program, rec, self.layer_index, key, args)
-            if stamped is not None:
-                return "gpu", "", stamped
             given, clock = list(args), program.clock
+            if templates:
+                # A layer whose arguments are those of an earlier trace: its template stands for its builder.
+                key = arguments_key(args, reuse.constants)
+                stamped = reuse.stamp(program, rec, self.layer_index, key, args)
+                if stamped is not None:
+                    return "gpu", "", stamped
         kind, reason, outputs = program.layer_builder.place(rec, layer, args, self.value)
         if reuse is not None and kind == "gpu":
+            if not templates:
+                key = arguments_key(given, reuse.constants)
             stepped = program.clock != clock  # a builder that stepped the clock: its frees are not replayed
             reuse.remember(self.layer_index, None if stepped else key, given, rec, rec.steps[start:], outputs)
         if kind == "fallback":

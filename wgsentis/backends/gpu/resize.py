@@ -26,6 +26,12 @@ another path at the new size, a fallback, a control-flow layer) abandons the res
 and that trace becomes the structure's base. So does the next size's after a resize that kept under a quarter of
 the GPU layers (a prompt's trace is a poor base for one token a step: nearly every shape differs from it).
 
+A decoder's next token changes what the last one changed: each successful resize leaves its trace a ``Prediction``
+(the layers it kept, the tensors it found dirty), and the next resize from that trace keeps those layers a run of
+consecutive layers at a time (``KeptRun``: their steps, placements and the reference counts that can matter,
+gathered once), for as long as every tensor it has found dirty so far is one the prediction foresaw; from the first
+that is not, it decides each layer as above.
+
 Memory: a re-sized plan holds its delta arenas and parameter blocks, and shares the base plan's arenas (kept alive
 by the re-sized plans that use them, so a structure keeps one full set plus, per cached size, what changed).
 """
@@ -86,6 +92,8 @@ class TraceRecord:
     # draw rendering into inherited textures beside others).
     bundled: set[int] = field(default_factory=set)
     base_textures: set[int] = field(default_factory=set)
+    # What the last resize from this trace kept (``Prediction``): the next one keeps those layers run by run.
+    prediction: Prediction | None = None
 
     def finished(self, end: int, scratch: dict[int, int]) -> TraceRecord:
         """The record of a trace that ended at ``end`` with these scratch requests."""
@@ -143,6 +151,7 @@ class Resize:
         self.delta: list[Allocation] = []  # allocations of the plan's own (laid out in its delta arenas)
         self.kept_layers = 0
         self.kept_records: list[LayerRecord] = []  # the kept layers that had allocations of their own
+        self.kept_indices: list[int] = []
         if self.record.slots is None:
             self.record.index_base(base)
         self.base_allocations = self.record.base_allocations
@@ -175,8 +184,9 @@ class Resize:
             if not same_value(env.get(name), self.record.inputs.get(name), self.inherited):
                 self.dirty.add(name)
 
-    def keep(self, record: LayerRecord) -> None:
-        """A layer kept from the base trace as it was."""
+    def keep(self, index: int, record: LayerRecord) -> None:
+        """Layer ``index`` kept from the base trace as it was."""
+        self.kept_indices.append(index)
         self.kept_layers += record.kind == "gpu"
         if record.allocations[0] != record.allocations[1]:
             self.kept_records.append(record)
@@ -253,6 +263,7 @@ def finish_resize(program: Any, plan: Plan, resize: Resize, steps: list[Any], en
     if end != resize.record.end:
         raise ResizeAbandoned(f"the trace ended at tick {end}, not {resize.record.end}")
     resize.check(program, steps)
+    predict(resize.record, resize)
     own = Plan(steps=steps, allocations=resize.delta)
     program.layout_memory(own, end)
     base = resize.base
@@ -263,6 +274,113 @@ def finish_resize(program: Any, plan: Plan, resize: Resize, steps: list[Any], en
         check_device_bytes(program.control, f"the plan of graph '{program.graph.name}' re-sized",
                            plan.arena_bytes, program.ctx.held.nbytes,
                            "its intermediates (its base plan's included; device tensors held by the caller count)")
+
+
+@dataclass(slots=True)
+class KeptRun:
+    """Consecutive layers ``[start, stop)`` a resize keeps, with what keeping each of them one by one
+    (``Recording.keep_base_layer``) would add, gathered: their steps, fault slots, host reads, placements, GPU layer
+    count, records with allocations, shape layers to adopt ((index, layer, outputs, the Shape/Size input's name)),
+    outputs by name, and the reference counting that can matter, per layer at its last tick: ``events`` of (tick,
+    outputs that may hold a rebuilt layer's allocation, names dying there that may, unread outputs that may).
+    Everything else a kept layer holds is the base plan's, whose lifetimes its layout already has."""
+
+    start: int
+    stop: int
+    end_tick: int
+    steps: list[Any]
+    checks: list[Any]
+    host_reads: list[str]
+    placements: list[Placement]
+    gpu: int
+    records: list[LayerRecord]
+    adopts: list[tuple[int, Any, tuple[Any, ...], str | None]]
+    outputs: dict[str, Any]
+    events: list[tuple[int, list[Any], list[str], list[Any]]]
+
+
+@dataclass
+class Prediction:
+    """The layers the last resize from a trace kept and the tensors it found dirty. A decoder's next token changes
+    what the last one changed, so the next resize keeps the same layers: run by run (``KeptRun``, built once per
+    prediction), without deciding each, as long as every tensor it has found dirty so far is one of ``dirty``
+    (the kept layers read none of those). Once one is not, it decides each layer as a resize without a
+    prediction does."""
+
+    kept: frozenset[int]
+    dirty: frozenset[str]
+    runs: dict[int, KeptRun] | None = None  # by first layer
+
+    def kept_runs(self, record: TraceRecord, base: Plan, graph: Graph, placer: Any,
+                  shape_kinds: list[int]) -> dict[int, KeptRun]:
+        """The runs of kept layers of a resize from ``record`` (the trace of ``base``), built on first use."""
+        if self.runs is None:
+            self.runs = _kept_runs(self.kept, record, base, graph, placer, shape_kinds)
+        return self.runs
+
+
+def predict(record: TraceRecord, resize: Resize) -> None:
+    """Keep what ``resize`` (planned from ``record``, laid out and checked) kept, for the next resize from it."""
+    kept, dirty = frozenset(resize.kept_indices), frozenset(resize.dirty)
+    old = record.prediction
+    if old is not None and old.kept == kept:
+        # (Layers kept both times read neither run's dirty tensors: either run's runs stand for both.)
+        if not dirty <= old.dirty:
+            old.dirty = old.dirty | dirty
+        return
+    record.prediction = Prediction(kept, dirty)
+
+
+def _kept_runs(kept: frozenset[int], record: TraceRecord, base: Plan, graph: Graph, placer: Any,
+               shape_kinds: list[int]) -> dict[int, KeptRun]:
+    layers = record.layers
+    # A kept layer's own allocations are never stood in by a rebuilt layer's (those inherit only allocations
+    # born at their own ticks): values in them count no references in a resize. The others may.
+    own: set[int] = set()
+    for i in kept:
+        start, stop = layers[i].allocations
+        own.update(id(a) for a in base.allocations[start:stop])
+
+    def may_count(value: Any) -> bool:
+        return isinstance(value, GTensor) and value.alloc is not None and not value.alloc.persistent \
+            and id(value.alloc) not in own
+
+    quiet = {name for i in kept for name, value in zip(graph.layers[i].outputs, layers[i].outputs, strict=False)
+             if name and not may_count(value)}
+    runs: dict[int, KeptRun] = {}
+    order = sorted(kept)
+    k = 0
+    while k < len(order):
+        start = stop = order[k]
+        while k < len(order) and order[k] == stop:
+            k += 1
+            stop += 1
+        run = KeptRun(start, stop, layers[stop - 1].tick_end, [], [], [], [], 0, [], [], {}, [])
+        for i in range(start, stop):
+            layer, rec = graph.layers[i], layers[i]
+            run.steps.extend(rec.steps)
+            run.checks.extend(rec.checks)
+            run.host_reads.extend(rec.host_reads)
+            run.placements.append(rec.placement)
+            run.gpu += rec.kind == "gpu"
+            if rec.allocations[0] != rec.allocations[1]:
+                run.records.append(rec)
+            if shape_kinds[i]:
+                source = layer.inputs[0] if shape_kinds[i] == 1 and layer.inputs else None
+                run.adopts.append((i, layer, rec.outputs, source))
+            adds = []
+            for name, value in zip(layer.outputs, rec.outputs, strict=False):
+                if name:
+                    run.outputs[name] = value
+                    if may_count(value):
+                        adds.append(value)
+            dying = [n for n in placer.dies_after[i] if n not in quiet]
+            unread = [rec.outputs[j] for j in placer.unread_outputs[i]
+                      if j < len(rec.outputs) and may_count(rec.outputs[j])]
+            if adds or dying or unread:
+                run.events.append((rec.tick_end, adds, dying, unread))
+        runs[start] = run
+    return runs
 
 
 def keepable(kind: str, layer: Any, outputs: Any) -> bool:
