@@ -545,14 +545,12 @@ class PixelProgram(GPUProgram):
         t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
         t.layout = layout
         nbytes = self.write(t, self.prepare_upload(value, f"constant '{name}'"))
-        textures[key] = (value, t)
         if values is None:
+            self._constant_textures[key] = (value, t)
             self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
             self.constant_texture_ids.add(id(alloc.texture))
         else:
-            values.uploads.append((name or "host value", nbytes))
-            values.textures.append(alloc.texture.texture)
-            values.nbytes += nbytes
+            values.keep_texture(key, value, t, alloc.texture.texture, nbytes, name)
         return t
 
     # -- the storage hooks of GPUProgram ---------------------------------------------------------------------

@@ -135,9 +135,9 @@ class LayerReuse:
     all a builder reads of its layer) given the same arguments: the blocks of a transformer repeat one another, so
     at a new size the attention of its first block is built and those of the others are stamped from it."""
 
-    def __init__(self, constants: dict[str, Any], value_info: dict[str, Any] | None = None) -> None:
-        # The graph's constants live as long as the program: their ids stay theirs.
-        self.constants = frozenset(id(v) for v in constants.values() if isinstance(v, np.ndarray))
+    def __init__(self, constants: frozenset[int], value_info: dict[str, Any] | None = None) -> None:
+        # The ids of the graph's constant arrays (ir.constant_array_ids): they live as long as the program.
+        self.constants = constants
         self.value_info = value_info or {}
         self.templates: dict[int, LayerTemplate] = {}
         self.shared: dict[tuple, tuple[LayerTemplate, str]] = {}  # this recording's, by (layer_key, key)

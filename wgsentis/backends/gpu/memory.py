@@ -281,7 +281,7 @@ class PlanValues:
         self.ctx = ctx
         self.deferred = deferred
         self.buffers: list[Any] = []
-        # gpu-pixel's: one texture per value and layout (its ``constant_texture`` fills both)
+        # gpu-pixel's: one texture per value and layout (``keep_texture``)
         self.textures: list[Any] = []
         self.texture_tensors: dict[tuple, tuple[np.ndarray, GTensor]] = {}
         self.uploads: list[tuple[str, int]] = []
@@ -324,6 +324,14 @@ class PlanValues:
             hit = self._copies[id(alloc)] = (alloc, self._buffer(alloc.words, label))
             self.uploads.append((label, alloc.words.nbytes))
         return hit[1]
+
+    def keep_texture(self, key: tuple, value: np.ndarray, t: GTensor, texture: Any, nbytes: int, name: str) -> None:
+        """gpu-pixel's ``constant_texture`` of ``value`` (``key``: its id and blocked axis): the texture tensor
+        ``t`` in ``texture``, ``nbytes`` written, held by the plan."""
+        self.texture_tensors[key] = (value, t)
+        self.textures.append(texture)
+        self.uploads.append((name or "host value", nbytes))
+        self.nbytes += nbytes
 
     def flush(self) -> None:
         """Write the packed values into one buffer and point their allocations at it."""

@@ -137,7 +137,7 @@ class GPUProgram(BufferStorage, HostSync):
         self.plans_recorded = 0
         self.plans_recorded_for_new_sizes = 0
         # GPU layers a trace records from an earlier trace's template instead of running their builders.
-        self.layer_reuse = LayerReuse(graph.constants, graph.value_info)
+        self.layer_reuse = LayerReuse(self._model_arrays, graph.value_info)
         self._arena_order: str | None = None  # the order of planner.ORDERS that laid out this program's first plan
         self._structures: set[tuple] = set()
         # Per structure, the plan of its last full trace, from which later sizes are planned (resize.py).
@@ -690,4 +690,3 @@ class GPUProgram(BufferStorage, HostSync):
         ``on_device``, into device memory of their own."""
         return submit_run(self.ctx, self, self.faults, self.last_run, encoder, outputs, extra, plan,
                           on_device=on_device)
-

@@ -285,13 +285,13 @@ class Recording:
         reuse = program.layer_reuse if self.stream is None and rec.layer is layer else None
         key = None
         if reuse is not None:
-            given, clock = list(args), program.clock
             if templates:
                 # A layer whose arguments are those of an earlier trace: its template stands for its builder.
                 key = arguments_key(args, reuse.constants)
                 stamped = reuse.stamp(program, rec, self.layer_index, key, args)
                 if stamped is not None:
                     return "gpu", "", stamped
+            given, clock = list(args), program.clock
         kind, reason, outputs = program.layer_builder.place(rec, layer, args, self.value)
         if reuse is not None and kind == "gpu":
             if not templates:

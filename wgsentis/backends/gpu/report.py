@@ -100,10 +100,15 @@ def program_stats(program: Any) -> dict[str, Any]:
 
 
 
+def _written_bytes(plan: Any) -> int:
+    """Bytes of a plan's uniform buffers and host values (memory.PlanValues): what its recording wrote once."""
+    return ((plan.uniforms.total_bytes if plan.uniforms is not None else 0)
+            + (plan.host_values.nbytes if plan.host_values is not None else 0))
+
+
 def uniform_bytes(program: Any) -> int:
-    """Bytes of the uniform buffers and host values (memory.PlanValues) the cached plans hold."""
-    return sum((p.uniforms.total_bytes if p.uniforms is not None else 0)
-               + (p.host_values.nbytes if p.host_values is not None else 0) for p in program.plans.values())
+    """Bytes of the uniform buffers and host values the cached plans hold."""
+    return sum(_written_bytes(p) for p in program.plans.values())
 
 
 def cached_plan_bytes(program: Any) -> int:
@@ -113,8 +118,7 @@ def cached_plan_bytes(program: Any) -> int:
     plans.update({id(p.base): p.base for p in program.plans.values() if p.base is not None})  # (shared, once)
     for plan in plans.values():
         own = plan.arena_bytes - (plan.base.arena_bytes if plan.base is not None else 0)
-        total += own + (plan.uniforms.total_bytes if plan.uniforms is not None else 0)
-        total += plan.host_values.nbytes if plan.host_values is not None else 0
+        total += own + _written_bytes(plan)
         if plan.staging is not None:
             total += plan.staging.nbytes * len(plan.staging.free)
     return total
