@@ -144,7 +144,7 @@ def run_sweep(sweep: Sweep, backend: str, model: ws.Model, input_name: str,
               references: dict[tuple[int, ...], dict[str, np.ndarray]], runs: int, threads: int,
               report: Any = print) -> SweepResult:
     """The sweep on one backend, a fresh worker; ``report`` gets one line per size as it is measured."""
-    worker = ws.Worker(model, backend, threads=threads)
+    worker = ws.Worker(model, backend, threads=threads, prepare_ahead=False)  # (every new size measured as one)
     try:
         cold_ms, _ = _timed_run(worker, _feeds(input_name, sweep.seen))
         result = SweepResult(sweep.model, backend, cold_ms, worker.stats()["pipelines_created"])

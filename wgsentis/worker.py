@@ -65,6 +65,10 @@ class Worker:
     the device, raising ResourceLimitError. "default" is half the physical memory; None lifts the limit.
     ``max_plans`` (GPU backends): recorded plans kept, one per input signature (shapes, dtypes and the
     values of inputs read on the host), the least recently used dropped first with its device memory.
+    ``prepare_ahead`` (GPU backends): where the last four runs grew their inputs by the same steps (a decoder's
+    cache, one row a token), trace the next size's plan right after submitting a run, while the device runs it,
+    so that the next run replays (``stats()``: ``plans_prepared_ahead``, ``prepared_plans_replayed``; a run's
+    ``ahead_ms``). A miss costs that trace's host time and the plan's memory until it is evicted; False: none.
     ``fast_winograd`` (GPU backends): let 3x3 convolutions take Winograd F(4x4, 3x3), up to 1.75x faster on wide
     layers but with 4-7x the rounding error of a direct float32 sum; the default, False, takes F(2x2, 3x3) at
     most, whose error is within a direct sum's (quantized models re-quantize every layer and amplify errors).
@@ -90,7 +94,8 @@ class Worker:
                  precision: str = "float32", memory_limit: int | str | None = "default",
                  max_plans: int = 16, fast_winograd: bool = False,
                  kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS,
-                 max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS, adapter: int | None = None) -> None:
+                 max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS, adapter: int | None = None,
+                 prepare_ahead: bool = True) -> None:
         if not isinstance(model, Model):
             raise InputError(f"Worker(model, ...): expected a wgsentis Model, got {type(model).__name__}")
         self.backend = backend_of(backend)
@@ -104,6 +109,8 @@ class Worker:
             raise InputError(f"Worker(spin_wait={spin_wait!r}): spin_wait must be True or False")
         if not isinstance(fast_winograd, bool):
             raise InputError(f"Worker(fast_winograd={fast_winograd!r}): fast_winograd must be True or False")
+        if not isinstance(prepare_ahead, bool):
+            raise InputError(f"Worker(prepare_ahead={prepare_ahead!r}): prepare_ahead must be True or False")
         if not isinstance(kernels, KernelOptions):
             raise InputError(f"Worker(kernels={kernels!r}): kernels must be a wgsentis KernelOptions")
         if adapter is not None and (isinstance(adapter, bool) or not isinstance(adapter, int) or adapter < 0):
@@ -118,7 +125,7 @@ class Worker:
         self.debug_groups = debug_groups
         self._options = ProgramOptions(threads=self.threads, spin_wait=spin_wait, debug_groups=debug_groups,
                                        precision=precision, max_plans=max_plans, fast_winograd=fast_winograd,
-                                       kernels=kernels, adapter=adapter)
+                                       kernels=kernels, adapter=adapter, prepare_ahead=prepare_ahead)
         self._graph = model.graph
         self._program = self._compile(self._graph)
         self._variants: dict[frozenset[str], Any] = {}  # fed overridable initializers -> program (_program_for)

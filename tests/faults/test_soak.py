@@ -30,7 +30,9 @@ def test_memory_and_gpu_objects_stay_flat_over_runs_of_varying_shapes(tmp_path, 
     assert all(s["rss"] > 0 for s in samples)
     if backend != "cpu":
         counts = samples[-1]["gpu"]
-        assert counts["plans"] == len(shapes.split(",")), counts  # one recorded plan per shape, replayed since
+        # One recorded plan per shape, replayed since, and at most one prepared ahead (backends/gpu/lookahead.py: the
+        # batches 1, 2, 3, 4 predict a 5 that never comes; it stays the one prepared, nothing is traced again).
+        assert len(shapes.split(",")) <= counts["plans"] <= len(shapes.split(",")) + 1, counts
         assert counts.get("wgpu Buffer", 0) > 0, counts  # wgpu's own counts were read
 
 
@@ -60,7 +62,8 @@ def test_plans_are_a_bounded_lru_so_ever_new_shapes_do_not_grow_device_memory():
     from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS as MAX_PLANS
 
     model = soak.convnet()
-    with ws.Worker(model, "gpu-compute") as worker, ws.Worker(model, "cpu") as oracle:
+    # (Batches 1, 2, 3... in step would have the next prepared ahead, beside the LRU: see test_lookahead.py.)
+    with ws.Worker(model, "gpu-compute", prepare_ahead=False) as worker, ws.Worker(model, "cpu") as oracle:
         program = worker.program
         for batch in range(1, MAX_PLANS + 5):
             x = np.random.default_rng(batch).random((batch, 3, 8, 8), dtype=np.float32)

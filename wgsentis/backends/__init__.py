@@ -44,7 +44,9 @@ class ProgramOptions:
     (a debug group per layer, for captures), ``precision`` of constant matmul operands, ``max_plans`` (GPU:
     recorded plans kept, one per input signature), ``fast_winograd`` (GPU: 3x3 convolutions may take
     Winograd F(4x4, 3x3)), ``kernels`` (the kernel forms the program may take, ``KernelOptions``), ``adapter``
-    (GPU: the index in ``wgsentis.adapters()`` of the device to run on; None: the process-wide default)."""
+    (GPU: the index in ``wgsentis.adapters()`` of the device to run on; None: the process-wide default),
+    ``prepare_ahead`` (GPU: trace the next size of steadily growing inputs while the device runs the current one,
+    backends/gpu/lookahead.py)."""
 
     threads: int = 1
     spin_wait: bool = True
@@ -54,6 +56,7 @@ class ProgramOptions:
     fast_winograd: bool = False
     kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS
     adapter: int | None = None
+    prepare_ahead: bool = True
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ def _gpu_compute(graph: Any, options: ProgramOptions) -> Program:
 
     return ComputeProgram(graph, options.threads, debug_groups=options.debug_groups, precision=options.precision,
                           ctx=context_for(options.adapter), max_plans=options.max_plans,
-                          fast_winograd=options.fast_winograd, kernels=options.kernels)
+                          fast_winograd=options.fast_winograd, kernels=options.kernels,
+                          prepare_ahead=options.prepare_ahead)
 
 
 def _gpu_pixel(graph: Any, options: ProgramOptions) -> Program:
@@ -117,7 +121,8 @@ def _gpu_pixel(graph: Any, options: ProgramOptions) -> Program:
     from wgsentis.backends.gpu_pixel import PixelProgram
 
     return PixelProgram(graph, options.threads, debug_groups=options.debug_groups, ctx=context_for(options.adapter),
-                        max_plans=options.max_plans, fast_winograd=options.fast_winograd, kernels=options.kernels)
+                        max_plans=options.max_plans, fast_winograd=options.fast_winograd, kernels=options.kernels,
+                        prepare_ahead=options.prepare_ahead)
 
 
 register_backend(BackendSpec("cpu", _cpu))

@@ -188,20 +188,25 @@ def live_peak(allocs: list[Allocation], end: int, scratch: dict[int, int]) -> in
 
 
 class PlanCache:
-    """Plans by input signature, at most ``capacity``, the least recently used evicted first. Each plan holds its
-    own arenas, so a model run at ever new shapes would otherwise grow without bound."""
+    """Plans by input signature, at most ``capacity``, the least recently used evicted first, and at most one more
+    prepared ahead of its run (``put_ahead``). Each plan holds its own arenas, so a model run at ever new shapes
+    would otherwise grow without bound."""
 
     def __init__(self, capacity: int = DEFAULT_MAX_PLANS) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InputError(f"max_plans={capacity!r}: the number of cached plans must be a positive integer")
         self.capacity = capacity
         self.plans: OrderedDict[tuple, Any] = OrderedDict()
+        self.ahead: tuple[tuple, Any] | None = None  # (signature, plan) prepared ahead of its first run, unused yet
         self.evicted = 0
 
     def get(self, signature: tuple) -> Any:
         plan = self.plans.get(signature)
         if plan is not None:
             self.plans.move_to_end(signature)  # most recently used last; the first is evicted first
+        elif self.ahead is not None and self.ahead[0] == signature:
+            plan, self.ahead = self.ahead[1], None
+            self.put(signature, plan)  # in use now: it takes its place among the others
         return plan
 
     def put(self, signature: tuple, plan: Any) -> None:
@@ -212,18 +217,30 @@ class PlanCache:
             self.plans.popitem(last=False)
             self.evicted += 1
 
+    def put_ahead(self, signature: tuple, plan: Any) -> None:
+        """Keep ``plan``, traced ahead of any run of its signature (lookahead.py), beside the others: it evicts none
+        of them until a run takes it, and replaces the plan prepared before it, if any."""
+        self.ahead = (signature, plan)
+
     def discard(self, signature: tuple) -> None:
         self.plans.pop(signature, None)
+        if self.ahead is not None and self.ahead[0] == signature:
+            self.ahead = None
 
     def __len__(self) -> int:
-        return len(self.plans)
+        return len(self.plans) + (self.ahead is not None)
+
+    def __contains__(self, signature: tuple) -> bool:
+        # (not a use: the order stays)
+        return signature in self.plans or (self.ahead is not None and self.ahead[0] == signature)
 
     def __iter__(self) -> Any:
-        """The signatures, least recently used first."""
-        return iter(self.plans)
+        """The signatures, least recently used first (then the one prepared ahead)."""
+        return iter([*self.plans, *([self.ahead[0]] if self.ahead is not None else [])])
 
     def values(self) -> list[Any]:
-        return list(self.plans.values())
+        return [*self.plans.values(), *([self.ahead[1]] if self.ahead is not None else [])]
 
     def clear(self) -> None:
         self.plans.clear()
+        self.ahead = None

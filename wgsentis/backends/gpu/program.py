@@ -34,12 +34,14 @@ from wgsentis.backends.gpu.fallback import HostSync
 from wgsentis.backends.gpu.faults import FaultBuffer
 from wgsentis.backends.gpu.layer_build import LayerBuilder
 from wgsentis.backends.gpu.layer_reuse import LayerReuse
+from wgsentis.backends.gpu.lookahead import SizeLookahead
 from wgsentis.backends.gpu.memory import BufferPool, ConstantStore, PlanValues, ScratchTextures, UniformArena
 from wgsentis.backends.gpu.placement import Placer, input_bound, value_bound
 from wgsentis.backends.gpu.planner import DEFAULT_MAX_PLANS, ORDERS, PlanCache, live_peak, plan_arenas
 from wgsentis.backends.gpu.readback import PendingReadback, StagingPool
 from wgsentis.backends.gpu.recording import Recording, bind_feeds, bind_steps, rebind_textures
-from wgsentis.backends.gpu.replay import emit_steps, layer_groups, replay_stamps, store_layer_times, submit_run
+from wgsentis.backends.gpu.replay import (emit_steps, replay_layer_by_layer, replay_stamps, store_layer_times,
+                                         submit_run)
 from wgsentis.backends.gpu.report import RunReport, program_stats
 from wgsentis.backends.gpu.resize import Resize, ResizeAbandoned, finish_resize
 from wgsentis.backends.gpu.steps import Plan, PlanInvalid, Transfer
@@ -75,7 +77,7 @@ class GPUProgram(BufferStorage, HostSync):
     def __init__(self, graph: Graph, threads: int = 1, debug_groups: bool = False,
                  precision: str = "float32", ctx: GPUContext | None = None, max_plans: int = DEFAULT_MAX_PLANS,
                  native_calls: bool = True, fast_winograd: bool = False,
-                 kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS) -> None:
+                 kernels: KernelOptions = DEFAULT_KERNEL_OPTIONS, prepare_ahead: bool = True) -> None:
         self.ctx = ctx or get_context()  # another context: e.g. a device with other limits
         if precision not in PRECISIONS:
             raise DeviceError(f"precision '{precision}' is not one of {list(PRECISIONS)}")
@@ -105,7 +107,7 @@ class GPUProgram(BufferStorage, HostSync):
         self.plans = PlanCache(max_plans)
         self.placer = Placer(graph, self.backend, lambda: self.control, kernels)
         self.layer_builder = LayerBuilder(self.placer, graph, self.free_temporaries, self.tiles_past_binding)
-        self._recording: Recording | None = None  # the last recording (what control-flow builders call into)
+        self._recording: Recording | None = None  # the recording in progress (what control-flow builders call into)
         self._subgraph_deaths = SubgraphDeaths()
         self.last_plan: Plan | None = None
         self.last_run = RunReport()
@@ -127,15 +129,11 @@ class GPUProgram(BufferStorage, HostSync):
         self.tracing = False  # a plan is being traced: allocations are virtual, nothing runs on the device
         self._on_device = False  # the run in progress keeps its outputs on the device
         self._input_copies: Any = None  # the encoder of the run's device-to-device input copies, until submitted
-        # Plans recorded in all, and those for a signature whose structure (input names, ranks, dtypes) an earlier
-        # plan already had: a size-only change, which is traced again today (stats: plans_recorded,
-        # plans_recorded_for_new_sizes).
-        # The graph's shape arithmetic kept from one recording to the next (backends.cpu.ShapeValues), with the
-        # placement reason of each such layer.
+        # The graph's shape arithmetic kept from one recording to the next (ShapeValues), with each one's placement.
         self.shape_values = ShapeValues(graph)
         self.shape_reasons: dict[int, str] = {}
-        self.plans_recorded = 0
-        self.plans_recorded_for_new_sizes = 0
+        # Plans recorded, and those of a structure (input names, ranks, dtypes) seen before: a size-only change.
+        self.plans_recorded = self.plans_recorded_for_new_sizes = 0
         # GPU layers a trace records from an earlier trace's template instead of running their builders.
         self.layer_reuse = LayerReuse(self._model_arrays, graph.value_info)
         self._arena_order: str | None = None  # the order of planner.ORDERS that laid out this program's first plan
@@ -145,6 +143,8 @@ class GPUProgram(BufferStorage, HostSync):
         self._resize: Resize | None = None  # the resize in progress
         self.plans_resized = 0
         self.gpu_layers_kept = 0
+        # The next size of inputs growing by a steady step, traced while the GPU runs the current size.
+        self.lookahead = SizeLookahead(prepare_ahead)
         self._closed = False
 
     # -- for subclasses --------------------------------------------------------------------------------
@@ -167,6 +167,7 @@ class GPUProgram(BufferStorage, HostSync):
             raise DeviceError(f"set_timestamps({mode!r}): choose True, False or 'whole'")
         self._timestamps = mode
         self._pass_per_layer = pass_per_layer
+        self.lookahead.paused = bool(mode)  # (a profiled run's host time is its own)
 
     def plan_summary(self) -> dict[str, Any]:
         """The last recorded plan: where each layer runs and why, and the order of its GPU work and fallbacks
@@ -396,8 +397,11 @@ class GPUProgram(BufferStorage, HostSync):
         self.last_run = RunReport()
         signature = tuple((n, v.shape, v.dtype.str) if isinstance(v, np.ndarray | DeviceValue)
                           else (n, type(v).__name__) for n, v in sorted(feeds.items()))
+        structure = tuple((entry[0], len(entry[1]), entry[2]) if len(entry) == 3 else entry for entry in signature)
+        ahead = self.lookahead.observe(structure, signature)  # the next run's signature, where it can be told
         plan = self.plans.get(signature)
         if plan is not None and any(not np.array_equal(feeds[n], v) for n, v in plan.host_read_inputs.items()):
+            self.lookahead.rejected(structure, plan)
             plan = None  # it baked in other values of inputs read on the host (e.g. a shape input)
         if plan is not None:
             held = self.ctx.held.nbytes
@@ -406,16 +410,40 @@ class GPUProgram(BufferStorage, HostSync):
                 check_device_bytes(self.control, f"the recorded plan of graph '{self.graph.name}'", plan.arena_bytes,
                                    held, "its intermediates (device tensors held by the caller count as live)")
             try:
-                return self._replay(plan, feeds)
+                readback = self._replay(plan, feeds)
             except PlanInvalid:
                 self.plans.discard(signature)
                 self.last_run = RunReport()
-        structure = tuple((entry[0], len(entry[1]), entry[2]) if len(entry) == 3 else entry for entry in signature)
+            else:
+                self.lookahead.replayed(plan, self.last_run)
+                self.lookahead.prepare(self, ahead, structure, feeds, plan)  # while the GPU runs this one
+                return readback
+        started = time.perf_counter()
+        plan = self.trace_signature(structure, feeds)
+        if plan is not None:
+            # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
+            self.plans.put(signature, plan)
+            traced = time.perf_counter() - started
+            readback = self._replay(plan, feeds)
+            self.last_run.recorded = True
+            self.last_run.encode += traced
+            self.lookahead.prepare(self, ahead, structure, feeds, plan)
+            return readback
+        # A fallback layer needs values computed on the device: the run is recorded while it runs.
+        self.last_run = RunReport()
+        plan, readback = self._record(feeds)
+        if plan is not None:
+            self.plans.put(signature, plan)
+        return readback
+
+    def trace_signature(self, structure: tuple, feeds: dict[str, Any]) -> Plan | None:
+        """The plan of ``feeds``' signature traced (nothing run on the device): from the base trace of its
+        ``structure`` where one exists (resize.py), else in full, which becomes the structure's base. None where
+        a fallback layer needs values only a run gives."""
         self.plans_recorded += 1
         if structure in self._structures:
             self.plans_recorded_for_new_sizes += 1
         self._structures.add(structure)
-        started = time.perf_counter()
         plan = None
         base = self._bases.get(structure)
         if base is not None:
@@ -435,20 +463,7 @@ class GPUProgram(BufferStorage, HostSync):
                 self._bases[structure] = plan
                 while len(self._bases) > MAX_BASES:  # the least recently traced structure's goes
                     self._bases.pop(next(iter(self._bases)))
-        if plan is not None:
-            # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
-            self.plans.put(signature, plan)
-            traced = time.perf_counter() - started
-            readback = self._replay(plan, feeds)
-            self.last_run.recorded = True
-            self.last_run.encode += traced
-            return readback
-        # A fallback layer needs values computed on the device: the run is recorded while it runs.
-        self.last_run = RunReport()
-        plan, readback = self._record(feeds)
-        if plan is not None:
-            self.plans.put(signature, plan)
-        return readback
+        return plan
 
     def upload_input(self, name: str, value: np.ndarray, target: GTensor | None, layer: str = "") -> GTensor:
         """Upload ``value`` (an input of the run, or the output of fallback ``layer``) into ``target``, or into a
@@ -536,6 +551,7 @@ class GPUProgram(BufferStorage, HostSync):
             self.tracing = False
             self.gpu_layers_kept = resize.kept_layers if resize is not None else 0
             self._resize = None
+            self._recording = None  # (it holds the run's feeds: a device tensor fed in is the caller's to drop)
             self._pool = None
             self._uniforms = None
             self._plan_values = None
@@ -668,19 +684,7 @@ class GPUProgram(BufferStorage, HostSync):
             self.upload_input(name, feeds[name], t)
         self.flush_input_copies()
         self.faults.start(plan.index_checks)
-        self.ctx.wait_idle("the inputs' upload")
-        times: dict[int, float] = {}
-        for layer_index, steps in layer_groups(plan.steps):  # a layer's steps, or one fallback (-1)
-            if layer_index < 0:
-                self._replay_fallback(steps[0], self.ctx.device.create_command_encoder(label="layer by layer"))
-                continue
-            start = time.perf_counter()
-            stream = self.make_stream(True)
-            for step in steps:
-                stream.step(step)
-            self.ctx.queue.submit([stream.take().finish()])
-            self.ctx.wait_idle(f"layer {self.graph.layers[layer_index].name}")
-            times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
+        times = replay_layer_by_layer(self.ctx, plan.steps, self.graph.layers, self.make_stream, self._replay_fallback)
         encoder = self.ctx.device.create_command_encoder(label="layer by layer: outputs")
         return times, self._submit(encoder, plan.outputs, None, plan)
 

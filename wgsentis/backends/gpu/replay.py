@@ -130,6 +130,26 @@ def layer_groups(steps: list[Any]) -> list[tuple[int, list[Any]]]:
     return groups
 
 
+def replay_layer_by_layer(ctx: GPUContext, steps: list[Any], layers: list[Layer], make_stream: Callable[[bool], Any],
+                          run_fallback: Callable[[Fallback, Any], None]) -> dict[int, float]:
+    """Submit a plan's ``steps`` one layer at a time (``make_stream(True)`` for each), each waited for, its fallbacks
+    run in between: per layer index, the host seconds it took, once the plan's inputs are on the device."""
+    ctx.wait_idle("the inputs' upload")
+    times: dict[int, float] = {}
+    for layer_index, group in layer_groups(steps):  # a layer's steps, or one fallback (-1)
+        if layer_index < 0:
+            run_fallback(group[0], ctx.device.create_command_encoder(label="layer by layer"))
+            continue
+        start = time.perf_counter()
+        stream = make_stream(True)
+        for step in group:
+            stream.step(step)
+        ctx.queue.submit([stream.take().finish()])
+        ctx.wait_idle(f"layer {layers[layer_index].name}")
+        times[layer_index] = times.get(layer_index, 0.0) + time.perf_counter() - start
+    return times
+
+
 def replay_stamps(ctx: GPUContext, queries: QuerySets, mode: bool | str, pass_per_layer: bool) -> Stamps | None:
     """The timestamps a replay takes in timestamp ``mode`` (``GPUProgram.set_timestamps``), or None: per layer,
     or the run's two ends ("whole"), inside the open pass where the adapter can write them there."""

@@ -25,6 +25,8 @@ class RunReport:
     host_kernel_s: dict[int, float] = field(default_factory=dict)  # layer index -> its numpy kernel's seconds
     layer_gpu_ns: dict[int, int] = field(default_factory=dict)
     layer_spans: dict[int, int] = field(default_factory=dict)  # layer index -> timed intervals behind it
+    ahead: float = 0.0  # host seconds after the submission tracing the next size's plan (lookahead.py)
+    prepared_ahead: bool = False  # the run replayed a plan traced ahead of it
 
     def fixed_costs_ms(self) -> dict[str, float | None]:
         """The run's phases in milliseconds (None where not measured: the GPU span needs timestamps)."""
@@ -35,7 +37,8 @@ class RunReport:
         return {"upload_ms": round(uploads * 1e3, 4), "encode_ms": round(self.encode * 1e3, 4),
                 "submit_ms": round(self.submit * 1e3, 4), "map_request_ms": _ms(self.phases.get("map_request")),
                 "gpu_ms": None if gpu is None else round(gpu / 1e6, 4),
-                "wait_ms": _ms(self.phases.get("wait")), "copy_out_ms": _ms(self.phases.get("copy_out"))}
+                "wait_ms": _ms(self.phases.get("wait")), "copy_out_ms": _ms(self.phases.get("copy_out")),
+                "ahead_ms": round(self.ahead * 1e3, 4)}
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -95,7 +98,11 @@ def program_stats(program: Any) -> dict[str, Any]:
         # and those whose builders ran.
         "gpu_layers_reused": program.layer_reuse.reused,
         "gpu_layers_built": program.layer_reuse.built,
-        "run": {"recorded": report.recorded, **report.fixed_costs_ms()},
+        # Plans traced ahead of the run of their size while the GPU ran the one before (lookahead.py), and the runs
+        # that replayed one.
+        "plans_prepared_ahead": program.lookahead.prepared,
+        "prepared_plans_replayed": program.lookahead.used,
+        "run": {"recorded": report.recorded, "prepared_ahead": report.prepared_ahead, **report.fixed_costs_ms()},
     }
 
 

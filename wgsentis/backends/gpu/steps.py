@@ -209,6 +209,7 @@ class Plan:
     host_values: Any = None  # the host arrays its builders uploaded (memory.PlanValues), written once too
     trace: Any = None  # a full trace's layers (resize.TraceRecord), from which later sizes are planned
     base: Plan | None = None  # a re-sized plan: the plan whose steps, arenas and uniforms it shares (resize.py)
+    prepared_ahead: bool = False  # traced ahead of the run of its size, not yet replayed (lookahead.py)
 
     @staticmethod
     def summary(plan: Plan | None) -> dict[str, Any]:
