@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 import wgsentis as ws
 from wgsentis.backends.gpu.lookahead import SizeLookahead, next_signature, stand_in
+from wgsentis.backends.gpu.report import RunReport
 
 GPU_BACKENDS = ["gpu-compute", "gpu-pixel"]
 
@@ -51,6 +52,22 @@ def test_the_lookahead_stops_after_two_misses_in_a_row():
     for n in (21, 22, 23, 24):
         assert lookahead.observe(structure, _sig(n)) is None
     assert SizeLookahead(enabled=False).observe(structure, _sig(1)) is None
+
+
+def test_a_hit_clears_the_misses_of_its_own_structure_only():
+    class _Plan:
+        prepared_ahead = True
+
+    lookahead = SizeLookahead()
+    one, other = ("one",), ("other",)
+    for structure in (one, other):
+        lookahead._pending[structure] = _sig(5)
+        lookahead.observe(structure, _sig(9))  # a first miss each
+    lookahead.replayed(other, _Plan(), RunReport())  # a hit on the other structure
+    assert lookahead._misses == {one: 1}
+    lookahead._pending[one] = _sig(10)
+    lookahead.observe(one, _sig(30))  # the second miss in a row of the first structure stops it
+    assert one in lookahead._stopped and other not in lookahead._stopped
 
 
 def test_stand_ins_keep_values_and_bounds_of_what_grows():
@@ -114,6 +131,7 @@ def test_a_growing_cache_replays_plans_prepared_ahead_with_the_bits_of_a_worker_
     assert not any(r["recorded"] for r in runs[4:])
     assert all(r["ahead_ms"] > 0 for r in runs[3:])
     assert stats["plans_prepared_ahead"] == 9 and stats["prepared_plans_replayed"] == 8
+    assert stats["plans_prepared_ahead_failed"] == 0
     # The plan prepared last is kept beside max_plans, evicting none of the others.
     assert stats["cached_plans"] <= stats["max_plans"] + 1
 

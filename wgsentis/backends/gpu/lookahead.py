@@ -81,7 +81,7 @@ def next_signature(history: list[tuple], signature: tuple) -> tuple | None:
     """The signature after ``signature`` where it and the last ``STEADY_RUNS - 1`` of ``history`` (oldest first)
     step every dim of every input by the same amount each time, some step not zero; None otherwise. Signatures
     are sorted ``(name, shape, dtype)`` entries (anything else, such as a sequence input, predicts nothing)."""
-    if len(history) < STEADY_RUNS - 1 or any(len(e) != 3 for e in signature):
+    if len(history) < STEADY_RUNS - 1:
         return None
     runs = [*history[1 - STEADY_RUNS:], signature]
     if any(len(r) != len(signature) or any(len(e) != 3 or len(e[1]) != len(c[1])
@@ -199,10 +199,10 @@ class SizeLookahead:
         if self._misses[structure] >= MAX_MISSES:
             self._stopped.add(structure)
 
-    def replayed(self, plan: Any, report: RunReport) -> None:
-        """A run replays ``plan``: counted where the plan was prepared ahead (its first replay)."""
+    def replayed(self, structure: tuple, plan: Any, report: RunReport) -> None:
+        """A run of ``structure`` replays ``plan``: counted where the plan was prepared ahead (its first replay)."""
         if plan.prepared_ahead:
             plan.prepared_ahead = False
             report.prepared_ahead = True
             self.used += 1
-            self._misses = {}  # (a hit: misses count in a row)
+            self._misses.pop(structure, None)  # (a hit: misses count in a row)

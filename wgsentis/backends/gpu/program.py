@@ -415,7 +415,7 @@ class GPUProgram(BufferStorage, HostSync):
                 self.plans.discard(signature)
                 self.last_run = RunReport()
             else:
-                self.lookahead.replayed(plan, self.last_run)
+                self.lookahead.replayed(structure, plan, self.last_run)
                 self.lookahead.prepare(self, ahead, structure, feeds, plan)  # while the GPU runs this one
                 return readback
         started = time.perf_counter()

@@ -98,10 +98,11 @@ def program_stats(program: Any) -> dict[str, Any]:
         # and those whose builders ran.
         "gpu_layers_reused": program.layer_reuse.reused,
         "gpu_layers_built": program.layer_reuse.built,
-        # Plans traced ahead of the run of their size while the GPU ran the one before (lookahead.py), and the runs
-        # that replayed one.
+        # Plans traced ahead of the run of their size while the GPU ran the one before (lookahead.py), the runs
+        # that replayed one, and the traces of a predicted size that failed (each stops its structure's lookahead).
         "plans_prepared_ahead": program.lookahead.prepared,
         "prepared_plans_replayed": program.lookahead.used,
+        "plans_prepared_ahead_failed": program.lookahead.failed,
         "run": {"recorded": report.recorded, "prepared_ahead": report.prepared_ahead, **report.fixed_costs_ms()},
     }
 
