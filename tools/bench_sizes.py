@@ -20,11 +20,15 @@ shaders in its on-disk cache across processes, as GPU drivers commonly do: a pip
 a build for wgsentis every time, but after an earlier run of the bench it is cheap for the driver, so the first run
 on a machine shows the full compile cost of a new size and later runs much less of it.
 
-Models: PP-OCRv4 rec (catalog ``ppocrv4_rec``, input 1x3x48xW at ``--sizes-widths`` widths from 160 to 800,
-multiples of 8) and the PP-OCRv4 detector (catalog ``ppocrv4_det``, the reference model ``ppocr_det``'s file, at
-320x320, 480x640 and 640x640). ``--quick``: 4 widths and the two smaller detector sizes.
+Models: a BERT-style encoder (``bert_encoder``: tools/decoders.py's ``export_bert``, 4 layers 256 wide, ids and a
+mask 1xS at ``--sizes-widths`` lengths from 9 to 128, the last fifth padding: a batch padded to its longest sentence,
+the attention stack a new length each call), PP-OCRv4 rec (catalog ``ppocrv4_rec``, input 1x3x48xW at
+``--sizes-widths`` widths from 160 to 800, multiples of 8) and the PP-OCRv4 detector (catalog ``ppocrv4_det``, the
+reference model ``ppocr_det``'s file, at 320x320, 480x640 and 640x640). ``--quick``: 4 widths and lengths and the
+two smaller detector sizes.
 
-    python tools/bench.py --sizes [--sizes-models ppocrv4_rec,ppocrv4_det] [--backends gpu-compute,gpu-pixel]
+    python tools/bench.py --sizes [--sizes-models bert_encoder,ppocrv4_rec,ppocrv4_det]
+                                  [--backends gpu-compute,gpu-pixel]
                                   [--sizes-widths 20] [--sizes-runs 3] [--quick] [--threads 2]
                                   [--markdown BENCHMARKS.md]
 """
@@ -43,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import decoders
 import onnx
 import zoo
 
@@ -53,6 +58,8 @@ REC_WIDTH_RANGE = (160, 800)
 REC_SEEN = (1, 3, 48, 128)  # outside the swept range: no swept size is a replay of it
 DET_SEEN = (1, 3, 256, 256)
 DET_SIZES = [(1, 3, 320, 320), (1, 3, 480, 640), (1, 3, 640, 640)]
+ENCODER_LENGTH_RANGE = (9, 128)  # the BERT-style encoder's sequence lengths (tools/decoders.py export_bert)
+ENCODER_SEEN = (1, 7)
 QUICK_WIDTHS = 4
 QUICK_DET_SIZES = 2
 
@@ -61,9 +68,14 @@ QUICK_DET_SIZES = 2
 class Sweep:
     """One model's sizes: ``seen`` is run first (the structure compiled), then each of ``sizes`` is new."""
 
-    model: str  # catalog name (tools/fetch_models.CATALOG)
+    model: str  # catalog name (tools/fetch_models.CATALOG), or "bert_encoder" (tools/decoders.py)
     seen: tuple[int, ...]
     sizes: list[tuple[int, ...]]
+
+    @property
+    def tokens(self) -> bool:
+        """Whether the model takes token ids and a mask (batch, seq) instead of one image."""
+        return self.model == "bert_encoder"
 
 
 @dataclass
@@ -113,18 +125,35 @@ def rec_widths(count: int, low: int = REC_WIDTH_RANGE[0], high: int = REC_WIDTH_
     return widths
 
 
+def encoder_lengths(count: int, low: int = ENCODER_LENGTH_RANGE[0], high: int = ENCODER_LENGTH_RANGE[1]) -> list[int]:
+    """``count`` distinct sequence lengths spread evenly over [low, high], as a batch padded to its longest
+    sentence gives them (any length, most not a multiple of 4)."""
+    lengths = sorted({int(n) for n in np.rint(np.linspace(low, high, count))})
+    if len(lengths) != count:
+        raise ValueError(f"{count} lengths do not fit distinct integers in [{low}, {high}]")
+    return lengths
+
+
 def sweeps(models: list[str], widths: int, det_sizes: int) -> list[Sweep]:
     known = {"ppocrv4_rec": Sweep("ppocrv4_rec", REC_SEEN, [(1, 3, 48, w) for w in rec_widths(widths)]),
-             "ppocrv4_det": Sweep("ppocrv4_det", DET_SEEN, DET_SIZES[:det_sizes])}
+             "ppocrv4_det": Sweep("ppocrv4_det", DET_SEEN, DET_SIZES[:det_sizes]),
+             "bert_encoder": Sweep("bert_encoder", ENCODER_SEEN, [(1, n) for n in encoder_lengths(widths)])}
     unknown = [m for m in models if m not in known]
     if unknown:
         raise SystemExit(f"bench_sizes: no sweep for {', '.join(unknown)}; choose from {', '.join(known)}")
     return [known[m] for m in models]
 
 
-def _feeds(input_name: str, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-    # shared/MODELS.md's inputs, seeded per size so that each size's reference is its own
-    return {input_name: np.random.default_rng(sum(shape)).random(shape, dtype=np.float32)}
+def _feeds(input_name: str, shape: tuple[int, ...], tokens: bool = False) -> dict[str, np.ndarray]:
+    """The inputs of one size, seeded per size so that each size's reference is its own: shared/MODELS.md's
+    image in [0, 1), or (``tokens``) ids and a mask whose last fifth is padding."""
+    rng = np.random.default_rng(sum(shape))
+    if not tokens:
+        return {input_name: rng.random(shape, dtype=np.float32)}
+    mask = np.ones(shape, np.int64)
+    mask[..., shape[-1] - shape[-1] // 5:] = 0
+    return {"input_ids": rng.integers(3, decoders.ENCODER_CONFIG.vocab, shape, dtype=np.int64),
+            "attention_mask": mask}
 
 
 def _timed_run(worker: ws.Worker, feeds: dict[str, np.ndarray]) -> tuple[float, dict[str, Any]]:
@@ -146,14 +175,14 @@ def run_sweep(sweep: Sweep, backend: str, model: ws.Model, input_name: str,
     """The sweep on one backend, a fresh worker; ``report`` gets one line per size as it is measured."""
     worker = ws.Worker(model, backend, threads=threads, prepare_ahead=False)  # (every new size measured as one)
     try:
-        cold_ms, _ = _timed_run(worker, _feeds(input_name, sweep.seen))
+        cold_ms, _ = _timed_run(worker, _feeds(input_name, sweep.seen, sweep.tokens))
         result = SweepResult(sweep.model, backend, cold_ms, worker.stats()["pipelines_created"])
         report(f"  {sweep.model} {backend}: seen {_size(sweep.seen)} cold {cold_ms:.0f} ms, "
                f"{result.cold_pipelines} pipelines")
         for shape in sweep.sizes:
             size = SizeResult(shape)
             result.sizes.append(size)
-            feeds = _feeds(input_name, shape)
+            feeds = _feeds(input_name, shape, sweep.tokens)
             try:
                 before = worker.stats()["pipelines_created"]
                 size.new_ms, outputs = _timed_run(worker, feeds)
@@ -185,7 +214,7 @@ def run_sweep(sweep: Sweep, backend: str, model: ws.Model, input_name: str,
 
 
 def references_of(proto: onnx.ModelProto, input_name: str, shapes: list[tuple[int, ...]],
-                  threads: int) -> dict[tuple[int, ...], dict[str, np.ndarray]]:
+                  threads: int, tokens: bool = False) -> dict[tuple[int, ...], dict[str, np.ndarray]]:
     """ORT CPU's outputs per shape. A Sigmoid output is the exact float64 sigmoid of ORT's logits instead
     (tests/models/test_reference_models.py): ORT's logistic is a rational approximation 0.2% off in the far tail,
     where the PP-OCR detector's whole map lies on random input."""
@@ -197,7 +226,7 @@ def references_of(proto: onnx.ModelProto, input_name: str, shapes: list[tuple[in
     outputs = [o.name for o in proto.graph.output]
     references = {}
     for shape in shapes:
-        ran = dict(zip(names, session.run(names, _feeds(input_name, shape)), strict=True))
+        ran = dict(zip(names, session.run(names, _feeds(input_name, shape, tokens)), strict=True))
         references[shape] = {out: zoo.exact_activation("Sigmoid", ran[sigmoids[out]], {}, opset) if out in sigmoids
                              else ran[out] for out in outputs}
     return references
@@ -207,10 +236,11 @@ def bench(models: list[str], backends: list[str], widths: int, det_sizes: int, r
           report: Any = print) -> list[SweepResult]:
     results = []
     for sweep in sweeps(models, widths, det_sizes):
-        proto = onnx.load(str(zoo.catalog_path(sweep.model)))
+        path = decoders.export_bert() if sweep.tokens else zoo.catalog_path(sweep.model)
+        proto = onnx.load(str(path))
         input_name = proto.graph.input[0].name
         # Every reference before any GPU run: ORT's spinning pool never runs beside lavapipe's threads.
-        references = references_of(proto, input_name, sweep.sizes, threads)
+        references = references_of(proto, input_name, sweep.sizes, threads, sweep.tokens)
         model = ws.load_model(proto, name=sweep.model)
         for backend in backends:
             results.append(run_sweep(sweep, backend, model, input_name, references, runs, threads, report))
@@ -283,9 +313,10 @@ def markdown_lines(rows: list[dict[str, Any]], summary: str, command: str) -> li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes-models", default="ppocrv4_rec,ppocrv4_det")
+    parser.add_argument("--sizes-models", default="bert_encoder,ppocrv4_rec,ppocrv4_det")
     parser.add_argument("--backends", default="gpu-compute,gpu-pixel")
-    parser.add_argument("--sizes-widths", type=int, default=20, help="recognizer widths (default 20)")
+    parser.add_argument("--sizes-widths", type=int, default=20,
+                        help="recognizer widths and encoder lengths (default 20)")
     parser.add_argument("--sizes-runs", type=int, default=3, help="replays per size, their median is the replay")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_WIDTHS} widths and the {QUICK_DET_SIZES} smaller detector sizes")
@@ -296,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     det_sizes = QUICK_DET_SIZES if args.quick else len(DET_SIZES)
     models = args.sizes_models.split(",")
     backends = args.backends.split(",")
-    print(f"New input size against replay: {', '.join(models)} on {', '.join(backends)}, {widths} rec widths, "
-          f"{det_sizes} det sizes, {args.sizes_runs} replays per size, threads {args.threads}", flush=True)
+    print(f"New input size against replay: {', '.join(models)} on {', '.join(backends)}, {widths} rec widths and "
+          f"encoder lengths, {det_sizes} det sizes, {args.sizes_runs} replays per size, threads {args.threads}",
+          flush=True)
     results = bench(models, backends, widths, det_sizes, args.sizes_runs, args.threads,
                     report=lambda line: print(line, flush=True))
     rows = [summary_row(r) for r in results]

@@ -11,11 +11,13 @@ inputs and ``present`` outputs, every sequence dim dynamic:
   (``input_features`` (batch, mel bins, frames) -> ``encoder_hidden_states``) and the decoder with a self-attention
   cache (``decoder_input_ids``, ``encoder_hidden_states``, ``past_<i>_k`` / ``past_<i>_v`` -> ``logits``,
   ``present_<i>_k`` / ``present_<i>_v``); the cross-attention keys are recomputed from the encoder states each step.
+- ``bert``: a BERT-style encoder (``BertModel``, no pooler): ``input_ids``, ``attention_mask`` (batch, seq) ->
+  ``last_hidden_state`` (batch, seq, width), for sequences of any length (``tools/bench.py --sizes``).
 
 ``generate`` runs greedy generation through a function of feeds (ONNX Runtime's ``session.run``, a wgsentis Worker)
 and returns the tokens and per-step seconds: what the tests compare and ``tools/bench.py --generate`` times.
 
-    python tools/decoders.py [--out .cache/decoders]      # export both; prints the files
+    python tools/decoders.py [--out .cache/decoders]      # export all three; prints the files
 
 Needs the ``decoders`` extra (torch, transformers); the exports are cached by configuration.
 """
@@ -211,6 +213,43 @@ def export_whisper(out: Path = DEFAULT_OUT, config: DecoderConfig = WHISPER_CONF
     return enc_path, dec_path
 
 
+ENCODER_CONFIG = DecoderConfig(layers=4, width=256, heads=4, vocab=1000, positions=512)
+
+
+def export_bert(out: Path = DEFAULT_OUT, config: DecoderConfig = ENCODER_CONFIG) -> Path:
+    """A BERT-style encoder (``BertModel``) as an ONNX file in ``out``: ``input_ids`` and ``attention_mask``
+    (batch, seq) -> ``last_hidden_state`` (batch, seq, width), the sequence dim dynamic: a batch of sentences
+    padded to its longest, a new length each call (what ``tools/bench.py --sizes`` sweeps)."""
+    path = out / f"{config.tag('bert')}.onnx"
+    if path.exists():
+        return path
+    import torch
+    from transformers import BertConfig, BertModel
+
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    model = BertModel(BertConfig(vocab_size=config.vocab, hidden_size=config.width,
+                                 num_hidden_layers=config.layers, num_attention_heads=config.heads,
+                                 intermediate_size=4 * config.width, max_position_embeddings=config.positions,
+                                 initializer_range=INIT_RANGE), add_pooling_layer=False).eval()
+
+    class HiddenStates(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    ids = torch.tensor([[1, 5, 7, 9, 2, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0]])
+    dynamic = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+               "last_hidden_state": {0: "batch", 1: "seq"}}
+    with torch.no_grad():
+        _export(HiddenStates(), (ids, mask), path, ["input_ids", "attention_mask"], ["last_hidden_state"], dynamic)
+    return path
+
+
 @dataclass
 class Generation:
     """A greedy generation: the tokens, the last position's logits and the seconds of each step."""
@@ -258,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     print(export_gpt2(args.out))
+    print(export_bert(args.out))
     for path in export_whisper(args.out):
         print(path)
     return 0
