@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from wgsentis.backends.gpu.collector import COLLECTOR
 from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.report import RunReport
 from wgsentis.errors import RunCancelledError, WgSentisError
@@ -170,7 +171,8 @@ class SizeLookahead:
                                          max_loop_iterations=control.max_loop_iterations, token=control.token)
         started = time.perf_counter()
         try:
-            prepared = program.trace_signature(structure, ahead)
+            with COLLECTOR.paused():  # (collector.py)
+                prepared = program.trace_signature(structure, ahead)
         except RunCancelledError:
             return  # (the run's token: no verdict on the prediction)
         except (WgSentisError, PredictionUnusable):

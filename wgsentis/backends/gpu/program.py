@@ -27,6 +27,7 @@ import numpy as np
 
 from wgsentis.backends.shape_values import ShapeValues
 from wgsentis.backends.gpu.buffer_storage import BufferStorage
+from wgsentis.backends.gpu.collector import COLLECTOR
 from wgsentis.backends.gpu.device import GPUContext, allocation_error, get_context
 from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import PRECISIONS, TooLargeForDevice
@@ -418,23 +419,24 @@ class GPUProgram(BufferStorage, HostSync):
                 self.lookahead.replayed(structure, plan, self.last_run)
                 self.lookahead.prepare(self, ahead, structure, feeds, plan)  # while the GPU runs this one
                 return readback
-        started = time.perf_counter()
-        plan = self.trace_signature(structure, feeds)
-        if plan is not None:
-            # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
-            self.plans.put(signature, plan)
-            traced = time.perf_counter() - started
-            readback = self._replay(plan, feeds)
-            self.last_run.recorded = True
-            self.last_run.encode += traced
-            self.lookahead.prepare(self, ahead, structure, feeds, plan)
+        with COLLECTOR.paused():  # (what a trace makes is collected after its run is submitted: collector.py)
+            started = time.perf_counter()
+            plan = self.trace_signature(structure, feeds)
+            if plan is not None:
+                # Planned before any GPU work: its first run is a replay on the arenas laid out for it.
+                self.plans.put(signature, plan)
+                traced = time.perf_counter() - started
+                readback = self._replay(plan, feeds)
+                self.last_run.recorded = True
+                self.last_run.encode += traced
+                self.lookahead.prepare(self, ahead, structure, feeds, plan)
+                return readback
+            # A fallback layer needs values computed on the device: the run is recorded while it runs.
+            self.last_run = RunReport()
+            plan, readback = self._record(feeds)
+            if plan is not None:
+                self.plans.put(signature, plan)
             return readback
-        # A fallback layer needs values computed on the device: the run is recorded while it runs.
-        self.last_run = RunReport()
-        plan, readback = self._record(feeds)
-        if plan is not None:
-            self.plans.put(signature, plan)
-        return readback
 
     def trace_signature(self, structure: tuple, feeds: dict[str, Any]) -> Plan | None:
         """The plan of ``feeds``' signature traced (nothing run on the device): from the base trace of its
