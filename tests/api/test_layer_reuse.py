@@ -146,3 +146,68 @@ def test_a_layer_whose_host_argument_changes_is_built_again():
             x = rng.standard_normal((2, s, 4), dtype=np.float32)
             y = worker.run({"x": x})["y"]
             assert y.shape == (s, 8) and np.array_equal(y, np.maximum(x, 0).reshape(s, 8))
+
+
+def test_the_key_by_weight_shapes_tells_apart_only_shapes_and_dtypes():
+    one, other = np.ones((64, 64), np.float32), np.zeros((64, 64), np.float32)
+    constants = frozenset({id(one), id(other), id(wide := np.ones((64, 65), np.float32))})
+    a = _tensor((1, 4, 64))
+    assert arguments_key([a, one], constants) != arguments_key([a, other], constants)
+    by_shape = [arguments_key([a, w], constants, weights_by_shape=True) for w in (one, other, wide)]
+    assert by_shape[0] == by_shape[1] != by_shape[2]
+
+
+def _projections_model(dtype=np.float32):
+    """x (1, s, 32), its Relu (a device tensor: a run input's host copy keeps a layer from templates) through four
+    MatMuls with weights of their own, three (32, 32) and one (32, 48), then a Softmax over s (the blocks of an
+    encoder, a new sequence length each run)."""
+    rng = np.random.default_rng(6)
+    weights = {f"w{k}": (0.2 * rng.standard_normal((32, 32))).astype(dtype) for k in range(3)}
+    weights["w3"] = (0.2 * rng.standard_normal((32, 48))).astype(dtype)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("MatMul", ["r", "w0"], ["h0"]),
+             helper.make_node("MatMul", ["h0", "w1"], ["h1"]),
+             helper.make_node("MatMul", ["h1", "w2"], ["h2"]),
+             helper.make_node("MatMul", ["h2", "w3"], ["h3"]),
+             helper.make_node("Softmax", ["h3"], ["y"], axis=1)]
+    return ws.load_model(make_model(nodes, [("x", F, [1, "s", 32])], [("y", F, None)], weights))
+
+
+@requires_gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_projections_with_other_weights_of_one_shape_are_stamped_from_one_template(backend):
+    """layer_reuse.WEIGHT_SHAPED_OPS: at a new length the first (32, 32) projection is built and the other two
+    stamped from its template, each binding its own weights, found again from its arguments (ConstantStore.trail);
+    the (32, 48) one is built. The outputs are the bits of a program that saw only that length."""
+    model = _projections_model()
+    rng = np.random.default_rng(7)
+    inputs = [rng.standard_normal((1, s, 32), dtype=np.float32) for s in (5, 9, 3)]
+    with ws.Worker(model, backend, prepare_ahead=False) as worker:
+        outputs, counts = [], []
+        for x in inputs:
+            outputs.append(worker.run({"x": x})["y"])
+            stats = worker.stats()
+            counts.append((stats["gpu_layers_reused"], stats["gpu_layers_built"]))
+    # The first trace builds all six (no weights of the others were uploaded yet); each later length stamps the
+    # two projections whose weights are like the first's, and builds the Relu, the first projection, the (32, 48)
+    # one and the Softmax.
+    assert counts[0] == (0, 6), counts
+    assert all(reused == 2 and built == 4 for reused, built in counts[1:]), counts
+    for x, y in zip(inputs, outputs, strict=True):
+        with ws.Worker(model, backend) as alone:
+            assert np.array_equal(y, alone.run({"x": x})["y"])
+        with ws.Worker(model, "cpu") as cpu:
+            np.testing.assert_allclose(y, cpu.run({"x": x})["y"], rtol=1e-4, atol=1e-5)
+
+
+@requires_gpu
+def test_weights_widened_on_the_way_to_the_builder_are_never_shared():
+    """float16 weights reach the MatMul builder widened to float32 (a new array each trace): what it uploads comes
+    from an array that is not its argument, so its template keeps the identity of its own weights, and every
+    projection is built with its own."""
+    model = _projections_model(np.float16)
+    rng = np.random.default_rng(8)
+    with ws.Worker(model, "gpu-compute", prepare_ahead=False) as worker, ws.Worker(model, "cpu") as cpu:
+        for s in (4, 7):
+            x = rng.standard_normal((1, s, 32), dtype=np.float32)
+            np.testing.assert_allclose(worker.run({"x": x})["y"], cpu.run({"x": x})["y"], rtol=2e-3, atol=1e-4)

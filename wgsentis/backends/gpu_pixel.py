@@ -532,11 +532,14 @@ class PixelProgram(GPUProgram):
         """``value`` as a texture tensor with ``axis`` blocked: the model's constants once per program and
         layout, kept until close; other host values (computed for this run's signature) once per plan and
         layout, kept with it (``GPUProgram.host_values_for``)."""
-        key = (id(value), axis % value.ndim if value.ndim else 0)
+        blocked = axis % value.ndim if value.ndim else 0
+        key = (id(value), blocked)
         values = self.host_values_for(value)
         textures = self._constant_textures if values is None else values.texture_tensors
         hit = textures.get(key)
         if hit is not None and hit[0] is value:
+            if values is None:
+                self.constants.note((value,), hit[1], lambda others: self._kept_texture(others[0], blocked))
             return hit[1]
         layout = self.layout_of(tuple(value.shape), value.dtype, axis, f"constant '{name}'")
         alloc = TextureAllocation(layout, -1)
@@ -549,9 +552,15 @@ class PixelProgram(GPUProgram):
             self._constant_textures[key] = (value, t)
             self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
             self.constant_texture_ids.add(id(alloc.texture))
+            self.constants.note((value,), t, lambda others: self._kept_texture(others[0], blocked))
         else:
             values.keep_texture(key, value, t, alloc.texture.texture, nbytes, name)
         return t
+
+    def _kept_texture(self, value: np.ndarray, blocked: int) -> GTensor | None:
+        """The texture tensor of constant ``value`` with axis ``blocked`` blocked, where one was uploaded."""
+        hit = self._constant_textures.get((id(value), blocked))
+        return hit[1] if hit is not None and hit[0] is value else None
 
     # -- the storage hooks of GPUProgram ---------------------------------------------------------------------
     def prepare_upload(self, value: np.ndarray, what: str) -> Any:

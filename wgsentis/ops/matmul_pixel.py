@@ -61,10 +61,14 @@ def _f32(x: Any) -> bool:
 
 def product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k: int, batch: tuple[int, ...],
              a_strides: tuple[int, int, list[int]], b_strides: tuple[int, int, list[int]],
-             c: tuple[GTensor, int, int, int] | None = None, alpha: float = 1.0, beta: float = 1.0) -> bool:
+             c: tuple[GTensor, int, int, int] | None = None, alpha: float = 1.0, beta: float = 1.0,
+             frees_tiles: bool = True) -> bool:
     """Record Y (batch..., M, N; N blocked) = act(alpha * A @ B + beta * C). ``a_strides``/``b_strides``: texel
     strides (row, K block) of A and (K row, N block) of B, and per batch dim; ``c``: (C, row stride, block
-    stride, mode). False where the device's loops cannot run it."""
+    stride, mode). ``frees_tiles``: the row tiles of a many-target draw are freed once interleaved, a tick
+    stepped, for what the layer draws next (False for a layer that is this one product: its builder's
+    temporaries are freed with it, and a builder that steps no tick is templated, layer_reuse.py). False where
+    the device's loops cannot run it."""
     if not rec.loops_fit(loop_passes(k // 4)):
         return False
     act = fused(layer)
@@ -85,10 +89,11 @@ def product(rec, layer, a: GTensor, b: GTensor, y: GTensor, *, m: int, n: int, k
     rec.draw(_SHADER, inputs, targets, params, subs=pixel_matmul_subs(rows, c_mode, divided(rec, act[0])))
     if rows > 1:
         interleave(rec, targets, y, nblocks, m, mr)
-        # The row tiles are dead once interleaved: what the layer draws next (Winograd's next product, a
-        # grouped layer's next group) may lie in their textures.
-        rec.program.free_temporaries([t.alloc for t in targets])
-        rec.program.advance_clock()
+        if frees_tiles:
+            # The row tiles are dead once interleaved: what the layer draws next (Winograd's next product, a
+            # grouped layer's next group) may lie in their textures.
+            rec.program.free_temporaries([t.alloc for t in targets])
+            rec.program.advance_clock()
     return True
 
 
@@ -132,7 +137,8 @@ def matmul(rec, layer, A, B):
     kb, nb = -(-k // 4), -(-n // 4)
     a_strides = (kb, 1, _batch_strides(a_shape[:-2], batch, m * kb))
     b_strides = (nb, 1, _batch_strides(b_shape[:-2], batch, k * nb))
-    if not product(rec, layer, a, b, y, m=m, n=n, k=k, batch=batch, a_strides=a_strides, b_strides=b_strides):
+    if not product(rec, layer, a, b, y, m=m, n=n, k=k, batch=batch, a_strides=a_strides, b_strides=b_strides,
+                   frees_tiles=False):
         return NotImplemented
     return _squeezed(rec, y, A, B)
 
@@ -182,7 +188,7 @@ def gemm(rec, layer, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, *
     if y.size == 0:
         return y
     if not product(rec, layer, a, b, y, m=m, n=n, k=k, batch=(), a_strides=a_strides, b_strides=b_strides,
-                    c=c, alpha=float(alpha), beta=float(beta)):
+                    c=c, alpha=float(alpha), beta=float(beta), frees_tiles=False):
         return NotImplemented
     return y
 

@@ -21,11 +21,18 @@ texture is part of the key, and a stamped layer's new textures have the layouts 
 builders: fault slots (index checks), control flow, chunked tensors, narrowing after the builder, a builder that
 stepped the recording's clock, textures of unknown origin, and run inputs with host copies (placement may read
 their values). Traces only: a recorded run binds its steps as it goes.
+
+A template of an op whose builder reads of its weights only their shapes (WEIGHT_SHAPED_OPS: MatMul) also stands
+for layers of its kind whose weights are other arrays of those shapes: while it builds, the program's
+ConstantStore notes what each constant it asks for is made from (its trail), and the template names each constant
+it binds by that chain from the layer's arguments (a weight, its repacked form, that form's texture), found again
+from the stamped layer's weights among what the program keeps; a constant of no such chain keeps the template to
+its own weights, and one not made yet for the other weights leaves that layer to its builder.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,19 +45,29 @@ from wgsentis.backends.gpu.tensors import Allocation, GTensor, GTexture
 # by their bytes; a larger host argument leaves the layer to its builder.
 HOST_KEY_ELEMENTS = 64
 
+# Ops whose builders read of a weight (a constant argument past HOST_KEY_ELEMENTS) its shape and dtype and
+# derive what they upload from it through the ConstantStore (ConstantStore.trail), never branching on its values:
+# a template of one such layer stands for another of its kind whose weights have the same shapes, the constants
+# it binds found again from the other's weights. A transformer's blocks each have their own projections: at a
+# new sequence length the first block's are built and the others stamped.
+WEIGHT_SHAPED_OPS = frozenset({("MatMul", "")})
+
 # ("new", k): the k-th allocation the builder made; ("arg", j): argument j's; ("newtex", k) / ("argtex", j): the
 # texture of either (gpu-pixel's texture tensors); ("scratch", k): the texture of the builder's k-th scratch
 # request; ("const", a): a constant's allocation or texture itself; ("hostvalue", a): a plan's host value
-# (memory.HostValueAllocation), uploaded again into the plan stamped.
+# (memory.HostValueAllocation), uploaded again into the plan stamped; ("derived", k): the constant the template's
+# k-th chain finds from the stamped layer's weights (a template of WEIGHT_SHAPED_OPS).
 Ref = tuple[str, Any]
 
 
-def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> tuple | None:
+def arguments_key(args: list[Any], constants: frozenset[int] = frozenset(),
+                  weights_by_shape: bool = False) -> tuple | None:
     """What a layer's builder reads of its arguments, as a hashable key, or None where a template cannot stand
     for the builder (a chunked tensor, a texture layout outside a texture tensor, a run input whose host copy
     placement may read, a large or non-array host value). ``constants``: the ids of the graph's constant arrays,
-    the same objects in every recording (weights past HOST_KEY_ELEMENTS: keyed by identity, whatever their size;
-    smaller ones by value, as any small host value)."""
+    the same objects in every recording (weights past HOST_KEY_ELEMENTS: keyed by identity, whatever their size,
+    or by shape and dtype with ``weights_by_shape`` (WEIGHT_SHAPED_OPS); smaller ones by value, as any small host
+    value)."""
     parts: list[Any] = []
     aliases: dict[int, int] = {}
     for a in args:
@@ -74,7 +91,7 @@ def arguments_key(args: list[Any], constants: frozenset[int] = frozenset()) -> t
             # same scale or mask fill, and a template of one block's layer stands for the others' with equal ones)
             parts.append(("host", a.shape, a.dtype.str, a.tobytes()))
         elif isinstance(a, np.ndarray) and id(a) in constants:
-            parts.append(("weight", id(a)))
+            parts.append(("weight", a.shape, a.dtype.str) if weights_by_shape else ("weight", id(a)))
         else:
             return None
     return tuple(parts)
@@ -124,6 +141,9 @@ class LayerTemplate:
     outputs: list[tuple | None]
     scratch: list[tuple[int, int, str]] = field(default_factory=list)
     anchors: list[Allocation] = field(default_factory=list)
+    # How each ("derived", k) ref's constant is found from a layer's arguments (``_resolve``): a template of
+    # WEIGHT_SHAPED_OPS, stamped onto any layer of its kind whose weights have the same shapes.
+    chains: list[tuple] = field(default_factory=list)
 
 
 class LayerReuse:
@@ -170,20 +190,29 @@ class LayerReuse:
             self._layer_keys[index] = key
         return self._layer_keys[index]
 
-    def stamp(self, program: Any, rec: Any, index: int, key: tuple | None, args: list[Any]) -> tuple | None:
+    def stamp(self, program: Any, rec: Any, index: int, key: tuple | None, args: list[Any],
+              generic_key: tuple | None = None) -> tuple | None:
         """The outputs of layer ``index`` recorded from its template into ``rec`` (``program``'s recorder), or
-        from another layer's of its kind recorded in this recording; None where there is none for ``key``."""
+        from another layer's of its kind recorded in this recording (with ``generic_key``, the layer's key with
+        its weights by shape: one of WEIGHT_SHAPED_OPS, whose weights may be other arrays); None where there is
+        none for ``key``, or a template's constants are not all found from these arguments."""
         template = self.templates.get(index) if key is not None else None
         layer = rec.layer
         source = None
         if template is None or template.key != key:
             kind = self.layer_key(index, layer) if key is not None else None
             hit = self.shared.get((kind, key)) if kind is not None else None
+            if hit is None and kind is not None and generic_key is not None:
+                hit = self.shared.get((kind, generic_key))
             if hit is None:
                 return None
             template, source = hit
             source = None if source == layer.name else f"{source} ({layer.op_type})"
             self.templates[index] = template  # (this layer's from now on, as if its builder had made it)
+        # (Found before anything is allocated: a constant of these weights not made yet leaves it to the builder.)
+        derived = [_resolve(chain, args) for chain in template.chains]
+        if any(d is None for d in derived):
+            return None
         textures = [rec.scratch_slot(slot, texels, name) for slot, texels, name in template.scratch]
         if None in textures:
             return None  # (not past the device's limits when traced at these sizes: cannot happen)
@@ -203,6 +232,8 @@ class LayerReuse:
                 return args[value].alloc.texture
             if kind == "hostvalue":  # (another plan's: its words uploaded into this one)
                 return program.host_value_copy(value, f"{layer.name}: a host value")
+            if kind == "derived":
+                return derived[value]
             return args[value].alloc if kind == "arg" else value
 
         uniforms = program.uniforms()
@@ -246,22 +277,29 @@ class LayerReuse:
         return tuple(outputs)
 
     def remember(self, index: int, key: tuple | None, args: list[Any], rec: Any, steps: list[Any],
-                 outputs: tuple) -> None:
+                 outputs: tuple, generic_key: tuple | None = None, trail: list[tuple] | None = None) -> None:
         """Keep layer ``index``'s template from what its builder just recorded into ``rec`` (``steps``,
         ``outputs``, the allocations and scratch textures it asked for) on arguments ``args`` (as they were
         before placement), where everything they bind has a known origin; otherwise forget any earlier template
-        of the layer."""
+        of the layer. ``generic_key`` and ``trail`` (a layer of WEIGHT_SHAPED_OPS: its key with weights by shape,
+        the constants its builder asked for, ConstantStore.trail): where every constant it binds was found from
+        its arguments, the template also stands for layers of its kind with other weights of those shapes."""
         self.built += 1
         constant_textures = getattr(rec.program, "constant_texture_ids", frozenset())
         template = _template(key, args, rec.built_allocs, rec.scratch_calls, steps, outputs, constant_textures) \
             if key is not None else None
+        general = None
+        if template is not None and generic_key is not None and trail is not None:
+            general = _generalized(template, args, trail, self.constants, rec.program.constants)
         if template is None:
             self.templates.pop(index, None)
         else:
-            self.templates[index] = template
+            self.templates[index] = template if general is None else general
             kind = self.layer_key(index, rec.layer)
             if kind is not None:
                 self.shared[(kind, key)] = (template, rec.layer.name)
+                if general is not None:
+                    self.shared[(kind, generic_key)] = (general, rec.layer.name)
 
 
 class _NoKey(Exception):  # noqa: N818 - internal: an attribute with no plain value to key by
@@ -361,3 +399,94 @@ def _template(key: tuple, args: list[Any], created: list[Allocation], scratch: l
     sizes = [alloc.layout if hasattr(alloc, "layout") else alloc.nbytes for alloc in created]
     return LayerTemplate(key, recorded, sizes, kept, outs,
                          [(slot, texels, name) for slot, texels, name, _ in scratch], anchors)
+
+
+def _generalized(template: LayerTemplate, args: list[Any], trail: list[tuple], model_arrays: frozenset[int],
+                 store: Any) -> LayerTemplate | None:
+    """``template`` with each constant it binds named by how it is found from the layer's arguments (a chain,
+    ``_resolve``), so that it stands for a layer of its kind with other weights; None where a constant has no such
+    chain (it came another way than the ConstantStore, or from an array that is neither an argument, a model
+    constant nor a builder's static array: it might hold the template layer's own weights)."""
+    index: dict[int, tuple[int, str | None]] = {}
+    for e, (_sources, result, _lookup) in enumerate(trail):
+        index[id(result)] = (e, None)
+        if isinstance(result, GTensor) and result.alloc is not None:
+            index[id(result.alloc)] = (e, "alloc")
+            texture = getattr(result.alloc, "texture", None)  # (gpu-pixel: a texture tensor's texture)
+            if texture is not None:
+                index[id(texture)] = (e, "texture")
+
+    def chain_of(obj: Any) -> tuple | None:
+        hit = index.get(id(obj))
+        if hit is None:
+            return None
+        e, attr = hit
+        sources, _result, lookup = trail[e]
+        parts: list[tuple[str, Any]] = []
+        for source in sources:
+            j = next((j for j, a in enumerate(args) if a is source), None)
+            if j is not None:
+                parts.append(("arg", j))
+            elif id(source) in index:
+                sub = chain_of(source)
+                if sub is None:
+                    return None
+                parts.append(("chain", sub))
+            elif id(source) in model_arrays or store.is_static(source):
+                parts.append(("fixed", source))  # (the same array for every layer of the kind)
+            else:
+                return None
+        return lookup, tuple(parts), attr
+
+    chains: list[tuple] = []
+    named: dict[int, Ref] = {}
+
+    def general(ref: Ref | None) -> Ref | None:
+        if ref is None or ref[0] != "const":
+            return ref
+        if id(ref[1]) not in named:
+            chain = chain_of(ref[1])
+            if chain is None:
+                raise _NoKey
+            named[id(ref[1])] = ("derived", len(chains))
+            chains.append(chain)
+        return named[id(ref[1])]
+
+    try:
+        steps: list[tuple] = []
+        for kind, step, *refs in template.steps:
+            if kind in ("dispatch", "draw"):
+                first, second = refs
+                steps.append((kind, step, [general(r) for r in first], [general(r) for r in second]))
+            else:
+                source, source_offset, target, target_offset, nbytes = refs
+                steps.append((kind, step, general(source), source_offset, general(target), target_offset, nbytes))
+        outputs = [None if out is None else (general(out[0]), *out[1:]) for out in template.outputs]
+    except _NoKey:
+        return None
+    return replace(template, steps=steps, outputs=outputs, chains=chains)
+
+
+def _resolve(chain: tuple, args: list[Any]) -> Any:
+    """The constant ``chain`` finds from ``args``, or None where it was not made yet. A chain is (lookup, parts,
+    attr): ``lookup`` (ConstantStore.note's) applied to the sources ``parts`` name (("arg", j): argument j;
+    ("chain", a chain): the derived array it finds; ("fixed", an array)), then the result's ``attr`` ("alloc": its
+    allocation, "texture": its texture, None: itself)."""
+    lookup, parts, attr = chain
+    sources = []
+    for kind, value in parts:
+        if kind == "arg":
+            source = args[value] if value < len(args) else None
+            if not isinstance(source, np.ndarray):
+                return None
+        elif kind == "chain":
+            source = _resolve(value, args)
+            if source is None:
+                return None
+        else:
+            source = value
+        sources.append(source)
+    result = lookup(tuple(sources))
+    if result is None or attr is None:
+        return result
+    return result.alloc if attr == "alloc" else result.alloc.texture

@@ -121,21 +121,39 @@ class ConstantStore:
         self.uploads: list[tuple[str, int]] = []  # (name, bytes) of each upload, in order
         self._owned: list[Any] = []  # buffers and textures to destroy on close
         self._derived_ids: set[int] = set()  # ids of the arrays in derived_arrays (they hold them)
+        # While a layer that may share its template with layers of other weights builds (layer_reuse.py): each
+        # constant it asked for, as (sources, result, lookup), lookup(sources) finding the result of other
+        # sources of the same shapes among what is kept (None where it is not), never making anything.
+        self.trail: list[tuple[tuple[np.ndarray, ...], Any, Callable[[tuple], Any]]] | None = None
+
+    def note(self, sources: tuple[np.ndarray, ...], result: Any, lookup: Callable[[tuple], Any]) -> None:
+        """A constant a builder asked for, made or kept from ``sources`` (see ``trail``)."""
+        if self.trail is not None:
+            self.trail.append((sources, result, lookup))
 
     def derived(self, key: tuple, sources: tuple[np.ndarray, ...], make: Callable[[], np.ndarray]) -> np.ndarray:
         """``make()`` computed once per (key, source arrays) and kept, with its sources, until ``close()``."""
-        full_key = (*(id(a) for a in sources), *key)
-        hit = self.derived_arrays.get(full_key)
-        if hit is not None and all(a is b for a, b in zip(hit[1], sources, strict=True)):
-            return hit[0]
-        value = np.ascontiguousarray(make())
-        self.derived_arrays[full_key] = (value, sources)
-        self._derived_ids.add(id(value))
+        value = self._derived_hit(key, sources)
+        if value is None:
+            value = np.ascontiguousarray(make())
+            self.derived_arrays[(*(id(a) for a in sources), *key)] = (value, sources)
+            self._derived_ids.add(id(value))
+        self.note(sources, value, lambda others: self._derived_hit(key, others))
         return value
+
+    def _derived_hit(self, key: tuple, sources: tuple[np.ndarray, ...]) -> np.ndarray | None:
+        hit = self.derived_arrays.get((*(id(a) for a in sources), *key))
+        return hit[0] if hit is not None and all(a is b for a, b in zip(hit[1], sources, strict=True)) else None
 
     def _hit(self, key: Any, value: np.ndarray) -> Any:
         hit = self.entries.get(key)
         return hit if hit is not None and self.sources.get(key) is value else None
+
+    def _noted(self, key_of: Callable[[np.ndarray], Any], value: np.ndarray, result: Any) -> Any:
+        """``result``, made or kept under ``key_of(value)``, noted on the trail; returns it."""
+        if self.trail is not None and result is not None:
+            self.note((value,), result, lambda others: self._hit(key_of(others[0]), others[0]))
+        return result
 
     def _keep(self, key: Any, value: np.ndarray, uploaded: Any, nbytes: int, name: str) -> Any:
         self.entries[key] = uploaded
@@ -156,10 +174,10 @@ class ConstantStore:
         """``value`` as a device tensor (row blocks within the binding limit when it is larger)."""
         key = id(value)
         hit = self._hit(key, value)
-        if hit is not None:
-            return hit
-        t, nbytes = device_tensor(self.ctx, value, name, self.buffer)
-        return self._keep(key, value, t, nbytes, name)
+        if hit is None:
+            t, nbytes = device_tensor(self.ctx, value, name, self.buffer)
+            hit = self._keep(key, value, t, nbytes, name)
+        return self._noted(id, value, hit)  # (keyed by the array's id)
 
     def static(self, value: np.ndarray) -> np.ndarray:
         """``value``, a module-level array of a builder's (a zero bias), marked as kept by the program: uploaded
@@ -168,6 +186,10 @@ class ConstantStore:
             self.derived_arrays[("static", id(value))] = (value, (value,))
             self._derived_ids.add(id(value))
         return value
+
+    def is_static(self, value: np.ndarray) -> bool:
+        """Whether ``value`` is a builder's module-level array that ``static`` marked (the same for every layer)."""
+        return ("static", id(value)) in self.derived_arrays
 
     def is_derived(self, value: np.ndarray) -> bool:
         """Whether ``value`` is one of the arrays ``derived`` made or ``static`` marked (kept as long as the
@@ -181,6 +203,9 @@ class ConstantStore:
     def texture(self, value: np.ndarray, name: str, *, half: bool = False) -> GTexture | None:
         """A (rows, cols) float32 matrix as an rgba32float texture (rgba16float when ``half``); None when it
         exceeds the device's texture size limit."""
+        return self._noted(lambda v: ("texture", id(v), half), value, self._texture(value, name, half))
+
+    def _texture(self, value: np.ndarray, name: str, half: bool) -> GTexture | None:
         key = ("texture", id(value), half)
         hit = self._hit(key, value)
         if hit is not None:
@@ -208,6 +233,9 @@ class ConstantStore:
         """A float32 matrix (..., cols), cols a multiple of 4, rounded to float16 and uploaded as a storage
         buffer of vec4<f16> rows (read by shaders that ``enable f16``). The tensor is typed int32 with half as
         many columns: that is how its bytes are bound, never how they are read."""
+        return self._noted(lambda v: ("half", id(v)), value, self._half(value, name))
+
+    def _half(self, value: np.ndarray, name: str) -> GTensor:
         key = ("half", id(value))
         hit = self._hit(key, value)
         if hit is not None:

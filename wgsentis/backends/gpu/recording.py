@@ -18,7 +18,7 @@ import numpy as np
 from wgsentis.backends.gpu.device_tensors import DeviceValue
 from wgsentis.backends.gpu.dtypes import TooLargeForDevice, gpu_type_of
 from wgsentis.backends.gpu.layer_build import narrow_host_inputs
-from wgsentis.backends.gpu.layer_reuse import arguments_key
+from wgsentis.backends.gpu.layer_reuse import WEIGHT_SHAPED_OPS, arguments_key
 from wgsentis.backends.gpu.placement import host_of, host_read
 from wgsentis.backends.gpu.replay import emit_layer
 from wgsentis.backends.gpu.resize import KeptRun, LayerRecord, Resize, ResizeAbandoned, TraceRecord, keepable
@@ -283,21 +283,30 @@ class Recording:
         start = len(rec.steps)
         program = self.program
         reuse = program.layer_reuse if self.stream is None and rec.layer is layer else None
-        key = None
+        key = generic = None
         if reuse is not None:
+            # (A layer whose weights only their shapes matter to: its key by those shapes too, layer_reuse.py.)
+            weight_shaped = (layer.op_type, layer.domain) in WEIGHT_SHAPED_OPS
             if templates:
                 # A layer whose arguments are those of an earlier trace: its template stands for its builder.
                 key = arguments_key(args, reuse.constants)
-                stamped = reuse.stamp(program, rec, self.layer_index, key, args)
+                generic = arguments_key(args, reuse.constants, weights_by_shape=True) if weight_shaped else None
+                stamped = reuse.stamp(program, rec, self.layer_index, key, args, generic)
                 if stamped is not None:
                     return "gpu", "", stamped
             given, clock = list(args), program.clock
-        kind, reason, outputs = program.layer_builder.place(rec, layer, args, self.value)
+            program.constants.trail = [] if weight_shaped else None
+        try:
+            kind, reason, outputs = program.layer_builder.place(rec, layer, args, self.value)
+        finally:
+            trail, program.constants.trail = program.constants.trail, None
         if reuse is not None and kind == "gpu":
             if not templates:
                 key = arguments_key(given, reuse.constants)
+                generic = arguments_key(given, reuse.constants, weights_by_shape=True) if weight_shaped else None
             stepped = program.clock != clock  # a builder that stepped the clock: its frees are not replayed
-            reuse.remember(self.layer_index, None if stepped else key, given, rec, rec.steps[start:], outputs)
+            reuse.remember(self.layer_index, None if stepped else key, given, rec, rec.steps[start:], outputs,
+                           generic, trail)
         if kind == "fallback":
             # Steps a control-flow program already encoded before it gave up (read_scalar) have run; what is
             # encoded next starts where the kept steps end.
