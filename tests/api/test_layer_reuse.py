@@ -211,3 +211,31 @@ def test_weights_widened_on_the_way_to_the_builder_are_never_shared():
         for s in (4, 7):
             x = rng.standard_normal((1, s, 32), dtype=np.float32)
             np.testing.assert_allclose(worker.run({"x": x})["y"], cpu.run({"x": x})["y"], rtol=2e-3, atol=1e-4)
+
+
+@requires_gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_gemms_with_other_weights_and_biases_of_one_shape_are_stamped_from_one_template(backend):
+    """Gemm (transB, a bias) is weight-shaped too: of three with (80, 80) weights and (80,) biases of their own (past
+    HOST_KEY_ELEMENTS: smaller ones key by their values), at a new batch the first is built and the other two
+    stamped, each binding its own weight and bias."""
+    rng = np.random.default_rng(9)
+    weights = {}
+    for k in range(3):
+        weights[f"w{k}"] = (0.1 * rng.standard_normal((80, 80))).astype(np.float32)
+        weights[f"b{k}"] = rng.standard_normal(80).astype(np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["h"])]
+    for k in range(3):
+        nodes.append(helper.make_node("Gemm", [nodes[-1].output[0], f"w{k}", f"b{k}"], [f"g{k}"], transB=1))
+    model = ws.load_model(make_model(nodes, [("x", F, ["n", 80])], [("g2", F, None)], weights))
+    with ws.Worker(model, backend, prepare_ahead=False) as worker, ws.Worker(model, "cpu") as cpu:
+        counts = []
+        for n in (3, 6, 10):
+            x = rng.standard_normal((n, 80), dtype=np.float32)
+            y = worker.run({"x": x})["g2"]
+            stats = worker.stats()
+            counts.append((stats["gpu_layers_reused"], stats["gpu_layers_built"]))
+            np.testing.assert_allclose(y, cpu.run({"x": x})["g2"], rtol=1e-4, atol=1e-5)
+            with ws.Worker(model, backend) as alone:
+                assert np.array_equal(y, alone.run({"x": x})["g2"])
+    assert counts[0] == (0, 4) and counts[1:] == [(2, 2), (2, 2)], counts

@@ -22,7 +22,7 @@ builders: fault slots (index checks), control flow, chunked tensors, narrowing a
 stepped the recording's clock, textures of unknown origin, and run inputs with host copies (placement may read
 their values). Traces only: a recorded run binds its steps as it goes.
 
-A template of an op whose builder reads of its weights only their shapes (WEIGHT_SHAPED_OPS: MatMul) also stands
+A template of an op whose builder reads of its weights only their shapes (WEIGHT_SHAPED_OPS: MatMul, Gemm) also stands
 for layers of its kind whose weights are other arrays of those shapes: while it builds, the program's
 ConstantStore notes what each constant it asks for is made from (its trail), and the template names each constant
 it binds by that chain from the layer's arguments (a weight, its repacked form, that form's texture), found again
@@ -50,7 +50,7 @@ HOST_KEY_ELEMENTS = 64
 # a template of one such layer stands for another of its kind whose weights have the same shapes, the constants
 # it binds found again from the other's weights. A transformer's blocks each have their own projections: at a
 # new sequence length the first block's are built and the others stamped.
-WEIGHT_SHAPED_OPS = frozenset({("MatMul", "")})
+WEIGHT_SHAPED_OPS = frozenset({("MatMul", ""), ("Gemm", "")})
 
 # ("new", k): the k-th allocation the builder made; ("arg", j): argument j's; ("newtex", k) / ("argtex", j): the
 # texture of either (gpu-pixel's texture tensors); ("scratch", k): the texture of the builder's k-th scratch
