@@ -130,20 +130,24 @@ class TextureCopy(Copy):
 def _native_copies(copy: TextureCopy) -> list[tuple[Callable[..., Any], tuple[Any, ...]]] | None:
     """The wgpu-native calls of ``copy`` with their argument structs built once. wgpu-py builds three
     structs from dicts on every copy_buffer_to_texture (~35 us of host time, more than three dispatches),
-    and a replay encodes the same copy every run. Built with wgpu-py's own struct helpers; None (the
-    public method then) where this wgpu-py lacks them."""
+    and a replay encodes the same copy every run. Filled field by field with cffi (wgpu-py's struct helpers
+    took most of a new plan's first replay: each copy is built once per plan); None (the public method then)
+    where this wgpu-py lacks its structs."""
     try:
         from wgpu.backends.wgpu_native import _api
 
+        ffi, all_aspects = _api.ffi, _api.enummap["TextureAspect.all"]
         calls = []
         for offset, row, texels, rows in copy.regions():
-            layout = _api.new_struct("WGPUTexelCopyBufferLayout", offset=offset, bytesPerRow=LINEAR_TEXELS * 16,
-                                     rowsPerImage=rows)
-            source = _api.new_struct_p("WGPUTexelCopyBufferInfo *", layout=layout, buffer=copy.src.buffer._internal)
-            origin = _api.new_struct("WGPUOrigin3D", x=0, y=row, z=0)
-            destination = _api.new_struct_p("WGPUTexelCopyTextureInfo *", texture=copy.dst.texture._internal,
-                                            mipLevel=0, origin=origin, aspect="all")
-            size = _api.new_struct_p("WGPUExtent3D *", width=texels, height=rows, depthOrArrayLayers=1)
+            source = ffi.new("WGPUTexelCopyBufferInfo *")
+            source.layout.offset, source.layout.bytesPerRow = offset, LINEAR_TEXELS * 16
+            source.layout.rowsPerImage, source.buffer = rows, copy.src.buffer._internal
+            destination = ffi.new("WGPUTexelCopyTextureInfo *")
+            destination.texture, destination.mipLevel, destination.aspect = copy.dst.texture._internal, 0, \
+                all_aspects
+            destination.origin.x, destination.origin.y, destination.origin.z = 0, row, 0
+            size = ffi.new("WGPUExtent3D *")
+            size.width, size.height, size.depthOrArrayLayers = texels, rows, 1
             calls.append((_api.libf.wgpuCommandEncoderCopyBufferToTexture, (source, destination, size)))
         return calls
     except Exception:  # any mismatch with this wgpu-py: the public method instead
