@@ -155,6 +155,9 @@ def test_the_key_by_weight_shapes_tells_apart_only_shapes_and_dtypes():
     assert arguments_key([a, one], constants) != arguments_key([a, other], constants)
     by_shape = [arguments_key([a, w], constants, weights_by_shape=True) for w in (one, other, wide)]
     assert by_shape[0] == by_shape[1] != by_shape[2]
+    # One weight given twice is not two weights: the template's constants would come from the first alone.
+    assert arguments_key([one, one], constants, weights_by_shape=True) != \
+        arguments_key([one, other], constants, weights_by_shape=True)
 
 
 def _projections_model(dtype=np.float32):

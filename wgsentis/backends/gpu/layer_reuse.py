@@ -91,7 +91,9 @@ def arguments_key(args: list[Any], constants: frozenset[int] = frozenset(),
             # same scale or mask fill, and a template of one block's layer stands for the others' with equal ones)
             parts.append(("host", a.shape, a.dtype.str, a.tobytes()))
         elif isinstance(a, np.ndarray) and id(a) in constants:
-            parts.append(("weight", a.shape, a.dtype.str) if weights_by_shape else ("weight", id(a)))
+            # (By shape: which weights are one array stays in the key, as a device tensor's aliasing does.)
+            parts.append(("weight", a.shape, a.dtype.str, aliases.setdefault(id(a), len(aliases)))
+                         if weights_by_shape else ("weight", id(a)))
         else:
             return None
     return tuple(parts)
