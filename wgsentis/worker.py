@@ -67,8 +67,9 @@ class Worker:
     values of inputs read on the host), the least recently used dropped first with its device memory.
     ``prepare_ahead`` (GPU backends): where the last four runs grew their inputs by the same steps (a decoder's
     cache, one row a token), trace the next size's plan right after submitting a run, while the device runs it,
-    so that the next run replays (``stats()``: ``plans_prepared_ahead``, ``prepared_plans_replayed``; a run's
-    ``ahead_ms``). A miss costs that trace's host time and the plan's memory until it is evicted; False: none.
+    so that the next run replays (``stats()``: ``plans_prepared_ahead``, ``prepared_plans_replayed``,
+    ``plans_prepared_ahead_failed``; a run's ``ahead_ms``). A miss costs that trace's host time and the plan's
+    memory until it is evicted; False: none.
     ``fast_winograd`` (GPU backends): let 3x3 convolutions take Winograd F(4x4, 3x3), up to 1.75x faster on wide
     layers but with 4-7x the rounding error of a direct float32 sum; the default, False, takes F(2x2, 3x3) at
     most, whose error is within a direct sum's (quantized models re-quantize every layer and amplify errors).

@@ -538,23 +538,23 @@ class PixelProgram(GPUProgram):
         textures = self._constant_textures if values is None else values.texture_tensors
         hit = textures.get(key)
         if hit is not None and hit[0] is value:
-            if values is None:
-                self.constants.note((value,), hit[1], lambda others: self._kept_texture(others[0], blocked))
-            return hit[1]
-        layout = self.layout_of(tuple(value.shape), value.dtype, axis, f"constant '{name}'")
-        alloc = TextureAllocation(layout, -1)
-        alloc.persistent = True
-        alloc.texture.replace(self.make_texture(layout, f"constant '{name}'"), alloc.texture.shape)
-        t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
-        t.layout = layout
-        nbytes = self.write(t, self.prepare_upload(value, f"constant '{name}'"))
-        if values is None:
-            self._constant_textures[key] = (value, t)
-            self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
-            self.constant_texture_ids.add(id(alloc.texture))
-            self.constants.note((value,), t, lambda others: self._kept_texture(others[0], blocked))
+            t = hit[1]
         else:
-            values.keep_texture(key, value, t, alloc.texture.texture, nbytes, name)
+            layout = self.layout_of(tuple(value.shape), value.dtype, axis, f"constant '{name}'")
+            alloc = TextureAllocation(layout, -1)
+            alloc.persistent = True
+            alloc.texture.replace(self.make_texture(layout, f"constant '{name}'"), alloc.texture.shape)
+            t = GTensor(alloc, tuple(value.shape), value.dtype, name, host=value)
+            t.layout = layout
+            nbytes = self.write(t, self.prepare_upload(value, f"constant '{name}'"))
+            if values is None:
+                self._constant_textures[key] = (value, t)
+                self.constants.uploads.append((name or "constant", nbytes))  # listed with the run's transfers
+                self.constant_texture_ids.add(id(alloc.texture))
+            else:
+                values.keep_texture(key, value, t, alloc.texture.texture, nbytes, name)
+        if values is None:  # (a model constant, made or kept: on the trail of a layer that may share its template)
+            self.constants.note((value,), t, lambda others: self._kept_texture(others[0], blocked))
         return t
 
     def _kept_texture(self, value: np.ndarray, blocked: int) -> GTensor | None:
